@@ -1,0 +1,22 @@
+"""The kit's exceptions: one base class, and the kinds a caller may want to tell apart.
+
+Every message says what was wrong, what the machine has, and what to do::
+
+    raise BadInput("batch size must be a positive integer, got -4; use e.g. --batch-size 64")
+"""
+
+
+class CollocKitError(Exception):
+    """Base class of every error the kit raises on purpose."""
+
+
+class BadInput(CollocKitError):
+    """The user asked for something invalid; refused before anything on the GPU changed (CLI exit code 2)."""
+
+
+class GpuStateError(CollocKitError):
+    """The GPU is not in a state the kit can work with (a foreign MPS daemon, MIG busy, a missing driver...)."""
+
+
+class NvmlUnavailable(CollocKitError):
+    """NVML could not be loaded or initialised; `reason` says why (no driver, no GPU, library missing)."""

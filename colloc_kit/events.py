@@ -1,0 +1,64 @@
+"""The worker's event stream: one JSON object per line on stdout, the contract between worker, launcher and analysis.
+
+Every event has `type`, `job` (the job id) and `t` (wall-clock seconds since the epoch, `time.time()`: the clock the
+monitor samples on, so events and GPU samples align). Types and their fields:
+
+- `ready`:    model built, first batch loaded; the worker now waits at the start barrier (if it has one).
+- `start`:    released from the barrier; training begins.
+- `interval`: periodic progress: `step`, `images`, `loss`, `step_time_s` (mean over the interval), `data_wait_s`
+              (time spent waiting for the loader in the interval), `warmup` (true while in warm-up),
+              `interval_s`, `interval_images`.
+- `epoch`:    `epoch`, `epoch_time_s`, `images`, `images_per_s`.
+- `end`:      `status` ("complete"), `steps`, `images`, `steady_images`, `steady_s`, `images_per_s` (steady-state
+              window: after warm-up to the end), `peak_allocated_mb`, `peak_reserved_mb`.
+- `error`:    `kind` (one of ERROR_KINDS), `message`.
+
+    >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
+    >>> w.emit(READY, device="cuda:0")
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import IO, Any
+
+READY, START, INTERVAL, EPOCH, END, ERROR = "ready", "start", "interval", "epoch", "end", "error"
+TYPES = (READY, START, INTERVAL, EPOCH, END, ERROR)
+ERROR_KINDS = ("out_of_memory", "cuda_error", "bad_input", "other")
+
+
+def now() -> float:
+    """The kit's clock: wall-clock seconds (`time.time()`), shared by workers, launcher and monitor."""
+    return time.time()
+
+
+class EventWriter:
+    """Writes events as JSON lines, flushed at once so the launcher sees them live."""
+
+    def __init__(self, job_id: str, stream: IO[str] | None = None):
+        self.job_id = job_id
+        self.stream = stream or sys.stdout
+        self._lock = threading.Lock()
+
+    def emit(self, type_: str, **fields: Any) -> dict:
+        event = {"type": type_, "job": self.job_id, "t": now(), **fields}
+        line = json.dumps(event, default=float)
+        with self._lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        return event
+
+
+def parse(line: str) -> dict | None:
+    """An event from one line of a worker's stdout, or None for anything that is not an event."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and event.get("type") in TYPES else None

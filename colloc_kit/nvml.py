@@ -1,0 +1,133 @@
+"""The kit's one door to NVML: every module asks this wrapper, never `pynvml` directly.
+
+The backend is the real `pynvml` module (from nvidia-ml-py) unless a stand-in with the same names is installed
+with `use_backend` (the MIG simulator, tests' fakes). Initialisation is reference-counted, so nested sessions
+(monitor inside launcher inside a notebook) share one `nvmlInit`.
+
+    >>> from colloc_kit import nvml
+    >>> with nvml.session() as lib:                      # doctest: +SKIP
+    ...     h = lib.nvmlDeviceGetHandleByIndex(0)
+    ...     nvml.optional(lib.nvmlDeviceGetPowerUsage, h)
+    Reading(value=68512, reason=None)
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from .errors import NvmlUnavailable
+
+_lock = threading.RLock()
+_backend: Any = None  # None: import pynvml on first use
+_init_count = 0
+
+
+def backend() -> Any:
+    """The active NVML module (real `pynvml` or an installed stand-in); raises NvmlUnavailable if none loads."""
+    global _backend
+    with _lock:
+        if _backend is None:
+            try:
+                _backend = importlib.import_module("pynvml")
+            except ImportError as exc:
+                raise NvmlUnavailable(
+                    f"the NVML bindings are not installed ({exc}); install them with `pip install nvidia-ml-py`"
+                ) from exc
+        return _backend
+
+
+@contextmanager
+def use_backend(module: Any) -> Iterator[Any]:
+    """Make `module` (anything with pynvml's names) the NVML every kit module uses, until the block ends.
+
+    >>> with use_backend(fake_nvml):   # doctest: +SKIP
+    ...     colloc_kit.machine.describe()
+    """
+    global _backend, _init_count
+    with _lock:
+        saved = (_backend, _init_count)
+        _backend, _init_count = module, 0
+    try:
+        yield module
+    finally:
+        with _lock:
+            _backend, _init_count = saved
+
+
+@contextmanager
+def session() -> Iterator[Any]:
+    """Initialise NVML for the block (nested blocks share one init) and yield the backend module.
+
+    Raises NvmlUnavailable with the driver's reason where NVML cannot start (no GPU, no driver).
+    """
+    global _init_count
+    lib = backend()
+    with _lock:
+        if _init_count == 0:
+            try:
+                lib.nvmlInit()
+            except Exception as exc:  # NVMLError subclasses, or OSError when libnvidia-ml.so is missing
+                raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; is an NVIDIA driver installed?") from exc
+        _init_count += 1
+    try:
+        yield lib
+    finally:
+        with _lock:
+            _init_count -= 1
+            if _init_count == 0:
+                try:
+                    lib.nvmlShutdown()
+                except Exception:
+                    pass
+
+
+def available() -> tuple[bool, str | None]:
+    """Whether NVML starts on this machine, and if not, why.
+
+    >>> available()   # on a machine without a GPU   # doctest: +SKIP
+    (False, 'NVML did not start: Driver Not Loaded; is an NVIDIA driver installed?')
+    """
+    try:
+        with session():
+            return True, None
+    except NvmlUnavailable as exc:
+        return False, str(exc)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A value NVML gave, or None and the reason it could not (not supported, no permission, ...)."""
+
+    value: Any
+    reason: str | None = None
+
+
+def optional(fn: Callable[..., Any], *args: Any) -> Reading:
+    """Call an NVML function; an NVML error becomes a Reading with its reason instead of an exception."""
+    try:
+        return Reading(fn(*args))
+    except Exception as exc:
+        if not is_nvml_error(exc):
+            raise
+        return Reading(None, describe_error(exc))
+
+
+def is_nvml_error(exc: BaseException) -> bool:
+    """True for the backend's NVMLError (real or simulated) and for a missing NVML function."""
+    error_class = getattr(_backend, "NVMLError", None)
+    return (error_class is not None and isinstance(exc, error_class)) or isinstance(exc, (AttributeError, NotImplementedError))
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short text for an NVML error: the driver's own string where it has one."""
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+def text(value: Any) -> str:
+    """NVML returns bytes from older bindings and str from newer ones; always give str."""
+    return value.decode() if isinstance(value, bytes) else str(value)

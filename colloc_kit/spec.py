@@ -1,0 +1,269 @@
+"""What to run: a job (one training process), a sharing mode, and an experiment (jobs x modes x copies x repeats).
+
+Specs are plain dataclasses, validated when built, so bad input is refused before anything starts::
+
+    >>> job = JobSpec(model="resnet18", batch_size=64, steps=200, amp="bf16")
+    >>> spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[1, 2, 4], repeats=3)
+    >>> spec = ExperimentSpec.from_yaml("experiment.yaml")      # doctest: +SKIP
+
+A YAML spec::
+
+    name: resnet-collocation
+    device: cuda
+    modes: [exclusive, naive, {name: mps, thread_percentage: 50}]
+    copies: [1, 2, 4]
+    repeats: 3
+    jobs:                      # job groups; each group is started `copies` times
+      - {model: resnet18, batch_size: 64, amp: bf16, steps: 300}
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import BadInput
+
+AMP_CHOICES = ("off", "bf16", "fp16")
+DEVICE_CHOICES = ("cuda", "cpu")
+FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
+
+
+def _opt(help_: str, **kw: Any) -> Any:
+    return field(metadata={"help": help_}, **kw)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job: a torchvision model on a dataset with a budget. Fields are the worker's options."""
+
+    model: str = _opt("torchvision model name (see `colloc-kit info --models`), or 'smallcnn' for quick CPU runs")
+    dataset: str = _opt("synthetic | cifar10 | imagefolder | imagenet64", default="synthetic")
+    data_root: str | None = _opt("folder holding the dataset (not needed for synthetic)", default=None)
+    batch_size: int = _opt("images per step", default=64)
+    epochs: int | None = _opt("passes over the dataset (default 1 when no budget is given)", default=None)
+    steps: int | None = _opt("training steps in all, warm-up included", default=None)
+    seconds: float | None = _opt("stop after this many seconds of training", default=None)
+    warmup_steps: int = _opt("steps before the steady-state window starts", default=10)
+    image_size: int | None = _opt("input side in pixels (default: the dataset's own; 224 for synthetic)", default=None)
+    synthetic_samples: int = _opt("images per epoch of the synthetic dataset", default=2048)
+    amp: str = _opt("automatic mixed precision: off | bf16 | fp16", default="off")
+    channels_last: bool = _opt("use the channels_last memory format", default=False)
+    workers: int = _opt("data-loader worker processes", default=2)
+    pin_memory: bool = _opt("pin host memory of batches (CUDA only)", default=True)
+    seed: int = _opt("random seed", default=0)
+    lr: float = _opt("SGD learning rate", default=0.01)
+    device: str = _opt("cuda | cpu", default="cuda")
+    interval_s: float = _opt("seconds between progress events", default=1.0)
+    fail_at_step: int | None = _opt("FAULT INJECTION for tests: fail at this step", default=None)
+    fail_kind: str = _opt("FAULT INJECTION: out_of_memory | cuda_error | crash", default="out_of_memory")
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
+        for name in ("batch_size", "epochs", "steps", "synthetic_samples", "image_size", "fail_at_step"):
+            value = getattr(self, name)
+            if value is not None:
+                _require(_is_int(value) and value > 0, f"{name} must be a positive integer, got {value!r}")
+        for name in ("warmup_steps", "workers", "seed"):
+            _require(_is_int(getattr(self, name)) and getattr(self, name) >= 0,
+                     f"{name} must be a whole number >= 0, got {getattr(self, name)!r}")
+        for name in ("seconds", "interval_s", "lr"):
+            value = getattr(self, name)
+            if value is not None:
+                _require(isinstance(value, (int, float)) and value > 0, f"{name} must be a positive number, got {value!r}")
+        _require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
+                 "give at most one budget: epochs, steps or seconds")
+        _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {self.amp!r}")
+        _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {self.device!r}")
+        _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
+        if self.steps is not None:
+            _require(self.steps > self.warmup_steps,
+                     f"steps ({self.steps}) must exceed warmup_steps ({self.warmup_steps}) to leave a measured window")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "job") -> "JobSpec":
+        """Build from a dict (YAML, widgets); unknown keys are refused with the list of valid ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _require(not unknown, f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        _require("model" in data, f"{where}: 'model' is required")
+        try:
+            return cls(**dict(data))
+        except BadInput as exc:
+            raise BadInput(f"{where}: {exc}") from None
+
+    def with_(self, **changes: Any) -> "JobSpec":
+        return dataclasses.replace(self, **changes)
+
+    def to_argv(self) -> list[str]:
+        """Command-line options for `python -m colloc_kit.worker` that rebuild this spec."""
+        argv: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or value == f.default:
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if isinstance(value, bool):
+                argv.append(flag if value else "--no-" + f.name.replace("_", "-"))
+            else:
+                argv += [flag, str(value)]
+        return argv
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), require_model: bool = False) -> None:
+        """Add one option per field to an argparse parser (the worker's and the CLI's options come from here)."""
+        for f in fields(cls):
+            if f.name in skip:
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            kind = _field_type(f)
+            if kind is bool:
+                parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                    default=argparse.SUPPRESS, help=f.metadata["help"])
+            else:
+                parser.add_argument(flag, dest=f.name, type=kind, default=argparse.SUPPRESS,
+                                    required=require_model and f.name == "model",
+                                    help=f.metadata["help"])
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace, **overrides: Any) -> "JobSpec":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in vars(ns).items() if k in known}
+        values.update(overrides)
+        return cls.from_mapping(values, where="options")
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """A sharing mode by name, with its options (e.g. MPS thread percentage, a MIG layout)."""
+
+    name: str
+    options: dict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, value: Any) -> "ModeSpec":
+        """'naive', or {'name': 'mps', 'thread_percentage': 50} as in YAML."""
+        if isinstance(value, ModeSpec):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping) and isinstance(value.get("name"), str):
+            options = {k: v for k, v in value.items() if k != "name"}
+            return cls(value["name"], options)
+        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {value!r}")
+
+    @property
+    def label(self) -> str:
+        """A short human label, e.g. 'mps(thread_percentage=50)'."""
+        if not self.options:
+            return self.name
+        inner = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.options.items()))
+        return f"{self.name}({inner})"
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """Job groups run under each mode, at each copy count, `repeats` times. One run per (mode, copies, repeat)."""
+
+    jobs: list[JobSpec]
+    modes: list[ModeSpec] = field(default_factory=lambda: [ModeSpec("naive")])
+    copies: list[int] = field(default_factory=lambda: [1])
+    repeats: int = 1
+    name: str = "experiment"
+    gpu: int = 0
+    time_limit_s: float | None = None
+    monitor: bool = True
+    monitor_interval_s: float = 0.15
+
+    def __post_init__(self) -> None:
+        _require(len(self.jobs) > 0, "an experiment needs at least one job")
+        _require(len(self.modes) > 0, "an experiment needs at least one mode")
+        _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
+                 f"copies must be positive integers, got {self.copies!r}")
+        _require(_is_int(self.repeats) and self.repeats > 0, f"repeats must be a positive integer, got {self.repeats!r}")
+        _require(_is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {self.gpu!r}")
+        if self.time_limit_s is not None:
+            _require(self.time_limit_s > 0, f"time_limit_s must be positive, got {self.time_limit_s!r}")
+        _require(self.monitor_interval_s > 0, "monitor_interval_s must be positive")
+        devices = {j.device for j in self.jobs}
+        _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
+        from .modes import validate_mode_spec  # modes import spec: import here to keep the graph one-way
+
+        for mode in self.modes:
+            validate_mode_spec(mode, device=self.device)
+
+    @property
+    def device(self) -> str:
+        return self.jobs[0].device
+
+    def runs(self) -> list[tuple[ModeSpec, int, int]]:
+        """Every run as (mode, copies, repeat), repeats innermost-last so that repeats are spread over time."""
+        return [(m, c, r) for r in range(self.repeats) for m in self.modes for c in self.copies]
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> "ExperimentSpec":
+        """Build from a YAML-like dict; `defaults` are job fields applied under every group (e.g. from CLI flags)."""
+        _require(isinstance(data, Mapping), f"a spec is a mapping of keys, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        _require(not unknown, f"spec: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        groups = data.get("jobs")
+        _require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
+        jobs = []
+        for i, group in enumerate(groups):
+            _require(isinstance(group, Mapping), f"spec: jobs[{i}] must be a mapping such as {{model: resnet18}}")
+            jobs.append(JobSpec.from_mapping({**(defaults or {}), **group}, where=f"jobs[{i}]"))
+        modes = data.get("modes", ["naive"])
+        modes = [modes] if isinstance(modes, (str, Mapping)) else modes
+        _require(isinstance(modes, list), "spec: 'modes' must be a list")
+        copies = data.get("copies", [1])
+        copies = [copies] if _is_int(copies) else copies
+        _require(isinstance(copies, list), "spec: 'copies' must be a number or a list of numbers")
+        rest = {k: v for k, v in data.items() if k not in ("jobs", "modes", "copies")}
+        try:
+            return cls(jobs=jobs, modes=[ModeSpec.parse(m) for m in modes], copies=copies, **rest)
+        except TypeError as exc:
+            raise BadInput(f"spec: {exc}") from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, defaults: Mapping[str, Any] | None = None) -> "ExperimentSpec":
+        import yaml
+
+        path = Path(path)
+        _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec")
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise BadInput(f"{path} is not valid YAML: {exc}") from None
+        return cls.from_mapping(data or {}, defaults)
+
+    def to_dict(self) -> dict:
+        """Plain data for the manifest (and a YAML file that `from_mapping` reads back)."""
+        data = dataclasses.asdict(self)
+        data["jobs"] = [{k: v for k, v in dataclasses.asdict(j).items()} for j in self.jobs]
+        data["modes"] = [{"name": m.name, **m.options} for m in self.modes]
+        return data
+
+
+def _require(condition: Any, message: str) -> None:
+    if not condition:
+        raise BadInput(message)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _short(value: Any) -> str:
+    return "+".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _field_type(f: dataclasses.Field) -> type:
+    annotation = str(f.type)
+    for name, kind in (("bool", bool), ("int", int), ("float", float)):
+        if annotation.startswith(name):
+            return kind
+    return str
