@@ -1,0 +1,29 @@
+"""Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason."""
+
+import shutil
+
+import pytest
+
+
+def _cuda_reason() -> str | None:
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - torch is a dependency
+        return f"torch not importable: {exc}"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU on this machine"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    for item in items:
+        if "gpu" in item.keywords:
+            reason = reason or _cuda_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"needs a GPU: {reason}"))
+
+
+@pytest.fixture
+def has_mps_control() -> bool:
+    return shutil.which("nvidia-cuda-mps-control") is not None
