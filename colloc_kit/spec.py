@@ -95,6 +95,9 @@ class JobSpec:
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
 
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
     def with_(self, **changes: Any) -> "JobSpec":
         return dataclasses.replace(self, **changes)
 
@@ -243,7 +246,7 @@ class ExperimentSpec:
     def to_dict(self) -> dict:
         """Plain data for the manifest (and a YAML file that `from_mapping` reads back)."""
         data = dataclasses.asdict(self)
-        data["jobs"] = [{k: v for k, v in dataclasses.asdict(j).items()} for j in self.jobs]
+        data["jobs"] = [j.to_dict() for j in self.jobs]
         data["modes"] = [{"name": m.name, **m.options} for m in self.modes]
         return data
 

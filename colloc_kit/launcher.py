@@ -1,0 +1,242 @@
+"""Start jobs in their slots, hold them at a start barrier, release them together, and record what each one did.
+
+Each job is a `python -m colloc_kit.worker` process in its own process group. Its stdout (the event stream) is
+copied line by line to `jobs/<job>.events.jsonl`; its stderr to `jobs/<job>.stderr.log`. A job that crashes, runs
+out of memory, overruns its time limit or is killed is recorded with its reason; the others run on. An interrupt
+(Ctrl-C, or "interrupt kernel" in Jupyter) stops every job and re-raises after recording what was measured.
+
+    >>> outcomes = Wave([LaunchItem("job0", job, slot)], jobs_dir=Path("runs/x/jobs")).run()   # doctest: +SKIP
+    >>> outcomes[0].status
+    'complete'
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import events
+from .modes import Slot
+from .spec import JobSpec
+
+COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = "complete", "failed", "timed_out", "interrupted"
+READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
+STOP_GRACE_S = 5.0
+POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class LaunchItem:
+    """One job to start: its id, what it trains, and the slot it lands in."""
+
+    job_id: str
+    spec: JobSpec
+    slot: Slot
+
+
+@dataclass
+class Outcome:
+    """What became of one job. `status` is complete / failed / timed_out / interrupted."""
+
+    job_id: str
+    status: str
+    error_kind: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    released_at: float | None = None
+    ended_at: float | None = None
+    pid: int | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Job:
+    item: LaunchItem
+    proc: subprocess.Popen
+    events_path: Path
+    ready: threading.Event = field(default_factory=threading.Event)
+    last: dict = field(default_factory=dict)  # last event of each type
+    pump: threading.Thread | None = None
+    stopped_as: str | None = None  # timed_out / interrupted, when the launcher stopped it
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def worker_command(item: LaunchItem) -> list[str]:
+    """The argument list that starts one job's worker (also what a user can run by hand)."""
+    return [sys.executable, "-m", "colloc_kit.worker", *item.spec.to_argv(),
+            "--job-id", item.job_id, "--barrier", "stdin"]
+
+
+def thread_env(n_concurrent: int, device: str) -> dict[str, str]:
+    """On the CPU, divide the cores among the jobs that run at once so they do not oversubscribe them."""
+    if device != "cpu":
+        return {}
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, n_concurrent)))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+class Wave:
+    """Jobs that start together behind one barrier. `run()` fills `outcomes` (one per item, in order), also when
+    an interrupt cuts it short, so the caller can record what was measured before the interrupt propagates.
+
+    `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
+    started (the monitor uses it to attribute GPU memory to jobs).
+    """
+
+    def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
+                 on_event: Callable[[dict], None] | None = None,
+                 on_start: Callable[[dict[int, str]], None] | None = None):
+        self.items, self.jobs_dir, self.time_limit_s = items, jobs_dir, time_limit_s
+        self.on_event, self.on_start = on_event, on_start
+        self.released_at: float | None = None
+        self.outcomes: list[Outcome] = []
+
+    def run(self) -> list[Outcome]:
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        jobs: list[_Job] = []
+        try:
+            for item in self.items:
+                jobs.append(_start(item, self.jobs_dir, len(self.items), self.on_event))
+            if self.on_start:
+                self.on_start({job.proc.pid: job.item.job_id for job in jobs})
+            _wait_until_ready(jobs)
+            self.released_at = _release(jobs)
+            _wait_until_done(jobs, self.time_limit_s)
+        except KeyboardInterrupt:
+            for job in jobs:
+                if job.alive():
+                    job.stopped_as = INTERRUPTED
+            raise
+        finally:
+            _stop_all(jobs)
+            self.outcomes = [_outcome(job, self.released_at) for job in jobs]
+        return self.outcomes
+
+
+def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Job:
+    env = {**os.environ, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    stderr = open(jobs_dir / f"{item.job_id}.stderr.log", "wb")
+    try:
+        proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                env=env, start_new_session=True)
+    finally:
+        stderr.close()
+    job = _Job(item, proc, jobs_dir / f"{item.job_id}.events.jsonl")
+    job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
+    job.pump.start()
+    return job
+
+
+def _pump(job: _Job, on_event) -> None:
+    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on."""
+    with open(job.events_path, "a", encoding="utf-8") as log:
+        for raw in job.proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            event = events.parse(line)
+            if event is None:
+                continue
+            log.write(line if line.endswith("\n") else line + "\n")
+            log.flush()
+            job.last[event["type"]] = event
+            if event["type"] in (events.READY, events.ERROR):
+                job.ready.set()  # an error before ready must not hold the barrier
+            if on_event:
+                on_event(event)
+    job.ready.set()
+
+
+def _wait_until_ready(jobs: list[_Job]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not all(job.ready.is_set() or not job.alive() for job in jobs):
+        if time.monotonic() > deadline:
+            for job in jobs:
+                if not job.ready.is_set():
+                    job.stopped_as = TIMED_OUT
+                    _signal(job, signal.SIGKILL)
+            return
+        time.sleep(POLL_S)
+
+
+def _release(jobs: list[_Job]) -> float:
+    """Open the barrier: one line to every waiting worker, back to back."""
+    released_at = events.now()
+    for job in jobs:
+        if job.alive() and events.READY in job.last:
+            try:
+                job.proc.stdin.write(b"go\n")
+                job.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+    return released_at
+
+
+def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    while any(job.alive() for job in jobs):
+        if deadline is not None and time.monotonic() > deadline:
+            for job in jobs:
+                if job.alive():
+                    job.stopped_as = TIMED_OUT
+            return
+        time.sleep(POLL_S)
+
+
+def _stop_all(jobs: list[_Job]) -> None:
+    """Stop what still runs (SIGTERM, then SIGKILL after a grace period), and any leftover child in its group."""
+    for job in jobs:
+        if job.alive():
+            _signal(job, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for job in jobs:
+        try:
+            job.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for job in jobs:
+        _signal(job, signal.SIGKILL)  # the group: data-loader workers of a killed worker too
+        job.proc.wait()
+        if job.pump:
+            job.pump.join(timeout=5)
+        for pipe in (job.proc.stdin, job.proc.stdout):
+            if pipe and not pipe.closed:
+                pipe.close()
+
+
+def _signal(job: _Job, sig: int) -> None:
+    try:
+        os.killpg(job.proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _outcome(job: _Job, released_at: float | None) -> Outcome:
+    code = job.proc.returncode
+    end, error = job.last.get(events.END), job.last.get(events.ERROR)
+    outcome = Outcome(job.item.job_id, FAILED, exit_code=code, released_at=released_at, ended_at=events.now(),
+                      pid=job.proc.pid)
+    if job.stopped_as == INTERRUPTED:
+        outcome.status, outcome.error = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
+    elif job.stopped_as == TIMED_OUT:
+        outcome.status, outcome.error_kind = TIMED_OUT, "timeout"
+        outcome.error = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
+    elif end is not None and code == 0:
+        outcome.status = COMPLETE
+    elif error is not None:
+        outcome.error_kind, outcome.error = error.get("kind", "other"), error.get("message")
+    elif code is not None and code < 0:
+        name = signal.Signals(-code).name
+        outcome.error_kind, outcome.error = "killed", f"worker killed by {name} without reporting an error"
+    else:
+        outcome.error_kind, outcome.error = "crashed", f"worker exited with code {code} without reporting an error"
+    return outcome

@@ -1,0 +1,124 @@
+"""What this machine offers: host, GPUs (through the NVML wrapper), software versions, the project's git commit.
+
+Used by `colloc-kit info` and written into every run's manifest. Never raises for a missing GPU or feature: the
+value is absent and a reason is given.
+
+    >>> info = describe()
+    >>> info["gpus"], info["gpu_reason"]           # on a machine without a GPU   # doctest: +SKIP
+    ([], 'NVML did not start: Driver Not Loaded; is an NVIDIA driver installed?')
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from . import __version__, nvml
+
+PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
+
+
+def describe() -> dict:
+    """Host, GPUs, versions and git commit as plain data (JSON-ready)."""
+    gpus, reason = gpu_list()
+    return {
+        "host": host(),
+        "gpus": gpus,
+        "gpu_reason": reason,
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "mps_control": shutil.which("nvidia-cuda-mps-control"),
+    }
+
+
+def host() -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "memory_mb": round(psutil.virtual_memory().total / 2**20),
+    }
+
+
+def gpu_list() -> tuple[list[dict], str | None]:
+    """One dict per GPU (name, memory, UUID, MIG and GPM support, compute mode), or [] and why there are none."""
+    try:
+        with nvml.session() as lib:
+            driver = nvml.optional(lib.nvmlSystemGetDriverVersion)
+            cuda = nvml.optional(lib.nvmlSystemGetCudaDriverVersion_v2)
+            return [_gpu(lib, i, driver, cuda) for i in range(lib.nvmlDeviceGetCount())], None
+    except nvml.NvmlUnavailable as exc:
+        return [], str(exc)
+
+
+def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
+    handle = lib.nvmlDeviceGetHandleByIndex(index)
+    memory = lib.nvmlDeviceGetMemoryInfo(handle)
+    mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle)
+    gpm = nvml.optional(lib.nvmlGpmQueryDeviceSupport, handle)
+    compute_mode = nvml.optional(lib.nvmlDeviceGetComputeMode, handle)
+    return {
+        "index": index,
+        "name": nvml.text(lib.nvmlDeviceGetName(handle)),
+        "uuid": nvml.text(lib.nvmlDeviceGetUUID(handle)),
+        "memory_mb": round(memory.total / 2**20),
+        "driver": nvml.text(driver.value) if driver.value else None,
+        "cuda_driver": f"{cuda.value // 1000}.{cuda.value % 1000 // 10}" if cuda.value else None,
+        "mig_capable": mig.value is not None,
+        "mig_mode": {"current": mig.value[0], "pending": mig.value[1]} if mig.value else None,
+        "mig_reason": mig.reason,
+        "gpm_supported": bool(gpm.value.isSupportedDevice) if gpm.value is not None else False,
+        "gpm_reason": gpm.reason,
+        "compute_mode": compute_mode.value,
+    }
+
+
+def versions() -> dict:
+    found = {"python": platform.python_version(), "colloc_kit": __version__}
+    for name in PACKAGES:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def torch_build() -> dict:
+    """CUDA and cuDNN versions torch was built with (imports torch: call only where it is loaded anyway)."""
+    import torch
+
+    return {"torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+            "cuda_available": torch.cuda.is_available()}
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout the package runs from ('+dirty' when it has local changes), if it is one."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
