@@ -233,15 +233,7 @@ class ExperimentSpec:
 
     @classmethod
     def from_yaml(cls, path: str | Path, defaults: Mapping[str, Any] | None = None) -> "ExperimentSpec":
-        import yaml
-
-        path = Path(path)
-        _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise BadInput(f"{path} is not valid YAML: {exc}") from None
-        return cls.from_mapping(data or {}, defaults)
+        return cls.from_mapping(read_yaml(path), defaults)
 
     def to_dict(self) -> dict:
         """Plain data for the manifest (and a YAML file that `from_mapping` reads back)."""
@@ -249,6 +241,20 @@ class ExperimentSpec:
         data["jobs"] = [j.to_dict() for j in self.jobs]
         data["modes"] = [{"name": m.name, **m.options} for m in self.modes]
         return data
+
+
+def read_yaml(path: str | Path) -> dict:
+    """The mapping in a YAML spec file, or BadInput saying what is wrong with the file."""
+    import yaml
+
+    path = Path(path)
+    _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise BadInput(f"{path} is not valid YAML: {exc}") from None
+    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got {type(data).__name__}")
+    return data
 
 
 def _require(condition: Any, message: str) -> None:

@@ -1,0 +1,190 @@
+"""The `colloc-kit` command: info, run, show (and mig, batch).
+
+    colloc-kit info [--json]
+    colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
+    colloc-kit show runs/experiment
+
+Exit codes: 0 every job complete, 1 some job failed, 2 bad input (nothing started), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from typing import Any
+
+from .errors import BadInput, CollocKitError
+from .spec import ExperimentSpec, JobSpec, read_yaml
+
+EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+MODE_OPTION_FLAGS = {  # CLI flag dest -> mode option name
+    "thread_percentage": "thread_percentage", "memory_limit_mb": "memory_limit_mb", "partitions": "partitions",
+    "layout": "layout", "mps": "mps", "allow_destroy": "allow_destroy", "dry_run": "dry_run",
+}
+JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
+               "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
+RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
+               "throughput_window"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except BadInput as exc:
+        print(f"colloc-kit: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except CollocKitError as exc:
+        print(f"colloc-kit: {exc}", file=sys.stderr)
+        return EXIT_FAILED_JOBS
+    except KeyboardInterrupt:
+        print("colloc-kit: interrupted; what was measured is on disk, marked interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="what this machine offers: GPUs, MIG, MPS, GPM, versions")
+    info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    info.add_argument("--models", action="store_true", help="also list the models the worker can train")
+    info.set_defaults(handler=cmd_info)
+
+    run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
+    run.add_argument("spec", nargs="?", help="YAML experiment spec (see README)")
+    run.add_argument("--mode", type=_csv(str), help="sharing mode(s): exclusive, naive, mps, mig (comma-separated)")
+    run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
+    run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
+    run.add_argument("--name", help="experiment name (folder under --out)")
+    run.add_argument("--gpu", type=int, help="GPU index")
+    run.add_argument("--time-limit", dest="time_limit_s", type=float, help="per-job limit in seconds after the start")
+    run.add_argument("--no-monitor", dest="monitor", action="store_false", default=None, help="do not sample the GPU")
+    run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
+    run.add_argument("--out", default="runs", help="results folder (default: runs)")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    modes = run.add_argument_group("sharing-mode options")
+    modes.add_argument("--thread-percentage", type=_csv(int), help="MPS: active thread %% per job (one, or one per job)")
+    modes.add_argument("--memory-limit-mb", type=_csv(int), help="MPS: pinned device memory limit per job, MiB")
+    modes.add_argument("--partitions", type=_csv(str), help="MPS: MIG-like layout, e.g. 3g,2g,1g,1g")
+    modes.add_argument("--layout", type=_csv(str), help="MIG: layout, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb")
+    modes.add_argument("--mps", action="store_true", default=None, help="MIG: one MPS daemon per instance")
+    modes.add_argument("--allow-destroy", action="store_true", default=None, help="MIG: may destroy existing instances")
+    modes.add_argument("--dry-run", action="store_true", default=None, help="MIG: print the commands, change nothing")
+    JobSpec.add_arguments(run.add_argument_group("job options"))
+    run.set_defaults(handler=cmd_run)
+
+    show = sub.add_parser("show", help="print a stored run or a folder of runs")
+    show.add_argument("path", help="run directory or a folder of them")
+    show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
+    show.set_defaults(handler=cmd_show)
+    return parser
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from . import machine
+
+    info = machine.describe()
+    if args.models:
+        from .worker import MODEL_NAMES
+
+        info["models"] = list(MODEL_NAMES)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    host, versions = info["host"], info["versions"]
+    print(f"host      {host['hostname']}: {host['cpu']}, {host['logical_cores']} cores, {host['memory_mb']:,} MiB")
+    print("software  " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
+    print(f"commit    {info['git_commit'] or 'not a git checkout'}")
+    if not info["gpus"]:
+        print(f"GPUs      none ({info['gpu_reason']}); jobs can run with --device cpu")
+    for gpu in info["gpus"]:
+        mig = gpu["mig_mode"]
+        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}" + (" (change pending)" if mig["current"] != mig["pending"] else "")
+                    if mig else f"no MIG ({gpu['mig_reason']})")
+        gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
+        print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
+              f"CUDA {gpu['cuda_driver']}; {mig_text}; {gpm_text}")
+    print(f"MPS       {'control at ' + info['mps_control'] if info['mps_control'] else 'nvidia-cuda-mps-control not found'}")
+    if args.models:
+        print("models    " + ", ".join(info["models"]))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .experiment import run_spec
+
+    spec = experiment_from_args(args)
+    results = run_spec(spec, out=args.out, progress=not args.quiet)
+    print_tables(results)
+    print(f"\nstored under {args.out}/{spec.name}/ ; read with colloc_kit.load(...) or `colloc-kit show`")
+    return EXIT_OK if (results.jobs["status"] == "complete").all() else EXIT_FAILED_JOBS
+
+
+def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
+    """The experiment the flags describe: a YAML spec with flags on top, or flags alone."""
+    job_fields = {f.name for f in fields(JobSpec)}
+    job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
+    top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
+                                        "monitor_interval_s") if getattr(args, k) is not None}
+    mode_options = {MODE_OPTION_FLAGS[k]: _one_or_list(v) for k, v in vars(args).items()
+                    if k in MODE_OPTION_FLAGS and v is not None}
+    if args.spec:
+        data = read_yaml(args.spec)
+        data["jobs"] = [{**group, **job_flags} if isinstance(group, dict) else group for group in data.get("jobs") or []]
+    else:
+        if "model" not in job_flags:
+            raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")
+        data = {"jobs": [job_flags]}
+    data.update(top)
+    if args.mode:
+        data["modes"] = [{"name": m, **mode_options} for m in args.mode]
+    elif mode_options:
+        data["modes"] = [{"name": m["name"] if isinstance(m, dict) else m, **mode_options}
+                         for m in (data.get("modes") or ["naive"])]
+    return ExperimentSpec.from_mapping(data)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .results import load
+
+    if not Path(args.path).exists():
+        raise BadInput(f"{args.path} does not exist; give a run directory or a folder of runs")
+    results = load(args.path)
+    if results.runs.empty:
+        raise BadInput(f"no runs (manifest.json) under {args.path}")
+    if args.json:
+        print(results.jobs.to_json(orient="records", indent=2))
+    else:
+        print_tables(results)
+    return EXIT_OK
+
+
+def print_tables(results) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
+        print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
+        print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
+
+
+def _csv(kind: type):
+    def parse(text: str) -> list:
+        try:
+            return [kind(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
+    return parse
+
+
+def _one_or_list(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and len(value) == 1 and not isinstance(value[0], str) else value
+
+
+if __name__ == "__main__":
+    sys.exit(main())
