@@ -1,0 +1,322 @@
+"""MIG profile catalogue: built-in tables for planning without a GPU, and the live table read through NVML.
+
+A MIG-capable GPU has a few compute slices (7 on A100/H100/H200, 4 on A30) and memory slices (8, or 4 on A30).
+A GPU-instance profile takes some of each and may only start at certain memory slices; NVML's placements
+(`nvmlDeviceGetGpuInstancePossiblePlacements_v2`) count in memory slices: "Index of first occupied memory
+slice" and "Number of memory slices occupied" (NVML API reference, nvmlGpuInstancePlacement_t). So a 3g
+instance occupies 4 memory slices ({0,4}:4 in `nvidia-smi mig -lgipp`) and 3g + 3g fill all 8 memory slices
+while using 6 of the 7 compute slices: the seventh compute slice stays idle.
+
+`resolve` is the stable entry point (the MPS mode uses it to turn a MIG-like layout into thread percentages
+and memory limits)::
+
+    >>> p = resolve("3g", "H100-80GB")
+    >>> p.name, p.compute_slices, p.memory_slices, p.memory_mib, p.sm_count, p.placements
+    ('3g.40gb', 3, 4, 40448, 60, (0, 4))
+    >>> resolve("1g.10gb+me", "H100-80GB").profile_id
+    20
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass, field
+
+from .. import nvml
+from ..errors import BadInput
+
+# NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
+# by compute slices (pynvml: NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0, ..., _7_SLICE = 4, _8_SLICE = 5, _6_SLICE = 6).
+FULL_CI_PROFILE = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One GPU-instance profile of one GPU model.
+
+    `placements` are the memory slices an instance may start at; it then covers `memory_slices` of them.
+    `nvml_profile` is the NVML_GPU_INSTANCE_PROFILE_* enum (what nvmlDeviceGetGpuInstanceProfileInfo takes);
+    `profile_id` is `info.id`, what creation and `nvidia-smi mig -cgi` take (19 for 1g.10gb on H100).
+    """
+
+    name: str
+    compute_slices: int
+    memory_slices: int
+    memory_mib: int
+    sm_count: int
+    max_instances: int
+    nvml_profile: int
+    profile_id: int
+    placements: tuple[int, ...]
+
+    @property
+    def short(self) -> str:
+        """The short form, e.g. '3g'."""
+        return f"{self.compute_slices}g"
+
+    @property
+    def media_extensions(self) -> bool:
+        return self.name.endswith("+me")
+
+    @property
+    def ci_profile(self) -> int:
+        """NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that uses the whole GPU instance."""
+        return FULL_CI_PROFILE[self.compute_slices]
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A MIG-capable GPU model: its slices and profiles. `source` says where the numbers come from."""
+
+    name: str
+    compute_slices: int
+    memory_slices: int
+    sm_count: int
+    total_memory_mib: int
+    profiles: tuple[Profile, ...]
+    source: str = ""
+    nvml_names: tuple[str, ...] = field(default=())
+
+    def profile_names(self) -> list[str]:
+        return [p.name for p in self.profiles]
+
+
+def _table(rows: list[tuple]) -> tuple[Profile, ...]:
+    return tuple(Profile(*row[:8], placements=tuple(row[8])) for row in rows)
+
+
+_SEVEN = range(7)
+# Columns: name, compute slices, memory slices, memory MiB, SMs, max instances, NVML profile enum, profile id,
+# placements (start memory slices). Placements on every 7-compute/8-memory-slice GPU, from `nvidia-smi mig -lgipp`
+# (e.g. H100 NVL, Colfax Research "MIG and vGPU" 2024): 1g {0..6}:1, 1g with 2 memory slices {0,2,4,6}:2,
+# 2g {0,2,4}:2, 3g {0,4}:4, 4g {0}:4, 7g {0}:8. A30: 1g {0,1,2,3}:1, 2g {0,2}:2, 4g {0}:4.
+# Memory MiB is nvidia-smi's GiB column x 1024; it moves by a few hundred MiB between drivers, so on a real GPU
+# the live catalogue (`live_catalogue`) is what the kit plans with.
+GPU_MODELS: dict[str, GpuModel] = {
+    m.name: m
+    for m in (
+        GpuModel(
+            "H100-80GB", 7, 8, 132, 81559,
+            _table([
+                ("1g.10gb", 1, 1, 9984, 16, 7, 0, 19, _SEVEN),
+                ("1g.10gb+me", 1, 1, 9984, 16, 1, 7, 20, _SEVEN),
+                ("1g.20gb", 1, 2, 20096, 26, 4, 9, 15, (0, 2, 4, 6)),
+                ("2g.20gb", 2, 2, 20096, 32, 3, 1, 14, (0, 2, 4)),
+                ("3g.40gb", 3, 4, 40448, 60, 2, 2, 9, (0, 4)),
+                ("4g.40gb", 4, 4, 40448, 64, 1, 3, 5, (0,)),
+                ("7g.80gb", 7, 8, 81152, 132, 1, 4, 0, (0,)),
+            ]),
+            source="measured on the lent H100 80GB HBM3, driver 580.159.04 (shared/GPU_FACTS.md)",
+            nvml_names=("NVIDIA H100 80GB HBM3",),
+        ),
+        GpuModel(
+            "A100-40GB", 7, 8, 108, 40960,
+            _table([
+                ("1g.5gb", 1, 1, 4864, 14, 7, 0, 19, _SEVEN),
+                ("1g.5gb+me", 1, 1, 4864, 14, 1, 7, 20, _SEVEN),
+                ("1g.10gb", 1, 2, 9984, 14, 4, 9, 15, (0, 2, 4, 6)),
+                ("2g.10gb", 2, 2, 9984, 28, 3, 1, 14, (0, 2, 4)),
+                ("3g.20gb", 3, 4, 20096, 42, 2, 2, 9, (0, 4)),
+                ("4g.20gb", 4, 4, 20096, 56, 1, 3, 5, (0,)),
+                ("7g.40gb", 7, 8, 40448, 98, 1, 4, 0, (0,)),
+            ]),
+            source="NVIDIA MIG user guide (Supported MIG Profiles: A100) and `nvidia-smi mig -lgip` on "
+                   "A100-PCIE-40GB, R525+ drivers (4.75/9.75/19.62/39.50 GiB)",
+            nvml_names=("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "A100-SXM4-40GB", "A100-PCIE-40GB"),
+        ),
+        GpuModel(
+            "A100-80GB", 7, 8, 108, 81920,
+            _table([
+                ("1g.10gb", 1, 1, 9728, 14, 7, 0, 19, _SEVEN),
+                ("1g.10gb+me", 1, 1, 9728, 14, 1, 7, 20, _SEVEN),
+                ("1g.20gb", 1, 2, 19968, 14, 4, 9, 15, (0, 2, 4, 6)),
+                ("2g.20gb", 2, 2, 19968, 28, 3, 1, 14, (0, 2, 4)),
+                ("3g.40gb", 3, 4, 40192, 42, 2, 2, 9, (0, 4)),
+                ("4g.40gb", 4, 4, 40192, 56, 1, 3, 5, (0,)),
+                ("7g.80gb", 7, 8, 80896, 98, 1, 4, 0, (0,)),
+            ]),
+            source="NVIDIA MIG user guide (A100-SXM4-80GB names) and `nvidia-smi mig -lgip` on A100 80GB, "
+                   "driver 515 (9.50/19.50/39.25/79.00 GiB)",
+            nvml_names=("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"),
+        ),
+        GpuModel(
+            "H100-94GB", 7, 8, 132, 95830,
+            _table([
+                ("1g.12gb", 1, 1, 10880, 16, 7, 0, 19, _SEVEN),
+                ("1g.12gb+me", 1, 1, 10880, 16, 1, 7, 20, _SEVEN),
+                ("1g.24gb", 1, 2, 22016, 26, 4, 9, 15, (0, 2, 4, 6)),
+                ("2g.24gb", 2, 2, 22016, 32, 3, 1, 14, (0, 2, 4)),
+                ("3g.47gb", 3, 4, 47232, 60, 2, 2, 9, (0, 4)),
+                ("4g.47gb", 4, 4, 47232, 64, 1, 3, 5, (0,)),
+                ("7g.94gb", 7, 8, 94848, 132, 1, 4, 0, (0,)),
+            ]),
+            source="`nvidia-smi mig -lgip` on H100 NVL 94GB (10.62/21.50/46.12/92.62 GiB); placements from "
+                   "`nvidia-smi mig -lgipp` on H100 NVL",
+            nvml_names=("NVIDIA H100 NVL",),
+        ),
+        GpuModel(
+            "H200-141GB", 7, 8, 132, 144384,
+            _table([
+                ("1g.18gb", 1, 1, 16384, 16, 7, 0, 19, _SEVEN),
+                ("1g.18gb+me", 1, 1, 16384, 16, 1, 7, 20, _SEVEN),
+                ("1g.35gb", 1, 2, 33280, 26, 4, 9, 15, (0, 2, 4, 6)),
+                ("2g.35gb", 2, 2, 33280, 32, 3, 1, 14, (0, 2, 4)),
+                ("3g.71gb", 3, 4, 71680, 60, 2, 2, 9, (0, 4)),
+                ("4g.71gb", 4, 4, 71680, 64, 1, 3, 5, (0,)),
+                ("7g.141gb", 7, 8, 143360, 132, 1, 4, 0, (0,)),
+            ]),
+            source="NVIDIA MIG user guide (Supported MIG Profiles: H200, fractions and instance counts); "
+                   "`nvidia-smi mig -lgip` listing for 1g.18gb/2g.35gb/7g.141gb (16.00/32.50/140.00 GiB). "
+                   "ESTIMATED, not seen in a listing: 3g/4g.71gb memory (half of 7g.141gb) and the 1g.35gb SM count "
+                   "(as H100's 1g.20gb); the live catalogue replaces them on a real H200",
+            nvml_names=("NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA H200 141GB HBM3e"),
+        ),
+        GpuModel(
+            "A30", 4, 4, 56, 24576,
+            _table([
+                ("1g.6gb", 1, 1, 5952, 14, 4, 0, 14, range(4)),
+                ("1g.6gb+me", 1, 1, 5952, 14, 1, 7, 21, range(4)),
+                ("2g.12gb", 2, 2, 11968, 28, 2, 1, 5, (0, 2)),
+                ("2g.12gb+me", 2, 2, 11968, 28, 1, 8, 6, (0, 2)),
+                ("4g.24gb", 4, 4, 24000, 56, 1, 3, 0, (0,)),
+            ]),
+            source="NVIDIA MIG user guide (Supported MIG Profiles: A30) and `nvidia-smi mig -lgip`/`-lgipp` on "
+                   "A30-24GB (5.81/11.69/23.44 GiB)",
+            nvml_names=("NVIDIA A30",),
+        ),
+    )
+}
+
+_ALIASES = {"H100": "H100-80GB", "H100-NVL": "H100-94GB", "H200": "H200-141GB", "A100": "A100-40GB",
+            "A30-24GB": "A30"}
+
+
+def gpu_model(model: str | GpuModel) -> GpuModel:
+    """A built-in model by name ('H100-80GB', 'A100-40GB', 'H200', ...), or the given GpuModel itself.
+
+    >>> gpu_model("h100").name
+    'H100-80GB'
+    """
+    if isinstance(model, GpuModel):
+        return model
+    key = str(model).strip().upper().replace(" ", "-")
+    key = _ALIASES.get(key, key)
+    for name, found in GPU_MODELS.items():
+        if name.upper() == key:
+            return found
+    raise BadInput(f"unknown GPU model {model!r}; built-in MIG tables: {', '.join(GPU_MODELS)}")
+
+
+def resolve(name: str, gpu_model_or_name: str | GpuModel) -> Profile:
+    """The profile `name` of a GPU model: a full name ('1g.10gb', '3g.40gb', '1g.10gb+me') or a short form ('3g').
+
+    A short form means the plain profile with that many compute slices and the least memory ('1g' on an H100 is
+    1g.10gb, not 1g.20gb or 1g.10gb+me). Raises BadInput listing the valid names.
+    STABLE API: the MPS mode calls resolve(name, model) to size MIG-like MPS slots.
+
+    >>> resolve("1g", "A100-40GB").name
+    '1g.5gb'
+    """
+    model = gpu_model(gpu_model_or_name)
+    text = str(name).strip().lower()
+    if text.startswith("mig "):
+        text = text[4:].strip()
+    for profile in model.profiles:
+        if profile.name == text:
+            return profile
+    if re.fullmatch(r"\d+g", text):
+        plain = [p for p in model.profiles if p.short == text and not p.media_extensions]
+        if plain:
+            return min(plain, key=lambda p: p.memory_slices)
+    raise BadInput(
+        f"MIG profile {name!r} does not exist on {model.name}; valid profiles: {', '.join(model.profile_names())} "
+        f"(or short forms {', '.join(sorted({p.short for p in model.profiles}))})"
+    )
+
+
+def parse_layout(layout: str | list[str] | tuple[str, ...], gpu_model_or_name: str | GpuModel) -> list[Profile]:
+    """A layout as profiles: a list, or a comma string; 'NxPROFILE' repeats ('3x2g,1g').
+
+    >>> [p.name for p in parse_layout("3x2g,1g", "H100-80GB")]
+    ['2g.20gb', '2g.20gb', '2g.20gb', '1g.10gb']
+    """
+    items = layout.split(",") if isinstance(layout, str) else list(layout)
+    profiles: list[Profile] = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        match = re.fullmatch(r"(\d+)\s*[x*]\s*(\S+)", item)
+        count, name = (int(match.group(1)), match.group(2)) if match else (1, item)
+        profiles += [resolve(name, gpu_model_or_name)] * count
+    if not profiles:
+        raise BadInput("the MIG layout is empty; give profiles such as 3g.40gb,2g.20gb,1g.10gb or 7x1g")
+    return profiles
+
+
+def model_for_device(device_name: str) -> GpuModel | None:
+    """The built-in model for an NVML device name ('NVIDIA H100 80GB HBM3'), or None if there is none."""
+    for model in GPU_MODELS.values():
+        if any(device_name.startswith(n) for n in model.nvml_names):
+            return model
+    return None
+
+
+def live_catalogue(device_index: int = 0) -> GpuModel:
+    """The GPU's own MIG profiles and placements, read through NVML (read-only; works with MIG disabled).
+
+    Raises NvmlUnavailable without NVML; returns a model with no profiles on a GPU without MIG.
+    """
+    with nvml.session() as lib:
+        handle = lib.nvmlDeviceGetHandleByIndex(device_index)
+        device_name = nvml.text(lib.nvmlDeviceGetName(handle))
+        total_mib = int(lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20)
+        profiles = []
+        for enum in range(lib.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            info = nvml.optional(lib.nvmlDeviceGetGpuInstanceProfileInfo, handle, enum).value
+            if info is None or info.instanceCount == 0:
+                continue
+            profiles.append(Profile(
+                name=_profile_name(info),
+                compute_slices=info.sliceCount,
+                memory_slices=0,  # filled in below from the placements' size
+                memory_mib=int(info.memorySizeMB),
+                sm_count=info.multiprocessorCount,
+                max_instances=info.instanceCount,
+                nvml_profile=enum,
+                profile_id=info.id,
+                placements=(),
+            ))
+        placed = [_with_placements(lib, handle, p) for p in profiles]
+    full = max(placed, key=lambda p: p.compute_slices, default=None)
+    return GpuModel(
+        name=f"{device_name} (live)",
+        compute_slices=full.compute_slices if full else 0,
+        memory_slices=full.memory_slices if full else 0,
+        sm_count=full.sm_count if full else 0,
+        total_memory_mib=total_mib,
+        profiles=tuple(sorted(placed, key=lambda p: (p.compute_slices, p.memory_slices, p.media_extensions))),
+        source=f"read through NVML from GPU {device_index}",
+        nvml_names=(device_name,),
+    )
+
+
+def possible_placements(lib, handle, profile_id: int) -> list[tuple[int, int]]:
+    """(start, size) in memory slices, from nvmlDeviceGetGpuInstancePossiblePlacements_v2."""
+    capacity = 16
+    array = (lib.c_nvmlGpuInstancePlacement_t * capacity)()
+    count = ctypes.c_uint(capacity)
+    lib.nvmlDeviceGetGpuInstancePossiblePlacements(handle, profile_id, array, ctypes.pointer(count))
+    return [(array[i].start, array[i].size) for i in range(count.value)]
+
+
+def _with_placements(lib, handle, profile: Profile) -> Profile:
+    pairs = possible_placements(lib, handle, profile.profile_id)
+    size = pairs[0][1] if pairs else 0
+    return Profile(**{**profile.__dict__, "memory_slices": size, "placements": tuple(s for s, _ in pairs)})
+
+
+def _profile_name(info) -> str:
+    """NVML's own name of the profile (v2 info carries 'MIG 1g.10gb'), without the 'MIG ' prefix."""
+    raw = nvml.text(info.name).strip()
+    return raw[4:] if raw.lower().startswith("mig ") else raw
