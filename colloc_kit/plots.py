@@ -1,0 +1,188 @@
+"""Plotly figures from the tidy frames of `colloc_kit.analysis` (one function per picture, each returns a Figure).
+
+    >>> summary = analysis.summarize(analysis.with_baselines(colloc_kit.load("runs").jobs))   # doctest: +SKIP
+    >>> throughput_vs_copies(summary).show()                                                 # doctest: +SKIP
+
+`use_renderer("plotly_mimetype+notebook")` is what batch runs set: JupyterLab draws the mimetype, and the HTML
+export gets the figure as HTML with plotly.js embedded once, so it renders offline.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from .analysis import workload_label
+
+TEMPLATE = "plotly_white"
+MIG_COMPUTE_SLICES = 7
+
+
+def use_renderer(name: str) -> None:
+    """Set plotly's default renderer for this kernel; "" leaves plotly's own choice (right for JupyterLab)."""
+    if name:
+        pio.renderers.default = name
+
+
+def empty(title: str, note: str) -> go.Figure:
+    """A figure that says why there is nothing to draw (instead of an error)."""
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
+    fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    return fig
+
+
+def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str = "copies",
+            reference: float | None = None) -> go.Figure:
+    """One line per mode of `<metric>_mean` against copies, with the spread over repeats as error bars."""
+    mean, std = f"{metric}_mean", f"{metric}_std"
+    data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
+    if data.empty:
+        return empty(title, f"no runs measured {metric.replace('_', ' ')}")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": x.replace("_", " "),
+                            "yaxis_title": y_title, "legend_title": "mode"})
+    for label, rows in data.groupby("mode_label", sort=True):
+        rows = rows.sort_values(x)
+        fig.add_scatter(x=rows[x], y=rows[mean], name=str(label), mode="lines+markers",
+                        error_y={"type": "data", "array": rows[std].fillna(0), "visible": True},
+                        customdata=rows[["jobs_label", "repeats"]],
+                        hovertemplate="%{customdata[0]}<br>%{y:.3g} (repeats: %{customdata[1]})<extra>" + str(label)
+                                      + "</extra>")
+    if reference is not None:
+        fig.add_hline(y=reference, line_dash="dot", line_color="grey")
+    if x == "copies":
+        fig.update_xaxes(tickmode="array", tickvals=sorted(data[x].unique()))
+    return fig
+
+
+def throughput_vs_copies(summary: pd.DataFrame) -> go.Figure:
+    """Normalized throughput (1 = one job alone) against the number of copies, per mode."""
+    return by_mode(summary, "normalized_throughput", "Throughput gain from collocation",
+                   "normalized throughput (x one job alone)", reference=1.0)
+
+
+def epoch_time_vs_copies(summary: pd.DataFrame) -> go.Figure:
+    """How much longer each job's epoch takes when it shares the device (1 = alone)."""
+    return by_mode(summary, "epoch_time_growth", "Epoch time of each job", "epoch time (x alone)", reference=1.0)
+
+
+def gain_vs_growth(summary: pd.DataFrame) -> go.Figure:
+    """The trade-off in one picture: throughput gain (up) against per-job slowdown (right), per mode and copies."""
+    title = "Throughput gain against per-job slowdown"
+    data = summary.dropna(subset=["normalized_throughput_mean", "epoch_time_growth_mean"])
+    if data.empty:
+        return empty(title, "needs runs with baselines (a job of the same workload run alone)")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": "epoch time (x alone)",
+                            "yaxis_title": "normalized throughput (x one job alone)", "legend_title": "mode"})
+    for label, rows in data.groupby("mode_label", sort=True):
+        fig.add_scatter(x=rows["epoch_time_growth_mean"], y=rows["normalized_throughput_mean"], name=str(label),
+                        mode="markers+text", text=[f"{c}x" for c in rows["copies"]], textposition="top center",
+                        marker={"size": 11})
+    top = max(data["epoch_time_growth_mean"].max(), data["normalized_throughput_mean"].max(), 1.0) * 1.05
+    fig.add_scatter(x=[1, top], y=[1, top], mode="lines", line={"dash": "dot", "color": "grey"},
+                    name="gain = slowdown", hoverinfo="skip")
+    return fig
+
+
+def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str) -> go.Figure:
+    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x), e.g. SM utilization or energy per image."""
+    mean, std = f"{metric}_mean", f"{metric}_std"
+    data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
+    if data.empty:
+        return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "copies",
+                            "yaxis_title": y_title, "legend_title": "mode"})
+    for label, rows in data.groupby("mode_label", sort=True):
+        fig.add_bar(x=rows["copies"].astype(str), y=rows[mean], name=str(label),
+                    error_y={"type": "data", "array": rows[std].fillna(0)})
+    return fig
+
+
+def jobs_by_mode(jobs: pd.DataFrame, metric: str = "relative_throughput",
+                 title: str = "Each job's throughput relative to running alone") -> go.Figure:
+    """Stacked bars per run configuration: one segment per job, e.g. the relative throughput of a mixed workload."""
+    data = jobs.dropna(subset=[metric]) if metric in jobs else jobs.iloc[0:0]
+    if data.empty:
+        return empty(title, f"no complete job has {metric.replace('_', ' ')}")
+    data = data.assign(workload=data.apply(workload_label, axis=1),
+                       config=data["mode_label"].astype(str) + " x" + data["copies"].astype(str))
+    mean = data.groupby(["config", "workload", "slot_label"], dropna=False)[metric].mean().reset_index()
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "stack", "xaxis_title": "mode x copies",
+                            "yaxis_title": metric.replace("_", " "), "legend_title": "job"})
+    for workload, rows in mean.groupby("workload", sort=True):
+        fig.add_bar(x=rows["config"], y=rows[metric], name=workload, text=rows["slot_label"], textposition="inside")
+    return fig
+
+
+def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
+    """One job alone: images/s (left) and peak memory (right) against batch size, one line per model."""
+    from plotly.subplots import make_subplots
+
+    data = jobs[jobs["status"] == "complete"].sort_values("batch_size") if not jobs.empty else jobs
+    if data.empty:
+        return empty("One job alone", "no complete job to draw")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"))
+    for i, (model, rows) in enumerate(data.groupby("model", sort=True)):
+        agg = rows.groupby("batch_size").agg(images_per_s=("images_per_s", "median"),
+                                             peak_memory_mb=("peak_memory_mb", "median")).reset_index()
+        color = _color(i)
+        fig.add_scatter(x=agg["batch_size"], y=agg["images_per_s"], name=model, mode="lines+markers",
+                        line={"color": color}, legendgroup=model, row=1, col=1)
+        fig.add_scatter(x=agg["batch_size"], y=agg["peak_memory_mb"], name=model, mode="lines+markers",
+                        line={"color": color}, legendgroup=model, showlegend=False, row=1, col=2)
+    fig.update_xaxes(type="log", title_text="batch size")
+    fig.update_yaxes(title_text="images/s", row=1, col=1)
+    fig.update_yaxes(title_text="MB", row=1, col=2)
+    fig.update_layout(title="One job alone: throughput and memory against batch size", template=TEMPLATE)
+    return fig
+
+
+def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
+    """Copies of each workload that fit in each capacity (card, MIG instance), from measured peak memory."""
+    title = "How many copies fit in memory"
+    if fit.empty:
+        return empty(title, "no measured peak memory yet")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "memory",
+                            "yaxis_title": "copies that fit", "legend_title": "workload"})
+    for workload, rows in fit.groupby("workload", sort=True):
+        fig.add_bar(x=rows["capacity"], y=rows["copies_fit"], name=workload, customdata=rows["peak_memory_mb"],
+                    hovertemplate="%{y} copies of %{customdata:.0f} MB<extra>" + workload + "</extra>")
+    return fig
+
+
+def mig_layout(placements: list[dict], title: str, slices: int = MIG_COMPUTE_SLICES) -> go.Figure:
+    """A picture of a GPU's compute slices and the instances placed on them.
+
+    `placements`: dicts with `profile` (e.g. "3g.40gb"), `start` and `size` in slices, e.g. from the MIG planner.
+    """
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "height": 220, "showlegend": False,
+                            "xaxis": {"range": [0, slices], "dtick": 1, "title": "compute slice", "showgrid": True},
+                            "yaxis": {"visible": False, "range": [0, 1]}, "margin": {"t": 50, "b": 40}})
+    for i, place in enumerate(placements):
+        fig.add_shape(type="rect", x0=place["start"] + 0.05, x1=place["start"] + place["size"] - 0.05, y0=0.1, y1=0.9,
+                      fillcolor=_color(i), opacity=0.8, line={"width": 1})
+        fig.add_annotation(x=place["start"] + place["size"] / 2, y=0.5, text=place["profile"], showarrow=False,
+                           font={"color": "white", "size": 13})
+    used = sum(p["size"] for p in placements)
+    if used < slices:
+        fig.add_annotation(x=slices, y=1.0, xanchor="right", yanchor="bottom", showarrow=False,
+                           text=f"{slices - used} of {slices} slices unused")
+    return fig
+
+
+def timeline(samples: pd.DataFrame, columns: list[str], title: str = "Monitor time series") -> go.Figure:
+    """Monitor samples against time since the run started, one line per column present."""
+    present = [c for c in columns if c in samples and samples[c].notna().any()]
+    if samples.empty or not present or "t" not in samples:
+        return empty(title, "no monitor samples with these metrics (they need a monitored GPU)")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": "seconds"})
+    t0 = samples["t"].min()
+    for column in present:
+        fig.add_scatter(x=samples["t"] - t0, y=samples[column], name=column, mode="lines")
+    return fig
+
+
+def _color(i: int) -> str:
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+    return palette[i % len(palette)]
+

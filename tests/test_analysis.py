@@ -1,0 +1,111 @@
+"""Analysis and plots on hand-made jobs frames: baselines, normalized throughput, epoch-time growth, memory fit."""
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from colloc_kit import analysis, plots
+
+
+def job(run_id, mode, copies, images_per_s, epoch_time_s, model="resnet18", batch_size=64, status="complete",
+        repeat=0, peak_memory_mb=1000.0, **extra):
+    return {"run_id": run_id, "experiment": "e", "mode": mode, "mode_label": mode, "copies": copies, "repeat": repeat,
+            "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0", "model": model, "dataset": "synthetic",
+            "batch_size": batch_size, "amp": "bf16", "device": "cuda", "status": status,
+            "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb, **extra}
+
+
+@pytest.fixture
+def jobs():
+    rows = [
+        job("alone", "exclusive", 1, 1000.0, 10.0),
+        job("alone2", "exclusive", 1, 1000.0, 10.0, model="resnet50", peak_memory_mb=3000.0),
+        job("n2", "naive", 2, 800.0, 12.5, i=0, sm_util_pct_mean=80.0, energy_per_image_j=0.2),
+        job("n2", "naive", 2, 700.0, 14.0, i=1, sm_util_pct_mean=80.0, energy_per_image_j=0.2),
+        job("m2", "mps", 2, 900.0, 11.0, i=0, sm_util_pct_mean=90.0),
+        job("m2", "mps", 2, None, None, i=1, status="failed"),
+        job("mix", "naive", 1, 500.0, 20.0, i=0),
+        job("mix", "naive", 1, 600.0, 16.0, i=1, model="resnet50"),
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_baselines_come_from_jobs_that_ran_alone(jobs):
+    base = analysis.baselines(jobs).set_index("model")
+    assert base.loc["resnet18", "baseline_images_per_s"] == 1000.0
+    assert base.loc["resnet50", "baseline_peak_memory_mb"] == 3000.0
+    # the two-job mixed run is not a baseline although its copies count is 1
+    assert base.loc["resnet50", "baseline_jobs"] == 1
+
+
+def test_normalized_throughput_sums_relative_rates_of_complete_jobs(jobs):
+    runs = analysis.run_summary(analysis.with_baselines(jobs)).set_index("run_id")
+    assert runs.loc["n2", "normalized_throughput"] == pytest.approx(1.5)
+    assert runs.loc["n2", "aggregate_images_per_s"] == pytest.approx(1500.0)
+    assert runs.loc["n2", "epoch_time_growth"] == pytest.approx((1.25 + 1.4) / 2)
+    assert runs.loc["m2", "n_complete"] == 1 and runs.loc["m2", "normalized_throughput"] == pytest.approx(0.9)
+    assert runs.loc["mix", "normalized_throughput"] == pytest.approx(0.5 + 0.6)
+    assert runs.loc["mix", "jobs_label"] == "resnet18 bs64 bf16 + resnet50 bs64 bf16"
+    assert runs.loc["n2", "energy_per_image_j"] == pytest.approx(0.2)
+    assert math.isnan(runs.loc["m2", "energy_per_image_j"])
+
+
+def test_overlap_rate_is_preferred_over_own_rate(jobs):
+    jobs["images_per_s_overlap"] = [None, None, 500.0, 500.0, None, None, None, None]
+    runs = analysis.run_summary(analysis.with_baselines(jobs)).set_index("run_id")
+    assert runs.loc["n2", "normalized_throughput"] == pytest.approx(1.0)
+
+
+def test_no_baseline_gives_nan_not_a_wrong_number(jobs):
+    only_collocated = jobs[jobs["mode"] != "exclusive"]
+    runs = analysis.run_summary(analysis.with_baselines(only_collocated)).set_index("run_id")
+    assert math.isnan(runs.loc["n2", "normalized_throughput"])
+    # a run with a single job is a baseline whatever its mode
+    solo = pd.DataFrame([job("s", "naive", 1, 400.0, 5.0), job("t", "naive", 2, 300.0, 6.0, i=0),
+                         job("t", "naive", 2, 300.0, 6.0, i=1)])
+    runs = analysis.run_summary(analysis.with_baselines(solo)).set_index("run_id")
+    assert runs.loc["t", "normalized_throughput"] == pytest.approx(1.5)
+
+
+def test_summarize_averages_repeats(jobs):
+    extra = pd.DataFrame([job("n2b", "naive", 2, 600.0, 15.0, i=0, repeat=1),
+                          job("n2b", "naive", 2, 600.0, 15.0, i=1, repeat=1)])
+    summary = analysis.summarize(analysis.with_baselines(pd.concat([jobs, extra], ignore_index=True)))
+    row = summary[(summary["mode"] == "naive") & (summary["copies"] == 2)].iloc[0]
+    assert row["repeats"] == 2
+    assert row["normalized_throughput_mean"] == pytest.approx((1.5 + 1.2) / 2)
+    assert row["normalized_throughput_std"] > 0
+
+
+def test_memory_fit_floors_capacity_over_peak(jobs):
+    fit = analysis.memory_fit(jobs, {"card": 10_000, "1g": 2_500}).set_index(["model", "capacity"])
+    assert fit.loc[("resnet18", "card"), "copies_fit"] == 10
+    assert fit.loc[("resnet50", "1g"), "copies_fit"] == 0
+
+
+def test_empty_frames_give_empty_results_and_explaining_figures():
+    empty = pd.DataFrame(columns=list(job("x", "naive", 1, 1.0, 1.0)))
+    summary = analysis.summarize(analysis.with_baselines(empty))
+    assert summary.empty
+    fig = plots.throughput_vs_copies(summary)
+    assert "no runs" in fig.layout.annotations[0].text
+
+
+def test_figures_carry_one_trace_per_mode(jobs):
+    summary = analysis.summarize(analysis.with_baselines(jobs))
+    fig = plots.throughput_vs_copies(summary)
+    assert {t.name for t in fig.data} == {"exclusive", "naive", "mps"}
+    assert isinstance(plots.gain_vs_growth(summary), go.Figure)
+    util = plots.metric_bars(summary, "sm_util_pct", "SM", "%")
+    assert {t.name for t in util.data} == {"naive", "mps"}
+    stacked = plots.jobs_by_mode(analysis.with_baselines(jobs))
+    assert {t.name for t in stacked.data} == {"resnet18 bs64 bf16", "resnet50 bs64 bf16"}
+
+
+def test_mig_layout_draws_one_box_per_instance_and_names_unused_slices():
+    fig = plots.mig_layout([{"profile": "3g.40gb", "start": 0, "size": 3}, {"profile": "2g.20gb", "start": 4, "size": 2}],
+                           "layout")
+    assert len(fig.layout.shapes) == 2
+    assert any("2 of 7 slices unused" in a.text for a in fig.layout.annotations)
