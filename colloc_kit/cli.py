@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     JobSpec.add_arguments(run.add_argument_group("job options"))
     run.set_defaults(handler=cmd_run)
 
+    demo = sub.add_parser("demo", help="the default experiment: gpu-demo on a GPU machine, else cpu-smoke")
+    demo.add_argument("--out", default="runs", help="results folder (default: runs)")
+    demo.set_defaults(handler=cmd_demo)
+
     show = sub.add_parser("show", help="print a stored run or a folder of runs")
     show.add_argument("path", help="run directory or a folder of them")
     show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
@@ -122,6 +126,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_tables(results)
     print(f"\nstored under {args.out}/{spec.name}/ ; read with colloc_kit.load(...) or `colloc-kit show`")
     return EXIT_OK if (results.jobs["status"] == "complete").all() else EXIT_FAILED_JOBS
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import machine
+
+    gpus, reason = machine.gpu_list()
+    name = "gpu-demo" if gpus else "cpu-smoke"
+    print(f"colloc-kit demo: running the bundled spec {name!r} " + (f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"))
+    return cmd_run(build_parser().parse_args(["run", name, "--out", args.out]))
 
 
 def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:

@@ -30,6 +30,7 @@ from .errors import BadInput
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
 FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
+BUNDLED_DIR = Path(__file__).parent / "experiments"
 
 
 def _opt(help_: str, **kw: Any) -> Any:
@@ -243,12 +244,20 @@ class ExperimentSpec:
         return data
 
 
+def bundled_specs() -> dict[str, Path]:
+    """The experiment specs shipped with the kit, by name (e.g. 'cpu-smoke', 'exclusive-vs-naive')."""
+    return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*.yaml"))}
+
+
 def read_yaml(path: str | Path) -> dict:
-    """The mapping in a YAML spec file, or BadInput saying what is wrong with the file."""
+    """The mapping in a YAML spec file (a path, or the name of a bundled spec), or BadInput saying what is wrong."""
     import yaml
 
     path = Path(path)
-    _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec")
+    if not path.is_file() and str(path) in bundled_specs():
+        path = bundled_specs()[str(path)]
+    _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec "
+                             f"or the name of a bundled one ({', '.join(bundled_specs())})")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
