@@ -1,0 +1,45 @@
+"""The training worker: one real training job in its own process, reporting JSON-line events on stdout.
+
+Run it alone, or let the launcher start it behind a start barrier::
+
+    python -m colloc_kit.worker --model resnet50 --dataset synthetic --batch-size 128 --epochs 2 --amp bf16
+
+Importing this package is cheap (no torch): the launcher calls `check_job` before anything starts::
+
+    >>> check_job(JobSpec(model="resnet26", dataset="cifar10", data_root="/data", device="cpu"))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from ..errors import BadInput, NvmlUnavailable
+from ..spec import JobSpec
+from .datasets import DATASET_NAMES, NATIVE_IMAGE_SIZE, locate
+from .models import MODEL_NAMES, check_model
+
+__all__ = ["check_job", "MODEL_NAMES", "DATASET_NAMES"]
+
+NO_CUDA = "CUDA is not available on this machine{why}; use --device cpu"
+
+
+def check_job(spec: JobSpec) -> None:
+    """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, no CUDA."""
+    locate(spec.dataset, spec.data_root)
+    check_model(spec.model, spec.image_size or NATIVE_IMAGE_SIZE[spec.dataset])
+    if spec.dataset == "synthetic" and spec.synthetic_samples < spec.batch_size:
+        raise BadInput(f"synthetic_samples ({spec.synthetic_samples}) is smaller than one batch ({spec.batch_size}); "
+                       "raise --synthetic-samples or lower --batch-size")
+    if spec.device == "cuda":
+        _require_gpu()
+
+
+def _require_gpu() -> None:
+    """Ask NVML, not CUDA: initialising CUDA in the launcher would make it a client of whatever mode runs next."""
+    from .. import nvml
+
+    try:
+        with nvml.session() as lib:
+            count = lib.nvmlDeviceGetCount()
+    except NvmlUnavailable as exc:
+        raise BadInput(NO_CUDA.format(why=f" ({exc})")) from None
+    if count == 0:
+        raise BadInput(NO_CUDA.format(why=" (NVML sees no GPU)"))

@@ -1,0 +1,98 @@
+"""Where each dataset lives on disk, and whether what is there has the expected format.
+
+Cheap checks only (no torch, no image decoding): the launcher runs them before anything starts. Nothing is ever
+downloaded; an absent dataset is refused with where the kit looked, what it expected, and where to get it::
+
+    >>> locate("cifar10", "/data")                       # doctest: +SKIP
+    PosixPath('/data/cifar-10-batches-py')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BadInput
+
+DATASET_NAMES = ("synthetic", "cifar10", "imagefolder", "imagenet64")
+NATIVE_IMAGE_SIZE = {"synthetic": 224, "cifar10": 32, "imagefolder": 224, "imagenet64": 64}
+NUM_CLASSES = {"synthetic": 1000, "cifar10": 10, "imagenet64": 1000}  # imagefolder: one class per subfolder
+
+CIFAR10_FOLDER = "cifar-10-batches-py"
+CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
+IMAGENET64_PATTERN = "train_data_batch_*.npz"
+IMAGENET64_KEYS = ("data", "labels")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+HOW_TO_GET = {
+    "cifar10": "download the CIFAR-10 python version (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
+               f"and unpack it so that DATA_ROOT/{CIFAR10_FOLDER}/ holds {', '.join(CIFAR10_FILES)}",
+    "imagefolder": "arrange images as DATA_ROOT/<class name>/<image file> (or DATA_ROOT/train/<class>/<image>), "
+                   "e.g. the ImageNet training set from https://image-net.org/download.php",
+    "imagenet64": "download 'Imagenet64_train' (npz format) of the downsampled ImageNet from "
+                  "https://image-net.org/download-images.php (Chrabaszcz et al. 2017) and unpack it so that DATA_ROOT "
+                  "(or a folder inside it) holds train_data_batch_1.npz ... train_data_batch_10.npz",
+}
+
+
+def locate(dataset: str, data_root: str | None) -> Path | None:
+    """The folder the loader reads (None for synthetic); BadInput if it is absent or not in the expected format."""
+    if dataset not in DATASET_NAMES:
+        raise BadInput(f"unknown dataset {dataset!r}; valid datasets: {', '.join(DATASET_NAMES)}")
+    if dataset == "synthetic":
+        return None
+    if data_root is None:
+        raise BadInput(f"dataset {dataset} needs --data-root (nothing is downloaded); {HOW_TO_GET[dataset]}")
+    root = Path(data_root).expanduser()
+    if not root.is_dir():
+        raise BadInput(f"data root {root} for dataset {dataset} does not exist or is not a folder; {HOW_TO_GET[dataset]}")
+    return {"cifar10": _cifar10, "imagefolder": _imagefolder, "imagenet64": _imagenet64}[dataset](root)
+
+
+def imagenet64_files(folder: Path) -> list[Path]:
+    """The npz batch files of downsampled ImageNet in `folder`, in batch order (1, 2, ..., 10)."""
+    return sorted(folder.glob(IMAGENET64_PATTERN), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+
+
+def _cifar10(root: Path) -> Path:
+    candidates = [root / CIFAR10_FOLDER] + ([root] if root.name == CIFAR10_FOLDER else [])
+    for folder in candidates:
+        if folder.is_dir():
+            missing = [name for name in CIFAR10_FILES if not (folder / name).is_file()]
+            if missing:
+                raise BadInput(f"CIFAR-10 at {folder} lacks {', '.join(missing)}; {HOW_TO_GET['cifar10']}")
+            return folder
+    raise BadInput(f"no CIFAR-10 found: looked for {root / CIFAR10_FOLDER}; {HOW_TO_GET['cifar10']}")
+
+
+def _imagefolder(root: Path) -> Path:
+    folder = root / "train" if (root / "train").is_dir() else root
+    classes = [d for d in folder.iterdir() if d.is_dir()]
+    if not classes:
+        raise BadInput(f"no class folders in {folder} (looked in {root}/train, then {root}); {HOW_TO_GET['imagefolder']}")
+    if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()):
+        raise BadInput(f"the class folders in {folder} hold no images ({', '.join(IMAGE_SUFFIXES)}); "
+                       f"{HOW_TO_GET['imagefolder']}")
+    return folder
+
+
+def _imagenet64(root: Path) -> Path:
+    import zipfile
+
+    for folder in (root, *sorted(d for d in root.iterdir() if d.is_dir())):
+        files = imagenet64_files(folder)
+        if not files:
+            continue
+        for path in files:
+            try:
+                with zipfile.ZipFile(path) as archive:
+                    members = set(archive.namelist())
+            except (zipfile.BadZipFile, OSError) as exc:
+                raise BadInput(f"{path} is not a readable npz file ({exc}); {HOW_TO_GET['imagenet64']}") from None
+            missing = [key for key in IMAGENET64_KEYS if f"{key}.npy" not in members]
+            if missing:
+                raise BadInput(f"{path} lacks the array(s) {', '.join(missing)} of the downsampled-ImageNet npz format "
+                               f"(found {', '.join(sorted(m.removesuffix('.npy') for m in members))}); "
+                               f"{HOW_TO_GET['imagenet64']}")
+        return folder
+    raise BadInput(f"no downsampled ImageNet 64x64 found: no {IMAGENET64_PATTERN} in {root} or its subfolders; "
+                   f"{HOW_TO_GET['imagenet64']}")

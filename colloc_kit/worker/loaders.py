@@ -1,0 +1,182 @@
+"""Batches for the worker: real torchvision loaders for data on disk, and device-resident synthetic data.
+
+A Feed hands out one epoch at a time as an iterator of (images, labels) already on the device::
+
+    >>> feed = build_feed(JobSpec(model="smallcnn", device="cpu", batch_size=32), torch.device("cpu"))  # doctest: +SKIP
+    >>> feed.label, feed.steps_per_epoch
+    ('synthetic (random tensors made once on the device, 2048 images per epoch)', 64)
+"""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+from torchvision.datasets import CIFAR10, ImageFolder
+from torchvision.transforms import v2
+
+from ..errors import BadInput
+from ..spec import JobSpec
+from .datasets import HOW_TO_GET, NATIVE_IMAGE_SIZE, NUM_CLASSES, imagenet64_files, locate
+
+CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
+IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+IMAGENET64_SIDE = 64
+
+
+@dataclass
+class Feed:
+    """Where a job's batches come from: `epoch()` gives one pass as (images, labels) on the device."""
+
+    epoch: Callable[[], Iterator[tuple[torch.Tensor, torch.Tensor]]]
+    steps_per_epoch: int
+    num_classes: int
+    image_size: int
+    label: str
+
+
+def build_feed(spec: JobSpec, device: torch.device) -> Feed:
+    """The Feed for `spec.dataset`; BadInput if the data is absent, malformed, or smaller than one batch."""
+    folder = locate(spec.dataset, spec.data_root)
+    size = spec.image_size or NATIVE_IMAGE_SIZE[spec.dataset]
+    memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
+    if folder is None:
+        return _synthetic(spec, size, device, memory_format)
+    if spec.dataset == "cifar10":
+        dataset = CIFAR10Files(str(folder.parent), train=True, transform=_small_image_transform(32, size, CIFAR10_NORM))
+        label = f"cifar10 ({len(dataset)} training images from {folder})"
+    elif spec.dataset == "imagenet64":
+        dataset = ImageNet64(imagenet64_files(folder), _small_image_transform(IMAGENET64_SIDE, size, IMAGENET_NORM))
+        label = f"imagenet64 ({len(dataset)} training images, downsampled ImageNet 64x64, from {folder})"
+    else:
+        try:
+            dataset = ImageFolder(str(folder), transform=_imagefolder_transform(size))
+        except FileNotFoundError as exc:
+            raise BadInput(f"{exc}; {HOW_TO_GET['imagefolder']}") from None
+        label = f"imagefolder ({len(dataset)} images in {len(dataset.classes)} classes from {folder})"
+    if len(dataset) < spec.batch_size:
+        raise BadInput(f"{label} has fewer images than one batch of {spec.batch_size}; use a smaller --batch-size")
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=spec.workers,
+        pin_memory=spec.pin_memory and device.type == "cuda", persistent_workers=spec.workers > 0,
+        generator=torch.Generator().manual_seed(spec.seed))
+
+    def epoch() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for images, labels in loader:
+            yield (images.to(device, non_blocking=True, memory_format=memory_format),
+                   labels.to(device, non_blocking=True))
+
+    num_classes = NUM_CLASSES.get(spec.dataset) or len(dataset.classes)
+    return Feed(epoch, len(loader), num_classes, size, label)
+
+
+def _synthetic(spec: JobSpec, size: int, device: torch.device, memory_format: torch.memory_format) -> Feed:
+    """One batch of random images and labels, made once on the device and reused: no input pipeline at all."""
+    num_classes = NUM_CLASSES["synthetic"]
+    generator = torch.Generator(device).manual_seed(spec.seed)
+    images = torch.randn(spec.batch_size, 3, size, size, device=device, generator=generator)
+    images = images.contiguous(memory_format=memory_format)
+    labels = torch.randint(0, num_classes, (spec.batch_size,), device=device, generator=generator)
+    steps = spec.synthetic_samples // spec.batch_size
+
+    def epoch() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return iter([(images, labels)] * steps)
+
+    label = f"synthetic (random tensors made once on the device, {steps * spec.batch_size} images per epoch)"
+    return Feed(epoch, steps, num_classes, size, label)
+
+
+class CIFAR10Files(CIFAR10):
+    """torchvision's CIFAR10, checking that its files exist but not their md5 sums.
+
+    The kit never downloads, so the checksums guard nothing here, and skipping them lets small test copies in the
+    real pickle format (tests/fake_datasets.py) load through the real class and its real parsing.
+    """
+
+    train_list = [[name, None] for name, _ in CIFAR10.train_list]
+    test_list = [[name, None] for name, _ in CIFAR10.test_list]
+    meta = {**CIFAR10.meta, "md5": None}
+
+
+class ImageNet64(torch.utils.data.Dataset):
+    """Downsampled ImageNet 64x64 from its npz batch files: 'data' (N, 12288) uint8 channel-planar, 'labels' 1-based.
+
+    Arrays stored uncompressed in the npz (the public files are) are memory-mapped, so copies of a job share the
+    page cache instead of each holding 15 GB; compressed ones are read into memory.
+
+    >>> ds = ImageNet64(imagenet64_files(Path("/data/imagenet64")))   # doctest: +SKIP
+    >>> image, label = ds[0]                                          # (3, 64, 64) uint8 tensor, label in 0..999
+    """
+
+    def __init__(self, files: list[Path], transform: Callable | None = None):
+        self.files, self.transform = list(files), transform
+        labels = []
+        for path in self.files:
+            with np.load(path) as npz:
+                labels.append(np.asarray(npz["labels"], dtype=np.int64) - 1)
+        self.targets = np.concatenate(labels)
+        if self.targets.min() < 0 or self.targets.max() >= NUM_CLASSES["imagenet64"]:
+            raise BadInput(f"labels of {self.files[0].parent} run from {self.targets.min() + 1} to "
+                           f"{self.targets.max() + 1}; the downsampled-ImageNet format numbers classes 1..1000")
+        self.starts = np.cumsum([0] + [len(x) for x in labels])
+        self._parts: list[np.ndarray] | None = None  # opened lazily, in each loader process
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        if self._parts is None:
+            self._parts = [self._images(path) for path in self.files]
+        part = int(np.searchsorted(self.starts, index, side="right")) - 1
+        row = self._parts[part][index - self.starts[part]]
+        image = torch.from_numpy(np.array(row).reshape(3, IMAGENET64_SIDE, IMAGENET64_SIDE))
+        return (self.transform(image) if self.transform else image), int(self.targets[index])
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_parts": None}  # loader processes re-open the files rather than copy the arrays
+
+    @staticmethod
+    def _images(path: Path) -> np.ndarray:
+        images = _npz_memmap(path, "data")
+        if images is None:
+            with np.load(path) as npz:
+                images = npz["data"]
+        if images.ndim != 2 or images.shape[1] != 3 * IMAGENET64_SIDE ** 2 or images.dtype != np.uint8:
+            raise BadInput(f"{path}: 'data' is {images.dtype} {images.shape}; the 64x64 format has uint8 rows of "
+                           f"{3 * IMAGENET64_SIDE ** 2} values (3 planes of 64x64)")
+        return images
+
+
+def _npz_memmap(path: Path, key: str) -> np.ndarray | None:
+    """A read-only memory map of array `key` inside an npz file, or None where the member is compressed."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(f"{key}.npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        name_len, extra_len = struct.unpack("<HH", f.read(30)[26:30])  # the zip local file header
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        version = np.lib.format.read_magic(f)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran_order, dtype = read_header(f)
+        offset = f.tell()
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran_order else "C")
+
+
+def _small_image_transform(native: int, size: int, norm: tuple) -> v2.Compose:
+    """CIFAR-style augmentation: (resize), random crop with padding, horizontal flip, normalise."""
+    resize = [v2.Resize(size, antialias=True)] if size != native else []
+    return v2.Compose([v2.ToImage(), *resize, v2.RandomCrop(size, padding=size // 8), v2.RandomHorizontalFlip(),
+                       v2.ToDtype(torch.float32, scale=True), v2.Normalize(*norm)])
+
+
+def _imagefolder_transform(size: int) -> v2.Compose:
+    """ImageNet-style augmentation: random resized crop, horizontal flip, normalise."""
+    return v2.Compose([v2.ToImage(), v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip(),
+                       v2.ToDtype(torch.float32, scale=True), v2.Normalize(*IMAGENET_NORM)])
