@@ -23,6 +23,7 @@ MODE_OPTION_FLAGS = {  # CLI flag dest -> mode option name
     "thread_percentage": "thread_percentage", "memory_limit_mb": "memory_limit_mb", "partitions": "partitions",
     "layout": "layout", "mps": "mps", "allow_destroy": "allow_destroy", "dry_run": "dry_run",
 }
+BUDGETS = {"epochs", "steps", "seconds"}
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -147,7 +148,7 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
                     if k in MODE_OPTION_FLAGS and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
-        data["jobs"] = [{**group, **job_flags} if isinstance(group, dict) else group for group in data.get("jobs") or []]
+        data["jobs"] = [_override(group, job_flags) for group in data.get("jobs") or []]
     else:
         if "model" not in job_flags:
             raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")
@@ -159,6 +160,15 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
         data["modes"] = [{"name": m["name"] if isinstance(m, dict) else m, **mode_options}
                          for m in (data.get("modes") or ["naive"])]
     return ExperimentSpec.from_mapping(data)
+
+
+def _override(group: Any, job_flags: dict) -> Any:
+    """A YAML job group with the command line's job flags on top; a budget flag replaces the group's budget."""
+    if not isinstance(group, dict):
+        return group  # ExperimentSpec.from_mapping explains what a group must be
+    if BUDGETS & job_flags.keys():
+        group = {k: v for k, v in group.items() if k not in BUDGETS}
+    return {**group, **job_flags}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
