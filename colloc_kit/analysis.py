@@ -53,18 +53,23 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
     >>> baselines(jobs)[["model", "batch_size", "baseline_images_per_s"]]   # doctest: +SKIP
     """
     solo = alone(jobs)
-    columns = WORKLOAD + ["baseline_images_per_s", "baseline_epoch_time_s", "baseline_peak_memory_mb", "baseline_jobs"]
+    columns = WORKLOAD + ["baseline_images_per_s", "baseline_epoch_time_s", "baseline_step_time_s",
+                          "baseline_peak_memory_mb", "baseline_jobs"]
     if solo.empty:
         return pd.DataFrame(columns=columns)
-    solo = solo.assign(rate=measured_rate(solo))
+    solo = solo.assign(rate=measured_rate(solo), epoch_time_s=solo["epoch_time_s"].astype(float),
+                       step_time_s=solo["step_time_s"].astype(float))
     grouped = solo.groupby(WORKLOAD, dropna=False)
     return grouped.agg(baseline_images_per_s=("rate", "median"), baseline_epoch_time_s=("epoch_time_s", "median"),
+                       baseline_step_time_s=("step_time_s", "median"),
                        baseline_peak_memory_mb=("peak_memory_mb", "median"),
                        baseline_jobs=("rate", "size")).reset_index()[columns]
 
 
 def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """The jobs frame plus each job's baseline, `relative_throughput` and `epoch_time_growth` (NaN without a baseline).
+
+    Epoch-time growth is measured on epochs where jobs ran whole epochs, else on step time (same dataset, same ratio).
 
     `reference`: jobs to take baselines from (default: `jobs` itself), e.g. an earlier baseline experiment.
     """
@@ -74,7 +79,9 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     out.index = jobs.index
     done = out["status"].eq(COMPLETE) if not out.empty else out.get("status", pd.Series(dtype=bool))
     out["relative_throughput"] = (measured_rate(out) / out["baseline_images_per_s"]).where(done)
-    out["epoch_time_growth"] = (out["epoch_time_s"].astype(float) / out["baseline_epoch_time_s"]).where(done)
+    by_epoch = out["epoch_time_s"].astype(float) / out["baseline_epoch_time_s"].astype(float)
+    by_step = out["step_time_s"].astype(float) / out["baseline_step_time_s"].astype(float)
+    out["epoch_time_growth"] = by_epoch.fillna(by_step).where(done)  # a step budget ends before an epoch does
     return out
 
 

@@ -41,7 +41,7 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
         return empty(title, f"no runs measured {metric.replace('_', ' ')}")
     fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": x.replace("_", " "),
                             "yaxis_title": y_title, "legend_title": "mode"})
-    for label, rows in data.groupby("mode_label", sort=True):
+    for label, rows in data.groupby(series(data), sort=True):
         rows = rows.sort_values(x)
         fig.add_scatter(x=rows[x], y=rows[mean], name=str(label), mode="lines+markers",
                         error_y={"type": "data", "array": rows[std].fillna(0), "visible": True},
@@ -74,7 +74,7 @@ def gain_vs_growth(summary: pd.DataFrame) -> go.Figure:
         return empty(title, "needs runs with baselines (a job of the same workload run alone)")
     fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": "epoch time (x alone)",
                             "yaxis_title": "normalized throughput (x one job alone)", "legend_title": "mode"})
-    for label, rows in data.groupby("mode_label", sort=True):
+    for label, rows in data.groupby(series(data), sort=True):
         fig.add_scatter(x=rows["epoch_time_growth_mean"], y=rows["normalized_throughput_mean"], name=str(label),
                         mode="markers+text", text=[f"{c}x" for c in rows["copies"]], textposition="top center",
                         marker={"size": 11})
@@ -92,7 +92,7 @@ def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str) ->
         return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
     fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "copies",
                             "yaxis_title": y_title, "legend_title": "mode"})
-    for label, rows in data.groupby("mode_label", sort=True):
+    for label, rows in data.groupby(series(data), sort=True):
         fig.add_bar(x=rows["copies"].astype(str), y=rows[mean], name=str(label),
                     error_y={"type": "data", "array": rows[std].fillna(0)})
     return fig
@@ -180,6 +180,14 @@ def timeline(samples: pd.DataFrame, columns: list[str], title: str = "Monitor ti
     for column in present:
         fig.add_scatter(x=samples["t"] - t0, y=samples[column], name=column, mode="lines")
     return fig
+
+
+def series(frame: pd.DataFrame) -> pd.Series:
+    """The legend entry of each row: its mode, prefixed by its experiment when the frame holds several."""
+    labels = frame["mode_label"].fillna(frame["mode"]).astype(str)
+    if "experiment" in frame and frame["experiment"].nunique() > 1:
+        return frame["experiment"].astype(str) + " / " + labels
+    return labels
 
 
 def _color(i: int) -> str:

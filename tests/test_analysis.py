@@ -14,7 +14,8 @@ def job(run_id, mode, copies, images_per_s, epoch_time_s, model="resnet18", batc
     return {"run_id": run_id, "experiment": "e", "mode": mode, "mode_label": mode, "copies": copies, "repeat": repeat,
             "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0", "model": model, "dataset": "synthetic",
             "batch_size": batch_size, "amp": "bf16", "device": "cuda", "status": status,
-            "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb, **extra}
+            "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb,
+            "step_time_s": batch_size / images_per_s if images_per_s else None, **extra}
 
 
 @pytest.fixture
@@ -67,6 +68,12 @@ def test_no_baseline_gives_nan_not_a_wrong_number(jobs):
                          job("t", "naive", 2, 300.0, 6.0, i=1)])
     runs = analysis.run_summary(analysis.with_baselines(solo)).set_index("run_id")
     assert runs.loc["t", "normalized_throughput"] == pytest.approx(1.5)
+
+
+def test_epoch_time_growth_falls_back_to_step_time_without_whole_epochs(jobs):
+    jobs["epoch_time_s"] = None
+    runs = analysis.run_summary(analysis.with_baselines(jobs)).set_index("run_id")
+    assert runs.loc["n2", "epoch_time_growth"] == pytest.approx((1000 / 800 + 1000 / 700) / 2)
 
 
 def test_summarize_averages_repeats(jobs):

@@ -1,0 +1,270 @@
+"""`colloc-kit batch`: execute the notebooks headless with papermill, each beside an offline HTML export, plus an index.
+
+    colloc-kit batch                              # gpu-quick where torch sees a GPU, else cpu-smoke
+    colloc-kit batch --profile paper -p REPEATS=3 --only 03 06 --out batch-runs
+
+    >>> report = run_batch("cpu-smoke", out="batch-runs")        # doctest: +SKIP
+    >>> report.folder, [n.status for n in report.notebooks]      # doctest: +SKIP
+
+A profile (batch_profiles.yaml) is data: `parameters` for every notebook that declares them, and `notebooks:
+{stem: {...}}` for one notebook. Each notebook runs in a fresh kernel of this very Python (ipykernel's own spec for
+sys.executable, whatever kernelspecs are installed), with the output folder as its working directory, so the
+experiment notebooks write their runs to `<folder>/runs` and the analysis notebook reads them. One failing notebook is
+reported with its error cell; the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from .errors import BadInput
+
+PROFILES_FILE = Path(__file__).with_name("batch_profiles.yaml")
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype+notebook"}  # HTML with plotly.js inline
+OK, FAILED = "ok", "failed"
+
+
+@dataclass
+class NotebookOutcome:
+    """One executed notebook: where its outputs are, how long it took, and where it failed if it did."""
+
+    name: str
+    status: str
+    seconds: float
+    ipynb: str
+    html: str | None
+    parameters: dict
+    error: str | None = None
+    error_cell: int | None = None  # execution count of the failing cell: "In [n]" in the notebook and its HTML
+    error_source: str | None = None  # the failing cell's first lines
+
+
+@dataclass
+class BatchReport:
+    profile: str
+    folder: Path
+    notebooks: list[NotebookOutcome]
+
+    @property
+    def failed(self) -> list[NotebookOutcome]:
+        return [n for n in self.notebooks if n.status != OK]
+
+
+def default_profile() -> str:
+    """gpu-quick where torch sees a CUDA GPU, else cpu-smoke."""
+    import torch
+
+    return "gpu-quick" if torch.cuda.is_available() else "cpu-smoke"
+
+
+def default_notebooks_dir() -> Path:
+    """The notebooks/ folder of the checkout this package is installed from."""
+    return Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def load_profiles(path: Path = PROFILES_FILE) -> dict[str, dict]:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overrides: Mapping[str, Any] | None = None,
+         only: list[str] | None = None) -> list[tuple[Path, dict]]:
+    """(notebook, parameters) for every notebook to run; every name checked before anything runs (BadInput)."""
+    import papermill
+
+    if profile not in profiles:
+        raise BadInput(f"unknown batch profile {profile!r}; choose one of {', '.join(profiles)}")
+    notebooks_dir = Path(notebooks_dir)
+    found = sorted(notebooks_dir.glob(NOTEBOOK_GLOB))
+    if not found:
+        raise BadInput(f"no notebooks ({NOTEBOOK_GLOB}) in {notebooks_dir}; pass --notebooks DIR, "
+                       "the notebooks/ folder of a colloc-kit checkout")
+    chosen = select(found, only) if only else found
+    settings = profiles[profile]
+    per_notebook = settings.get("notebooks") or {}
+    unknown = sorted(set(per_notebook) - {nb.stem for nb in found})
+    if unknown:
+        raise BadInput(f"profile {profile} names notebooks that do not exist: {', '.join(unknown)}")
+    declared = {nb: papermill.inspect_notebook(str(nb)) for nb in chosen}
+    overrides = dict(overrides or {})
+    unused = sorted(k for k in overrides if not any(k in params for params in declared.values()))
+    if unused:
+        names = sorted({k for params in declared.values() for k in params})
+        raise BadInput(f"no chosen notebook has parameter(s) {', '.join(unused)}; they have: {', '.join(names)}")
+    planned = []
+    for nb, params in declared.items():
+        own = per_notebook.get(nb.stem) or {}
+        undeclared = sorted(set(own) - set(params))
+        if undeclared:
+            raise BadInput(f"profile {profile}: {nb.stem} has no parameter(s) {', '.join(undeclared)}; "
+                           f"it has: {', '.join(params)}")
+        values = {**BATCH_PARAMETERS, **(settings.get("parameters") or {}), **own, **overrides}
+        planned.append((nb, {k: v for k, v in values.items() if k in params}))
+    return planned
+
+
+def select(found: list[Path], only: list[str]) -> list[Path]:
+    """Notebooks named by stem, number ('03') or stem prefix ('03_naive')."""
+    chosen = []
+    for name in only:
+        match = [nb for nb in found if nb.stem == name or nb.stem.startswith(name.removesuffix(".ipynb"))]
+        if not match:
+            raise BadInput(f"--only {name}: no such notebook; there are {', '.join(nb.stem for nb in found)}")
+        chosen += [nb for nb in match if nb not in chosen]
+    return sorted(chosen)
+
+
+def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overrides: Mapping[str, Any] | None = None,
+              only: list[str] | None = None, notebooks_dir: str | Path | None = None,
+              profiles: Mapping[str, dict] | None = None, log: Callable[[str], None] = print) -> BatchReport:
+    """Execute the notebooks of a profile into `out/<timestamp>/` with HTML exports and an index.html."""
+    profiles = profiles if profiles is not None else load_profiles()
+    profile = profile or default_profile()
+    planned = plan(profile, profiles, Path(notebooks_dir or default_notebooks_dir()), overrides, only)
+    folder = _new_folder(Path(out))
+    timeout = profiles[profile].get("cell_timeout_s")
+    log(f"batch profile {profile}: {len(planned)} notebooks into {folder}")
+    outcomes = []
+    for i, (notebook, params) in enumerate(planned, 1):
+        outcome = execute(notebook, params, folder, cell_timeout_s=timeout)
+        outcomes.append(outcome)
+        detail = f"{where(outcome)}: {outcome.error}" if outcome.error else outcome.html
+        log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
+    report = BatchReport(profile, folder, outcomes)
+    write_index(report)
+    (folder / "batch.json").write_text(json.dumps({"profile": profile, "notebooks": [asdict(o) for o in outcomes]},
+                                                  indent=2, default=str))
+    log(f"{len(outcomes) - len(report.failed)} of {len(outcomes)} notebooks ok; open {folder / 'index.html'}")
+    return report
+
+
+def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: float | None = None) -> NotebookOutcome:
+    """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
+    import papermill
+
+    output = folder / notebook.name
+    started = time.monotonic()
+    error = error_cell = error_source = None
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
+                                   kernel_manager_class=current_python_kernel_manager(), progress_bar=False,
+                                   cwd=str(folder), execution_timeout=cell_timeout_s, start_timeout=120)
+    except papermill.PapermillExecutionError as exc:
+        error, error_cell = f"{exc.ename}: {exc.evalue}", exc.exec_count
+        error_source = "\n".join(exc.source.splitlines()[:3])
+    except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.monotonic() - started
+    page = export_html(output) if output.exists() else None
+    return NotebookOutcome(name=notebook.stem, status=FAILED if error else OK, seconds=seconds, ipynb=output.name,
+                           html=page.name if page else None, parameters=parameters, error=error, error_cell=error_cell,
+                           error_source=error_source)
+
+
+def current_python_kernel_manager() -> type:
+    """A kernel manager class whose only kernelspec is ipykernel's own for sys.executable (never a stale install),
+    talking to the kernel over unix sockets."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class CurrentPythonKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _local_sockets(self) -> str:
+            return "ipc"  # unix sockets only this user can open, not unencrypted TCP on localhost
+
+        @default("kernel_spec_manager")
+        def _only_this_python(self) -> KernelSpecManager:
+            return KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
+
+    return CurrentPythonKernelManager
+
+
+def export_html(notebook: Path) -> Path:
+    """The executed notebook as HTML beside it; plotly outputs carry plotly.js inline (BATCH_PARAMETERS)."""
+    import nbconvert
+    import nbformat
+
+    body, _ = nbconvert.HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(notebook, as_version=4))
+    page = notebook.with_suffix(".html")
+    page.write_text(body, encoding="utf-8")
+    return page
+
+
+def write_index(report: BatchReport) -> Path:
+    """index.html: one row per notebook with its status, time, error and links."""
+    rows = []
+    for n in report.notebooks:
+        links = " ".join(f'<a href="{html.escape(p)}">{p.rsplit(".", 1)[1]}</a>' for p in (n.html, n.ipynb) if p)
+        error = html.escape(f"{where(n)}: {n.error}\n{n.error_source or ''}" if n.error else "")
+        rows.append(f'<tr class="{n.status}"><td>{html.escape(n.name)}</td><td>{n.status}</td>'
+                    f"<td>{n.seconds:.0f} s</td><td>{links}</td><td><pre>{error}</pre></td></tr>")
+    page = report.folder / "index.html"
+    page.write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>colloc-kit batch</title><style>"
+        "body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left;vertical-align:top}"
+        ".failed td{background:#fdd}pre{white-space:pre-wrap;margin:0}</style></head><body>"
+        f"<h1>colloc-kit batch: {html.escape(report.profile)}</h1>"
+        f"<p>{len(report.notebooks) - len(report.failed)} of {len(report.notebooks)} notebooks ran without error; "
+        f"runs are under <code>runs/</code>.</p>"
+        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>open</th><th>error</th></tr>"
+        + "".join(rows) + "</table></body></html>", encoding="utf-8")
+    return page
+
+
+def where(outcome: NotebookOutcome) -> str:
+    return f"error in cell In [{outcome.error_cell}]" if outcome.error_cell is not None else "error"
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `colloc-kit batch` on the CLI's subparsers; its handler is `main_batch`."""
+    names = ", ".join(load_profiles())
+    parser = subparsers.add_parser("batch", help="execute the notebooks headless (papermill) into HTML reports")
+    parser.add_argument("--profile", help=f"parameter profile: {names} (default: gpu-quick with a GPU, else cpu-smoke)")
+    parser.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a notebook parameter (YAML value), e.g. -p COPIES=[1,2] ; repeatable")
+    parser.add_argument("--out", default="batch-runs", help="folder for the executed notebooks (default: batch-runs)")
+    parser.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks, e.g. 03 07_analysis")
+    parser.add_argument("--notebooks", help="folder of the notebooks (default: the checkout's notebooks/)")
+    parser.set_defaults(handler=main_batch)
+    return parser
+
+
+def main_batch(args: argparse.Namespace) -> int:
+    """0 when every notebook ran without error, 1 otherwise; bad input raises BadInput (exit 2)."""
+    report = run_batch(profile=args.profile, out=args.out, overrides=parse_parameters(args.parameters),
+                       only=args.only, notebooks_dir=args.notebooks)
+    return 1 if report.failed else 0
+
+
+def parse_parameters(items: list[str]) -> dict[str, Any]:
+    """['COPIES=[1,2]', 'AMP=bf16'] -> {'COPIES': [1, 2], 'AMP': 'bf16'} (values read as YAML)."""
+    values = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"-p takes KEY=VALUE, got {item!r}; e.g. -p COPIES=[1,2]")
+        try:
+            values[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise BadInput(f"-p {item}: the value is not valid YAML ({exc})") from None
+    return values
+
+
+def _new_folder(out: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = out / stamp
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = out / f"{stamp}-{n}"
+    folder.mkdir(parents=True)
+    return folder
