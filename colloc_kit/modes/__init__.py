@@ -10,9 +10,10 @@ from pathlib import Path
 from ..errors import BadInput
 from ..spec import ModeSpec
 from .base import SharingMode, Slot
+from .mps import MpsMode
 from .simple import ExclusiveMode, NaiveMode
 
-MODES: dict[str, type[SharingMode]] = {cls.name: cls for cls in (ExclusiveMode, NaiveMode)}
+MODES: dict[str, type[SharingMode]] = {cls.name: cls for cls in (ExclusiveMode, NaiveMode, MpsMode)}
 
 
 def mode_class(name: str) -> type[SharingMode]:

@@ -1,0 +1,352 @@
+"""One private NVIDIA MPS control daemon: started, checked, handed to jobs, and always shut down.
+
+`MpsDaemon` runs `nvidia-cuda-mps-control -d` for ONE device (a GPU UUID/index, or a MIG-<uuid> so that MPS on MIG
+runs one daemon per instance), with its own pipe and log directories (0700). Leaving the block quits the daemon and
+waits for it: hung clients are ended with `terminate_client` (then killed), and as a last resort the daemon's own
+processes are killed, which `notes` records. The logs stay in `<directory>/log`.
+
+    >>> with MpsDaemon("GPU-5d3c...", directory=run_dir / "mps") as daemon:     # doctest: +SKIP
+    ...     subprocess.run(cmd, env={**os.environ, **daemon.client_env()})
+    ...     daemon.server_fault()                   # None, or what says the server faulted
+    >>> daemon.notes                                # doctest: +SKIP
+    []
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import psutil
+
+from .errors import BadInput, GpuStateError
+
+CONTROL_BINARY = "nvidia-cuda-mps-control"
+DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")
+PID_FILE = "nvidia-cuda-mps-control.pid"
+PROCESS_PREFIX = "nvidia-cuda-mps"  # what `pgrep nvidia-cuda-mps` matches: the control daemon and its servers
+# The daemon listens on Unix sockets in its pipe directory, and a socket path holds at most 107 bytes on Linux;
+# this leaves room for the longest name MPS puts there.
+MAX_PIPE_DIR_CHARS = 80
+_FAULT_LINE = re.compile(r"\bfault|\bfatal", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RunningDaemon:
+    """An MPS process found on the machine: `kind` is "control" or "server"; `pipe_dir` is None where unreadable."""
+
+    pid: int
+    kind: str
+    user: str | None
+    pipe_dir: str | None
+
+
+class MpsDaemon:
+    """A private MPS control daemon for one device; a context manager that always shuts it down.
+
+    `device` goes to CUDA_VISIBLE_DEVICES of the daemon and of every client: a UUID ("GPU-...", "MIG-...") is
+    unambiguous for both (NVIDIA's advice); an index works on a one-GPU machine. With `reuse_pipe_dir` the object
+    only checks that the daemon already running there answers, and neither starts nor stops it.
+    """
+
+    def __init__(self, device: str, directory: Path, control: str | None = None, *, reuse_pipe_dir: str | None = None,
+                 start_timeout_s: float = 15.0, command_timeout_s: float = 5.0, quit_timeout_s: float = 15.0,
+                 client_timeout_s: float = 5.0):
+        self.device = str(device)
+        self.directory = Path(directory)
+        self.control = find_control(control)
+        self.owned = reuse_pipe_dir is None
+        self.log_dir = self.directory / "log"
+        self.pipe_dir = _pipe_dir_inside(self.directory) if self.owned else Path(reuse_pipe_dir)
+        self.start_timeout_s = start_timeout_s
+        self.command_timeout_s = command_timeout_s
+        self.quit_timeout_s = quit_timeout_s
+        self.client_timeout_s = client_timeout_s
+        self.control_pid: int | None = None
+        self.server_pids: set[int] = set()  # every server seen, so that a leftover one can be ended at stop
+        self.fault: str | None = None  # the fault seen when the daemon stopped
+        self.notes: list[str] = []  # what stop had to force, in words
+        self._temp_pipe_dir = False
+        self._running = False
+        self._silent = False  # a command timed out: the daemon is hung, later commands are not tried
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+    def __enter__(self) -> "MpsDaemon":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the daemon and return once it answers `get_server_list`; on failure leave nothing behind."""
+        from .modes.base import private_dir  # here: the modes package imports this module
+
+        private_dir(self.log_dir)
+        self._running = True
+        if not self.owned:
+            self._wait_until_answering()
+            return
+        if self.pipe_dir is None:
+            self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
+            self._temp_pipe_dir = True
+        private_dir(self.pipe_dir)
+        try:
+            with open(self.log_dir / "control-start.out", "w") as out:  # a file, not a pipe the daemon may keep open
+                done = subprocess.run([self.control, "-d"], env=self._env(), stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT, timeout=self.start_timeout_s)
+            if done.returncode != 0:
+                raise GpuStateError(f"`{self.control} -d` failed with status {done.returncode}: "
+                                    f"{self._log_tail('control-start.out')}; the control log is in {self.log_dir}")
+            self._wait_until_answering()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_answering(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            self.control_pid = self.control_pid or _read_pid(self.pipe_dir / PID_FILE)
+            if (self.control_pid or not self.owned) and self.command("get_server_list") is not None:
+                return
+            time.sleep(0.1)
+        raise GpuStateError(
+            f"the MPS control daemon for {self.device} did not answer within {self.start_timeout_s:.0f} s "
+            f"(pid file {'found' if self.control_pid else 'missing'} in {self.pipe_dir}); "
+            f"control log: {self._log_tail('control.log')}")
+
+    def stop(self) -> None:
+        """Quit the daemon and wait for it and its servers to exit; force what does not, and say so in `notes`.
+
+        Order: note a server fault; end clients still connected (`terminate_client`, then kill); `quit`; wait;
+        kill the daemon's leftover processes. Every wait is bounded.
+        """
+        if not self._running:
+            return
+        self.fault = self.server_fault()
+        self._running = False
+        if not self.owned:
+            return
+        try:
+            self._end_clients()
+            if self.control_pid is not None and _alive(self.control_pid):
+                self.command("quit")
+                _wait_gone([self.control_pid], self.quit_timeout_s)
+            self.server_pids |= {p.pid for p in self._processes_of_this_daemon() if p.kind == "server"}
+            _wait_gone(self.server_pids, self.client_timeout_s)
+            leftover = [pid for pid in (self.control_pid, *sorted(self.server_pids)) if pid and _alive(pid)]
+            leftover += [p.pid for p in self._processes_of_this_daemon() if p.pid not in leftover]
+            if leftover:
+                _kill(leftover)
+                self.notes.append(f"MPS processes {leftover} did not exit after `quit` within "
+                                  f"{self.quit_timeout_s:.0f} s and were killed; see {self.log_dir}")
+        finally:
+            if self._temp_pipe_dir:
+                shutil.rmtree(self.pipe_dir, ignore_errors=True)
+
+    def _end_clients(self) -> None:
+        clients = sorted(c for c in {c for s in self.servers() for c in self.clients(s)} if _alive(c))
+        if not clients:
+            return
+        for server in self.servers():
+            for client in self.clients(server):
+                if client in clients:
+                    self.command(f"terminate_client {server} {client}")
+        stuck = _wait_gone(clients, self.client_timeout_s)
+        self.notes.append(f"MPS clients {clients} were still connected at shutdown and were ended with "
+                          f"terminate_client" + (f"; {stuck} did not exit and were killed" if stuck else ""))
+        _kill(stuck)
+
+    # -- talking to the daemon ---------------------------------------------------------------------------------------
+    def command(self, line: str) -> str | None:
+        """Send one control command; the daemon's answer, or None where it fails or does not answer in time."""
+        if self._silent:
+            return None
+        try:
+            done = subprocess.run([self.control], input=line + "\n", env=self._env(), capture_output=True, text=True,
+                                  timeout=self.command_timeout_s)
+        except subprocess.TimeoutExpired:
+            self._silent = True
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def servers(self) -> list[int]:
+        """PIDs of this daemon's MPS servers (a server starts when the first client connects)."""
+        pids = _pids(self.command("get_server_list") or "")
+        self.server_pids.update(pids)
+        return pids
+
+    def clients(self, server: int) -> list[int]:
+        return _pids(self.command(f"get_client_list {server}") or "")
+
+    def client_env(self) -> dict[str, str]:
+        """What a job's environment needs to run as a client of this daemon."""
+        env = {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_VISIBLE_DEVICES": self.device}
+        return {**env, "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)} if self.owned else env
+
+    def server_fault(self) -> str | None:
+        """What says the server faulted (Volta+ MPS: one client's fatal error faults the server and every client).
+
+        Reads `get_server_status` of each server while the daemon runs, and the control and server logs.
+        """
+        found = []
+        if self._running:
+            for server in self.servers():
+                status = (self.command(f"get_server_status {server}") or "").strip()
+                if "FAULT" in status.upper():
+                    found.append(f"MPS server {server} status: {status}")
+        for name in ("control.log", "server.log"):
+            path = self.log_dir / name
+            lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+            found += [f"{name}: {line.strip()}" for line in lines if _FAULT_LINE.search(line)]
+        return "; ".join(found) or self.fault
+
+    def alive(self) -> bool:
+        """Whether the control daemon process still runs."""
+        return self.control_pid is not None and _alive(self.control_pid)
+
+    def state(self) -> dict[str, Any]:
+        return {"device": self.device, "control": self.control, "owned": self.owned, "control_pid": self.control_pid,
+                "server_pids": sorted(self.server_pids), "pipe_dir": str(self.pipe_dir), "log_dir": str(self.log_dir),
+                "fault": self.fault, "shutdown_notes": list(self.notes)}
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}
+        return {**env, **self.client_env(), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
+
+    def _processes_of_this_daemon(self) -> list[RunningDaemon]:
+        return [d for d in detect_running_daemons(default_pipe_dir=None) if d.pipe_dir == str(self.pipe_dir)]
+
+    def _log_tail(self, name: str, lines: int = 5) -> str:
+        path = self.log_dir / name
+        text = path.read_text(errors="replace").strip() if path.is_file() else ""
+        return " | ".join(text.splitlines()[-lines:]) or f"({name} is empty)"
+
+
+def find_control(control: str | None = None) -> str:
+    """The control binary: `control` if given, else `nvidia-cuda-mps-control` from PATH; BadInput if missing."""
+    path = shutil.which(control or CONTROL_BINARY)
+    if path is None:
+        where = f"{control!r} is not an executable file" if control else f"{CONTROL_BINARY} is not on the PATH"
+        raise BadInput(f"MPS needs its control program, but {where}; install the NVIDIA driver's utilities "
+                       f"(e.g. nvidia-compute-utils) or pass control=<path>")
+    return path
+
+
+def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> list[RunningDaemon]:
+    """MPS control daemons and servers running now: processes named nvidia-cuda-mps-*, and the daemon whose pid
+    file sits in the default pipe directory (/tmp/nvidia-mps).
+
+    >>> detect_running_daemons()   # doctest: +SKIP
+    [RunningDaemon(pid=4121, kind='control', user='ana', pipe_dir='/tmp/nvidia-mps')]
+    """
+    found: dict[int, RunningDaemon] = {}
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "username", "status"]):
+        name = proc.info["name"] or ""
+        if not name.startswith(PROCESS_PREFIX) or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        words = " ".join([name, *(proc.info["cmdline"] or [])])
+        try:
+            pipe_dir = proc.environ().get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            pipe_dir = None
+        found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",
+                                        proc.info["username"], pipe_dir)
+    if default_pipe_dir is not None:
+        pid = _read_pid(Path(default_pipe_dir) / PID_FILE)
+        if pid is not None and _alive(pid) and pid not in found:
+            found[pid] = RunningDaemon(pid, "control", _username(pid), str(default_pipe_dir))
+    return sorted(found.values(), key=lambda d: d.pid)
+
+
+def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: str | None = None) -> list[RunningDaemon]:
+    """The running MPS daemons a new run must not share the GPU with: this user's, and the default pipe dir's."""
+    me = psutil.Process().username()
+    return [d for d in detect_running_daemons(default_pipe_dir)
+            if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir]
+
+
+def refuse_running_daemons(daemons: Iterable[RunningDaemon]) -> None:
+    """Raise GpuStateError naming each daemon and how to stop it, or how to reuse it explicitly."""
+    daemons = list(daemons)
+    if not daemons:
+        return
+    lines = []
+    for d in daemons:
+        how = (f"stop it with `echo quit | CUDA_MPS_PIPE_DIRECTORY={d.pipe_dir} {CONTROL_BINARY}`" if d.pipe_dir
+               else f"stop it with `kill {d.pid}` (as {d.user or 'its owner'})")
+        lines.append(f"MPS {d.kind} pid {d.pid} (user {d.user}, pipe dir {d.pipe_dir or 'unknown'}): {how}")
+    reuse = next((d.pipe_dir for d in daemons if d.kind == "control" and d.pipe_dir), None)
+    raise GpuStateError(
+        "an MPS daemon is already running, and a run beside it would share the GPU with its jobs:\n  "
+        + "\n  ".join(lines)
+        + ("\nor reuse it explicitly with the mps option reuse_pipe_dir="
+           f"{reuse} (the kit then neither starts nor stops it)" if reuse else ""))
+
+
+def control_status() -> dict[str, Any]:
+    """For `colloc-kit info`: whether MPS control is available and which MPS daemons run.
+
+    >>> control_status()   # doctest: +SKIP
+    {'control_binary': '/usr/bin/nvidia-cuda-mps-control', 'daemons_running': []}
+    """
+    return {"control_binary": shutil.which(CONTROL_BINARY),
+            "daemons_running": [asdict(d) for d in detect_running_daemons()]}
+
+
+def _pipe_dir_inside(directory: Path) -> Path | None:
+    """`<directory>/pipe`, or None where that path is too long for the daemon's sockets (a temp dir is used)."""
+    path = Path(directory).absolute() / "pipe"
+    return path if len(str(path)) <= MAX_PIPE_DIR_CHARS else None
+
+
+def _pids(text: str) -> list[int]:
+    return [int(word) for word in text.split() if word.isdigit()]
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _username(pid: int) -> str | None:
+    try:
+        return psutil.Process(pid).username()
+    except psutil.Error:
+        return None
+
+
+def _wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
+    """Wait until every pid has exited (zombies count as exited); the ones still alive at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    left = [p for p in pids if _alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if _alive(p)]
+    return left
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+    _wait_gone(pids, 5.0)
