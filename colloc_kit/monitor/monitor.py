@@ -1,0 +1,157 @@
+"""The run monitor: samples one GPU (NVML, GPM) and the host in the background and writes Parquet series.
+
+Samples are stamped with the kit clock (`events.now()`), the clock of the jobs' events, so windows cut from the
+events (e.g. the steady state of all jobs) select samples directly. Errors never reach the run: they are recorded
+in monitor.json, with every column left out and why. See `store` for the files written.
+
+    >>> with Monitor(run_dir / "monitor", gpu=0, job_pids=lambda: {worker.pid: "j0-resnet50"}):   # doctest: +SKIP
+    ...     run_the_jobs()
+    >>> read_samples(run_dir / "monitor").gpu[["t", "sm_util_pct", "power_w"]]
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .. import events, nvml
+from ..errors import BadInput, NvmlUnavailable
+from .gpm import GPM_COLUMNS, MIN_INTERVAL_S, GpmCounter, MigGpmSource, gpm_unsupported
+from .gpu import DeviceSource, device_handle, mig_devices, probe
+from .host import HostJobSource, HostSource, JobProcesses
+from .processes import GpuProcessSource, processes_unsupported
+from .sampler import Sampler, Source, SourceLost
+from .store import ParquetStore, write_info
+
+GPU_SERIES = ("samples_gpu", "samples_mig", "samples_process")
+
+
+class Monitor:
+    """Background sampling of GPU `gpu` (None: host only) every `interval_s` into `out_dir`; also a context manager."""
+
+    def __init__(self, out_dir: str | Path, gpu: int | None = 0, interval_s: float = 0.15,
+                 job_pids: Callable[[], Mapping[int, str]] = dict, flush_every_s: float = 10.0):
+        if not (isinstance(interval_s, (int, float)) and interval_s > 0):
+            raise BadInput(f"monitor interval must be a positive number of seconds, got {interval_s!r}; "
+                           "the default is 0.15")
+        self.out_dir, self.gpu, self.interval_s = Path(out_dir), gpu, float(interval_s)
+        self.job_pids, self.flush_every_s = job_pids, flush_every_s
+        self.jobs = JobProcesses(job_pids)
+        self.series_absent: dict[str, str] = {}
+        self.device: dict[str, Any] = {}
+        self.sources: list[Source] = []
+        self.sampler: Sampler | None = None
+        self._nvml = ExitStack()
+        self._store: ParquetStore | None = None
+        self._started_at: float | None = None
+        self._stopped = False
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> "Monitor":
+        if self.sampler is not None:
+            raise RuntimeError("this Monitor was already started; make a new one per run")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.sources = [HostSource(), HostJobSource(self.jobs), *self._gpu_sources()]
+        except BaseException:
+            self._nvml.close()
+            raise
+        self._store = ParquetStore(self.out_dir, {s.series: s.schema for s in self.sources})
+        self.sampler = Sampler(self.sources, self.interval_s, self._store, self.flush_every_s)
+        self._started_at = events.now()
+        write_info(self.out_dir, self.info("running"))
+        self.sampler.start()
+        return self
+
+    def stop(self) -> None:
+        """Take a last sample, write every series and monitor.json; never raises (it runs in the launcher's finally)."""
+        if self.sampler is None or self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.sampler.stop()
+            self._store.close()
+        except Exception as exc:  # the parts files stay readable
+            self.sampler.record("store (close)", exc, events.now())
+        finally:
+            self._nvml.close()
+        try:
+            write_info(self.out_dir, self.info("complete"))
+        except Exception as exc:
+            warnings.warn(f"colloc-kit monitor could not write {self.out_dir / 'monitor.json'}: {exc}")
+
+    def info(self, status: str) -> dict[str, Any]:
+        """What monitor.json holds: settings, the device, columns recorded and left out (with why), errors, notes."""
+        sampler = self.sampler
+        notes = [note for s in self.sources for note in s.notes]
+        notes += [n for s in self.sources if isinstance(s, GpuProcessSource) and (n := s.unmatched_note())]
+        return {
+            "status": status, "clock": "time.time() seconds, the clock of the jobs' events",
+            "interval_s": self.interval_s, "gpm_min_interval_s": MIN_INTERVAL_S, "flush_every_s": self.flush_every_s,
+            "started_at": self._started_at, "stopped_at": events.now() if status == "complete" else None,
+            "gpu": self.gpu, "device": self.device,
+            "series": {s.series: {"columns": s.schema.names, "absent": s.absent} for s in self.sources},
+            "series_absent": self.series_absent,
+            "lost": sampler.lost if sampler else {},
+            "missed": {s.series: s.missed for s in self.sources if getattr(s, "missed", None)},
+            "ticks": sampler.ticks if sampler else 0, "late_ticks": sampler.late_ticks if sampler else 0,
+            "errors": sampler.error_list() if sampler else [],
+            "notes": notes,
+        }
+
+    def _gpu_sources(self) -> list[Source]:
+        """The GPU sources, or none with the reason in `series_absent` (no GPU asked for, NVML missing, GPU lost)."""
+        if self.gpu is None:
+            return self._no_gpu("no GPU was asked for (gpu=None)")
+        try:
+            lib = self._nvml.enter_context(nvml.session())
+        except NvmlUnavailable as exc:
+            return self._no_gpu(str(exc))
+        try:
+            return self._device_sources(lib, device_handle(lib, self.gpu))
+        except SourceLost as exc:
+            return self._no_gpu(str(exc))
+
+    def _device_sources(self, lib: Any, handle: Any) -> list[Source]:
+        name, _ = probe(lib, lib.nvmlDeviceGetName, handle)
+        driver, _ = probe(lib, lib.nvmlSystemGetDriverVersion)
+        self.device = {"name": nvml.text(name) if name is not None else None,
+                       "driver": nvml.text(driver) if driver is not None else None,
+                       "backend": getattr(lib, "__name__", type(lib).__name__)}
+        migs = mig_devices(lib, handle)
+        gpm_reason = gpm_unsupported(lib, handle)
+        if gpm_reason is None:
+            counter, gpm_absent = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))
+        else:
+            counter, gpm_absent = None, {c: gpm_reason for c in GPM_COLUMNS}
+        sources: list[Source] = [DeviceSource(lib, self.gpu, handle, counter, gpm_absent)]
+
+        if not migs:
+            self.series_absent["samples_mig"] = "MIG is off on this GPU (no MIG devices)"
+        elif gpm_reason is not None:
+            self.series_absent["samples_mig"] = gpm_reason
+        else:
+            mig = MigGpmSource(lib, self.gpu, handle, sorted({gi for gi, _ in migs}))
+            if mig.counters:
+                sources.append(mig)
+            else:
+                self.series_absent["samples_mig"] = "; ".join(mig.notes)
+
+        targets = migs or [(None, handle)]
+        reason = processes_unsupported(lib, targets[0][1])
+        if reason is None:
+            sources.append(GpuProcessSource(lib, self.gpu, targets, self.jobs))
+        else:
+            self.series_absent["samples_process"] = reason
+        return sources
+
+    def _no_gpu(self, reason: str) -> list[Source]:
+        self.series_absent.update({series: reason for series in GPU_SERIES})
+        return []

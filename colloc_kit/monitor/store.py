@@ -1,0 +1,119 @@
+"""Where samples go: Parquet files in the run's monitor folder (or memory, for measurement windows), and back.
+
+Files in the monitor folder (`MB` is 2**20 bytes, as elsewhere in the kit)::
+
+    samples_gpu.parquet        one row per sample of the device: NVML fields and GPM metrics
+    samples_mig.parquet        one row per sample per MIG GPU instance: GPM metrics (MIG only)
+    samples_process.parquet    one row per sample per GPU process: memory, SM utilization, job id
+    samples_host.parquet       one row per sample: host CPU and memory
+    samples_host_job.parquet   one row per sample per job: CPU and resident memory of its processes
+    monitor.json               interval, backend, columns recorded, absent columns and why, errors, notes
+
+While a run goes on, rows are flushed as small files under `<series>.parts/`; `close()` merges them into one file.
+A run killed before that still reads: `read_samples` falls back to the parts.
+
+    >>> samples = read_samples("runs/demo/20261120-1200-naive-x4-r0")     # doctest: +SKIP
+    >>> samples.gpu[["t", "sm_util_pct", "power_w"]]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SERIES = ("samples_gpu", "samples_mig", "samples_process", "samples_host", "samples_host_job")
+INFO_FILE = "monitor.json"
+
+
+def table(schema: pa.Schema, rows: list[tuple]) -> pa.Table:
+    """A pyarrow table from row tuples in the schema's column order."""
+    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+
+
+class ParquetStore:
+    """Appends rows of each series as numbered part files; `close()` merges each series into `<series>.parquet`."""
+
+    def __init__(self, out_dir: Path, schemas: dict[str, pa.Schema]):
+        self.out_dir = Path(out_dir)
+        self.schemas = schemas
+        self._parts = {series: 0 for series in schemas}
+        for series in schemas:
+            (self.out_dir / f"{series}.parts").mkdir(parents=True, exist_ok=True)
+
+    def write(self, series: str, rows: list[tuple]) -> None:
+        path = self.out_dir / f"{series}.parts" / f"part-{self._parts[series]:05d}.parquet"
+        pq.write_table(table(self.schemas[series], rows), path)
+        self._parts[series] += 1
+
+    def close(self) -> None:
+        for series, schema in self.schemas.items():
+            parts_dir = self.out_dir / f"{series}.parts"
+            merged = _read_parts(parts_dir, schema)
+            pq.write_table(merged, self.out_dir / f"{series}.parquet")
+            shutil.rmtree(parts_dir)
+
+
+class MemoryStore:
+    """Keeps every row in memory (measurement windows); `frame(series)` gives a DataFrame."""
+
+    def __init__(self, schemas: dict[str, pa.Schema]):
+        self.schemas = schemas
+        self.rows: dict[str, list[tuple]] = {series: [] for series in schemas}
+
+    def write(self, series: str, rows: list[tuple]) -> None:
+        self.rows[series] += rows
+
+    def frame(self, series: str) -> pd.DataFrame:
+        return table(self.schemas[series], self.rows[series]).to_pandas()
+
+
+def _read_parts(parts_dir: Path, schema: pa.Schema | None = None) -> pa.Table:
+    parts = sorted(parts_dir.glob("part-*.parquet"))
+    tables = [pq.read_table(p) for p in parts]
+    if not tables:
+        return table(schema, []) if schema is not None else pa.table({})
+    return pa.concat_tables(tables)
+
+
+@dataclass
+class Samples:
+    """The monitor's frames of one run; a series the run did not record is an empty frame (see `info`)."""
+
+    gpu: pd.DataFrame = field(default_factory=pd.DataFrame)
+    mig: pd.DataFrame = field(default_factory=pd.DataFrame)
+    process: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host_job: pd.DataFrame = field(default_factory=pd.DataFrame)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def read_samples(monitor_dir: str | Path) -> Samples:
+    """The frames in a monitor folder (merged files, or the parts of a run that was killed before merging)."""
+    monitor_dir = Path(monitor_dir)
+    frames = {}
+    for series in SERIES:
+        merged, parts = monitor_dir / f"{series}.parquet", monitor_dir / f"{series}.parts"
+        if merged.exists():
+            frames[series] = pd.read_parquet(merged)
+        elif parts.is_dir():
+            frames[series] = _read_parts(parts).to_pandas()
+        else:
+            frames[series] = pd.DataFrame()
+    info_path = monitor_dir / INFO_FILE
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    return Samples(*(frames[s] for s in SERIES), info=info)
+
+
+def write_info(monitor_dir: Path, info: dict[str, Any]) -> None:
+    """Write monitor.json atomically (a reader never sees half a file)."""
+    tmp = monitor_dir / (INFO_FILE + ".tmp")
+    tmp.write_text(json.dumps(info, indent=1, default=str))
+    tmp.replace(monitor_dir / INFO_FILE)
