@@ -1,0 +1,144 @@
+"""The worker's models and datasets: fake copies of every format train through the real loaders; checks refuse bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from colloc_kit import events, nvml
+from colloc_kit.errors import BadInput
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker import MODEL_NAMES, check_job
+from colloc_kit.worker.loaders import CIFAR10Files, ImageNet64, _npz_memmap, build_feed
+from colloc_kit.worker.datasets import imagenet64_files
+from colloc_kit.worker.models import build_model
+from colloc_kit.worker.train import error_kind
+from fake_datasets import write_cifar10, write_imagefolder, write_imagenet64
+
+
+def train_on(dataset: str, root, *extra: str) -> list[dict]:
+    out = subprocess.run([sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
+                          "--dataset", dataset, "--data-root", str(root), "--batch-size", "8", "--epochs", "2",
+                          "--warmup-steps", "2", *extra], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [events.parse(line) for line in out.stdout.splitlines()]
+
+
+def test_cifar10_trains_through_torchvision_with_loader_processes(tmp_path):
+    evs = train_on("cifar10", write_cifar10(tmp_path, images_per_batch=8), "--workers", "1")
+    ready, end = evs[0], evs[-1]
+    assert ready["image_size"] == 32 and ready["num_classes"] == 10 and ready["steps_per_epoch"] == 5
+    assert "40 training images" in ready["dataset_label"]
+    assert end["type"] == "end" and end["steps"] == 10 and end["images_per_s"] > 0
+
+
+def test_imagenet64_trains_from_npz_batches(tmp_path):
+    evs = train_on("imagenet64", write_imagenet64(tmp_path, files=2, images_per_file=12), "--workers", "0")
+    assert evs[0]["image_size"] == 64 and evs[0]["num_classes"] == 1000 and evs[0]["steps_per_epoch"] == 3
+    assert evs[-1]["type"] == "end" and evs[-1]["steps"] == 6
+
+
+def test_imagefolder_trains_at_the_asked_image_size(tmp_path):
+    evs = train_on("imagefolder", write_imagefolder(tmp_path, classes=3, images_per_class=6), "--workers", "0",
+                   "--image-size", "24")
+    assert evs[0]["image_size"] == 24 and evs[0]["num_classes"] == 3 and evs[0]["steps_per_epoch"] == 2
+    assert evs[-1]["type"] == "end"
+
+
+def test_imagenet64_reads_stored_npz_by_memory_map_and_compressed_into_memory(tmp_path):
+    stored = write_imagenet64(tmp_path / "stored", files=2, images_per_file=5, seed=1)
+    packed = write_imagenet64(tmp_path / "packed", files=2, images_per_file=5, seed=1, compressed=True)
+    assert isinstance(_npz_memmap(stored / "train_data_batch_1.npz", "data"), np.memmap)
+    assert _npz_memmap(packed / "train_data_batch_1.npz", "data") is None
+    a, b = ImageNet64(imagenet64_files(stored)), ImageNet64(imagenet64_files(packed))
+    assert len(a) == len(b) == 10
+    with np.load(stored / "train_data_batch_2.npz") as npz:
+        row, label = npz["data"][3], npz["labels"][3]
+    for ds in (a, b):
+        image, target = ds[8]  # the fourth image of the second file
+        assert image.shape == (3, 64, 64) and image.dtype == torch.uint8
+        assert torch.equal(image.flatten(), torch.from_numpy(row)) and target == label - 1
+
+
+def test_cifar10_copy_loads_through_the_real_class(tmp_path):
+    write_cifar10(tmp_path, images_per_batch=4)
+    ds = CIFAR10Files(str(tmp_path), train=True)
+    assert len(ds) == 20 and ds.classes[0] == "airplane" and ds[0][0].size == (32, 32)
+
+
+def test_synthetic_feed_is_one_batch_made_once(tmp_path):
+    feed = build_feed(JobSpec(model="smallcnn", device="cpu", batch_size=4, synthetic_samples=10, image_size=8,
+                              channels_last=True), torch.device("cpu"))
+    batches = list(feed.epoch())
+    assert feed.steps_per_epoch == len(batches) == 2 and "synthetic" in feed.label
+    assert batches[0][0] is batches[1][0] and batches[0][0].shape == (4, 3, 8, 8)
+    assert batches[0][0].is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_every_model_builds_and_runs(name):
+    model = build_model(name, num_classes=7, image_size=32)
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
+
+
+def test_resnet26_is_the_seed_studys_bottleneck_2222():
+    model = build_model("resnet26", num_classes=10, image_size=32)
+    assert [len(getattr(model, f"layer{i}")) for i in range(1, 5)] == [2, 2, 2, 2]
+    assert type(model.layer1[0]).__name__ == "Bottleneck"
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"model": "lenet"}, ["unknown model 'lenet'", "resnet26", "vit_b_16"]),
+    ({"model": "vit_b_16", "image_size": 40}, ["multiple of 16", "--image-size 224"]),
+    ({"dataset": "mnist"}, ["unknown dataset 'mnist'", "imagenet64"]),
+    ({"dataset": "cifar10"}, ["needs --data-root", "cifar.html"]),
+    ({"dataset": "imagefolder", "data_root": "{tmp}"}, ["no class folders", "{tmp}/train"]),
+    ({"batch_size": 64, "synthetic_samples": 32}, ["smaller than one batch"]),
+])
+def test_check_job_refuses_with_a_clear_message(tmp_path, fields, words):
+    fields = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in fields.items()}
+    with pytest.raises(BadInput) as info:
+        check_job(JobSpec(**{"model": "smallcnn", "device": "cpu", **fields}))
+    for word in words:
+        assert word.format(tmp=tmp_path) in str(info.value)
+
+
+def test_check_job_refuses_malformed_copies(tmp_path):
+    root = write_cifar10(tmp_path / "c")
+    (root / "cifar-10-batches-py" / "data_batch_3").unlink()
+    with pytest.raises(BadInput, match="lacks data_batch_3"):
+        check_job(JobSpec(model="smallcnn", device="cpu", dataset="cifar10", data_root=str(root)))
+    np.savez(tmp_path / "train_data_batch_1.npz", data=np.zeros((2, 12288), np.uint8))
+    with pytest.raises(BadInput, match="lacks the array\\(s\\) labels"):
+        check_job(JobSpec(model="smallcnn", device="cpu", dataset="imagenet64", data_root=str(tmp_path)))
+
+
+def test_check_job_accepts_each_fake_copy(tmp_path):
+    for dataset, root in [("cifar10", write_cifar10(tmp_path / "c")), ("imagenet64", write_imagenet64(tmp_path / "i")),
+                          ("imagefolder", write_imagefolder(tmp_path / "f", train_subfolder=False))]:
+        check_job(JobSpec(model="smallcnn", device="cpu", dataset=dataset, data_root=str(root)))
+
+
+def test_cuda_without_a_gpu_is_refused():
+    no_gpu = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 0)
+    with nvml.use_backend(no_gpu), pytest.raises(BadInput, match="CUDA is not available on this machine.*--device cpu"):
+        check_job(JobSpec(model="smallcnn", device="cuda"))
+
+
+def test_error_kinds():
+    assert error_kind(BadInput("x")) == "bad_input"
+    assert error_kind(torch.cuda.OutOfMemoryError("CUDA out of memory")) == "out_of_memory"
+    assert error_kind(RuntimeError("CUDA error: device-side assert triggered")) == "cuda_error"
+    assert error_kind(RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR")) == "cuda_error"
+    assert error_kind(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) == "other"
+    assert error_kind(ValueError("CUDA")) == "other"
+
+
+def test_importing_the_worker_package_does_not_import_torch():
+    code = "import sys, colloc_kit.worker; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
