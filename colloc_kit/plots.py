@@ -16,7 +16,6 @@ import plotly.io as pio
 from .analysis import workload_label
 
 TEMPLATE = "plotly_white"
-MIG_COMPUTE_SLICES = 7
 
 
 def use_renderer(name: str) -> None:
@@ -150,23 +149,43 @@ def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def mig_layout(placements: list[dict], title: str, slices: int = MIG_COMPUTE_SLICES) -> go.Figure:
-    """A picture of a GPU's compute slices and the instances placed on them.
+def mig_layouts(plans: dict, title: str = "MIG layouts") -> go.Figure:
+    """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
-    `placements`: dicts with `profile` (e.g. "3g.40gb"), `start` and `size` in slices, e.g. from the MIG planner.
+    `plans`: {label: colloc_kit.mig.planner.Plan}; placements count in memory slices, as NVML's do.
     """
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "height": 220, "showlegend": False,
-                            "xaxis": {"range": [0, slices], "dtick": 1, "title": "compute slice", "showgrid": True},
-                            "yaxis": {"visible": False, "range": [0, 1]}, "margin": {"t": 50, "b": 40}})
-    for i, place in enumerate(placements):
-        fig.add_shape(type="rect", x0=place["start"] + 0.05, x1=place["start"] + place["size"] - 0.05, y0=0.1, y1=0.9,
-                      fillcolor=_color(i), opacity=0.8, line={"width": 1})
-        fig.add_annotation(x=place["start"] + place["size"] / 2, y=0.5, text=place["profile"], showarrow=False,
-                           font={"color": "white", "size": 13})
-    used = sum(p["size"] for p in placements)
-    if used < slices:
-        fig.add_annotation(x=slices, y=1.0, xanchor="right", yanchor="bottom", showarrow=False,
-                           text=f"{slices - used} of {slices} slices unused")
+    if not plans:
+        return empty(title, "no layout to draw")
+    gpu = next(iter(plans.values())).gpu
+    labels = list(plans)
+    fig = go.Figure(layout={"title": f"{title} on {gpu.name}", "template": TEMPLATE, "showlegend": False,
+                            "height": 120 + 60 * len(labels), "margin": {"l": 140},
+                            "xaxis": {"range": [0, gpu.memory_slices], "dtick": 1, "title": "memory slice",
+                                      "showgrid": True},
+                            "yaxis": {"range": [-0.5, len(labels) - 0.5], "tickvals": list(range(len(labels))),
+                                      "ticktext": labels, "autorange": "reversed"}})
+    for row, (label, plan) in enumerate(plans.items()):
+        for i, inst in enumerate(plan.instances):
+            fig.add_shape(type="rect", x0=inst.start + 0.05, x1=inst.start + inst.size - 0.05, y0=row - 0.35,
+                          y1=row + 0.35, fillcolor=_color(i), opacity=0.85, line={"width": 1})
+            fig.add_annotation(x=inst.start + inst.size / 2, y=row, showarrow=False, font={"color": "white"},
+                               text=f"{inst.profile.name}<br>{inst.profile.sm_count} SMs")
+        idle = gpu.compute_slices - plan.compute_slices
+        fig.add_annotation(x=gpu.memory_slices, y=row, xanchor="left", showarrow=False, xshift=6,
+                           text=f"{idle} compute slice{'s' if idle != 1 else ''} idle" if idle else "")
+    return fig
+
+
+def job_metrics(jobs: pd.DataFrame, columns: list[str], title: str, y_title: str) -> go.Figure:
+    """Grouped bars per workload (model and batch size) of per-job monitor metrics, e.g. SM utilization."""
+    present = [c for c in columns if c in jobs and jobs[c].notna().any()]
+    if jobs.empty or not present:
+        return empty(title, "no job has these metrics (they need a monitored GPU)")
+    data = jobs.assign(workload=jobs.apply(workload_label, axis=1))
+    mean = data.groupby("workload", sort=False)[present].mean().dropna(how="all").reset_index()
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "yaxis_title": y_title})
+    for column in present:
+        fig.add_bar(x=mean["workload"], y=mean[column], name=column)
     return fig
 
 

@@ -111,8 +111,16 @@ def test_figures_carry_one_trace_per_mode(jobs):
     assert {t.name for t in stacked.data} == {"resnet18 bs64 bf16", "resnet50 bs64 bf16"}
 
 
-def test_mig_layout_draws_one_box_per_instance_and_names_unused_slices():
-    fig = plots.mig_layout([{"profile": "3g.40gb", "start": 0, "size": 3}, {"profile": "2g.20gb", "start": 4, "size": 2}],
-                           "layout")
-    assert len(fig.layout.shapes) == 2
-    assert any("2 of 7 slices unused" in a.text for a in fig.layout.annotations)
+def test_mig_layouts_draw_one_box_per_instance_and_name_idle_compute_slices():
+    from colloc_kit.mig.planner import plan
+
+    fig = plots.mig_layouts({"2x3g": plan("3g,3g", "H100-80GB"), "7x1g": plan(["1g"] * 7, "H100-80GB")})
+    assert len(fig.layout.shapes) == 9
+    assert [a.text for a in fig.layout.annotations if "idle" in a.text] == ["1 compute slice idle"]
+
+
+def test_job_metrics_explain_missing_gpu_metrics(jobs):
+    fig = plots.job_metrics(jobs, ["sm_occupancy_pct_mean"], "idle", "%")
+    assert "monitored GPU" in fig.layout.annotations[0].text
+    fig = plots.job_metrics(jobs, ["sm_util_pct_mean"], "idle", "%")
+    assert list(fig.data[0].x) == ["resnet18 bs64 bf16"] and list(fig.data[0].y) == [pytest.approx(250 / 3)]
