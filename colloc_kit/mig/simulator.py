@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import psutil
+
 from .profiles import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 
 # -- pynvml's constants (values as in nvidia-ml-py's pynvml.py) ----------------------------------------------------
@@ -236,7 +238,7 @@ class SimulatedNvml:
 
     # -- knobs ----------------------------------------------------------------------------------------------------
     def add_process(self, pid: int, device_uuid: str | None = None, gpu: int = 0, used_mib: int = 500) -> None:
-        """A compute process on the GPU (or on the MIG device with `device_uuid`), as another user's job would be."""
+        """Process `pid` computes on the GPU (or on the MIG device `device_uuid`) until it exits, as on a real GPU."""
         self.gpus[gpu].processes.append(
             SimpleNamespace(pid=pid, usedGpuMemory=used_mib * 2**20, device_uuid=device_uuid or self.gpus[gpu].uuid))
 
@@ -257,7 +259,7 @@ class SimulatedNvml:
     def reset_gpu(self, gpu: int = 0) -> None:
         """What an administrator's GPU reset does: the pending mode becomes current, instances are gone."""
         g = self.gpus[gpu]
-        if g.processes:
+        if self._processes(g):
             raise NVMLError(NVML_ERROR_IN_USE)
         g.current = g.pending
         for gi in list(g.gis.values()):
@@ -345,7 +347,7 @@ class SimulatedNvml:
         gpu.pending = mode
         if mode == gpu.current:
             return NVML_SUCCESS
-        if gpu.processes:
+        if self._processes(gpu):
             return NVML_ERROR_IN_USE
         if self.needs_reset:
             return NVML_ERROR_RESET_REQUIRED
@@ -448,13 +450,30 @@ class SimulatedNvml:
 
     def nvmlGpuInstanceCreateComputeInstance(self, gi_handle, profile_id: int):
         gpu, gi = self._gi(gi_handle)
-        self._need_privilege()
         slices = self._ci_slices(gi, profile_id)
-        taken = {s for ci in gi.cis.values() for s in range(ci.start, ci.start + ci.size)}
         start = next((s for s in range(0, gi.profile.compute_slices - slices + 1, slices)
-                      if not taken & set(range(s, s + slices))), None)
+                      if self._ci_free(gi, s, slices)), None)
         if start is None:
             raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
+        return self._create_ci(gpu, gi, profile_id, start, slices)
+
+    def nvmlGpuInstanceCreateComputeInstanceWithPlacement(self, gi_handle, profile_id: int, placement):
+        gpu, gi = self._gi(gi_handle)
+        slices = self._ci_slices(gi, profile_id)
+        where = _deref(placement)
+        if where.size != slices or where.start % slices or where.start + slices > gi.profile.compute_slices:
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        if not self._ci_free(gi, where.start, slices):
+            raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
+        return self._create_ci(gpu, gi, profile_id, where.start, slices)
+
+    @staticmethod
+    def _ci_free(gi: _GpuInstance, start: int, slices: int) -> bool:
+        taken = {s for ci in gi.cis.values() for s in range(ci.start, ci.start + ci.size)}
+        return not taken & set(range(start, start + slices))
+
+    def _create_ci(self, gpu: _Gpu, gi: _GpuInstance, profile_id: int, start: int, slices: int):
+        self._need_privilege()
         self._creation()
         ci_id = next(i for i in itertools.count() if i not in gi.cis)
         ci = _ComputeInstance(self._key(), ci_id, profile_id, start, slices,
@@ -464,13 +483,13 @@ class SimulatedNvml:
         gi.cis[ci_id] = ci
         self._objects[ci.key] = (gpu, gi, ci)
         self._objects[ci.mig_device_struct.key] = (gpu, gi, ci)
-        self.calls.append(f"nvmlGpuInstanceCreateComputeInstance({gi.profile.name}@{gi.start}, {profile_id})")
+        self.calls.append(f"nvmlGpuInstanceCreateComputeInstance({gi.profile.name}@{gi.start}, {profile_id}@{start})")
         return ctypes.pointer(ci.handle_struct)
 
     def nvmlComputeInstanceDestroy(self, ci_handle) -> int:
         gpu, gi, ci = self._ci(ci_handle)
         self._need_privilege()
-        if any(p.device_uuid == ci.uuid for p in gpu.processes):
+        if self._processes(gpu, ci):
             raise NVMLError(NVML_ERROR_IN_USE)
         self.calls.append(f"nvmlComputeInstanceDestroy({gi.profile.name}@{gi.start}, {ci.id})")
         self._forget_ci(gi, ci)
@@ -481,6 +500,12 @@ class SimulatedNvml:
         self._ci_slices(gi, profile_id)
         found = [ci for ci in sorted(gi.cis.values(), key=lambda c: c.id) if ci.profile == profile_id]
         return _fill(ci_array, _deref(count_ref), [ctypes.pointer(ci.handle_struct) for ci in found])
+
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi_handle, ci_id: int):
+        gpu, gi = self._gi(gi_handle)
+        if ci_id not in gi.cis:
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return ctypes.pointer(gi.cis[ci_id].handle_struct)
 
     def nvmlComputeInstanceGetInfo(self, ci_handle):
         gpu, gi, ci = self._ci(ci_handle)
@@ -578,7 +603,9 @@ class SimulatedNvml:
     def _gi_of(gpu: _Gpu, ci: _ComputeInstance) -> _GpuInstance:
         return next(gi for gi in gpu.gis.values() if ci in gi.cis.values())
 
-    def _processes(self, gpu: _Gpu, mig: _ComputeInstance | None) -> list:
+    def _processes(self, gpu: _Gpu, mig: _ComputeInstance | None = None) -> list:
+        """The GPU's (or MIG device's) processes that still run: a process that exited leaves the GPU."""
+        gpu.processes = [p for p in gpu.processes if _running(p.pid)]
         return [p for p in gpu.processes if mig is None or p.device_uuid == mig.uuid]
 
     def _ids_of_uuid(self, gpu: _Gpu, device_uuid: str) -> tuple[int | None, int | None]:
@@ -690,6 +717,13 @@ def _fill(array, count, handles: list) -> int:
         array[i] = h
     count.value = len(handles)
     return NVML_SUCCESS
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _uuid(text: str) -> str:

@@ -10,10 +10,11 @@ from pathlib import Path
 from ..errors import BadInput
 from ..spec import ModeSpec
 from .base import SharingMode, Slot
+from .mig import MigMode
 from .mps import MpsMode
 from .simple import ExclusiveMode, NaiveMode
 
-MODES: dict[str, type[SharingMode]] = {cls.name: cls for cls in (ExclusiveMode, NaiveMode, MpsMode)}
+MODES: dict[str, type[SharingMode]] = {cls.name: cls for cls in (ExclusiveMode, NaiveMode, MpsMode, MigMode)}
 
 
 def mode_class(name: str) -> type[SharingMode]:

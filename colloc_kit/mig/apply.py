@@ -1,0 +1,371 @@
+"""Apply a MIG layout through NVML and put back exactly what was there: a journal of undo steps.
+
+`MigLayout` is a context manager. Constructing it changes nothing. `preflight()` reads the GPU and refuses
+(BadInput / GpuStateError) what cannot work: no MIG, no privilege, processes on the GPU, a pending mode change,
+a layout that does not fit. `apply()` records the MIG mode and instances, enables MIG if needed (a GPU that
+wants a reset for that is left as found, with instructions: the kit never resets a GPU), destroys existing
+instances only when `allow_destroy` and only when the layout does not fit beside them, creates the planned GPU
+instances at their placements with one full compute instance each, and maps them to MIG device UUIDs. Every
+change pushes its undo step; a failure half-way (also Ctrl-C) undoes what was done. `restore()` undoes all.
+
+    >>> with MigLayout("3g,2g,1g,1g", gpu=0) as mig:            # doctest: +SKIP
+    ...     [c.uuid for c in mig.created]
+    ['MIG-4f1c...', 'MIG-9a2e...', 'MIG-77d0...', 'MIG-0b3c...']
+    >>> print("\\n".join(MigLayout("3g,2g", gpu=0).commands()))   # doctest: +SKIP
+    nvidia-smi -i 0 -mig 1
+    nvidia-smi mig -i 0 -cgi 9:0,14:4 -C
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .. import nvml
+from ..errors import BadInput, GpuStateError
+from .planner import Plan, PlacedInstance, plan
+from .profiles import GpuModel, live_catalogue
+
+MIG_CONFIG_CAPABILITY = "/proc/driver/nvidia/capabilities/mig/config"
+IN_USE_RETRY_S = 10.0  # a killed process's CUDA context can take a moment to leave the GPU
+_MAX_HANDLES = 16
+
+
+@dataclass(frozen=True)
+class ExistingInstance:
+    """A GPU instance found on the GPU, with its compute instances as (profile id, start, size)."""
+
+    gi_id: int
+    profile_id: int
+    profile: str
+    start: int
+    size: int
+    compute_instances: tuple[tuple[int, int, int], ...]
+    uuids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MigState:
+    """The MIG state of one GPU: mode, pending mode and instances."""
+
+    mode: int
+    pending: int
+    instances: tuple[ExistingInstance, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return {"mig_mode": _mode_name(self.mode), "pending_mode": _mode_name(self.pending),
+                "instances": [{"gpu_instance": i.gi_id, "profile": i.profile, "placement": f"{i.start}:{i.size}",
+                               "compute_instances": len(i.compute_instances), "uuids": list(i.uuids)}
+                              for i in self.instances]}
+
+
+@dataclass(frozen=True)
+class CreatedInstance:
+    """A GPU instance the kit created, its compute instance, and the MIG device UUID jobs select it by."""
+
+    placed: PlacedInstance
+    gi_id: int
+    ci_id: int
+    uuid: str
+
+
+class MigLayout:
+    """Apply a layout to GPU `gpu` on entry, restore the previous MIG state on exit (every exit path)."""
+
+    def __init__(self, layout, gpu: int = 0, allow_destroy: bool = False):
+        self.layout = layout
+        self.gpu = gpu
+        self.allow_destroy = allow_destroy
+        self.catalogue: GpuModel | None = None
+        self.before: MigState | None = None
+        self.plan: Plan | None = None
+        self.to_destroy: tuple[ExistingInstance, ...] = ()
+        self.created: list[CreatedInstance] = []
+        self.problems: list[str] = []
+        self._undo: list[tuple[str, Callable[[], None]]] = []
+
+    # -- read-only ------------------------------------------------------------------------------------------------
+    def preflight(self) -> Plan:
+        """Read the GPU and plan; refuse, before anything changes, what cannot be applied."""
+        with nvml.session() as lib:
+            handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+            name = nvml.text(lib.nvmlDeviceGetName(handle))
+            if nvml.optional(lib.nvmlDeviceGetMigMode, handle).value is None:
+                raise BadInput(f"GPU {self.gpu} ({name}) does not support MIG; MIG needs an A100, A30, H100, H200 "
+                               f"or newer data-centre GPU. Use mode mps or naive on this GPU")
+            self.catalogue = live_catalogue(self.gpu)
+            self.before = read_state(lib, handle, self.catalogue)
+            if self.before.mode != self.before.pending:
+                raise GpuStateError(
+                    f"GPU {self.gpu} has a MIG mode change pending (now {_mode_name(self.before.mode)}, pending "
+                    f"{_mode_name(self.before.pending)}): it takes effect after a GPU reset or reboot, which the kit "
+                    f"never does. Ask the administrator to reset/reboot, or cancel it with "
+                    f"`nvidia-smi -i {self.gpu} -mig {self.before.mode}`")
+            self.plan, self.to_destroy = self._plan_around(self.before.instances)
+            self._refuse_busy(lib, handle)
+            if not mig_config_access(lib):
+                raise BadInput(
+                    f"changing MIG needs root or read access to {MIG_CONFIG_CAPABILITY} (see the MIG user guide, "
+                    f"'Device Nodes and Capabilities'); run as root, or have an administrator grant the capability. "
+                    f"Nothing was changed")
+        return self.plan
+
+    def _plan_around(self, existing: tuple[ExistingInstance, ...]) -> tuple[Plan, tuple[ExistingInstance, ...]]:
+        if not existing:
+            return plan(self.layout, self.catalogue), ()
+        occupied = [(i.start, i.size) for i in existing]
+        compute = sum(self._profile(i.profile_id).compute_slices for i in existing)
+        try:
+            return plan(self.layout, self.catalogue, occupied, compute), ()
+        except BadInput as beside:
+            if not self.allow_destroy:
+                found = ", ".join(f"{i.profile}@{i.start} (GI {i.gi_id})" for i in existing)
+                raise BadInput(f"GPU {self.gpu} already has MIG instances {found}, and {beside} Allow the kit to "
+                               f"destroy them (option allow_destroy; it recreates them afterwards), or free the GPU"
+                               ) from None
+        return plan(self.layout, self.catalogue), existing
+
+    def _profile(self, profile_id: int):
+        return next(p for p in self.catalogue.profiles if p.profile_id == profile_id)
+
+    def _refuse_busy(self, lib, handle) -> None:
+        enabling = self.before.mode != lib.NVML_DEVICE_MIG_ENABLE
+        devices = [handle] if enabling else []
+        destroyed = {u for i in self.to_destroy for u in i.uuids}
+        devices += [lib.nvmlDeviceGetHandleByUUID(u) for u in sorted(destroyed)]
+        pids = sorted({p.pid for d in devices for p in lib.nvmlDeviceGetComputeRunningProcesses(d)})
+        if pids:
+            what = "enabling MIG" if enabling else "destroying the MIG instances in the way"
+            raise GpuStateError(f"processes {pids} use GPU {self.gpu}, and {what} needs it idle; stop them "
+                                f"(see `nvidia-smi`) and run again. Nothing was changed")
+
+    def commands(self) -> list[str]:
+        """The `nvidia-smi` commands equal to what apply() would do now, and (as comments) what restore() does."""
+        if self.plan is None:
+            self.preflight()
+        g = self.gpu
+        lines = []
+        enable = self.before.mode != 1
+        if enable:
+            lines.append(shlex.join(["nvidia-smi", "-i", str(g), "-mig", "1"]))
+        for inst in self.to_destroy:
+            lines += [shlex.join(["nvidia-smi", "mig", "-i", str(g), "-dci", "-gi", str(inst.gi_id)]),
+                      shlex.join(["nvidia-smi", "mig", "-i", str(g), "-dgi", "-gi", str(inst.gi_id)])]
+        tuples = ",".join(f"{i.profile.profile_id}:{i.start}" for i in self.plan.creation_order())
+        lines.append(shlex.join(["nvidia-smi", "mig", "-i", str(g), "-cgi", tuples, "-C"]))
+        lines.append(f"# on exit: nvidia-smi mig -i {g} -dci -gi <id> and -dgi -gi <id> for each instance created")
+        for inst in self.to_destroy:
+            lines.append(f"# on exit: nvidia-smi mig -i {g} -cgi {inst.profile_id}:{inst.start} -C  (recreate "
+                         f"{inst.profile}, GI {inst.gi_id} before)")
+        if enable:
+            lines.append(f"# on exit: nvidia-smi -i {g} -mig 0")
+        return lines
+
+    # -- changes, each with its undo ------------------------------------------------------------------------------
+    def apply(self) -> list[CreatedInstance]:
+        """Change the GPU to the planned layout; on any failure undo what was done and re-raise."""
+        if self.plan is None:
+            self.preflight()
+        try:
+            with nvml.session() as lib:
+                handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+                if self.before.mode != lib.NVML_DEVICE_MIG_ENABLE:
+                    self._enable_mig(lib, handle)
+                for inst in self.to_destroy:
+                    self._destroy_existing(lib, handle, inst)
+                for placed in self.plan.creation_order():
+                    self._create(lib, handle, placed)
+                uuids = mig_device_uuids(lib, handle)
+                order = {id(p): n for n, p in enumerate(self.plan.instances)}
+                self.created = sorted(
+                    (CreatedInstance(c.placed, c.gi_id, c.ci_id, uuids[(c.gi_id, c.ci_id)]) for c in self.created),
+                    key=lambda c: order[id(c.placed)])
+        except BaseException:
+            problems = self.restore()
+            if problems:
+                warnings.warn("MIG rollback was incomplete: " + "; ".join(problems), RuntimeWarning, stacklevel=2)
+            raise
+        return self.created
+
+    def _enable_mig(self, lib, handle) -> None:
+        status = lib.nvmlDeviceSetMigMode(handle, lib.NVML_DEVICE_MIG_ENABLE)
+        current, _ = lib.nvmlDeviceGetMigMode(handle)
+        if status == lib.NVML_SUCCESS and current == lib.NVML_DEVICE_MIG_ENABLE:
+            self._undo.append(("disable MIG mode", lambda: _set_mode(self.gpu, lib.NVML_DEVICE_MIG_DISABLE)))
+            return
+        lib.nvmlDeviceSetMigMode(handle, lib.NVML_DEVICE_MIG_DISABLE)  # cancel the pending change: as found
+        if status == lib.NVML_ERROR_RESET_REQUIRED:
+            raise GpuStateError(
+                f"GPU {self.gpu} needs a GPU reset to enable MIG (usual in pass-through VMs and on some platforms); "
+                f"the kit never resets a GPU and left MIG disabled. An administrator can run "
+                f"`nvidia-smi -i {self.gpu} -mig 1`, then reset the GPU or reboot; run again afterwards "
+                f"(the kit then leaves MIG enabled, as it found it)")
+        raise GpuStateError(f"enabling MIG on GPU {self.gpu} did not take effect ({_error_text(lib, status)}); "
+                            f"MIG was left disabled. Stop the processes using the GPU (see `nvidia-smi`) and retry")
+
+    def _destroy_existing(self, lib, handle, inst: ExistingInstance) -> None:
+        gi = lib.nvmlDeviceGetGpuInstanceById(handle, inst.gi_id)
+        for ci in _compute_instances(lib, gi):
+            lib.nvmlComputeInstanceDestroy(ci)
+        lib.nvmlGpuInstanceDestroy(gi)
+        self._undo.append((f"recreate {inst.profile}@{inst.start}", lambda: _recreate(self.gpu, inst)))
+
+    def _create(self, lib, handle, placed: PlacedInstance) -> None:
+        where = lib.c_nvmlGpuInstancePlacement_t()
+        where.start, where.size = placed.start, placed.size
+        gi = lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, placed.profile.profile_id, ctypes.byref(where))
+        gi_id = lib.nvmlGpuInstanceGetInfo(gi).id
+        self._undo.append((f"destroy GPU instance {placed.label()}", lambda: _destroy_gi(self.gpu, gi_id)))
+        info = lib.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi, placed.profile.ci_profile, lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+        ci = lib.nvmlGpuInstanceCreateComputeInstance(gi, info.id)
+        ci_id = lib.nvmlComputeInstanceGetInfo(ci).id
+        self._undo.append((f"destroy compute instance {ci_id} of {placed.label()}",
+                           lambda: _destroy_ci(self.gpu, gi_id, ci_id)))
+        self.created.append(CreatedInstance(placed, gi_id, ci_id, ""))
+
+    def restore(self) -> list[str]:
+        """Undo every change, newest first; each step is tried even if one fails. Returns what could not be undone."""
+        problems = []
+        while self._undo:
+            what, undo = self._undo.pop()
+            try:
+                undo()
+            except Exception as exc:
+                problems.append(f"could not {what} on GPU {self.gpu}: {nvml.describe_error(exc)}")
+        self.created = []
+        self.problems += problems
+        return problems
+
+    def __enter__(self) -> "MigLayout":
+        self.apply()
+        return self
+
+    def __exit__(self, exc_type, *_: Any) -> None:
+        problems = self.restore()
+        if problems:
+            _report(problems, self.gpu, raise_=exc_type is None)
+
+
+# -- reading state ------------------------------------------------------------------------------------------------
+def read_state(lib, handle, catalogue: GpuModel) -> MigState:
+    """Mode, pending mode and the instances on the GPU (empty while MIG is off)."""
+    current, pending = lib.nvmlDeviceGetMigMode(handle)
+    if current != lib.NVML_DEVICE_MIG_ENABLE:
+        return MigState(current, pending, ())
+    uuids = mig_device_uuids(lib, handle)
+    found = []
+    for profile in catalogue.profiles:
+        for gi in _handles(lib, lib.c_nvmlGpuInstance_t, lib.nvmlDeviceGetGpuInstances, handle, profile.profile_id):
+            info = lib.nvmlGpuInstanceGetInfo(gi)
+            cis = []
+            for ci in _compute_instances(lib, gi):
+                ci_info = lib.nvmlComputeInstanceGetInfo(ci)
+                cis.append((ci_info.profileId, ci_info.placement.start, ci_info.placement.size, ci_info.id))
+            found.append(ExistingInstance(
+                info.id, profile.profile_id, profile.name, info.placement.start, info.placement.size,
+                tuple(sorted(c[:3] for c in cis)), tuple(uuids[(info.id, c[3])] for c in sorted(cis, key=lambda c: c[3])
+                                                         if (info.id, c[3]) in uuids)))
+    return MigState(current, pending, tuple(sorted(found, key=lambda i: i.start)))
+
+
+def mig_device_uuids(lib, handle) -> dict[tuple[int, int], str]:
+    """{(GPU instance id, compute instance id): 'MIG-...'} for the MIG devices of a GPU."""
+    uuids = {}
+    for index in range(lib.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        mig = nvml.optional(lib.nvmlDeviceGetMigDeviceHandleByIndex, handle, index).value
+        if mig is not None:
+            key = (lib.nvmlDeviceGetGpuInstanceId(mig), lib.nvmlDeviceGetComputeInstanceId(mig))
+            uuids[key] = nvml.text(lib.nvmlDeviceGetUUID(mig))
+    return uuids
+
+
+def mig_config_access(lib) -> bool:
+    """Whether this process may change MIG: root, or read access to the MIG config capability.
+
+    A simulated NVML answers for itself (`mig_config_access()`), since its permissions are not the machine's.
+    """
+    if hasattr(lib, "mig_config_access"):
+        return lib.mig_config_access()
+    return os.geteuid() == 0 or os.access(MIG_CONFIG_CAPABILITY, os.R_OK)
+
+
+def _handles(lib, handle_type, getter, parent, profile_id: int) -> list:
+    array = (handle_type * _MAX_HANDLES)()
+    count = ctypes.c_uint(_MAX_HANDLES)
+    result = nvml.optional(getter, parent, profile_id, array, ctypes.pointer(count))
+    return [array[i] for i in range(count.value)] if result.reason is None else []
+
+
+def _compute_instances(lib, gi) -> list:
+    found = []
+    for enum in range(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+        info = nvml.optional(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
+                             lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).value
+        if info is not None:
+            found += _handles(lib, lib.c_nvmlComputeInstance_t, lib.nvmlGpuInstanceGetComputeInstances, gi, info.id)
+    return found
+
+
+# -- undo steps: each opens its own NVML session, so that they also run after the apply session ended -------------
+def _set_mode(gpu: int, mode: int) -> None:
+    with nvml.session() as lib:
+        handle = lib.nvmlDeviceGetHandleByIndex(gpu)
+        status = lib.nvmlDeviceSetMigMode(handle, mode)
+        if status != lib.NVML_SUCCESS:
+            raise GpuStateError(f"the MIG mode change is pending ({_error_text(lib, status)}); it takes effect "
+                                f"after a GPU reset, or set it back with `nvidia-smi -i {gpu} -mig {1 - mode}`")
+
+
+def _destroy_gi(gpu: int, gi_id: int) -> None:
+    with nvml.session() as lib:
+        lib.nvmlGpuInstanceDestroy(lib.nvmlDeviceGetGpuInstanceById(lib.nvmlDeviceGetHandleByIndex(gpu), gi_id))
+
+
+def _destroy_ci(gpu: int, gi_id: int, ci_id: int) -> None:
+    """Destroy a compute instance; while NVML says IN_USE (a killed job's context still leaving), retry a while."""
+    deadline = time.monotonic() + IN_USE_RETRY_S
+    with nvml.session() as lib:
+        gi = lib.nvmlDeviceGetGpuInstanceById(lib.nvmlDeviceGetHandleByIndex(gpu), gi_id)
+        ci = lib.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id)
+        while True:
+            try:
+                return lib.nvmlComputeInstanceDestroy(ci)
+            except lib.NVMLError as exc:
+                if exc.value != lib.NVML_ERROR_IN_USE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def _recreate(gpu: int, inst: ExistingInstance) -> None:
+    with nvml.session() as lib:
+        handle = lib.nvmlDeviceGetHandleByIndex(gpu)
+        where = lib.c_nvmlGpuInstancePlacement_t()
+        where.start, where.size = inst.start, inst.size
+        gi = lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, inst.profile_id, ctypes.byref(where))
+        for profile_id, start, size in inst.compute_instances:
+            at = lib.c_nvmlComputeInstancePlacement_t()
+            at.start, at.size = start, size
+            lib.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, profile_id, ctypes.byref(at))
+
+
+def _report(problems: list[str], gpu: int, raise_: bool) -> None:
+    text = ("MIG state not fully restored: " + "; ".join(problems)
+            + f". Check with `colloc-kit mig show` and `nvidia-smi mig -i {gpu} -lgi`; processes still on the "
+              f"instances (`nvidia-smi`) must exit before the instances can go")
+    if raise_:
+        raise GpuStateError(text)
+    warnings.warn(text, RuntimeWarning, stacklevel=3)
+
+
+def _mode_name(mode: int) -> str:
+    return {0: "disabled", 1: "enabled"}.get(mode, str(mode))
+
+
+def _error_text(lib, code: int) -> str:
+    return str(lib.NVMLError(code))

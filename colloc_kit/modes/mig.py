@@ -1,0 +1,135 @@
+"""The `mig` sharing mode: the GPU split into MIG instances, one job per instance (or MPS inside each instance).
+
+Options:
+
+- `layout` (required): MIG profiles, one per job, as a list or a comma string: "3g.40gb,2g.20gb,1g.10gb,1g.10gb",
+  short forms ("3g,2g,1g,1g") and repeats ("7x1g") allowed.
+- `mps`: one MPS daemon per instance; jobs go round-robin over the instances (several jobs may share one).
+- `allow_destroy`: MIG instances already on the GPU may be destroyed when the layout does not fit beside them;
+  they are recreated at their placements on exit.
+- `dry_run`: print the equivalent `nvidia-smi` commands and change nothing; no jobs can run.
+
+Entering needs root (or the MIG config capability) and an idle GPU; leaving restores the MIG mode and instances
+found, also after an exception, Ctrl-C or a killed worker.
+
+    >>> spec = ModeSpec("mig", {"layout": "3g,2g,1g,1g"})                              # doctest: +SKIP
+    >>> with make_mode(spec, workdir=run_dir, gpu=0, device="cuda") as mode:         # doctest: +SKIP
+    ...     [(s.env["CUDA_VISIBLE_DEVICES"][:8], s.info) for s in mode.slots(4)][0]
+    ('MIG-4f1c', {'profile': '3g.40gb', 'placement': '4:4', 'gpu_instance': 2})
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+from ..errors import BadInput
+from ..mig.apply import MigLayout
+from ..mig.profiles import GPU_MODELS, parse_layout
+from ..mps import MpsDaemon
+from .base import SharingMode, Slot
+
+OPTIONS = ("layout", "mps", "allow_destroy", "dry_run")
+
+
+class MigMode(SharingMode):
+    """Jobs on MIG instances created for the run (hardware-isolated compute, memory and caches)."""
+
+    name = "mig"
+
+    def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
+        super().__init__(workdir, gpu, device, **options)
+        self.mig = MigLayout(options["layout"], gpu=gpu, allow_destroy=bool(options.get("allow_destroy")))
+        self.daemons: list[MpsDaemon] = []
+        self._stack: ExitStack | None = None
+
+    @classmethod
+    def validate_options(cls, options: dict, device: str) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise BadInput(f"mode mig: unknown option(s) {', '.join(unknown)}; valid options: {', '.join(OPTIONS)}")
+        if device != "cuda":
+            raise BadInput(f"mode mig needs a MIG-capable CUDA GPU, but the jobs run on {device!r}")
+        layout = options.get("layout")
+        if not layout or not isinstance(layout, (str, list, tuple)):
+            raise BadInput("mode mig needs a layout, e.g. layout: 3g.40gb,2g.20gb,1g.10gb,1g.10gb (one profile per job)")
+        errors = []
+        for model in GPU_MODELS.values():  # the GPU is not read here: the names must exist on some MIG GPU
+            try:
+                parse_layout(layout, model)
+                break
+            except BadInput as exc:
+                errors.append(str(exc))
+        else:
+            raise BadInput(f"mode mig: layout {layout!r} names a profile no MIG GPU has; {errors[0]}")
+        for key in ("mps", "allow_destroy", "dry_run"):
+            if not isinstance(options.get(key, False), bool):
+                raise BadInput(f"mode mig: {key} is true or false, got {options[key]!r}")
+
+    def check(self, n_jobs: int) -> None:
+        """Plan on this GPU (read-only) and refuse a job count the layout cannot serve."""
+        instances = len(self.mig.preflight().instances)
+        if self.options.get("mps"):
+            return
+        if n_jobs != instances:
+            raise BadInput(f"mode mig: the layout has {instances} instances for {n_jobs} jobs; give one profile per "
+                           f"job (layout {self.mig.plan.layout()}), or set mps: true to share instances through MPS")
+
+    def __enter__(self) -> "MigMode":
+        self.mig.preflight()
+        if self.options.get("dry_run"):
+            print(f"mode mig, dry run on GPU {self.gpu}: nothing is changed. The equivalent commands:")
+            print("\n".join(self.mig.commands()))
+            return self
+        with ExitStack() as stack:
+            stack.enter_context(self.mig)
+            if self.options.get("mps"):
+                for n, created in enumerate(self.mig.created):
+                    self.daemons.append(stack.enter_context(MpsDaemon(created.uuid, self.workdir / f"mps-{n}")))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.__exit__(*exc_info)  # MPS daemons quit first, then the MIG layout is undone
+
+    def slots(self, n_jobs: int) -> list[Slot]:
+        if self.options.get("dry_run"):
+            raise BadInput("mode mig ran as a dry run: nothing was applied, so there are no MIG devices for jobs")
+        created = self.mig.created
+        if not created:
+            raise RuntimeError("MigMode.slots() is called inside `with mode:`")
+        slots = []
+        for i in range(n_jobs):
+            k = i % len(created)
+            inst = created[k]
+            env = self.daemons[k].client_env() if self.daemons else {"CUDA_VISIBLE_DEVICES": inst.uuid}
+            info = {"profile": inst.placed.profile.name, "placement": f"{inst.placed.start}:{inst.placed.size}",
+                    "gpu_instance": inst.gi_id}
+            if self.daemons:
+                info["mps"] = True
+            slots.append(Slot(label=f"mig-{i} {inst.placed.label()}", env=env, info=info))
+        return slots
+
+    def state(self) -> dict[str, Any]:
+        mig = self.mig
+        return {
+            "name": self.name, "options": self.options,
+            "gpu_model": mig.catalogue.name if mig.catalogue else None,
+            "found": mig.before.describe() if mig.before else None,
+            "destroyed_and_recreated": [f"{i.profile}@{i.start}" for i in mig.to_destroy],
+            "instances": [{"profile": c.placed.profile.name, "placement": f"{c.placed.start}:{c.placed.size}",
+                           "gpu_instance": c.gi_id, "compute_instance": c.ci_id, "uuid": c.uuid,
+                           "sm_count": c.placed.profile.sm_count, "memory_mib": c.placed.profile.memory_mib}
+                          for c in mig.created],
+            "mps_daemons": [d.state() for d in self.daemons],
+        }
+
+    def problems(self) -> list[str]:
+        found = list(self.mig.problems)
+        for daemon in self.daemons:
+            fault = daemon.server_fault()
+            if fault:
+                found.append(f"MPS server fault on {daemon.device}: {fault}")
+        return found
