@@ -15,7 +15,7 @@ import json
 import sys
 
 from .. import nvml
-from ..errors import BadInput, NvmlUnavailable
+from ..errors import BadInput, GpuStateError, NvmlUnavailable
 from .planner import plan, propose_layouts
 from .profiles import GPU_MODELS, GpuModel, gpu_model, live_catalogue
 
@@ -66,8 +66,9 @@ def _model(name: str | None) -> GpuModel:
         return gpu_model(name)
     try:
         live = live_catalogue(0)
-    except NvmlUnavailable as exc:
-        print(f"(no GPU here: {exc}; planning for {DEFAULT_MODEL}, give --gpu MODEL for another)", file=sys.stderr)
+    except (NvmlUnavailable, GpuStateError) as exc:
+        print(f"(could not read this machine's MIG profiles: {exc}; planning for {DEFAULT_MODEL}, give --gpu MODEL "
+              f"for another)", file=sys.stderr)
         return gpu_model(DEFAULT_MODEL)
     if not live.profiles:
         print(f"(GPU 0 {live.name} has no MIG; planning for {DEFAULT_MODEL}, give --gpu MODEL for another)",

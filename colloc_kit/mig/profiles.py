@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import nvml
-from ..errors import BadInput
+from ..errors import BadInput, GpuStateError
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
 # by compute slices (pynvml: NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0, ..., _7_SLICE = 4, _8_SLICE = 5, _6_SLICE = 6).
@@ -265,7 +265,8 @@ def model_for_device(device_name: str) -> GpuModel | None:
 def live_catalogue(device_index: int = 0) -> GpuModel:
     """The GPU's own MIG profiles and placements, read through NVML (read-only; works with MIG disabled).
 
-    Raises NvmlUnavailable without NVML; returns a model with no profiles on a GPU without MIG.
+    Raises NvmlUnavailable without NVML, GpuStateError where NVML refuses the placements; returns a model with
+    no profiles on a GPU without MIG.
     """
     with nvml.session() as lib:
         handle = lib.nvmlDeviceGetHandleByIndex(device_index)
@@ -311,7 +312,13 @@ def possible_placements(lib, handle, profile_id: int) -> list[tuple[int, int]]:
 
 
 def _with_placements(lib, handle, profile: Profile) -> Profile:
-    pairs = possible_placements(lib, handle, profile.profile_id)
+    try:
+        pairs = possible_placements(lib, handle, profile.profile_id)
+    except Exception as exc:
+        if not nvml.is_nvml_error(exc):
+            raise
+        raise GpuStateError(f"NVML would not give the MIG placements of {profile.name} ({nvml.describe_error(exc)}); "
+                            f"reading them may need root. Plan with a built-in table instead (--gpu MODEL)") from exc
     size = pairs[0][1] if pairs else 0
     return Profile(**{**profile.__dict__, "memory_slices": size, "placements": tuple(s for s, _ in pairs)})
 
