@@ -39,7 +39,8 @@ def test_device_gpm_process_and_host_series_are_written_and_mapped_to_jobs(tmp_p
     samples = run_monitor(tmp_path, fake, job_pids=lambda: {os.getpid(): "j0"})
 
     gpu = samples.gpu
-    assert len(gpu) >= 5 and gpu["t"].is_monotonic_increasing
+    assert len(gpu) >= 5, samples.info
+    assert gpu["t"].is_monotonic_increasing, gpu["t"].tolist()
     assert {"gpu_util_pct", "mem_used_mb", "power_w", "energy_mj", "sm_clock_mhz", "temperature_c",
             "clock_event_reasons", *GPM_COLUMNS} <= set(gpu.columns)
     assert gpu["power_w"].eq(300.0).all()

@@ -56,8 +56,11 @@ class JobProcesses:
 def _children_map() -> dict[int, list[int]]:
     """{parent pid: child pids} from one pass over the process table."""
     children: dict[int, list[int]] = {}
-    for proc in psutil.process_iter(["ppid"]):
-        children.setdefault(proc.info["ppid"], []).append(proc.pid)
+    for proc in psutil.process_iter():
+        try:
+            children.setdefault(proc.ppid(), []).append(proc.pid)
+        except psutil.Error:  # ended while we looked
+            continue
     return children
 
 

@@ -102,6 +102,7 @@ class Monitor:
             "lost": sampler.lost if sampler else {},
             "missed": {s.series: s.missed for s in self.sources if getattr(s, "missed", None)},
             "ticks": sampler.ticks if sampler else 0, "late_ticks": sampler.late_ticks if sampler else 0,
+            "tick_ms_mean": 1000 * sampler.busy_s / sampler.ticks if sampler and sampler.ticks else None,
             "errors": sampler.error_list() if sampler else [],
             "notes": notes,
         }

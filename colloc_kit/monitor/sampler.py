@@ -54,6 +54,7 @@ class Sampler:
         self.errors: dict[tuple[str, str], dict[str, Any]] = {}
         self.ticks = 0
         self.late_ticks = 0  # ticks that started later than one interval after they were due
+        self.busy_s = 0.0  # time spent reading sources: the monitor's own cost
         self._rows: dict[str, list[tuple]] = {s.series: [] for s in self.live}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -76,7 +77,7 @@ class Sampler:
     def sample_now(self) -> float:
         """Read every live source once, now (also callable from other threads); returns the sample's time."""
         with self._lock:
-            t = events.now()
+            began, t = time.perf_counter(), events.now()
             for source in list(self.live):
                 try:
                     self._rows[source.series] += source.read(t)
@@ -87,6 +88,7 @@ class Sampler:
                 except Exception as exc:  # a sampler error must never reach the run
                     self.record(source.series, exc, t)
             self.ticks += 1
+            self.busy_s += time.perf_counter() - began
             return t
 
     def flush(self) -> None:
