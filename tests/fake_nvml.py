@@ -236,6 +236,7 @@ class FakeNvml:
         return sample
 
     def nvmlGpmSampleFree(self, sample: _GpmSample) -> None:
+        self._device("nvmlGpmSampleFree")
         sample.freed = True
 
     def nvmlGpmSampleGet(self, h: _Handle, sample: _GpmSample) -> _GpmSample:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from .. import nvml
 from .gpu import probe
 
 MIN_INTERVAL_S = 0.1  # NVML: the two samples of a GPM query must be more than 100 ms apart
@@ -107,7 +108,11 @@ class GpmCounter:
 
     def close(self) -> None:
         for sample in self.samples:
-            probe(self.lib, self.lib.nvmlGpmSampleFree, sample)
+            try:
+                self.lib.nvmlGpmSampleFree(sample)
+            except Exception as exc:  # e.g. the GPU is lost: nothing more to free
+                if not nvml.is_nvml_error(exc):
+                    raise
 
 
 class MigGpmSource:

@@ -77,7 +77,8 @@ class GpuProcessSource:
         try:
             samples = call(lib, lib.nvmlDeviceGetProcessUtilization, self.targets[0][1], self._last_us)
         except Exception as exc:
-            if getattr(exc, "value", None) == lib.NVML_ERROR_NOT_FOUND:  # no new samples since the last call
+            # no new samples since the last call: NVML says NOT_FOUND (pynvml raises "Success" for an empty list)
+            if getattr(exc, "value", None) in (lib.NVML_ERROR_NOT_FOUND, lib.NVML_SUCCESS):
                 return {}
             raise
         latest: dict[int, Any] = {}

@@ -95,9 +95,10 @@ class Samples:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def read_samples(monitor_dir: str | Path) -> Samples:
-    """The frames in a monitor folder (merged files, or the parts of a run that was killed before merging)."""
-    monitor_dir = Path(monitor_dir)
+def read_samples(path: str | Path) -> Samples:
+    """The frames of a run directory's monitor folder (or of that folder itself); a run killed before the
+    monitor merged its files is read from the parts."""
+    monitor_dir = Path(path) / "monitor" if (Path(path) / "monitor").is_dir() else Path(path)
     frames = {}
     for series in SERIES:
         merged, parts = monitor_dir / f"{series}.parquet", monitor_dir / f"{series}.parts"
