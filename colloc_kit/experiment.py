@@ -124,7 +124,7 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
         raise
     finally:
         _finish(run, manifest, outcomes, status, problems)
-        jobs, _, summary = read_run(run)
+        jobs, _, summary, _ = read_run(run)
         _write_jobs_csv(run, jobs)
         bar.run_finished(f"{summary['n_complete']}/{summary['n_jobs']} complete, "
                          f"{summary['aggregate_images_per_s'] or 0:,.0f} img/s")

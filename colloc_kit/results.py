@@ -6,11 +6,16 @@ killed half-way is still read (its status says so).
     >>> results = load("runs/demo")                                      # doctest: +SKIP
     >>> results.jobs[["run_id", "job", "status", "images_per_s"]]
     >>> results.runs[["mode", "copies", "aggregate_images_per_s"]]
+    >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j"]]     # where a GPU was monitored
 
 Throughput: a job's `images_per_s` is over its own steady-state window (after warm-up). For jobs that ran together,
 `images_per_s_overlap` counts only the interval events inside the window where every job of the run was in steady
 state; a run's `aggregate_images_per_s` is the sum of those (or of the jobs' own rates where the jobs did not
 overlap), and for sequential (exclusive) runs it is all steady images over all steady time.
+
+GPU metrics (the monitor's samples) are summarised over each job's measurement window (the common window of the
+run's jobs, or the job's own steady window when it ran alone) and joined onto its row: `<metric>_mean/_p50/_p95`,
+`energy_j` and `energy_per_image_j` (the window's energy over all images the device trained in it).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import events
+from .monitor import Samples, read_samples, summarize
 from .rundir import RUNNING, RunDir, find_runs, read_events
 
 MIN_OVERLAP_S = 1.0  # a shorter common window is too short to measure in
@@ -33,7 +39,8 @@ class Results:
     jobs: pd.DataFrame
     epochs: pd.DataFrame
     runs: pd.DataFrame
-    samples: pd.DataFrame = field(default_factory=pd.DataFrame)
+    samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
+    host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
 
     def __repr__(self) -> str:
         return f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, {len(self.samples)} samples)"
@@ -43,17 +50,20 @@ def load(path: str | Path | list) -> Results:
     """Read one run directory, a folder of them (searched recursively), or a list of either."""
     paths = path if isinstance(path, list) else [path]
     runs = [run for p in paths for run in find_runs(p)]
-    job_rows, epoch_rows, run_rows = [], [], []
+    job_rows, epoch_rows, run_rows, gpu_frames, host_frames = [], [], [], [], []
     for run in runs:
-        jobs, epochs, summary = read_run(run)
+        jobs, epochs, summary, samples = read_run(run)
         job_rows += jobs
         epoch_rows += epochs
         run_rows.append(summary)
-    return Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows))
+        gpu_frames.append(samples.gpu.assign(run_id=run.run_id))
+        host_frames.append(samples.host.assign(run_id=run.run_id))
+    return Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
+                   samples=_concat(gpu_frames), host_samples=_concat(host_frames))
 
 
-def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict]:
-    """Rows for one run: its jobs, its epochs, and its summary."""
+def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict, Samples]:
+    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples."""
     manifest = run.read_manifest()
     status = manifest.get("status", RUNNING)
     if status == RUNNING:
@@ -65,10 +75,14 @@ def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict]:
     jobs = [job_row(entry, streams[entry["job"]], base) for entry in manifest.get("jobs", [])]
     sequential = bool(manifest.get("sequential"))
     window = None if sequential else overlap_window(list(streams.values()))
+    samples = read_samples(run.path)
     for row in jobs:
         row["images_per_s_overlap"] = window_rate(streams[row["job"]], window) if window else None
         row["run_status"] = status
         row["run_dir"] = str(run.path)
+        job_window = steady_window(streams[row["job"]]) if sequential else window
+        if len(samples.gpu) and job_window:
+            row.update(gpu_summary(samples.gpu, job_window, [streams[row["job"]]] if sequential else streams.values()))
     epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"), "images": e.get("images"),
                "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
@@ -76,7 +90,7 @@ def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict]:
                "n_complete": sum(r["status"] == "complete" for r in jobs),
                **aggregate(jobs, sequential, window), "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
-    return jobs, epochs, summary
+    return jobs, epochs, summary, samples
 
 
 def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
@@ -123,12 +137,26 @@ def overlap_window(streams: list[list[dict]]) -> tuple[float, float] | None:
     return (start, end) if end - start >= MIN_OVERLAP_S else None
 
 
-def window_rate(stream: list[dict], window: tuple[float, float]) -> float | None:
-    """Images/s of one job over the steady interval events that lie wholly inside `window`."""
+def window_images(stream: list[dict], window: tuple[float, float]) -> tuple[int, float]:
+    """Images and seconds of one job's steady interval events that lie wholly inside `window`."""
     inside = [e for e in stream if e["type"] == events.INTERVAL and not e.get("warmup")
               and e["t"] - e["interval_s"] >= window[0] - 1e-6 and e["t"] <= window[1] + 1e-6]
-    seconds = sum(e["interval_s"] for e in inside)
-    return sum(e["interval_images"] for e in inside) / seconds if seconds > 0 else None
+    return sum(e["interval_images"] for e in inside), sum(e["interval_s"] for e in inside)
+
+
+def window_rate(stream: list[dict], window: tuple[float, float]) -> float | None:
+    """Images/s of one job inside `window` (None if no interval lies wholly inside it)."""
+    images, seconds = window_images(stream, window)
+    return images / seconds if seconds > 0 else None
+
+
+def gpu_summary(gpu_samples: pd.DataFrame, window: tuple[float, float], streams) -> dict:
+    """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
+    figures = summarize(gpu_samples, *window)
+    rates = [window_rate(stream, window) for stream in streams]
+    images = sum(r for r in rates if r) * (window[1] - window[0])
+    figures["energy_per_image_j"] = figures["energy_j"] / images if figures.get("energy_j") and images else None
+    return figures
 
 
 def aggregate(jobs: list[dict], sequential: bool, window: tuple[float, float] | None) -> dict:
@@ -144,6 +172,11 @@ def aggregate(jobs: list[dict], sequential: bool, window: tuple[float, float] | 
     if window and all(rate is not None for rate in overlap):
         return {"aggregate_images_per_s": sum(overlap), "throughput_window": "overlap"}
     return {"aggregate_images_per_s": sum(j["images_per_s"] for j in done), "throughput_window": "own"}
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _epoch_time(times: list[float]) -> float | None:
