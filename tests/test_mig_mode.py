@@ -142,6 +142,18 @@ def test_gpu_that_needs_a_reset_is_left_as_found(tmp_path):
         assert sim.calls == ["nvmlDeviceSetMigMode(1)", "nvmlDeviceSetMigMode(0)"]
 
 
+def test_after_the_administrator_s_reset_mig_stays_enabled_as_found(tmp_path):
+    with gpu(needs_reset=True) as sim:
+        with nvml.session():
+            sim.nvmlDeviceSetMigMode(sim.nvmlDeviceGetHandleByIndex(0), 1)  # `nvidia-smi -mig 1`: pending
+        sim.reset_gpu()  # the administrator's reset
+        before = sim.snapshot()
+        with mode(tmp_path, "7x1g"):
+            pass
+        assert sim.snapshot() == before == {"mode": 1, "pending": 1, "instances": []}
+        assert "nvmlDeviceSetMigMode(0)" not in sim.calls
+
+
 def test_pending_mode_found_is_refused_before_any_change(tmp_path):
     with gpu(needs_reset=True) as sim:
         with nvml.session():

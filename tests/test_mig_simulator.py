@@ -81,7 +81,9 @@ def test_creation_rules(sim):
     gi = create(sim, 9, 4, 4)
     with pytest.raises(sim.NVMLError_InsufficientResources):
         create(sim, 14, 4, 2)  # overlaps the 3g's memory slices
+    assert sim.nvmlDeviceGetGpuInstanceRemainingCapacity(handle(sim), 9) == 1
     create(sim, 5, 0, 4)  # 4g + 3g: 7 compute slices
+    assert sim.nvmlDeviceGetGpuInstanceRemainingCapacity(handle(sim), 19) == 0
     with pytest.raises(sim.NVMLError_InsufficientResources):
         sim.nvmlDeviceCreateGpuInstance(handle(sim), 19)  # no compute slice left
     info = sim.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, sim.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, 0)
@@ -104,6 +106,8 @@ def test_mig_devices_have_uuids_and_names(sim):
     assert sim.nvmlDeviceGetName(sim.nvmlDeviceGetHandleByUUID(uuid)) == "NVIDIA A100-SXM4-40GB MIG 1g.5gb (simulated)"
     assert sim.nvmlDeviceGetGpuInstanceId(mig) == sim.nvmlGpuInstanceGetInfo(gi).id == 13  # A100's id for 1g at 6
     assert sim.nvmlDeviceGetMemoryInfo(mig).total == 4864 * 2**20
+    assert sim.nvmlDeviceIsMigDeviceHandle(mig) and not sim.nvmlDeviceIsMigDeviceHandle(handle(sim))
+    assert sim.nvmlDeviceGetUUID(sim.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)).startswith("GPU-")
     with pytest.raises(sim.NVMLError_NotFound):
         sim.nvmlDeviceGetMigDeviceHandleByIndex(handle(sim), 1)
 

@@ -109,12 +109,6 @@ def plan(layout, gpu: str | GpuModel, occupied: Iterable[tuple[int, int]] = (),
     raise ImpossibleLayout(message, reasons, suggestions)
 
 
-def try_plan(profiles: Sequence[Profile], gpu: str | GpuModel, occupied: Iterable[tuple[int, int]] = (),
-             occupied_compute: int = 0) -> Plan | None:
-    """The plan for already-resolved profiles, or None if none fits (no explanation)."""
-    return _search(list(profiles), gpu_model(gpu), list(occupied), occupied_compute)
-
-
 def _size_key(item) -> tuple:
     profile = item.profile if isinstance(item, PlacedInstance) else item
     return (-profile.memory_slices, -profile.compute_slices, profile.media_extensions, profile.name)

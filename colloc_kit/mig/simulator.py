@@ -10,8 +10,7 @@ NOT_SUPPORTED on a GPU without MIG. GPU-instance ids follow what A100s report (7
 eighths 7-14); real code must read them back, never assume them. Device names say "(simulated)".
 
     >>> from colloc_kit import nvml
-    >>> sim = simulated_gpu("H100-80GB")
-    >>> with nvml.use_backend(sim), nvml.session() as lib:
+    >>> with simulated("H100-80GB") as sim, nvml.session() as lib:
     ...     h = lib.nvmlDeviceGetHandleByIndex(0)
     ...     lib.nvmlDeviceGetName(h), lib.nvmlDeviceGetMigMode(h)
     ('NVIDIA H100 80GB HBM3 (simulated)', [0, 0])
@@ -25,12 +24,14 @@ import ctypes
 import itertools
 import string
 import uuid as uuidlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator
 
 import psutil
 
+from .. import nvml
 from .profiles import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 
 # -- pynvml's constants (values as in nvidia-ml-py's pynvml.py) ----------------------------------------------------
@@ -692,13 +693,24 @@ for _name, _value in list(globals().items()):
 
 
 def simulated_gpu(model: str | GpuModel = "H100-80GB", **knobs: Any) -> SimulatedNvml:
-    """A simulated NVML with one MIG-capable GPU of `model`, MIG disabled; install it with `nvml.use_backend`.
-
-    >>> from colloc_kit import nvml
-    >>> with nvml.use_backend(simulated_gpu("A100-40GB")) as sim:      # doctest: +SKIP
-    ...     colloc_kit.mig.cli.main(["show"])
-    """
+    """A simulated NVML with one MIG-capable GPU of `model` (MIG disabled); install it with `nvml.use_backend`,
+    or use `simulated(...)`. Knobs: needs_reset, privileged, mig_capable, mig_enabled, gpus."""
     return SimulatedNvml(model, **knobs)
+
+
+@contextmanager
+def simulated(model: str | GpuModel = "H100-80GB", **knobs: Any) -> Iterator[SimulatedNvml]:
+    """Every kit module uses a simulated GPU of `model` for the block (the MIG notebook without a MIG GPU).
+
+    >>> from colloc_kit.modes import make_mode
+    >>> from colloc_kit.spec import ModeSpec
+    >>> with simulated("A100-40GB") as sim:
+    ...     with make_mode(ModeSpec("mig", {"layout": "4g,2g,1g"}), workdir="/tmp", gpu=0, device="cuda") as mode:
+    ...         [s.info["placement"] for s in mode.slots(3)]
+    ['0:4', '4:2', '6:1']
+    """
+    with nvml.use_backend(simulated_gpu(model, **knobs)) as sim:
+        yield sim
 
 
 def _deref(ref) -> Any:
