@@ -15,8 +15,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Callable, Iterator
 
 from .. import events
 from ..errors import BadInput
@@ -95,16 +94,6 @@ def _job_id(argv: list[str]) -> str:
     return pre.parse_known_args(argv)[0].job_id
 
 
-@dataclass
-class _Window:
-    """Progress since the last `interval` event."""
-
-    t0: float
-    step0: int = 0
-    images0: int = 0
-    data_wait_s: float = 0.0
-
-
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
     import torch
@@ -124,6 +113,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     model = build_model(spec.model, feed.num_classes, feed.image_size).to(device)
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
     scaler = torch.amp.GradScaler(device.type, enabled=spec.amp == "fp16")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.amp)
@@ -138,9 +128,8 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
         scaler.update()
         return loss.detach()
 
-    model.train()
     batches = feed.epoch()
-    batch = next(batches)
+    first = next(batches)
     sync()
     writer.emit(events.READY, model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
@@ -152,69 +141,98 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
         return EXIT_BARRIER_CLOSED
     writer.emit(events.START)
 
-    max_steps = spec.steps
-    if max_steps is None and spec.seconds is None:
-        max_steps = (spec.epochs or 1) * feed.steps_per_epoch
-    clock = time.perf_counter
-    t0 = clock()
-    window, epoch_t0 = _Window(t0), t0
-    step = images = epoch = epoch_steps = 0
-    steady_t0, steady_images0 = (t0, 0) if spec.warmup_steps == 0 else (None, 0)
-    loss = None
-    while True:
-        if batch is None:
-            if epoch_steps == feed.steps_per_epoch:
-                batches, epoch_steps = feed.epoch(), 0
-            wait_t0 = clock()
-            batch = next(batches)
-            window.data_wait_s += clock() - wait_t0
-        step += 1
-        if step == spec.fail_at_step:
-            _inject_fault(torch, spec.fail_kind, step, device)
-        loss = train_step(*batch)
-        batch = None
-        images += spec.batch_size
-        epoch_steps += 1
-        now = clock()
-        done = (max_steps is not None and step >= max_steps) or (spec.seconds is not None and now - t0 >= spec.seconds)
-        warmup_end = step == spec.warmup_steps
-        epoch_end = epoch_steps == feed.steps_per_epoch
-        if not (done or warmup_end or epoch_end or now - window.t0 >= spec.interval_s):
-            continue
-        sync()
-        now = clock()
-        if done or warmup_end or now - window.t0 >= spec.interval_s:
-            steps_in = step - window.step0
-            writer.emit(events.INTERVAL, step=step, images=images, loss=float(loss), step_time_s=(now - window.t0) / steps_in,
-                        data_wait_s=window.data_wait_s, warmup=step <= spec.warmup_steps, interval_s=now - window.t0,
-                        interval_images=images - window.images0)
-            window = _Window(now, step, images)
-        if warmup_end:
-            steady_t0, steady_images0 = now, images
-        if epoch_end:
-            epoch += 1
-            epoch_images = feed.steps_per_epoch * spec.batch_size
-            writer.emit(events.EPOCH, epoch=epoch, epoch_time_s=now - epoch_t0, images=epoch_images,
-                        images_per_s=epoch_images / (now - epoch_t0))
-            epoch_t0 = now
-        if done:
-            break
+    meter = _Meter(spec, feed.steps_per_epoch, writer)
+    stream = _stream(first, batches, feed.epoch)
+    while not meter.done:
+        wait_t0 = time.perf_counter()
+        images, labels = next(stream)
+        meter.data_wait_s += time.perf_counter() - wait_t0
+        if meter.step + 1 == spec.fail_at_step:
+            _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
+        loss = train_step(images, labels)
+        if meter.count_step():
+            sync()
+            meter.report(loss)
 
-    end: dict[str, Any] = dict(status="complete", steps=step, images=images, epochs=epoch, train_s=now - t0,
-                               warmup_steps=spec.warmup_steps)
-    if steady_t0 is None or now <= steady_t0:
-        end.update(steady_images=0, steady_s=0.0, images_per_s=None,
-                   note=f"the budget ended inside warm-up (after {step} of {spec.warmup_steps} warm-up steps): "
-                        "no steady-state window; give more steps or fewer --warmup-steps")
-    else:
-        end.update(steady_images=images - steady_images0, steady_s=now - steady_t0,
-                   images_per_s=(images - steady_images0) / (now - steady_t0))
     mib = 2 ** 20
-    end.update(peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
-               peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
-               peak_rss_mb=_peak_rss_mb())
-    writer.emit(events.END, **end)
+    writer.emit(events.END, **meter.summary(),
+                peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
+                peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
+                peak_rss_mb=_peak_rss_mb())
     return EXIT_OK
+
+
+def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    """Batches without end: the one loaded before `ready`, the rest of its epoch, then fresh epochs."""
+    yield first
+    yield from rest
+    while True:
+        yield from epoch()
+
+
+class _Meter:
+    """Counts steps against the budget and reports them: intervals, epochs, and the steady-state window.
+
+    The device is synchronised only where a time is read (`count_step` says when), so steps stay asynchronous.
+    """
+
+    def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
+        self.spec, self.steps_per_epoch, self.writer = spec, steps_per_epoch, writer
+        self.max_steps = spec.steps
+        if spec.steps is None and spec.seconds is None:
+            self.max_steps = (spec.epochs or 1) * steps_per_epoch
+        self.t0 = self.window_t0 = self.epoch_t0 = time.perf_counter()
+        self.step = self.window_step0 = 0
+        self.data_wait_s = 0.0
+        self.steady_t0: float | None = self.t0 if spec.warmup_steps == 0 else None
+        self.steady_step0 = 0
+        self.end_t = self.t0
+        self.done = False
+
+    @property
+    def images(self) -> int:
+        return self.step * self.spec.batch_size
+
+    def count_step(self) -> bool:
+        """One more step done; True when something is due that needs the device synchronised first."""
+        self.step += 1
+        now = time.perf_counter()
+        self.done = ((self.max_steps is not None and self.step >= self.max_steps)
+                     or (self.spec.seconds is not None and now - self.t0 >= self.spec.seconds))
+        return (self.done or self.step == self.spec.warmup_steps or self.step % self.steps_per_epoch == 0
+                or now - self.window_t0 >= self.spec.interval_s)
+
+    def report(self, loss: Any) -> None:
+        """Emit what is due, with the device synchronised: an interval, the end of warm-up, an epoch."""
+        now = time.perf_counter()
+        warmup_end = self.step == self.spec.warmup_steps
+        if self.done or warmup_end or now - self.window_t0 >= self.spec.interval_s:
+            steps = self.step - self.window_step0
+            self.writer.emit(events.INTERVAL, step=self.step, images=self.images, loss=float(loss),
+                             step_time_s=(now - self.window_t0) / steps, data_wait_s=self.data_wait_s,
+                             warmup=self.step <= self.spec.warmup_steps, interval_s=now - self.window_t0,
+                             interval_images=steps * self.spec.batch_size)
+            self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
+        if warmup_end:
+            self.steady_t0, self.steady_step0 = now, self.step
+        if self.step % self.steps_per_epoch == 0:
+            images = self.steps_per_epoch * self.spec.batch_size
+            self.writer.emit(events.EPOCH, epoch=self.step // self.steps_per_epoch, epoch_time_s=now - self.epoch_t0,
+                             images=images, images_per_s=images / (now - self.epoch_t0))
+            self.epoch_t0 = now
+        self.end_t = now
+
+    def summary(self) -> dict:
+        """The `end` event's counts and its steady-state throughput (none if the budget ended inside warm-up)."""
+        fields = dict(status="complete", steps=self.step, images=self.images, epochs=self.step // self.steps_per_epoch,
+                      train_s=self.end_t - self.t0, warmup_steps=self.spec.warmup_steps)
+        if self.steady_t0 is None or self.end_t <= self.steady_t0:
+            return {**fields, "steady_images": 0, "steady_s": 0.0, "images_per_s": None,
+                    "note": f"the budget ended inside warm-up (after {self.step} of {self.spec.warmup_steps} warm-up "
+                            "steps): no steady-state window; give more steps or fewer --warmup-steps"}
+        steady_images = (self.step - self.steady_step0) * self.spec.batch_size
+        steady_s = self.end_t - self.steady_t0
+        return {**fields, "steady_images": steady_images, "steady_s": steady_s, "images_per_s": steady_images / steady_s}
 
 
 def _device(torch: Any, kind: str) -> Any:
