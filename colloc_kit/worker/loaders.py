@@ -106,8 +106,8 @@ class CIFAR10Files(CIFAR10):
 class ImageNet64(torch.utils.data.Dataset):
     """Downsampled ImageNet 64x64 from its npz batch files: 'data' (N, 12288) uint8 channel-planar, 'labels' 1-based.
 
-    Arrays stored uncompressed in the npz (the public files are) are memory-mapped, so copies of a job share the
-    page cache instead of each holding 15 GB; compressed ones are read into memory.
+    Arrays stored uncompressed in the npz (np.savez) are memory-mapped, so copies of a job share the page cache
+    instead of each holding the 15 GB of images; compressed ones (np.savez_compressed) are read into memory.
 
     >>> ds = ImageNet64(imagenet64_files(Path("/data/imagenet64")))   # doctest: +SKIP
     >>> image, label = ds[0]                                          # (3, 64, 64) uint8 tensor, label in 0..999

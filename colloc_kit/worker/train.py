@@ -1,7 +1,8 @@
 """The worker process: build, wait at the barrier, train within a budget, and report events on stdout.
 
 Stdout carries events only (colloc_kit.events); everything else a library prints goes to stderr. Exit codes:
-0 complete, 1 error (an `error` event says which), 2 bad input, 3 the launcher closed the barrier (stdin EOF).
+0 complete, 1 error (an `error` event says which), 2 bad input, 3 the launcher closed the barrier (stdin EOF),
+130 interrupted (SIGINT; no event). Help (--help) goes to stderr, like all text that is not an event.
 
     python -m colloc_kit.worker --model smallcnn --device cpu --image-size 32 --steps 50 --job-id demo
 """
@@ -22,7 +23,7 @@ from ..errors import BadInput
 from ..spec import JobSpec
 from . import check_job
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BARRIER_CLOSED = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BARRIER_CLOSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
 MESSAGE_CHARS = 2000
 
@@ -36,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     """The worker's options: JobSpec's fields, plus --job-id and --barrier."""
     p = _Parser(prog="python -m colloc_kit.worker",
                 description="Train one model and report JSON-line events on stdout (colloc_kit.events).",
-                epilog="Exit codes: 0 complete, 1 error, 2 bad input, 3 barrier closed (stdin EOF).")
+                epilog="Exit codes: 0 complete, 1 error, 2 bad input, 3 barrier closed (stdin EOF), 130 interrupted.")
     JobSpec.add_arguments(p, require_model=True)
     p.add_argument("--job-id", default="job0", help="the id every event carries")
     p.add_argument("--barrier", choices=("stdin", "none"), default="none",
@@ -54,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         writer.job_id = ns.job_id
         return _train(JobSpec.from_namespace(ns), writer, barrier=ns.barrier == "stdin")
     except KeyboardInterrupt:
-        return 130
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes one error event
-        if isinstance(exc, SystemExit):  # --help
-            return exc.code if isinstance(exc.code, int) else EXIT_OK
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except Exception as exc:  # every failure becomes one error event
         kind = error_kind(exc)
         if kind != "bad_input":
             traceback.print_exc(file=sys.stderr)
