@@ -19,8 +19,9 @@ import pandas as pd
 WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies"]  # a run configuration, over repeats
-RUN_METRICS = ["aggregate_images_per_s", "normalized_throughput", "epoch_time_growth", "sm_util_pct",
-               "sm_occupancy_pct", "energy_per_image_j"]
+UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct"]  # monitor
+RUN_METRICS = ["aggregate_images_per_s", "normalized_throughput", "epoch_time_growth", *UTILIZATION,
+               "energy_per_image_j"]
 COMPLETE = "complete"
 
 
@@ -73,11 +74,12 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
 
     `reference`: jobs to take baselines from (default: `jobs` itself), e.g. an earlier baseline experiment.
     """
+    if jobs.empty:
+        return jobs
     base = baselines(jobs if reference is None else reference)
-    out = jobs.merge(base, on=WORKLOAD, how="left") if not jobs.empty else jobs.assign(
-        **{c: pd.Series(dtype=float) for c in base.columns if c not in WORKLOAD})
+    out = jobs.merge(base, on=WORKLOAD, how="left")
     out.index = jobs.index
-    done = out["status"].eq(COMPLETE) if not out.empty else out.get("status", pd.Series(dtype=bool))
+    done = out["status"].eq(COMPLETE)
     out["relative_throughput"] = (measured_rate(out) / out["baseline_images_per_s"]).where(done)
     by_epoch = out["epoch_time_s"].astype(float) / out["baseline_epoch_time_s"].astype(float)
     by_step = out["step_time_s"].astype(float) / out["baseline_step_time_s"].astype(float)
@@ -102,12 +104,12 @@ def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
             **dict(zip(RUN_KEYS, keys)),
             "n_jobs": len(run), "n_complete": len(done),
             "jobs_label": job_mix_label(run),
+            "workloads": " + ".join(sorted(set(run.apply(workload_label, axis=1)))),
             "aggregate_images_per_s": _sum_or_nan(measured_rate(done)) if len(done) else math.nan,
             "normalized_throughput": rel.sum() if len(done) and rel.notna().all() else math.nan,
             "epoch_time_growth": done["epoch_time_growth"].mean() if "epoch_time_growth" in done else math.nan,
             "peak_memory_mb_sum": done["peak_memory_mb"].sum(min_count=1),
-            "sm_util_pct": _mean_of(done, "sm_util_pct_mean"),
-            "sm_occupancy_pct": _mean_of(done, "sm_occupancy_pct_mean"),
+            **{metric: _mean_of(done, f"{metric}_mean") for metric in UTILIZATION},
             "energy_per_image_j": _run_energy_per_image(done),
         })
     return pd.DataFrame(rows)
@@ -120,9 +122,9 @@ def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
     """
     runs = run_summary(jobs)
     if runs.empty:
-        return pd.DataFrame(columns=GROUP_KEYS + ["jobs_label", "repeats"]
+        return pd.DataFrame(columns=GROUP_KEYS + ["jobs_label", "workloads", "repeats"]
                             + [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")])
-    grouped = runs.groupby(GROUP_KEYS + ["jobs_label"], dropna=False, sort=False)
+    grouped = runs.groupby(GROUP_KEYS + ["jobs_label", "workloads"], dropna=False, sort=False)
     stats = grouped[RUN_METRICS].agg(["mean", "std"])
     stats.columns = [f"{metric}_{stat}" for metric, stat in stats.columns]
     stats["repeats"] = grouped.size()

@@ -176,6 +176,23 @@ def mig_layouts(plans: dict, title: str = "MIG layouts") -> go.Figure:
     return fig
 
 
+def partition_shares(table: pd.DataFrame, title: str = "What each MPS partition grants") -> go.Figure:
+    """Stacked bars per layout: each partition's share of SMs (thread percentage); memory limits in the hover.
+
+    `table`: one row per partition with `layout`, `partition`, `thread_percentage`, `memory_limit_mb`.
+    """
+    if table.empty:
+        return empty(title, "no partition layout given")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "stack", "showlegend": False,
+                            "yaxis": {"title": "active thread percentage (share of SMs)", "range": [0, 105]}})
+    for i, row in enumerate(table.itertuples()):
+        fig.add_bar(x=[row.layout], y=[row.thread_percentage], text=f"{row.partition}: {row.thread_percentage}%",
+                    marker_color=_color(i), hovertext=f"memory limit {row.memory_limit_mb:,.0f} MB",
+                    textposition="inside")
+    fig.add_hline(y=100, line_dash="dot", line_color="grey")
+    return fig
+
+
 def job_metrics(jobs: pd.DataFrame, columns: list[str], title: str, y_title: str) -> go.Figure:
     """Grouped bars per workload (model and batch size) of per-job monitor metrics, e.g. SM utilization."""
     present = [c for c in columns if c in jobs and jobs[c].notna().any()]
@@ -202,10 +219,12 @@ def timeline(samples: pd.DataFrame, columns: list[str], title: str = "Monitor ti
 
 
 def series(frame: pd.DataFrame) -> pd.Series:
-    """The legend entry of each row: its mode, prefixed by its experiment when the frame holds several."""
+    """The legend entry of each row: its mode, with its experiment and workloads where the frame holds several."""
     labels = frame["mode_label"].fillna(frame["mode"]).astype(str)
+    if "workloads" in frame and frame["workloads"].nunique() > 1:
+        labels = labels + " · " + frame["workloads"].astype(str)
     if "experiment" in frame and frame["experiment"].nunique() > 1:
-        return frame["experiment"].astype(str) + " / " + labels
+        labels = frame["experiment"].astype(str) + " / " + labels
     return labels
 
 

@@ -101,12 +101,16 @@ def test_empty_frames_give_empty_results_and_explaining_figures():
 
 
 def test_figures_carry_one_trace_per_mode(jobs):
-    summary = analysis.summarize(analysis.with_baselines(jobs))
+    one_model = jobs[~jobs["run_id"].isin(["alone2", "mix"])]
+    summary = analysis.summarize(analysis.with_baselines(one_model))
     fig = plots.throughput_vs_copies(summary)
     assert {t.name for t in fig.data} == {"exclusive", "naive", "mps"}
+    several = plots.throughput_vs_copies(analysis.summarize(analysis.with_baselines(jobs)))
+    assert "naive · resnet18 bs64 bf16 + resnet50 bs64 bf16" in {t.name for t in several.data}
     assert isinstance(plots.gain_vs_growth(summary), go.Figure)
+    summary = analysis.summarize(analysis.with_baselines(jobs))
     util = plots.metric_bars(summary, "sm_util_pct", "SM", "%")
-    assert {t.name for t in util.data} == {"naive", "mps"}
+    assert {t.name for t in util.data} == {"naive", "mps"}  # only resnet18 runs were monitored
     stacked = plots.jobs_by_mode(analysis.with_baselines(jobs))
     assert {t.name for t in stacked.data} == {"resnet18 bs64 bf16", "resnet50 bs64 bf16"}
 

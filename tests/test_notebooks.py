@@ -1,0 +1,67 @@
+"""The committed notebooks: no outputs, one `parameters` cell of plain values that papermill reads, no sys.path edits,
+and every batch profile names only parameters the notebooks declare."""
+
+import ast
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from colloc_kit import batch
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+ALL = sorted(NOTEBOOKS.rglob("*.ipynb"))
+TOP = sorted(NOTEBOOKS.glob(batch.NOTEBOOK_GLOB))
+EXPERIMENTS = [nb for nb in TOP if nb.stem[:2] in {"02", "03", "04", "05", "06"}]
+
+
+def parameters_cell(path):
+    cells = [c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{path.name}: {len(cells)} cells tagged parameters, want exactly one"
+    return cells[0]
+
+
+def test_there_are_the_seven_notebooks_and_a_course():
+    assert [nb.stem[:2] for nb in TOP] == ["01", "02", "03", "04", "05", "06", "07"]
+    exercises = {nb.name for nb in ALL if "course" in nb.parts and "solutions" not in nb.parts}
+    solutions = {nb.name for nb in ALL if "solutions" in nb.parts}
+    assert exercises and exercises == solutions  # every sheet has its teacher's copy, kept apart
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
+def test_committed_without_outputs_and_without_path_hacks(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has outputs: clear them"
+            assert "sys.path" not in cell.source, f"{path.name} edits sys.path; import the installed package"
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
+def test_parameters_cell_holds_plain_values_that_papermill_reads(path):
+    cell = parameters_cell(path)
+    names = []
+    for node in ast.parse(cell.source).body:
+        assert isinstance(node, ast.Assign) and len(node.targets) == 1, f"{path.name}: only NAME = value lines"
+        ast.literal_eval(node.value)  # plain values only: derived values belong after this cell
+        names.append(node.targets[0].id)
+    assert list(papermill.inspect_notebook(str(path))) == names  # papermill parses every line (comments included)
+    assert "PLOTLY_RENDERER" in names
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_notebooks_gate_their_panel_behind_interactive(path):
+    source = parameters_cell(path).source
+    assert "INTERACTIVE = False" in source
+    code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    assert "if INTERACTIVE:" in code and "widgets.ExperimentPanel(" in code
+
+
+@pytest.mark.parametrize("profile", list(batch.load_profiles()))
+def test_every_profile_names_only_declared_parameters(profile):
+    planned = batch.plan(profile, batch.load_profiles(), NOTEBOOKS)
+    assert [nb.stem for nb, _ in planned] == [nb.stem for nb in TOP]
+    for nb, values in planned:
+        assert values["PLOTLY_RENDERER"] == batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]
