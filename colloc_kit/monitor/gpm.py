@@ -5,7 +5,7 @@ and one query struct, allocated once: each read fills the older buffer, computes
 Reads sooner than MIN_INTERVAL_S after the last one give None for every metric (at a 20 ms monitor interval,
 about every fifth row has GPM values).
 
-    >>> counter = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))   # doctest: +SKIP
+    >>> counter, absent = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))  # doctest: +SKIP
     >>> dict(zip(counter.columns, counter.read()))
     {'sm_util_pct': 92.1, 'sm_occupancy_pct': 47.9, 'tensor_util_pct': 18.5, ...}
 """
@@ -132,7 +132,10 @@ class MigGpmSource:
             else:
                 self.counters[gi] = counter
                 self.absent = self.absent or absent
-        columns = next(iter(self.counters.values())).fields() if self.counters else []
+        first = next(iter(self.counters.values()), None)
+        for counter in self.counters.values():  # one column set: a metric another instance lacks reads None
+            counter.indices, counter.columns = first.indices, first.columns
+        columns = first.fields() if first else []
         self.schema = pa.schema([pa.field("t", pa.float64()), pa.field("gpu", pa.int64()),
                                  pa.field("gpu_instance_id", pa.int64()), *columns])
 

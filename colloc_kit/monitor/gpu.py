@@ -4,7 +4,7 @@ Each field is probed once at start; a field NVML does not give on this GPU is le
 kept in `absent`. Row layout: `t`, `gpu`, then the fields that were supported, in FIELDS order.
 
     >>> with nvml.session() as lib:                                  # doctest: +SKIP
-    ...     source = DeviceSource(lib, 0)
+    ...     source = DeviceSource(lib, 0, device_handle(lib, 0))
     ...     source.read(events.now())
     [(1763640000.1, 0, 97.0, 41.0, 3277.0, 81559.0, 402.7, 1234567890.0, 1980.0, 2619.0, 61.0, 0)]
 """
