@@ -15,7 +15,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job
 from colloc_kit.worker.loaders import CIFAR10Files, ImageNet64, _npz_memmap, build_feed
-from colloc_kit.worker.datasets import imagenet64_files
+from colloc_kit.worker.datasets import IMAGE_SUFFIXES, imagenet64_files
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.train import error_kind
 from fake_datasets import write_cifar10, write_imagefolder, write_imagenet64
@@ -122,6 +122,12 @@ def test_check_job_accepts_each_fake_copy(tmp_path):
     for dataset, root in [("cifar10", write_cifar10(tmp_path / "c")), ("imagenet64", write_imagenet64(tmp_path / "i")),
                           ("imagefolder", write_imagefolder(tmp_path / "f", train_subfolder=False))]:
         check_job(JobSpec(model="smallcnn", device="cpu", dataset=dataset, data_root=str(root)))
+
+
+def test_the_image_suffixes_checked_are_imagefolders_own():
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    assert set(IMAGE_SUFFIXES) == set(IMG_EXTENSIONS)
 
 
 def test_cuda_without_a_gpu_is_refused():

@@ -21,7 +21,7 @@ CIFAR10_FOLDER = "cifar-10-batches-py"
 CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
 IMAGENET64_PATTERN = "train_data_batch_*.npz"
 IMAGENET64_KEYS = ("data", "labels")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # torchvision IMG_EXTENSIONS, without torch
 
 HOW_TO_GET = {
     "cifar10": "download the CIFAR-10 python version (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
