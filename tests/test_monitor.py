@@ -168,6 +168,15 @@ def test_samples_flushed_during_the_run_are_readable_before_stop(tmp_path):
     assert len(after.gpu) >= len(during.gpu) and after.info["status"] == "complete"
 
 
+def test_a_run_that_raises_still_leaves_its_samples(tmp_path):
+    with nvml.use_backend(FakeNvml()), pytest.raises(KeyboardInterrupt):
+        with Monitor(tmp_path, interval_s=FAST):
+            time.sleep(0.1)
+            raise KeyboardInterrupt
+    samples = read_samples(tmp_path)
+    assert len(samples.gpu) >= 1 and len(samples.host) >= 1 and samples.info["status"] == "complete"
+
+
 def test_a_gpu_index_that_does_not_exist_is_bad_input(tmp_path):
     fake = FakeNvml()
     with nvml.use_backend(fake), pytest.raises(BadInput, match="NVML sees 1 GPU"):

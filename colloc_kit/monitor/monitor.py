@@ -11,6 +11,7 @@ in monitor.json, with every column left out and why. See `store` for the files w
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from contextlib import ExitStack
 from pathlib import Path
@@ -57,16 +58,20 @@ class Monitor:
     def start(self) -> "Monitor":
         if self.sampler is not None:
             raise RuntimeError("this Monitor was already started; make a new one per run")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
             self.sources = [HostSource(), HostJobSource(self.jobs), *self._gpu_sources()]
+            self._store = ParquetStore(self.out_dir, {s.series: s.schema for s in self.sources})
+            self.sampler = Sampler(self.sources, self.interval_s, self._store, self.flush_every_s)
+            self._started_at = events.now()
+            write_info(self.out_dir, self.info("running"))
         except BaseException:
+            for source in self.sources:
+                with contextlib.suppress(Exception):
+                    source.close()
             self._nvml.close()
+            self.sampler = None
             raise
-        self._store = ParquetStore(self.out_dir, {s.series: s.schema for s in self.sources})
-        self.sampler = Sampler(self.sources, self.interval_s, self._store, self.flush_every_s)
-        self._started_at = events.now()
-        write_info(self.out_dir, self.info("running"))
         self.sampler.start()
         return self
 

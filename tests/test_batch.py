@@ -1,0 +1,130 @@
+"""`colloc-kit batch`: the cpu-smoke profile executes every notebook into offline HTML; a failing notebook is reported
+while the others run; bad input is refused before anything runs; the kernel is this Python's."""
+
+import argparse
+import json
+import sys
+
+import nbformat
+import pytest
+
+from colloc_kit import batch
+from colloc_kit.errors import BadInput
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
+def outputs(path):
+    return [o for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.outputs]
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """The whole cpu-smoke profile, run once for the session (a few minutes on a 2-core CPU)."""
+    return batch.run_batch("cpu-smoke", out=tmp_path_factory.mktemp("batch"))
+
+
+@pytest.mark.slow
+def test_cpu_smoke_executes_every_notebook_without_an_error_cell(smoke):
+    assert [n.stem for n in sorted(batch.default_notebooks_dir().glob(batch.NOTEBOOK_GLOB))] == \
+        [n.name for n in smoke.notebooks]
+    assert smoke.failed == [], [(n.name, n.error) for n in smoke.failed]
+    for n in smoke.notebooks:
+        assert not [o for o in outputs(smoke.folder / n.ipynb) if o.output_type == "error"], n.name
+
+
+@pytest.mark.slow
+def test_each_notebook_draws_plotly_figures_that_its_html_carries_offline(smoke):
+    for n in smoke.notebooks:
+        figures = [o for o in outputs(smoke.folder / n.ipynb) if PLOTLY_MIME in o.get("data", {})]
+        assert figures, f"{n.name} drew no plotly figure"
+        page = (smoke.folder / n.html).read_text()
+        assert page.count("Plotly.newPlot(") >= len(figures), n.name
+        assert page.count("plotly.js v") == 1, f"{n.name}: plotly.js must be inline exactly once (offline)"
+        assert "cdn.plot.ly" not in page
+
+
+@pytest.mark.slow
+def test_analysis_notebook_reads_the_runs_of_the_experiment_notebooks(smoke):
+    (analysis,) = [n for n in smoke.notebooks if n.name == "07_analysis"]
+    text = "".join(o.get("text", "") for o in outputs(smoke.folder / analysis.ipynb) if o.output_type == "stream")
+    for experiment in ("02-single-job", "03-naive", "06-mixed"):
+        assert experiment in text
+    index = (smoke.folder / "index.html").read_text()
+    assert all(f'href="{n.html}"' in index for n in smoke.notebooks)
+    assert json.loads((smoke.folder / "batch.json").read_text())["profile"] == "cpu-smoke"
+
+
+def notebook(path, *sources, parameters="INTERACTIVE = False\nPLOTLY_RENDERER = ''\nN = 1"):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cell = nbformat.v4.new_code_cell(parameters)
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells = [cell] + [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    notebook(books / "01_fails.ipynb", "x = N", "raise RuntimeError(f'broken on purpose {N}')")
+    notebook(books / "02_works.ipynb", "import sys\nprint(sys.executable)\nN * 2")
+    return books
+
+
+def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(tiny, tmp_path):
+    parser = argparse.ArgumentParser()
+    batch.add_subcommand(parser.add_subparsers())
+    profiles = {"t": {"notebooks": {"01_fails": {"N": 7}}}}
+    args = parser.parse_args(["batch", "--profile", "t", "--notebooks", str(tiny), "--out", str(tmp_path / "out")])
+    report = batch.run_batch(args.profile, out=args.out, notebooks_dir=args.notebooks, profiles=profiles)
+    failed, works = report.notebooks
+    assert (failed.status, works.status) == ("failed", "ok")
+    # In [4]: parameters, papermill's injected parameters, x = N, then the raise
+    assert failed.error == "RuntimeError: broken on purpose 7" and failed.error_cell == 4
+    assert "raise RuntimeError" in failed.error_source
+    assert (report.folder / failed.html).exists()
+    streams = "".join(o.get("text", "") for o in outputs(report.folder / works.ipynb))
+    assert sys.executable in streams  # the kernel is this very Python
+    assert "broken on purpose 7" in (report.folder / "index.html").read_text()
+
+
+def test_main_batch_exits_1_when_a_notebook_failed(tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(batch, "load_profiles", lambda: {"t": {}})
+    args = argparse.Namespace(profile="t", out=str(tmp_path / "out"), parameters=["N=3"], only=["02"],
+                              notebooks=str(tiny))
+    assert batch.main_batch(args) == 0
+    args.only = None
+    assert batch.main_batch(args) == 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"profile": "nope"}, "unknown batch profile 'nope'"),
+    ({"overrides": {"NOT_A_PARAMETER": 1}}, "no chosen notebook has parameter(s) NOT_A_PARAMETER"),
+    ({"only": ["09"]}, "--only 09: no such notebook"),
+    ({"profiles": {"t": {"notebooks": {"02_works": {"M": 1}}}}}, "02_works has no parameter(s) M"),
+    ({"profiles": {"t": {"notebooks": {"05_gone": {}}}}}, "names notebooks that do not exist: 05_gone"),
+])
+def test_bad_input_is_refused_before_anything_runs(tiny, tmp_path, kwargs, message):
+    call = {"profile": "t", "profiles": {"t": {}}, **kwargs}
+    with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)")):
+        batch.run_batch(out=tmp_path / "out", notebooks_dir=tiny, **call)
+    assert not (tmp_path / "out").exists()
+
+
+def test_parameters_from_the_command_line_are_read_as_yaml():
+    assert batch.parse_parameters(["COPIES=[1, 2]", "AMP=bf16", "N=3"]) == {"COPIES": [1, 2], "AMP": "bf16", "N": 3}
+    with pytest.raises(BadInput, match="KEY=VALUE"):
+        batch.parse_parameters(["COPIES"])
+
+
+def test_the_kernel_is_this_python_even_with_a_stale_python3_kernelspec(tmp_path, monkeypatch):
+    stale = tmp_path / "jupyter" / "kernels" / "python3"
+    stale.mkdir(parents=True)
+    (stale / "kernel.json").write_text(json.dumps({"argv": ["/nonexistent/python", "-m", "ipykernel_launcher", "-f",
+                                                            "{connection_file}"], "display_name": "stale",
+                                                   "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    manager = batch.current_python_kernel_manager()(kernel_name="python3")
+    assert manager.kernel_spec.argv[0] == sys.executable
