@@ -1,8 +1,10 @@
-"""The `colloc-kit` command: info, run, show (and mig, batch).
+"""The `colloc-kit` command: info, demo, run, show, mig, batch.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
     colloc-kit show runs/experiment
+    colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
+    colloc-kit batch [--profile cpu-smoke]
 
 Exit codes: 0 every job complete, 1 some job failed, 2 bad input (nothing started), 130 interrupted.
 """
@@ -86,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("path", help="run directory or a folder of them")
     show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
     show.set_defaults(handler=cmd_show)
+
+    from .batch import add_subcommand as add_batch
+    from .mig.cli import add_subcommands as add_mig
+
+    add_mig(sub)
+    add_batch(sub)
     return parser
 
 
