@@ -60,7 +60,7 @@ class MpsDaemon:
                  start_timeout_s: float = 15.0, command_timeout_s: float = 5.0, quit_timeout_s: float = 15.0,
                  client_timeout_s: float = 5.0):
         self.device = str(device)
-        self.directory = Path(directory)
+        self.directory = Path(directory).absolute()  # the daemon may not run in this working directory
         self.control = find_control(control)
         self.owned = reuse_pipe_dir is None
         self.log_dir = self.directory / "log"
@@ -126,30 +126,39 @@ class MpsDaemon:
         """Quit the daemon and wait for it and its servers to exit; force what does not, and say so in `notes`.
 
         Order: note a server fault; end clients still connected (`terminate_client`, then kill); `quit`; wait;
-        kill the daemon's leftover processes. Every wait is bounded.
+        kill the daemon's leftover processes. Every wait is bounded; a Ctrl-C during the waits kills at once.
         """
         if not self._running:
             return
-        self.fault = self.server_fault()
-        self._running = False
-        if not self.owned:
-            return
         try:
-            self._end_clients()
-            if self.control_pid is not None and _alive(self.control_pid):
-                self.command("quit")
-                _wait_gone([self.control_pid], self.quit_timeout_s)
-            self.server_pids |= {p.pid for p in self._processes_of_this_daemon() if p.kind == "server"}
-            _wait_gone(self.server_pids, self.client_timeout_s)
-            leftover = [pid for pid in (self.control_pid, *sorted(self.server_pids)) if pid and _alive(pid)]
-            leftover += [p.pid for p in self._processes_of_this_daemon() if p.pid not in leftover]
-            if leftover:
-                _kill(leftover)
-                self.notes.append(f"MPS processes {leftover} did not exit after `quit` within "
-                                  f"{self.quit_timeout_s:.0f} s and were killed; see {self.log_dir}")
+            self.fault = self.server_fault()
+            if self.owned:
+                self._shut_down()
+        except KeyboardInterrupt:
+            if self.owned:
+                self._force("because the shutdown was interrupted")
+            raise
         finally:
+            self._running = False
             if self._temp_pipe_dir:
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
+
+    def _shut_down(self) -> None:
+        self._end_clients()
+        if self.control_pid is not None and _alive(self.control_pid):
+            self.command("quit")
+            _wait_gone([self.control_pid], self.quit_timeout_s)
+        self.server_pids |= {p.pid for p in self._processes_of_this_daemon() if p.kind == "server"}
+        _wait_gone(self.server_pids, self.client_timeout_s)
+        self._force(f"after they did not exit within {self.quit_timeout_s:.0f} s of `quit`")
+
+    def _force(self, why: str) -> None:
+        """Kill the daemon's processes that still run (control, servers), and note it."""
+        leftover = [pid for pid in (self.control_pid, *sorted(self.server_pids)) if pid and _alive(pid)]
+        leftover += [p.pid for p in self._processes_of_this_daemon() if p.pid not in leftover]
+        if leftover:
+            _kill(leftover)
+            self.notes.append(f"MPS processes {leftover} were killed {why}; see {self.log_dir}")
 
     def _end_clients(self) -> None:
         clients = sorted(c for c in {c for s in self.servers() for c in self.clients(s)} if _alive(c))
@@ -304,7 +313,7 @@ def control_status() -> dict[str, Any]:
 
 def _pipe_dir_inside(directory: Path) -> Path | None:
     """`<directory>/pipe`, or None where that path is too long for the daemon's sockets (a temp dir is used)."""
-    path = Path(directory).absolute() / "pipe"
+    path = directory / "pipe"
     return path if len(str(path)) <= MAX_PIPE_DIR_CHARS else None
 
 
