@@ -72,8 +72,9 @@ def run_plain(args: argparse.Namespace, model: str) -> dict:
     """The plain loop in a fresh process, as the worker gets one."""
     config = [model, args.batch_size, args.image_size, args.amp, args.channels_last, args.device, args.warmup_steps,
               args.seconds]
-    out = subprocess.run([sys.executable, __file__, "--plain-child", json.dumps(config)], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run([sys.executable, __file__, "--plain-child", json.dumps(config)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the plain loop failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -120,12 +121,11 @@ def main() -> None:
     for model in args.models.split(","):
         rate = {r: [x["images_per_s"] for x in rows if x["model"] == model and x["runner"] == r]
                 for r in ("worker", "plain")}
-        ratio = statistics.median(rate["worker"]) / statistics.median(rate["plain"])
-        summary.append({"model": model, "worker_images_per_s": statistics.median(rate["worker"]),
-                        "plain_images_per_s": statistics.median(rate["plain"]), "ratio": ratio,
-                        "worker_spread": (max(rate["worker"]) - min(rate["worker"])) / statistics.median(rate["worker"]),
-                        "plain_spread": (max(rate["plain"]) - min(rate["plain"])) / statistics.median(rate["plain"]),
-                        "within_target": ratio >= TARGET_RATIO})
+        median = {r: statistics.median(v) for r, v in rate.items()}
+        ratio = median["worker"] / median["plain"]
+        summary.append({"model": model, "worker_images_per_s": median["worker"], "plain_images_per_s": median["plain"],
+                        "ratio": ratio, "within_target": ratio >= TARGET_RATIO,
+                        **{f"{r}_spread": (max(v) - min(v)) / median[r] for r, v in rate.items()}})
         print(f"{model}: worker/plain = {ratio:.3f} (median of {args.rounds} rounds; target >= {TARGET_RATIO})")
 
     import torch

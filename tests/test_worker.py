@@ -129,7 +129,8 @@ def test_fault_injection_reports_its_error_kind(kind, exit_code):
 def test_fault_injection_crash_dies_without_a_word():
     code, evs, _ = run("--steps", "20", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", "crash")
     assert code == -9
-    assert [e["type"] for e in evs] == ["ready", "start", "interval", "epoch"]  # warm-up (2 steps), epoch 1 (4), then nothing
+    # the end of warm-up (step 2) and of epoch 1 (step 4) are reported, then nothing
+    assert [e["type"] for e in evs] == ["ready", "start", "interval", "epoch"]
 
 
 def test_unknown_model_lists_the_valid_ones():
@@ -143,7 +144,8 @@ def test_missing_data_root_says_where_it_looked_and_how_to_get_it(tmp_path):
     code, evs, _ = run("--dataset", "cifar10", "--data-root", str(tmp_path / "nowhere"), "--job-id", "c")
     assert code == 2
     assert [(e["type"], e["job"], e["kind"]) for e in evs] == [("error", "c", "bad_input")]
-    assert str(tmp_path / "nowhere") in evs[0]["message"] and "https://www.cs.toronto.edu/~kriz/cifar.html" in evs[0]["message"]
+    assert str(tmp_path / "nowhere") in evs[0]["message"]
+    assert "https://www.cs.toronto.edu/~kriz/cifar.html" in evs[0]["message"]
 
 
 def test_bad_option_is_bad_input():

@@ -1,4 +1,4 @@
-"""The worker's models and datasets: fake copies of every format train through the real loaders; checks refuse bad input."""
+"""The worker's models and datasets: fake copies of each format train through the real loaders; bad input is refused."""
 
 from __future__ import annotations
 

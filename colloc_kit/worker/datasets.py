@@ -21,10 +21,12 @@ CIFAR10_FOLDER = "cifar-10-batches-py"
 CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
 IMAGENET64_PATTERN = "train_data_batch_*.npz"
 IMAGENET64_KEYS = ("data", "labels")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # torchvision IMG_EXTENSIONS, without torch
+# torchvision's IMG_EXTENSIONS (what ImageFolder accepts), here so that checking needs no torch
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 HOW_TO_GET = {
-    "cifar10": "download the CIFAR-10 python version (cifar-10-python.tar.gz) from https://www.cs.toronto.edu/~kriz/cifar.html "
+    "cifar10": "download the CIFAR-10 python version (cifar-10-python.tar.gz) from "
+               "https://www.cs.toronto.edu/~kriz/cifar.html "
                f"and unpack it so that DATA_ROOT/{CIFAR10_FOLDER}/ holds {', '.join(CIFAR10_FILES)}",
     "imagefolder": "arrange images as DATA_ROOT/<class name>/<image file> (or DATA_ROOT/train/<class>/<image>), "
                    "e.g. the ImageNet training set from https://image-net.org/download.php",
@@ -44,7 +46,8 @@ def locate(dataset: str, data_root: str | None) -> Path | None:
         raise BadInput(f"dataset {dataset} needs --data-root (nothing is downloaded); {HOW_TO_GET[dataset]}")
     root = Path(data_root).expanduser()
     if not root.is_dir():
-        raise BadInput(f"data root {root} for dataset {dataset} does not exist or is not a folder; {HOW_TO_GET[dataset]}")
+        raise BadInput(f"data root {root} for dataset {dataset} does not exist or is not a folder; "
+                       f"{HOW_TO_GET[dataset]}")
     return {"cifar10": _cifar10, "imagefolder": _imagefolder, "imagenet64": _imagenet64}[dataset](root)
 
 
@@ -68,7 +71,8 @@ def _imagefolder(root: Path) -> Path:
     folder = root / "train" if (root / "train").is_dir() else root
     classes = [d for d in folder.iterdir() if d.is_dir()]
     if not classes:
-        raise BadInput(f"no class folders in {folder} (looked in {root}/train, then {root}); {HOW_TO_GET['imagefolder']}")
+        raise BadInput(f"no class folders in {folder} (looked in {root}/train, then {root}); "
+                       f"{HOW_TO_GET['imagefolder']}")
     if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()):
         raise BadInput(f"the class folders in {folder} hold no images ({', '.join(IMAGE_SUFFIXES)}); "
                        f"{HOW_TO_GET['imagefolder']}")

@@ -233,7 +233,8 @@ class _Meter:
                             "steps): no steady-state window; give more steps or fewer --warmup-steps"}
         steady_images = (self.step - self.steady_step0) * self.spec.batch_size
         steady_s = self.end_t - self.steady_t0
-        return {**fields, "steady_images": steady_images, "steady_s": steady_s, "images_per_s": steady_images / steady_s}
+        return {**fields, "steady_images": steady_images, "steady_s": steady_s,
+                "images_per_s": steady_images / steady_s}
 
 
 def _device(torch: Any, kind: str) -> Any:
