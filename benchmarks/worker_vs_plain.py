@@ -87,6 +87,8 @@ def run_worker(args: argparse.Namespace, model: str) -> dict:
     end = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")][-1]
     if end["type"] != "end":
         raise SystemExit(f"the worker failed: {end}\n{out.stderr[-2000:]}")
+    if end["images_per_s"] is None:
+        raise SystemExit(f"the worker measured no steady window: {end['note']}; raise --seconds")
     return {k: end[k] for k in ("images_per_s", "steps", "steady_s", "peak_allocated_mb")}
 
 
