@@ -2,7 +2,6 @@
 
 import argparse
 
-import pytest
 
 from colloc_kit import nvml
 from colloc_kit.mig.cli import add_subcommands
