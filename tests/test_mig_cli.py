@@ -2,7 +2,6 @@
 
 import argparse
 
-
 from colloc_kit import nvml
 from colloc_kit.mig.cli import add_subcommands
 from colloc_kit.mig.simulator import simulated_gpu
