@@ -13,8 +13,9 @@ fail with out_of_memory while the other two complete. Finally no MPS process may
 
 Writes under --out: runs/ (every run, self-describing), matrix.csv and matrix.md (one row per model, batch, mode,
 copies: aggregate images/s mean and spread over repeats, per-job step time, peak memory), oom_demo.csv/.md.
-Cells already measured under --out are not run again, so a matrix that does not fit one budget is finished by running
-the same command again. `--budget-s` stops starting new runs when the next group would not fit.
+Every cell is measured once before any is repeated. Cells already measured under --out are not run again, so a matrix
+that does not fit one budget is finished by running the same command again (the full default matrix is 180 runs, about
+25 minutes on an H100). `--budget-s` stops starting new runs when the next group would not fit.
 
     python benchmarks/mps_matrix.py --out /tmp/mps-matrix                        # on the GPU machine
     python benchmarks/mps_matrix.py --out /tmp/smoke --smoke                       # logic check on a CPU (naive only)
@@ -52,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     skipped = []
     if not args.skip_oom_demo:
         oom_demo(args, out)
-    for model in args.models:
-        for batch in args.batch_sizes:
-            for repeat in range(args.repeats):
+    for repeat in range(args.repeats):  # every cell once before any is repeated: a budget cut keeps a whole table
+        for model in args.models:
+            for batch in args.batch_sizes:
                 for modes, copies in groups(args):
                     name = f"{model}-bs{batch}-{'+'.join(modes)}-r{repeat}"
                     expected = len(modes) * len(copies)
