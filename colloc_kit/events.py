@@ -3,14 +3,19 @@
 Every event has `type`, `job` (the job id) and `t` (wall-clock seconds since the epoch, `time.time()`: the clock the
 monitor samples on, so events and GPU samples align). Types and their fields:
 
-- `ready`:    model built, first batch loaded; the worker now waits at the start barrier (if it has one).
+- `ready`:    model built, first batch loaded, one priming step trained (cuDNN autotuning, lazy set-up: `primed_s`);
+              the worker now waits at the start barrier (if it has one). Also: model, dataset, dataset_label,
+              device, batch_size, image_size, amp, channels_last, params, num_classes, steps_per_epoch,
+              warmup_steps, threads, torch, pid.
 - `start`:    released from the barrier; training begins.
 - `interval`: periodic progress: `step`, `images`, `loss`, `step_time_s` (mean over the interval), `data_wait_s`
               (time spent waiting for the loader in the interval), `warmup` (true while in warm-up),
               `interval_s`, `interval_images`.
 - `epoch`:    `epoch`, `epoch_time_s`, `images`, `images_per_s`.
-- `end`:      `status` ("complete"), `steps`, `images`, `steady_images`, `steady_s`, `images_per_s` (steady-state
-              window: after warm-up to the end), `peak_allocated_mb`, `peak_reserved_mb`.
+- `end`:      `status` ("complete"), `steps`, `images`, `epochs`, `train_s`, `warmup_steps`, `steady_images`,
+              `steady_s`, `images_per_s` (steady-state window: after warm-up to the end), `peak_allocated_mb`,
+              `peak_reserved_mb` (CUDA), `peak_rss_mb` (host); `note` where the budget ended inside warm-up
+              (then `images_per_s` is null and `steady_s` 0).
 - `error`:    `kind` (one of ERROR_KINDS), `message`.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
