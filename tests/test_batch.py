@@ -128,3 +128,10 @@ def test_the_kernel_is_this_python_even_with_a_stale_python3_kernelspec(tmp_path
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     manager = batch.current_python_kernel_manager()(kernel_name="python3")
     assert manager.kernel_spec.argv[0] == sys.executable
+
+
+def test_a_course_solution_runs_headless_without_a_gpu(tmp_path):
+    sheet = batch.default_notebooks_dir() / "course" / "solutions" / "ex3_mig_planning.ipynb"
+    outcome = batch.execute(sheet, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]}, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(tmp_path / outcome.ipynb))

@@ -65,3 +65,14 @@ def test_every_profile_names_only_declared_parameters(profile):
     assert [nb.stem for nb, _ in planned] == [nb.stem for nb in TOP]
     for nb, values in planned:
         assert values["PLOTLY_RENDERER"] == batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if "course" in p.parts and "solutions" not in p.parts],
+                         ids=lambda p: p.stem)
+def test_exercise_sheets_hand_out_no_answers(path):
+    solution = path.parent / "solutions" / path.name
+    code = lambda nb: [c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code"]
+    exercise, answer = code(path), code(solution)
+    tasks = exercise[2:]  # after the parameters and setup cells
+    assert tasks and all("..." in t or t.lstrip().startswith("#") for t in tasks)
+    assert exercise[:2] == answer[:2] and tasks != answer[2:]
