@@ -90,25 +90,27 @@ class MpsDaemon:
         from .modes.base import private_dir  # here: the modes package imports this module
 
         private_dir(self.log_dir)
-        self._running = True
-        if not self.owned:
-            self._wait_until_answering()
-            return
-        if self.pipe_dir is None:
+        if self.owned and self.pipe_dir is None:
             self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
             self._temp_pipe_dir = True
-        private_dir(self.pipe_dir)
+        if self.owned:
+            private_dir(self.pipe_dir)
+        self._running = True
         try:
-            with open(self.log_dir / "control-start.out", "w") as out:  # a file, not a pipe the daemon may keep open
-                done = subprocess.run([self.control, "-d"], env=self._env(), stdin=subprocess.DEVNULL, stdout=out,
-                                      stderr=subprocess.STDOUT, timeout=self.start_timeout_s)
-            if done.returncode != 0:
-                raise GpuStateError(f"`{self.control} -d` failed with status {done.returncode}: "
-                                    f"{self._log_tail('control-start.out')}; the control log is in {self.log_dir}")
+            if self.owned:
+                self._start_daemon()
             self._wait_until_answering()
         except BaseException:
             self.stop()
             raise
+
+    def _start_daemon(self) -> None:
+        with open(self.log_dir / "control-start.out", "w") as out:  # a file, not a pipe the daemon may keep open
+            done = subprocess.run([self.control, "-d"], env=self._env(), stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, timeout=self.start_timeout_s)
+        if done.returncode != 0:
+            raise GpuStateError(f"`{self.control} -d` failed with status {done.returncode}: "
+                                f"{self._log_tail('control-start.out')}; the control log is in {self.log_dir}")
 
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
@@ -145,7 +147,7 @@ class MpsDaemon:
 
     def _shut_down(self) -> None:
         self._end_clients()
-        if self.control_pid is not None and _alive(self.control_pid):
+        if self.control_pid is not None and _alive(self.control_pid) and not self._silent:  # a hung one is killed
             self.command("quit")
             _wait_gone([self.control_pid], self.quit_timeout_s)
         self.server_pids |= {p.pid for p in self._processes_of_this_daemon() if p.kind == "server"}

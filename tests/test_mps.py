@@ -19,6 +19,7 @@ import pytest
 from colloc_kit import mps, nvml
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.modes import make_mode
+from colloc_kit.modes import mps as mps_mode
 from colloc_kit.modes.mps import PARTITION_KIND
 from colloc_kit.mps import MpsDaemon
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
@@ -45,6 +46,14 @@ def no_leftovers(tmp_path: Path):
     for d in left:
         os.kill(d.pid, signal.SIGKILL)
     assert not left, f"MPS processes left running: {left}"
+
+
+@pytest.fixture(autouse=True)
+def only_this_tests_daemons(tmp_path: Path, monkeypatch):
+    """The mode refuses this test's other daemons, not the MPS processes of a test run beside it on this machine."""
+    blocking = mps.blocking_daemons
+    monkeypatch.setattr(mps_mode, "blocking_daemons", lambda **kw: [
+        d for d in blocking(**kw) if (d.pipe_dir or "").startswith(str(tmp_path))])
 
 
 class FakeNvml:
@@ -218,7 +227,7 @@ def test_running_daemons_are_detected_and_refused_with_how_to_stop_them(tmp_path
         assert eventually(lambda: expected <= {(d.pid, d.kind, d.pipe_dir)
                                                for d in mps.detect_running_daemons(default_pipe_dir=None)})
         with pytest.raises(GpuStateError) as refused:
-            mps.refuse_running_daemons(mps.blocking_daemons(default_pipe_dir=tmp_path / "none"))
+            mps.refuse_running_daemons(mps_mode.blocking_daemons(default_pipe_dir=tmp_path / "none"))
     text = str(refused.value)
     assert f"echo quit | CUDA_MPS_PIPE_DIRECTORY={daemon.pipe_dir} nvidia-cuda-mps-control" in text
     assert f"reuse_pipe_dir={daemon.pipe_dir}" in text

@@ -258,7 +258,10 @@ def _resolve_anywhere(name: Any) -> None:
             return
         except BadInput:
             continue
-    resolve(name, GENERIC_MIG_SHAPE)  # raises BadInput listing the valid names
+    try:
+        resolve(name, GENERIC_MIG_SHAPE)
+    except BadInput as exc:  # the names valid on the generic shape, e.g. 1g, 2g, 3g, 4g, 7g
+        raise BadInput(f"mode mps: partitions: {exc}") from None
 
 
 def _refuse_compute_mode_change() -> None:
