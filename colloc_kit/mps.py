@@ -115,6 +115,7 @@ class MpsDaemon:
     def _wait_until_answering(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
+            self._silent = False  # a slow first answer is tried again until the deadline
             self.control_pid = self.control_pid or _read_pid(self.pipe_dir / PID_FILE)
             if (self.control_pid or not self.owned) and self.command("get_server_list") is not None:
                 return
