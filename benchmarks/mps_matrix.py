@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                     set_aside(out, name)
                     t0 = time.monotonic()
                     colloc_kit.run([job(args, model, batch)], mode=[mode_spec(args, m) for m in modes], copies=copies,
-                                   repeats=1, out=out / "runs", name=name, progress=not args.quiet)
+                                   repeats=1, out=out / "runs", name=name, progress=not args.quiet,
+                                   time_limit_s=None if args.smoke else args.seconds + 120)
                     seconds_per_run.append((time.monotonic() - t0) / expected)
     table = matrix_table(out, args)
     write_table(table, out / "matrix")
