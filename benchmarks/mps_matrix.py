@@ -159,7 +159,8 @@ def matrix_table(out: Path, args: argparse.Namespace) -> pd.DataFrame:
     runs, jobs = results.runs.copy(), results.jobs.copy()
     for frame in (runs, jobs):
         parts = frame["experiment"].str.extract(r"^(?P<model>.+)-bs(?P<batch_size>\d+)-(?P<group>.+)-r(?P<rep>\d+)$")
-        frame["model_"], frame["batch_size_"], frame["repeat_"] = parts["model"], parts["batch_size"].astype(int), parts["rep"].astype(int)
+        frame["model_"], frame["repeat_"] = parts["model"], parts["rep"].astype(int)
+        frame["batch_size_"] = parts["batch_size"].astype(int)
         frame["mode_key"] = [mode_key(label, group) for label, group in zip(frame["mode_label"], parts["group"])]
     keys = ["model_", "batch_size_", "mode_key", "copies"]
     per_run = jobs.groupby(keys + ["repeat_"]).agg(

@@ -279,7 +279,8 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
     return sorted(found.values(), key=lambda d: d.pid)
 
 
-def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: str | None = None) -> list[RunningDaemon]:
+def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR,
+                     allow_pipe_dir: str | None = None) -> list[RunningDaemon]:
     """The running MPS daemons a new run must not share the GPU with: this user's, and the default pipe dir's."""
     me = psutil.Process().username()
     return [d for d in detect_running_daemons(default_pipe_dir)

@@ -42,7 +42,8 @@ def control(tmp_path: Path) -> str:
 def no_leftovers(tmp_path: Path):
     """Fail a test that leaves an MPS process (of a daemon under its tmp_path) running, and end those processes."""
     yield
-    left = [d for d in mps.detect_running_daemons(default_pipe_dir=None) if (d.pipe_dir or "").startswith(str(tmp_path))]
+    left = [d for d in mps.detect_running_daemons(default_pipe_dir=None)
+            if (d.pipe_dir or "").startswith(str(tmp_path))]
     for d in left:
         os.kill(d.pid, signal.SIGKILL)
     assert not left, f"MPS processes left running: {left}"

@@ -180,9 +180,9 @@ class MpsMode(SharingMode):
                                  "kind": PARTITION_KIND if partitioned else "MPS",
                                  "daemon": self.daemon.state() if self.daemon else None}
         if partitioned and self._card is not None:
-            shape = self._card.mig_shape
+            shape, card = self._card.mig_shape, self._card
             state["partition_slices"] = (f"{shape.compute_slices} compute and {shape.memory_slices} memory slices "
-                                         f"as on {shape.name}, scaled to {self._card.name} ({self._card.memory_mib} MiB)")
+                                         f"as on {shape.name}, scaled to {card.name} ({card.memory_mib} MiB)")
         if self.options.get("exclusive_process"):
             state["compute_mode"] = "EXCLUSIVE_PROCESS while the mode ran; the old mode is restored on exit"
         return state
