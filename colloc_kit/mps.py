@@ -14,6 +14,7 @@ processes are killed, which `notes` records. The logs stay in `<directory>/log`.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -76,6 +77,7 @@ class MpsDaemon:
         self._temp_pipe_dir = False
         self._running = False
         self._silent = False  # a command timed out: the daemon is hung, later commands are not tried
+        self._was_subreaper: bool | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def __enter__(self) -> "MpsDaemon":
@@ -95,6 +97,7 @@ class MpsDaemon:
             self._temp_pipe_dir = True
         if self.owned:
             private_dir(self.pipe_dir)
+            self._was_subreaper = _set_subreaper(True)
         self._running = True
         try:
             if self.owned:
@@ -145,6 +148,9 @@ class MpsDaemon:
             self._running = False
             if self._temp_pipe_dir:
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
+            if self._was_subreaper is not None:
+                _reap([self.control_pid, *self.server_pids])
+                _set_subreaper(self._was_subreaper)
 
     def _shut_down(self) -> None:
         self._end_clients()
@@ -354,6 +360,30 @@ def _wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
         time.sleep(0.05)
         left = [p for p in left if _alive(p)]
     return left
+
+
+def _set_subreaper(on: bool) -> bool | None:
+    """Make this process the reaper of its orphaned descendants (Linux), so that the daemon, which detaches itself,
+    is reaped here when it exits instead of lingering as a zombie where init does not reap (containers).
+    Returns the previous setting (None where prctl is unavailable)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        previous = ctypes.c_int(0)
+        if libc.prctl(37, ctypes.byref(previous), 0, 0, 0) != 0:  # PR_GET_CHILD_SUBREAPER
+            return None
+        libc.prctl(36, int(on), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        return bool(previous.value)
+    except (OSError, AttributeError):
+        return None
+
+
+def _reap(pids: Iterable[int | None]) -> None:
+    """Collect the exit status of those pids that became children of this process (see _set_subreaper)."""
+    for pid in filter(None, pids):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def _kill(pids: list[int]) -> None:

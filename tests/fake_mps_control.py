@@ -77,7 +77,9 @@ def start_daemon() -> int:
     if flag("FAKE_MPS_FAIL_START"):
         print("MPS control daemon failed to start: fake failure (FAKE_MPS_FAIL_START=1)", file=sys.stderr)
         return 1
-    if os.fork():
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
         return 0  # like the real -d: the caller returns while the daemon starts
     os.setsid()
     if os.fork():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
 import pytest
 
 from colloc_kit import mps, nvml
@@ -131,6 +132,7 @@ def test_daemon_lifecycle_starts_answers_quits_and_keeps_logs(tmp_path, control)
         job.kill(), job.wait()
         assert daemon.server_fault() is None
     assert gone(daemon.control_pid, server)
+    assert not psutil.pid_exists(daemon.control_pid)  # reaped: no zombie for `pgrep nvidia-cuda-mps` to list
     assert daemon.notes == [] and daemon.fault is None
     assert "Exit" in (tmp_path / "mps" / "log" / "control.log").read_text()
 
