@@ -67,11 +67,14 @@ class FakeNvml:
         pass
 
     def __init__(self, name: str = "NVIDIA H100 80GB HBM3", memory_mib: int = 81559):
-        self.name, self.memory_mib, self.compute_mode = name, memory_mib, 0
+        self.name, self.memory_mib, self.compute_mode, self.mig = name, memory_mib, 0, 0
         self.compute_mode_history: list[int] = []
 
     def nvmlInit(self): pass
     def nvmlShutdown(self): pass
+
+    def nvmlDeviceGetCount(self): return 1
+    def nvmlDeviceGetMigMode(self, handle): return [self.mig, self.mig]
 
     def nvmlDeviceGetHandleByIndex(self, index):
         if index != 0:
@@ -308,6 +311,14 @@ def test_limits_that_do_not_fit_the_card_are_refused_before_anything_starts(tmp_
     with pytest.raises(BadInput, match=message):
         probe.check(n_jobs)
     assert not (tmp_path / "run").exists() and probe.daemon is None
+
+
+def test_mode_refuses_a_gpu_that_does_not_exist_or_is_in_mig_mode(tmp_path, control, card):
+    with pytest.raises(BadInput, match="GPU 3 does not exist.*this machine has 1 GPU"):
+        make_mode(ModeSpec("mps", {"control": control}), workdir=tmp_path, gpu=3, device="cuda").check(1)
+    card.mig = 1
+    with pytest.raises(GpuStateError, match="is in MIG mode.*use mode mig with its mps option"):
+        mode(tmp_path, control).check(1)
 
 
 def test_mode_refuses_a_running_daemon_and_reuses_it_when_told(tmp_path, control, card):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import nvml
-from ..errors import BadInput
+from ..errors import BadInput, GpuStateError
 from ..mig.profiles import GPU_MODELS, GpuModel, gpu_model, model_for_device, resolve
 from ..mps import MpsDaemon, blocking_daemons, find_control, refuse_running_daemons
 from .base import SharingMode, Slot
@@ -113,8 +113,18 @@ class MpsMode(SharingMode):
     def _read_card(self) -> _Card:
         if self._card is None:
             with nvml.session() as lib:
-                handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+                try:
+                    handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+                except Exception as exc:
+                    if not nvml.is_nvml_error(exc):
+                        raise
+                    raise BadInput(f"GPU {self.gpu} does not exist ({nvml.describe_error(exc)}); this machine has "
+                                   f"{lib.nvmlDeviceGetCount()} GPU(s), numbered from 0") from None
                 name = nvml.text(lib.nvmlDeviceGetName(handle))
+                mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle).value
+                if mig and mig[0]:
+                    raise GpuStateError(f"GPU {self.gpu} ({name}) is in MIG mode: a daemon for the whole GPU serves no "
+                                        f"client; use mode mig with its mps option (one MPS daemon per instance)")
                 self._card = _Card(uuid=nvml.text(lib.nvmlDeviceGetUUID(handle)), name=name,
                                    memory_mib=int(lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20),
                                    mig_shape=model_for_device(name) or gpu_model(GENERIC_MIG_SHAPE))
