@@ -1,13 +1,16 @@
-"""Sweep bundled (or your own) experiment specs over models and batch sizes; write one summary table.
+"""Sweep experiment specs over models and batch sizes on one GPU, and summarise every stored run in one table.
 
-Used for the H100 figures in the issues' closing notes:
+The H100 figures in the issues' closing notes come from here (see benchmarks/h100.sh for the exact stages):
 
-    python benchmarks/collocation_matrix.py single-job naive-matrix --models resnet18,resnet50 \
-        --batch-sizes 64,128 --repeats 3 --seconds 4 --out benchmarks/results/baseline
+    python benchmarks/collocation_matrix.py run single-job naive-matrix --models resnet18 --batch-sizes 64,128 \
+        --repeats 3 --seconds 4 --out benchmarks/results/baseline
+    python benchmarks/collocation_matrix.py summarize benchmarks/results/baseline
 
-Writes DIR/runs/ (every run directory), DIR/summary.csv and DIR/summary.md: per (model, batch size, mode, copies)
-the aggregate images/s over repeats (mean, spread = (max - min) / mean), per-job images/s, step and epoch time,
-peak memory, failures, and the speed-up over the single job alone (exclusive x1) of the same model and batch size.
+`run` writes every run directory under OUT/runs/ and then summarises; `summarize` reads whatever runs are stored
+under a folder (runs from several device commands can be merged by copying them under one folder). It writes
+OUT/summary.csv and OUT/summary.md: per (model, batch size, mode, copies), over repeats, the aggregate images/s
+(mean, and spread = (max - min) / mean), per-job images/s, step and epoch time, peak GPU memory, failed jobs, and
+the speed-up over the same model and batch size alone (exclusive x1).
 """
 
 from __future__ import annotations
@@ -21,76 +24,72 @@ import colloc_kit
 from colloc_kit.spec import ExperimentSpec, read_yaml
 
 KEYS = ["model", "batch_size", "mode_label", "copies"]
+BUDGETS = ("epochs", "steps", "seconds")
 
 
 def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out: Path, repeats: int | None,
-          seconds: float | None, device: str | None = None) -> pd.DataFrame:
-    """Run every spec for every (model, batch size); return all jobs, tagged with their run's aggregate."""
-    frames = []
+          seconds: float | None) -> None:
+    """Run every spec for every (model, batch size); the runs land under out/runs/."""
     for name in spec_names:
         data = read_yaml(name)
-        if repeats:
-            data["repeats"] = repeats
+        data["repeats"] = repeats or data.get("repeats", 1)
+        groups = data["jobs"]
         for model in models:
             for batch_size in batch_sizes:
-                changes = {"model": model, "batch_size": batch_size, **({"seconds": seconds} if seconds else {}),
-                           **({"device": device} if device else {})}
-                data["jobs"] = [{k: v for k, v in {**job, **changes}.items()
-                                 if not (seconds and k in ("steps", "epochs"))} for job in data["jobs"]]
-                results = colloc_kit.run_spec(ExperimentSpec.from_mapping(data), out=out / "runs", progress=False)
-                frames.append(results.jobs.merge(results.runs[["run_id", "aggregate_images_per_s", "throughput_window"]],
-                                                 on="run_id"))
-    return pd.concat(frames, ignore_index=True)
+                budget = {"seconds": seconds} if seconds else {}
+                data["jobs"] = [{**{k: v for k, v in job.items() if not (budget and k in BUDGETS)}, **budget,
+                                 "model": model, "batch_size": batch_size} for job in groups]
+                colloc_kit.run_spec(ExperimentSpec.from_mapping(data), out=out / "runs", progress=False)
 
 
-def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, batch size, mode, copies) over repeats."""
+def summarize(folder: Path) -> pd.DataFrame:
+    """One row per (model, batch size, mode, copies) over the repeats stored under `folder`."""
+    results = colloc_kit.load(folder)
+    jobs = results.jobs.merge(results.runs[["run_id", "aggregate_images_per_s"]], on="run_id")
     runs = jobs.groupby(KEYS + ["run_id"], as_index=False).agg(
-        aggregate_images_per_s=("aggregate_images_per_s", "first"), failed=("status", lambda s: int((s != "complete").sum())))
+        aggregate_images_per_s=("aggregate_images_per_s", "first"),
+        failed=("status", lambda s: int((s != "complete").sum())))
     table = runs.groupby(KEYS).agg(
         repeats=("run_id", "count"), aggregate_images_per_s=("aggregate_images_per_s", "mean"),
         agg_min=("aggregate_images_per_s", "min"), agg_max=("aggregate_images_per_s", "max"),
         failed_jobs=("failed", "sum"))
-    per_job = jobs.groupby(KEYS).agg(job_images_per_s=("images_per_s", "mean"), step_time_ms=("step_time_s", "mean"),
-                                     epoch_time_s=("epoch_time_s", "mean"), peak_memory_mb=("peak_memory_mb", "max"))
-    table = table.join(per_job)
+    table = table.join(jobs.groupby(KEYS).agg(
+        job_images_per_s=("images_per_s", "mean"), step_time_ms=("step_time_s", "mean"),
+        epoch_time_s=("epoch_time_s", "mean"), peak_memory_mb=("peak_memory_mb", "max")))
     table["step_time_ms"] *= 1000
     table["spread_pct"] = 100 * (table.pop("agg_max") - table.pop("agg_min")) / table["aggregate_images_per_s"]
-    alone = table.xs(("exclusive", 1), level=("mode_label", "copies"))["aggregate_images_per_s"] \
-        if ("exclusive" in table.index.get_level_values("mode_label")) else None
-    if alone is not None:
-        table["speedup_vs_alone"] = [row.aggregate_images_per_s / alone.get((m, b), float("nan"))
-                                     for (m, b, _, _), row in table.iterrows()]
-    return table.reset_index()
+    table = table.reset_index()
+    alone = table[(table.mode_label == "exclusive") & (table.copies == 1)].set_index(["model", "batch_size"])
+    table["speedup_vs_alone"] = [row.aggregate_images_per_s / alone["aggregate_images_per_s"].get((row.model, row.batch_size), float("nan"))
+                                 for row in table.itertuples()]
+    return table.sort_values(KEYS)
+
+
+def write(table: pd.DataFrame, out: Path) -> None:
+    table.to_csv(out / "summary.csv", index=False)
+    text = table.to_string(index=False, float_format=lambda v: f"{v:,.1f}")
+    (out / "summary.md").write_text("```\n" + text + "\n```\n")
+    print(text)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("specs", nargs="+", help="bundled spec names or YAML paths")
-    parser.add_argument("--models", default="resnet18,resnet50")
-    parser.add_argument("--batch-sizes", default="64,128")
-    parser.add_argument("--repeats", type=int, help="override the specs' repeats")
-    parser.add_argument("--seconds", type=float, help="override the jobs' budget: seconds of training")
-    parser.add_argument("--device", choices=("cuda", "cpu"), help="override the jobs' device")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/matrix"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the sweep, then summarise")
+    run.add_argument("specs", nargs="+", help="bundled spec names or YAML paths")
+    run.add_argument("--models", default="resnet18,resnet50")
+    run.add_argument("--batch-sizes", default="64,128")
+    run.add_argument("--repeats", type=int, help="override the specs' repeats")
+    run.add_argument("--seconds", type=float, help="override the jobs' budget: seconds of training")
+    run.add_argument("--out", type=Path, default=Path("benchmarks/results/matrix"))
+    summary = sub.add_parser("summarize", help="summarise the runs stored under a folder")
+    summary.add_argument("out", type=Path)
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    jobs = sweep(args.specs, args.models.split(","), [int(b) for b in args.batch_sizes.split(",")], args.out,
-                 args.repeats, args.seconds, args.device)
-    jobs.to_csv(args.out / "jobs.csv", index=False)
-    table = summarize(jobs)
-    table.to_csv(args.out / "summary.csv", index=False)
-    text = table.to_markdown(index=False, floatfmt=",.1f") if _has_tabulate() else table.to_string(index=False)
-    (args.out / "summary.md").write_text(text + "\n")
-    print(text)
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    if args.command == "run":
+        args.out.mkdir(parents=True, exist_ok=True)
+        sweep(args.specs, args.models.split(","), [int(b) for b in args.batch_sizes.split(",")], args.out,
+              args.repeats, args.seconds)
+    write(summarize(args.out), args.out)
 
 
 if __name__ == "__main__":

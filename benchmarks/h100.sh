@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU measurements quoted in the issues' closing notes, as stages that each fit one 10-minute device command.
+#   bash benchmarks/h100.sh STAGE [ARGS...]        results go under $RESULTS (default benchmarks/results)
+# Stages:
+#   gputests                       the tests marked gpu (worker, monitor, MIG catalogue read-only, MPS daemon)
+#   matrix SPECS MODELS BATCHES    collocation_matrix.py run (e.g. matrix single-job,naive-matrix resnet18 64,128)
+#   workerbench                    the worker against a plain PyTorch loop, and the start skew of 7 jobs
+#   monitor                        the monitor's plausibility check and its overhead
+#   mps-oom                        an MPS memory limit makes one job fail out of memory while its neighbours finish
+# Every stage ends by showing that no MPS daemon is left (pgrep -a nvidia-cuda-mps prints nothing).
+set -uo pipefail
+stage=$1; shift
+out=${RESULTS:-benchmarks/results}
+mkdir -p "$out"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+echo "== $(date +%T) $stage $*"
+case $stage in
+  gputests)
+    python3 -m pytest -q -m gpu -rs tests/test_worker.py tests/test_monitor_gpu.py tests/test_mig_gpu.py \
+      tests/test_mps_gpu.py 2>&1 | tee "$out/gputests.txt" | tail -25 ;;
+  matrix)
+    python3 benchmarks/collocation_matrix.py run ${1//,/ } --models "$2" --batch-sizes "$3" --repeats 3 \
+      --seconds "${SECONDS_PER_JOB:-4}" --out "$out/matrix" | tail -30 ;;
+  workerbench)
+    python3 benchmarks/worker_vs_plain.py --rounds 2 --seconds 12 --out "$out/worker_vs_plain.json" | tail -8
+    python3 benchmarks/start_skew.py --copies 7 --repeats 3 --out "$out/start_skew.json" | tail -5 ;;
+  monitor)
+    python3 benchmarks/monitor_check.py --out "$out/monitor_check" | tail -12
+    python3 benchmarks/monitor_overhead.py --out "$out/monitor_overhead" | tail -12 ;;
+  mps-oom)
+    python3 benchmarks/mps_memory_limit.py --out "$out/mps_memory_limit" | tail -12 ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
+echo "== $(date +%T) MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
