@@ -149,7 +149,7 @@ class MpsDaemon:
             if self._temp_pipe_dir:
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
             if self._was_subreaper is not None:
-                _reap([self.control_pid, *self.server_pids])
+                _reap_exited_daemon_processes()
                 _set_subreaper(self._was_subreaper)
 
     def _shut_down(self) -> None:
@@ -377,13 +377,29 @@ def _set_subreaper(on: bool) -> bool | None:
         return None
 
 
-def _reap(pids: Iterable[int | None]) -> None:
-    """Collect the exit status of those pids that became children of this process (see _set_subreaper)."""
-    for pid in filter(None, pids):
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+def _reap_exited_daemon_processes(timeout_s: float = 2.0) -> None:
+    """Collect the exit status of MPS processes that became children of this process (see _set_subreaper): the
+    daemon, its servers, and any intermediate process of the daemon's own detaching, whose pids the kit never saw.
+    Only processes named nvidia-cuda-mps* are touched, so the launcher's own children keep their exit status."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        mine = [c for c in psutil.Process().children() if _is_mps_process(c)]
+        for child in mine:
+            try:
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, 0)
+            except (psutil.Error, ChildProcessError):
+                pass
+        if not mine or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
+def _is_mps_process(process: psutil.Process) -> bool:
+    try:
+        return process.name().startswith("nvidia-cuda-mps")
+    except psutil.Error:
+        return False
 
 
 def _kill(pids: list[int]) -> None:

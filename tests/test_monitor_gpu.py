@@ -22,7 +22,9 @@ def busy(seconds: float) -> None:
 
 def test_real_nvml_series_while_the_gpu_works(tmp_path):
     with Monitor(tmp_path, gpu=0, interval_s=0.15):
-        busy(3.0)
+        time.sleep(1.5)  # NVML's power reading is a ~1 s average: settle before and after the burst, so the
+        busy(4.0)        # power integral sees the whole burst as the energy counter does
+        time.sleep(1.5)
     samples = read_samples(tmp_path)
     gpu, info = samples.gpu, samples.info
     assert info["errors"] == [] and info["lost"] == {}, info
