@@ -60,19 +60,19 @@ def test_real_daemon_serves_a_client_and_quits(tmp_path, gpu_uuid):
 
 
 def test_memory_limit_makes_an_oversized_allocation_fail(tmp_path):
-    code = ("import torch; free, total = torch.cuda.mem_get_info(); print(total // 2**20, flush=True); "
-            "torch.empty(512 * 2**20, dtype=torch.uint8, device='cuda'); print('fits', flush=True); "
+    code = ("import torch; torch.empty(512 * 2**20, dtype=torch.uint8, device='cuda'); print('fits', flush=True); "
             "torch.empty(3 * 2**30, dtype=torch.uint8, device='cuda')")
     with make_mode(ModeSpec("mps", {"memory_limit_mb": 2048}), workdir=tmp_path, gpu=0, device="cuda") as mode:
         [slot] = mode.slots(1)
         job = python(code, slot.env)
         out, err = job.communicate(timeout=120)
-    seen_total_mib, fits = out.split()[:2]
-    assert int(seen_total_mib) <= 2048 and fits == "fits"
+    assert out.split() == ["fits"]  # (torch.cuda.mem_get_info still reported the whole card: seen on the H100)
     assert job.returncode != 0 and "out of memory" in err.lower(), err
 
 
-def test_a_clients_fatal_error_is_seen_as_a_server_fault(tmp_path):
+def test_a_clients_device_assert_stays_with_that_client(tmp_path):
+    """Seen on the H100 (driver 580): a device-side assert fails its own client; the server stays ACTIVE and a
+    neighbouring client completes, so no server fault is reported."""
     bystander = ("import torch, time; x = torch.randn(2048, 2048, device='cuda'); t = time.time()\n"
                  "while time.time() - t < 20: (x @ x).sum().item()")
     faulty = ("import torch, time; time.sleep(3); "
@@ -82,9 +82,8 @@ def test_a_clients_fatal_error_is_seen_as_a_server_fault(tmp_path):
         jobs = [python(bystander, slot.env), python(faulty, slot.env)]
         codes = [j.wait(60) for j in jobs]
         problems = mode.problems()
-    logs = "\n".join(p.read_text() for p in (tmp_path / "mps/log").glob("*.log"))
-    assert codes[1] != 0
-    assert problems and "fault" in problems[0].lower(), f"exit codes {codes}; logs:\n{logs}"
+    assert codes == [0, 1]
+    assert problems == []
 
 
 @pytest.mark.parametrize("signal_whole_group", [False, True], ids=["notebook-interrupt", "terminal-ctrl-c"])
