@@ -74,7 +74,6 @@ class MpsDaemon:
         self.server_pids: set[int] = set()  # every server seen, so that a leftover one can be ended at stop
         self.fault: str | None = None  # the fault seen when the daemon stopped
         self.notes: list[str] = []  # what stop had to force, in words
-        self._temp_pipe_dir = False
         self._running = False
         self._silent = False  # a command timed out: the daemon is hung, later commands are not tried
         self._was_subreaper: bool | None = None
@@ -94,7 +93,6 @@ class MpsDaemon:
         private_dir(self.log_dir)
         if self.owned and self.pipe_dir is None:
             self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
-            self._temp_pipe_dir = True
         if self.owned:
             private_dir(self.pipe_dir)
             self._was_subreaper = _set_subreaper(True)
@@ -146,7 +144,7 @@ class MpsDaemon:
             raise
         finally:
             self._running = False
-            if self._temp_pipe_dir:
+            if self.owned:  # only sockets and the pid file of a daemon that is gone: nothing to keep
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
             if self._was_subreaper is not None:
                 _reap_exited_daemon_processes()
