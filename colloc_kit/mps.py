@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -77,6 +78,7 @@ class MpsDaemon:
         self._running = False
         self._silent = False  # a command timed out: the daemon is hung, later commands are not tried
         self._was_subreaper: bool | None = None
+        self._watchdog: subprocess.Popen | None = None  # quits the daemon if this process dies without stopping it
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def __enter__(self) -> "MpsDaemon":
@@ -101,6 +103,8 @@ class MpsDaemon:
             if self.owned:
                 self._start_daemon()
             self._wait_until_answering()
+            if self.owned:
+                self._watchdog = _start_watchdog(self.control, self._env(), self.pipe_dir)
         except BaseException:
             self.stop()
             raise
@@ -134,6 +138,9 @@ class MpsDaemon:
         """
         if not self._running:
             return
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
         try:
             self.fault = self.server_fault()
             if self.owned:
@@ -245,6 +252,33 @@ class MpsDaemon:
         path = self.log_dir / name
         text = path.read_text(errors="replace").strip() if path.is_file() else ""
         return " | ".join(text.splitlines()[-lines:]) or f"({name} is empty)"
+
+
+def _start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:
+    """A process in its own session that quits the daemon if this process dies first (a kernel restarted or killed
+    mid-run), so no daemon outlives the kit. `stop()` ends it before quitting the daemon itself."""
+    return subprocess.Popen([sys.executable, "-m", "colloc_kit.mps", "--watch", str(os.getpid()), "--control", control,
+                             "--pipe-dir", str(pipe_dir)], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def watch(owner_pid: int, control: str, pipe_dir: Path, poll_s: float = 0.5, quit_timeout_s: float = 15.0) -> None:
+    """Wait for `owner_pid` to die; then quit the daemon at `pipe_dir` (kill it if it does not go) and remove the pipes.
+
+    >>> watch(12345, "nvidia-cuda-mps-control", Path("/tmp/colloc-mps-x"))    # doctest: +SKIP
+    """
+    control_pid = _read_pid(pipe_dir / PID_FILE)
+    while _alive(owner_pid):
+        if control_pid is None or not _alive(control_pid):
+            return
+        time.sleep(poll_s)
+    try:
+        subprocess.run([control], input="quit\n", text=True, capture_output=True, timeout=quit_timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    left = _wait_gone([control_pid], quit_timeout_s) if control_pid else []
+    _kill(left + [d.pid for d in detect_running_daemons(default_pipe_dir=None) if d.pipe_dir == str(pipe_dir)])
+    shutil.rmtree(pipe_dir, ignore_errors=True)
 
 
 def find_control(control: str | None = None) -> str:
@@ -407,3 +441,14 @@ def _kill(pids: list[int]) -> None:
         except psutil.Error:
             pass
     _wait_gone(pids, 5.0)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m colloc_kit.mps", description="the MPS daemon's watchdog")
+    parser.add_argument("--watch", type=int, required=True, help="pid whose death makes the daemon quit")
+    parser.add_argument("--control", required=True)
+    parser.add_argument("--pipe-dir", type=Path, required=True)
+    args = parser.parse_args()
+    watch(args.watch, args.control, args.pipe_dir)

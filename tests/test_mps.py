@@ -413,3 +413,17 @@ def test_compute_mode_is_restored_when_the_daemon_fails_to_start(tmp_path, contr
         with mode(tmp_path, control, exclusive_process=True):
             pass
     assert card.compute_mode_history == [3, 0]
+
+
+def test_daemon_is_quit_when_the_process_that_started_it_is_killed(tmp_path, control):
+    """A kernel restarted or killed mid-run cannot run its `finally`: the watchdog quits the daemon instead."""
+    owner = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from colloc_kit.mps import MpsDaemon\n"
+        f"d = MpsDaemon('GPU-x', Path({str(tmp_path / 'mps')!r}), {control!r}, start_timeout_s=5)\n"
+        "d.start(); print(d.control_pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
+    control_pid = int(owner.stdout.readline())
+    assert not gone(control_pid)
+    owner.kill()
+    owner.wait()
+    assert eventually(lambda: gone(control_pid), timeout_s=10), "the daemon outlived the process that started it"
+    assert "quit" in (tmp_path / "mps" / "log" / "control.log").read_text()
