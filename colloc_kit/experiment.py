@@ -12,6 +12,8 @@ written before its first job starts and completed on every exit path (see rundir
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -52,11 +54,30 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
     bar = Progress(total_runs=len(spec.runs()), enabled=progress)
     paths = []
     try:
-        for mode_spec, copies, repeat in spec.runs():
-            paths.append(run_once(spec, mode_spec, copies, repeat, Path(out), bar))
+        with _sigterm_as_interrupt():
+            for mode_spec, copies, repeat in spec.runs():
+                paths.append(run_once(spec, mode_spec, copies, repeat, Path(out), bar))
     finally:
         bar.close()
     return load(paths)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """While runs are under way, SIGTERM (a timeout, a service stop) takes the clean path of Ctrl-C: jobs stopped,
+    the mode restored, the run marked interrupted. Only the main thread can install a handler; elsewhere, as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def preflight(spec: ExperimentSpec) -> None:

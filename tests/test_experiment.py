@@ -163,3 +163,23 @@ def test_cli_exit_1_when_a_job_fails(tmp_path):
             "32", "--batch-size", "8", "--workers", "0", "--fail-at-step", "3", "--no-monitor", "--quiet",
             "--out", str(tmp_path)]
     assert main(argv) == 1
+
+
+def test_sigterm_stops_the_run_cleanly(tmp_path):
+    """A timeout or service stop (SIGTERM) takes Ctrl-C's path: exit 130, the run on disk marked interrupted."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "colloc_kit.cli", "run", "--model", "smallcnn", "--device", "cpu", "--steps", "100000",
+           "--image-size", "32", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet", "--out", str(tmp_path)]
+    kit = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not any('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")):
+        assert time.monotonic() < deadline and kit.poll() is None, kit.communicate()
+        time.sleep(0.2)
+    kit.terminate()
+    assert kit.wait(60) == 130
+    (run,) = find_runs(tmp_path)
+    manifest = run.read_manifest()
+    assert manifest["status"] == "interrupted"
+    assert {j["outcome"]["status"] for j in manifest["jobs"]} == {"interrupted"}
