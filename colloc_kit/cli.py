@@ -121,7 +121,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
         print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
               f"CUDA {gpu['cuda_driver']}; {mig_text}; {gpm_text}")
-    print(f"MPS       {'control at ' + info['mps_control'] if info['mps_control'] else 'nvidia-cuda-mps-control not found'}")
+    mps, daemons = info["mps"]["control_binary"], info["mps"]["daemons_running"]
+    print(f"MPS       {'control at ' + mps if mps else 'nvidia-cuda-mps-control not found'}; "
+          f"{len(daemons)} daemon process(es) running" + "".join(f"\n          {d}" for d in daemons))
     if args.models:
         print("models    " + ", ".join(info["models"]))
     return EXIT_OK

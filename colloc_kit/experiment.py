@@ -136,6 +136,7 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
                     finally:
                         outcomes += wave.outcomes
             problems = mode.problems()
+        run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
         status = RUN_COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
     except KeyboardInterrupt:
         status = RUN_INTERRUPTED

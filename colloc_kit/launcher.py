@@ -125,7 +125,8 @@ class Wave:
 
 
 def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Job:
-    env = {**os.environ, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
+    env = {**inherited, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(jobs_dir / f"{item.job_id}.stderr.log", "wb")
     try:
         proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from . import __version__, nvml
+from .mps import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
 
@@ -34,7 +34,7 @@ def describe() -> dict:
         "gpu_reason": reason,
         "versions": versions(),
         "git_commit": git_commit(),
-        "mps_control": shutil.which("nvidia-cuda-mps-control"),
+        "mps": control_status(),
     }
 
 
