@@ -21,10 +21,7 @@ from .errors import BadInput, CollocKitError
 from .spec import ExperimentSpec, JobSpec, read_yaml
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-MODE_OPTION_FLAGS = {  # CLI flag dest -> mode option name
-    "thread_percentage": "thread_percentage", "memory_limit_mb": "memory_limit_mb", "partitions": "partitions",
-    "layout": "layout", "mps": "mps", "allow_destroy": "allow_destroy", "dry_run": "dry_run",
-}
+MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 BUDGETS = {"epochs", "steps", "seconds"}
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
@@ -154,8 +151,7 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
                                         "monitor_interval_s") if getattr(args, k) is not None}
-    mode_options = {MODE_OPTION_FLAGS[k]: _one_or_list(v) for k, v in vars(args).items()
-                    if k in MODE_OPTION_FLAGS and v is not None}
+    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
         data["jobs"] = [_override(group, job_flags) for group in data.get("jobs") or []]

@@ -91,14 +91,6 @@ def versions() -> dict:
     return found
 
 
-def torch_build() -> dict:
-    """CUDA and cuDNN versions torch was built with (imports torch: call only where it is loaded anyway)."""
-    import torch
-
-    return {"torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
-            "cuda_available": torch.cuda.is_available()}
-
-
 def git_commit() -> str | None:
     """The commit of the checkout the package runs from ('+dirty' when it has local changes), if it is one."""
     root = Path(__file__).resolve().parent.parent
