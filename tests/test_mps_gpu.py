@@ -86,9 +86,8 @@ def test_a_clients_device_assert_stays_with_that_client(tmp_path):
     assert problems == []
 
 
-@pytest.mark.parametrize("signal_whole_group", [False, True], ids=["notebook-interrupt", "terminal-ctrl-c"])
-def test_interrupted_run_leaves_no_mps_process(tmp_path, signal_whole_group):
-    """SIGINT mid-run, to the kit's process alone (a notebook's interrupt) or to its process group (Ctrl-C)."""
+def start_mps_run(tmp_path) -> subprocess.Popen:
+    """`colloc-kit run --mode mps` with two ResNet-18 jobs, returned once they train as clients of its daemon."""
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", "--mode", "mps", "--model", "resnet18", "--copies", "2",
            "--amp", "bf16", "--seconds", "300", "--out", str(tmp_path / "runs"), "--quiet"]
     run = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -97,6 +96,30 @@ def test_interrupted_run_leaves_no_mps_process(tmp_path, signal_whole_group):
         time.sleep(0.5)
     time.sleep(5)  # jobs training as MPS clients
     assert "nvidia-cuda-mps-server" in pgrep() and run.poll() is None
+    return run
+
+
+def workers() -> str:
+    return subprocess.run(["pgrep", "-af", "colloc_kit.worker"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.parametrize("signal_whole_group", [False, True], ids=["notebook-interrupt", "terminal-ctrl-c"])
+def test_interrupted_run_leaves_no_mps_process(tmp_path, signal_whole_group):
+    """SIGINT mid-run, to the kit's process alone (a notebook's interrupt) or to its process group (Ctrl-C)."""
+    run = start_mps_run(tmp_path)
     os.killpg(run.pid, signal.SIGINT) if signal_whole_group else run.send_signal(signal.SIGINT)
     output = run.communicate(timeout=120)[0]
     assert run.returncode == 130, output
+    assert workers() == ""
+
+
+def test_killed_kit_process_leaves_no_mps_process(tmp_path):
+    """SIGKILL to the kit's process (a kernel killed mid-run): no `finally` runs, so the watchdog quits the daemon,
+    and the workers end when their event pipe closes."""
+    run = start_mps_run(tmp_path)
+    run.kill()
+    run.communicate(timeout=10)
+    deadline = time.monotonic() + 60
+    while (pgrep() or workers()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert pgrep() == "" and workers() == "", (pgrep(), workers())
