@@ -91,8 +91,10 @@ def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: jobs complete, aggregate and normalized throughput, epoch-time growth, utilization, energy.
 
     Takes the output of `with_baselines`. `normalized_throughput` is the sum of the complete jobs' relative
-    throughputs; it is NaN when any complete job lacks a baseline. Energy per image is the run's GPU energy over
-    the images its jobs trained in the monitored window (where a GPU was monitored).
+    throughputs; it is NaN when any complete job lacks a baseline. An exclusive run trains its jobs one after
+    another, so its figures are its jobs' means weighted by their steady time, not sums (its normalized throughput
+    is about 1.0). Energy per image is the run's GPU energy over the images its jobs trained in the monitored window
+    (where a GPU was monitored).
     """
     if jobs.empty:
         return pd.DataFrame(columns=RUN_KEYS + ["n_jobs", "n_complete"] + RUN_METRICS)
@@ -100,13 +102,14 @@ def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
     for keys, run in jobs.groupby(RUN_KEYS, dropna=False, sort=False):
         done = run[run["status"] == COMPLETE]
         rel = done["relative_throughput"] if "relative_throughput" in done else pd.Series(dtype=float)
+        sequential = dict(zip(RUN_KEYS, keys))["mode"] == "exclusive"
         rows.append({
             **dict(zip(RUN_KEYS, keys)),
             "n_jobs": len(run), "n_complete": len(done),
             "jobs_label": job_mix_label(run),
             "workloads": " + ".join(sorted(set(run.apply(workload_label, axis=1)))),
-            "aggregate_images_per_s": _sum_or_nan(measured_rate(done)) if len(done) else math.nan,
-            "normalized_throughput": rel.sum() if len(done) and rel.notna().all() else math.nan,
+            "aggregate_images_per_s": _combined(measured_rate(done), done, sequential) if len(done) else math.nan,
+            "normalized_throughput": _combined(rel, done, sequential) if len(done) and rel.notna().all() else math.nan,
             "epoch_time_growth": done["epoch_time_growth"].mean() if "epoch_time_growth" in done else math.nan,
             "peak_memory_mb_sum": done["peak_memory_mb"].sum(min_count=1),
             **{metric: _mean_of(done, f"{metric}_mean") for metric in UTILIZATION},
@@ -161,8 +164,14 @@ def _mean_of(frame: pd.DataFrame, column: str) -> float:
     return frame[column].astype(float).mean() if column in frame and frame[column].notna().any() else math.nan
 
 
-def _sum_or_nan(values: pd.Series) -> float:
-    return float(values.sum()) if values.notna().any() else math.nan
+def _combined(values: pd.Series, done: pd.DataFrame, sequential: bool) -> float:
+    """Jobs that trained together add up; jobs trained one after another average, weighted by steady time."""
+    if not values.notna().any():
+        return math.nan
+    if not sequential:
+        return float(values.sum())
+    weights = done["steady_s"].astype(float).where(values.notna())
+    return float((values * weights).sum() / weights.sum())
 
 
 def _run_energy_per_image(done: pd.DataFrame) -> float:

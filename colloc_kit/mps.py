@@ -312,7 +312,7 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
                                         proc.info["username"], pipe_dir)
     if default_pipe_dir is not None:
         pid = _read_pid(Path(default_pipe_dir) / PID_FILE)
-        if pid is not None and _alive(pid) and pid not in found:
+        if pid is not None and _alive(pid) and (pid not in found or found[pid].pipe_dir is None):  # root's: no environ
             found[pid] = RunningDaemon(pid, "control", _username(pid), str(default_pipe_dir))
     return sorted(found.values(), key=lambda d: d.pid)
 
@@ -325,8 +325,17 @@ def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR,
             if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir]
 
 
-def refuse_running_daemons(daemons: Iterable[RunningDaemon]) -> None:
-    """Raise GpuStateError naming each daemon and how to stop it, or how to reuse it explicitly."""
+def default_pipe_daemons() -> list[RunningDaemon]:
+    """The daemon of the default pipe directory, if one runs: every CUDA process outside an MPS slot becomes its client.
+
+    >>> default_pipe_daemons()   # doctest: +SKIP
+    []
+    """
+    return [d for d in detect_running_daemons(DEFAULT_PIPE_DIR) if d.pipe_dir == str(DEFAULT_PIPE_DIR)]
+
+
+def refuse_running_daemons(daemons: Iterable[RunningDaemon], mode: str = "mps") -> None:
+    """Raise GpuStateError naming each daemon and how to stop it; for mode mps, also how to reuse it explicitly."""
     daemons = list(daemons)
     if not daemons:
         return
@@ -335,9 +344,11 @@ def refuse_running_daemons(daemons: Iterable[RunningDaemon]) -> None:
         how = (f"stop it with `echo quit | CUDA_MPS_PIPE_DIRECTORY={d.pipe_dir} {CONTROL_BINARY}`" if d.pipe_dir
                else f"stop it with `kill {d.pid}` (as {d.user or 'its owner'})")
         lines.append(f"MPS {d.kind} pid {d.pid} (user {d.user}, pipe dir {d.pipe_dir or 'unknown'}): {how}")
-    reuse = next((d.pipe_dir for d in daemons if d.kind == "control" and d.pipe_dir), None)
+    reuse = next((d.pipe_dir for d in daemons if d.kind == "control" and d.pipe_dir and mode == "mps"), None)
+    consequence = ("a run beside it would share the GPU with its jobs" if mode == "mps" else
+                   f"mode {mode}'s jobs would become its clients, and the run would measure MPS, not {mode}")
     raise GpuStateError(
-        "an MPS daemon is already running, and a run beside it would share the GPU with its jobs:\n  "
+        f"an MPS daemon is already running, and {consequence}:\n  "
         + "\n  ".join(lines)
         + ("\nor reuse it explicitly with the mps option reuse_pipe_dir="
            f"{reuse} (the kit then neither starts nor stops it)" if reuse else ""))

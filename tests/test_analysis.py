@@ -10,12 +10,12 @@ from colloc_kit import analysis, plots
 
 
 def job(run_id, mode, copies, images_per_s, epoch_time_s, model="resnet18", batch_size=64, status="complete",
-        repeat=0, peak_memory_mb=1000.0, **extra):
+        repeat=0, peak_memory_mb=1000.0, steady_s=4.0, **extra):
     return {"run_id": run_id, "experiment": "e", "mode": mode, "mode_label": mode, "copies": copies, "repeat": repeat,
             "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0", "model": model, "dataset": "synthetic",
             "batch_size": batch_size, "amp": "bf16", "device": "cuda", "status": status,
             "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb,
-            "step_time_s": batch_size / images_per_s if images_per_s else None, **extra}
+            "steady_s": steady_s, "step_time_s": batch_size / images_per_s if images_per_s else None, **extra}
 
 
 @pytest.fixture
@@ -51,6 +51,17 @@ def test_normalized_throughput_sums_relative_rates_of_complete_jobs(jobs):
     assert runs.loc["mix", "jobs_label"] == "resnet18 bs64 bf16 + resnet50 bs64 bf16"
     assert runs.loc["n2", "energy_per_image_j"] == pytest.approx(0.2)
     assert math.isnan(runs.loc["m2", "energy_per_image_j"])
+
+
+def test_an_exclusive_run_averages_its_jobs_in_turn_instead_of_adding_them(jobs):
+    """Two jobs trained one after another (6 s and 2 s steady) did one job's worth of work at a time."""
+    jobs = pd.concat([jobs, pd.DataFrame([job("seq", "exclusive", 1, 1000.0, 10.0, i=0, steady_s=6.0),
+                                          job("seq", "exclusive", 1, 600.0, 16.0, i=1, model="resnet50", steady_s=2.0)])],
+                     ignore_index=True)
+    runs = analysis.run_summary(analysis.with_baselines(jobs)).set_index("run_id")
+    assert runs.loc["seq", "aggregate_images_per_s"] == pytest.approx((1000 * 6 + 600 * 2) / 8)
+    # resnet50's baseline is the median of its two lone jobs, 1000 and 600: relative rate 600 / 800
+    assert runs.loc["seq", "normalized_throughput"] == pytest.approx((1.0 * 6 + 0.75 * 2) / 8)
 
 
 def test_overlap_rate_is_preferred_over_own_rate(jobs):

@@ -427,3 +427,20 @@ def test_daemon_is_quit_when_the_process_that_started_it_is_killed(tmp_path, con
     owner.wait()
     assert eventually(lambda: gone(control_pid), timeout_s=10), "the daemon outlived the process that started it"
     assert "quit" in (tmp_path / "mps" / "log" / "control.log").read_text()
+
+
+@pytest.mark.parametrize("name", ["naive", "exclusive"])
+def test_plain_modes_refuse_a_daemon_in_the_default_pipe_dir_their_jobs_would_join(tmp_path, monkeypatch, name):
+    default = tmp_path / "nvidia-mps"
+    monkeypatch.setattr(mps, "DEFAULT_PIPE_DIR", default)
+    plain = make_mode(ModeSpec(name), workdir=tmp_path, gpu=0, device="cuda")
+    plain.check(2)  # no daemon yet
+    default.mkdir()
+    (default / mps.PID_FILE).write_text(f"{os.getpid()}\n")  # a live pid, as the daemon writes it
+    with pytest.raises(GpuStateError, match=f"would measure MPS, not {name}") as refused:
+        plain.check(2)
+    assert f"echo quit | CUDA_MPS_PIPE_DIRECTORY={default} nvidia-cuda-mps-control" in str(refused.value)
+    assert "reuse_pipe_dir" not in str(refused.value)
+    with pytest.raises(GpuStateError):
+        plain.__enter__()
+    make_mode(ModeSpec(name), workdir=tmp_path, gpu=0, device="cpu").check(2)  # CPU jobs never meet MPS

@@ -6,17 +6,31 @@
 
 from __future__ import annotations
 
+from ..mps import default_pipe_daemons, refuse_running_daemons
 from .base import SharingMode
 
 
-class ExclusiveMode(SharingMode):
+class _PlainMode(SharingMode):
+    """A mode whose jobs are plain CUDA clients: refused while an MPS daemon serves the default pipe directory,
+    since the jobs would join it and measure MPS instead."""
+
+    def check(self, n_jobs: int) -> None:
+        if self.device == "cuda":
+            refuse_running_daemons(default_pipe_daemons(), mode=self.name)
+
+    def __enter__(self) -> "_PlainMode":
+        self.check(1)
+        return self
+
+
+class ExclusiveMode(_PlainMode):
     """Jobs one after another, each alone on the GPU: the baseline every sharing mode is compared with."""
 
     name = "exclusive"
     sequential = True
 
 
-class NaiveMode(SharingMode):
+class NaiveMode(_PlainMode):
     """All jobs at once on one GPU; the driver time-slices between their contexts."""
 
     name = "naive"
