@@ -161,11 +161,25 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
         data = {"jobs": [job_flags]}
     data.update(top)
     if args.mode:
-        data["modes"] = [{"name": m, **mode_options} for m in args.mode]
+        data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
-        data["modes"] = [{"name": m["name"] if isinstance(m, dict) else m, **mode_options}
-                         for m in (data.get("modes") or ["naive"])]
+        data["modes"] = _with_options([m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]],
+                                      mode_options)
     return ExperimentSpec.from_mapping(data)
+
+
+def _with_options(modes: list[dict], options: dict) -> list[dict]:
+    """Each mode with the command line's options that it takes (`--mode naive,mps --thread-percentage 50` limits
+    MPS only); an option that none of the modes takes is refused."""
+    from .modes import MODES, mode_class
+
+    takes = {m["name"]: mode_class(m["name"]).option_names for m in modes}
+    unused = sorted(k for k in options if not any(k in names for names in takes.values()))
+    if unused:
+        flags = ", ".join("--" + k.replace("_", "-") for k in unused)
+        owners = ", ".join(sorted(name for name, cls in MODES.items() if set(unused) & set(cls.option_names)))
+        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it")
+    return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]
 
 
 def _override(group: Any, job_flags: dict) -> Any:

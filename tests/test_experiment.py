@@ -10,7 +10,7 @@ import pytest
 
 import colloc_kit
 from colloc_kit import events
-from colloc_kit.cli import main
+from colloc_kit.cli import build_parser, experiment_from_args, main
 from colloc_kit.errors import BadInput
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.modes import Slot
@@ -127,13 +127,21 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path):
     (["--model", "nosuchnet"], "nosuchnet"),
     (["--model", "smallcnn", "--batch-size", "-3"], "batch_size must be a positive integer"),
     (["--model", "smallcnn", "--dataset", "cifar10", "--data-root", "/nonexistent/cifar"], "/nonexistent/cifar"),
-    (["--model", "smallcnn", "--mode", "naive", "--thread-percentage", "50"], "takes no options"),
+    (["--model", "smallcnn", "--mode", "naive", "--thread-percentage", "50"],
+     "--thread-percentage is an option of mode mps, and no mode of this run (naive) takes it"),
 ])
 def test_cli_bad_input_exits_2(tmp_path, capsys, argv, message):
     code = main(["run", "--device", "cpu", "--out", str(tmp_path), *argv])
     assert code == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.rglob("manifest.json"))
+
+
+def test_cli_mode_options_go_to_the_modes_that_take_them():
+    args = build_parser().parse_args(["run", "--model", "resnet18", "--mode", "exclusive,naive,mps",
+                                      "--thread-percentage", "50"])
+    modes = {m.name: dict(m.options) for m in experiment_from_args(args).modes}
+    assert modes == {"exclusive": {}, "naive": {}, "mps": {"thread_percentage": 50}}
 
 
 def test_cli_bad_yaml_exits_2(tmp_path, capsys):

@@ -39,6 +39,7 @@ class SharingMode:
 
     name = "base"
     sequential = False
+    option_names: tuple[str, ...] = ()  # the options the mode takes (ModeSpec.options)
 
     def __init__(self, workdir: Path, gpu: int = 0, device: str = "cuda", **options: Any):
         self.workdir = Path(workdir)
@@ -48,11 +49,13 @@ class SharingMode:
 
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
-        """Refuse bad options with BadInput, before anything is built or changed. Default: no options allowed."""
+        """Refuse bad options with BadInput, before anything is built or changed. Default: only `option_names`."""
         from ..errors import BadInput
 
-        if options:
-            raise BadInput(f"mode {cls.name} takes no options, got {', '.join(sorted(options))}")
+        unknown = sorted(set(options) - set(cls.option_names))
+        if unknown:
+            valid = f"valid options: {', '.join(cls.option_names)}" if cls.option_names else "it takes none"
+            raise BadInput(f"mode {cls.name}: unknown option(s) {', '.join(unknown)}; {valid}")
 
     def check(self, n_jobs: int) -> None:
         """Refuse (BadInput) a job count this mode cannot place, before anything changes. Default: any count."""

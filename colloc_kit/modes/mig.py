@@ -36,6 +36,7 @@ class MigMode(SharingMode):
     """Jobs on MIG instances created for the run (hardware-isolated compute, memory and caches)."""
 
     name = "mig"
+    option_names = OPTIONS
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -45,9 +46,7 @@ class MigMode(SharingMode):
 
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise BadInput(f"mode mig: unknown option(s) {', '.join(unknown)}; valid options: {', '.join(OPTIONS)}")
+        super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mig needs a MIG-capable CUDA GPU, but the jobs run on {device!r}")
         layout = options.get("layout")

@@ -56,6 +56,7 @@ class MpsMode(SharingMode):
     """Jobs share the GPU through a private MPS daemon (one CUDA context for all; kernels of all jobs run at once)."""
 
     name = "mps"
+    option_names = OPTIONS
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -66,9 +67,7 @@ class MpsMode(SharingMode):
     # -- validation, before anything changes --------------------------------------------------------------------
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise BadInput(f"mode mps: unknown option(s) {', '.join(unknown)}; valid options: {', '.join(OPTIONS)}")
+        super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mps needs a CUDA GPU, but the jobs run on {device!r}; use device cuda, or mode naive")
         _values("thread_percentage", options.get("thread_percentage"), 1, 100)
