@@ -248,6 +248,22 @@ def test_daemon_in_the_default_pipe_dir_is_found_by_its_pid_file(tmp_path):
     assert found in mps.blocking_daemons(default_pipe_dir=default)
 
 
+def test_a_root_daemon_whose_environment_is_unreadable_is_placed_by_the_default_pid_file(tmp_path, monkeypatch):
+    class RootsDaemon:
+        pid, info = os.getpid(), {"pid": os.getpid(), "name": "nvidia-cuda-mps-control", "cmdline": [],
+                                  "username": "root", "status": psutil.STATUS_SLEEPING}
+
+        def environ(self):
+            raise psutil.AccessDenied(os.getpid())
+
+    monkeypatch.setattr(mps.psutil, "process_iter", lambda attrs: [RootsDaemon()])
+    default = tmp_path / "nvidia-mps"
+    assert [d.pipe_dir for d in mps.detect_running_daemons(default_pipe_dir=default)] == [None]
+    default.mkdir()
+    (default / mps.PID_FILE).write_text(f"{os.getpid()}\n")
+    assert [d.pipe_dir for d in mps.detect_running_daemons(default_pipe_dir=default)] == [str(default)]
+
+
 def test_reusing_a_running_daemon_neither_starts_nor_stops_it(tmp_path, control):
     with MpsDaemon("0", tmp_path / "own", control, **FAST) as owner:
         with MpsDaemon("0", tmp_path / "guest", control, reuse_pipe_dir=str(owner.pipe_dir), **FAST) as guest:
