@@ -86,11 +86,23 @@ def _table(rows: list[tuple]) -> tuple[Profile, ...]:
     return tuple(Profile(*row[:8], placements=tuple(row[8])) for row in rows)
 
 
+def _seven_slice_table(rows: list[tuple[str, int, int]]) -> tuple[Profile, ...]:
+    """The profiles of a 7-compute/8-memory-slice GPU (A100, H100, H200) from (name, memory MiB, SMs) per profile,
+    in the order of `_SEVEN_SLICE_SHAPE`: the slices, instance counts, NVML enums, ids and placements are the same
+    on all of them."""
+    return _table([(name, compute, memory, mib, sms, *rest)
+                   for (name, mib, sms), (compute, memory, *rest) in zip(rows, _SEVEN_SLICE_SHAPE, strict=True)])
+
+
 _SEVEN = range(7)
-# Columns: name, compute slices, memory slices, memory MiB, SMs, max instances, NVML profile enum, profile id,
-# placements (start memory slices). Placements on every 7-compute/8-memory-slice GPU, from `nvidia-smi mig -lgipp`
+# (compute slices, memory slices, max instances, NVML profile enum, profile id, placements) of 1g, 1g+me, 1g with
+# 2 memory slices, 2g, 3g, 4g and 7g on every 7-compute/8-memory-slice GPU. Placements from `nvidia-smi mig -lgipp`
 # (e.g. H100 NVL, Colfax Research "MIG and vGPU" 2024): 1g {0..6}:1, 1g with 2 memory slices {0,2,4,6}:2,
 # 2g {0,2,4}:2, 3g {0,4}:4, 4g {0}:4, 7g {0}:8. A30: 1g {0,1,2,3}:1, 2g {0,2}:2, 4g {0}:4.
+_SEVEN_SLICE_SHAPE = [(1, 1, 7, 0, 19, _SEVEN), (1, 1, 1, 7, 20, _SEVEN), (1, 2, 4, 9, 15, (0, 2, 4, 6)),
+                      (2, 2, 3, 1, 14, (0, 2, 4)), (3, 4, 2, 2, 9, (0, 4)), (4, 4, 1, 3, 5, (0,)), (7, 8, 1, 4, 0, (0,))]
+# `_table` columns: name, compute slices, memory slices, memory MiB, SMs, max instances, NVML profile enum,
+# profile id, placements (start memory slices); `_seven_slice_table` takes name, memory MiB, SMs.
 # Memory MiB is nvidia-smi's GiB column x 1024; it moves by a few hundred MiB between drivers, so on a real GPU
 # the live catalogue (`live_catalogue`) is what the kit plans with.
 GPU_MODELS: dict[str, GpuModel] = {
@@ -98,28 +110,28 @@ GPU_MODELS: dict[str, GpuModel] = {
     for m in (
         GpuModel(
             "H100-80GB", 7, 8, 132, 81559,
-            _table([
-                ("1g.10gb", 1, 1, 9984, 16, 7, 0, 19, _SEVEN),
-                ("1g.10gb+me", 1, 1, 9984, 16, 1, 7, 20, _SEVEN),
-                ("1g.20gb", 1, 2, 20096, 26, 4, 9, 15, (0, 2, 4, 6)),
-                ("2g.20gb", 2, 2, 20096, 32, 3, 1, 14, (0, 2, 4)),
-                ("3g.40gb", 3, 4, 40448, 60, 2, 2, 9, (0, 4)),
-                ("4g.40gb", 4, 4, 40448, 64, 1, 3, 5, (0,)),
-                ("7g.80gb", 7, 8, 81152, 132, 1, 4, 0, (0,)),
+            _seven_slice_table([
+                ("1g.10gb", 9984, 16),
+                ("1g.10gb+me", 9984, 16),
+                ("1g.20gb", 20096, 26),
+                ("2g.20gb", 20096, 32),
+                ("3g.40gb", 40448, 60),
+                ("4g.40gb", 40448, 64),
+                ("7g.80gb", 81152, 132),
             ]),
             source="measured on the lent H100 80GB HBM3, driver 580.159.04 (shared/GPU_FACTS.md)",
             nvml_names=("NVIDIA H100 80GB HBM3",),
         ),
         GpuModel(
             "A100-40GB", 7, 8, 108, 40960,
-            _table([
-                ("1g.5gb", 1, 1, 4864, 14, 7, 0, 19, _SEVEN),
-                ("1g.5gb+me", 1, 1, 4864, 14, 1, 7, 20, _SEVEN),
-                ("1g.10gb", 1, 2, 9984, 14, 4, 9, 15, (0, 2, 4, 6)),
-                ("2g.10gb", 2, 2, 9984, 28, 3, 1, 14, (0, 2, 4)),
-                ("3g.20gb", 3, 4, 20096, 42, 2, 2, 9, (0, 4)),
-                ("4g.20gb", 4, 4, 20096, 56, 1, 3, 5, (0,)),
-                ("7g.40gb", 7, 8, 40448, 98, 1, 4, 0, (0,)),
+            _seven_slice_table([
+                ("1g.5gb", 4864, 14),
+                ("1g.5gb+me", 4864, 14),
+                ("1g.10gb", 9984, 14),
+                ("2g.10gb", 9984, 28),
+                ("3g.20gb", 20096, 42),
+                ("4g.20gb", 20096, 56),
+                ("7g.40gb", 40448, 98),
             ]),
             source="NVIDIA MIG user guide (Supported MIG Profiles: A100) and `nvidia-smi mig -lgip` on "
                    "A100-PCIE-40GB, R525+ drivers (4.75/9.75/19.62/39.50 GiB)",
@@ -127,14 +139,14 @@ GPU_MODELS: dict[str, GpuModel] = {
         ),
         GpuModel(
             "A100-80GB", 7, 8, 108, 81920,
-            _table([
-                ("1g.10gb", 1, 1, 9728, 14, 7, 0, 19, _SEVEN),
-                ("1g.10gb+me", 1, 1, 9728, 14, 1, 7, 20, _SEVEN),
-                ("1g.20gb", 1, 2, 19968, 14, 4, 9, 15, (0, 2, 4, 6)),
-                ("2g.20gb", 2, 2, 19968, 28, 3, 1, 14, (0, 2, 4)),
-                ("3g.40gb", 3, 4, 40192, 42, 2, 2, 9, (0, 4)),
-                ("4g.40gb", 4, 4, 40192, 56, 1, 3, 5, (0,)),
-                ("7g.80gb", 7, 8, 80896, 98, 1, 4, 0, (0,)),
+            _seven_slice_table([
+                ("1g.10gb", 9728, 14),
+                ("1g.10gb+me", 9728, 14),
+                ("1g.20gb", 19968, 14),
+                ("2g.20gb", 19968, 28),
+                ("3g.40gb", 40192, 42),
+                ("4g.40gb", 40192, 56),
+                ("7g.80gb", 80896, 98),
             ]),
             source="NVIDIA MIG user guide (A100-SXM4-80GB names) and `nvidia-smi mig -lgip` on A100 80GB, "
                    "driver 515 (9.50/19.50/39.25/79.00 GiB)",
@@ -142,14 +154,14 @@ GPU_MODELS: dict[str, GpuModel] = {
         ),
         GpuModel(
             "H100-94GB", 7, 8, 132, 95830,
-            _table([
-                ("1g.12gb", 1, 1, 10880, 16, 7, 0, 19, _SEVEN),
-                ("1g.12gb+me", 1, 1, 10880, 16, 1, 7, 20, _SEVEN),
-                ("1g.24gb", 1, 2, 22016, 26, 4, 9, 15, (0, 2, 4, 6)),
-                ("2g.24gb", 2, 2, 22016, 32, 3, 1, 14, (0, 2, 4)),
-                ("3g.47gb", 3, 4, 47232, 60, 2, 2, 9, (0, 4)),
-                ("4g.47gb", 4, 4, 47232, 64, 1, 3, 5, (0,)),
-                ("7g.94gb", 7, 8, 94848, 132, 1, 4, 0, (0,)),
+            _seven_slice_table([
+                ("1g.12gb", 10880, 16),
+                ("1g.12gb+me", 10880, 16),
+                ("1g.24gb", 22016, 26),
+                ("2g.24gb", 22016, 32),
+                ("3g.47gb", 47232, 60),
+                ("4g.47gb", 47232, 64),
+                ("7g.94gb", 94848, 132),
             ]),
             source="`nvidia-smi mig -lgip` on H100 NVL 94GB (10.62/21.50/46.12/92.62 GiB); placements from "
                    "`nvidia-smi mig -lgipp` on H100 NVL",
@@ -157,14 +169,14 @@ GPU_MODELS: dict[str, GpuModel] = {
         ),
         GpuModel(
             "H200-141GB", 7, 8, 132, 144384,
-            _table([
-                ("1g.18gb", 1, 1, 16384, 16, 7, 0, 19, _SEVEN),
-                ("1g.18gb+me", 1, 1, 16384, 16, 1, 7, 20, _SEVEN),
-                ("1g.35gb", 1, 2, 33280, 26, 4, 9, 15, (0, 2, 4, 6)),
-                ("2g.35gb", 2, 2, 33280, 32, 3, 1, 14, (0, 2, 4)),
-                ("3g.71gb", 3, 4, 71680, 60, 2, 2, 9, (0, 4)),
-                ("4g.71gb", 4, 4, 71680, 64, 1, 3, 5, (0,)),
-                ("7g.141gb", 7, 8, 143360, 132, 1, 4, 0, (0,)),
+            _seven_slice_table([
+                ("1g.18gb", 16384, 16),
+                ("1g.18gb+me", 16384, 16),
+                ("1g.35gb", 33280, 26),
+                ("2g.35gb", 33280, 32),
+                ("3g.71gb", 71680, 60),
+                ("4g.71gb", 71680, 64),
+                ("7g.141gb", 143360, 132),
             ]),
             source="NVIDIA MIG user guide (Supported MIG Profiles: H200, fractions and instance counts); "
                    "`nvidia-smi mig -lgip` listing for 1g.18gb/2g.35gb/7g.141gb (16.00/32.50/140.00 GiB). "
