@@ -99,10 +99,11 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
     end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
     outcome = entry.get("outcome") or _outcome_from_events(last)
     spec = entry["spec"]
+    slot = entry.get("slot") or {}  # None until the mode handed out slots
     epoch_times = [e["epoch_time_s"] for e in stream if e["type"] == events.EPOCH and e.get("epoch_time_s")]
     gpu_peak = end.get("peak_allocated_mb")
     row = {
-        **base, "job": entry["job"], "group": entry.get("group"), "slot_label": entry.get("slot", {}).get("label"),
+        **base, "job": entry["job"], "group": entry.get("group"), "slot_label": slot.get("label"),
         "model": spec["model"], "dataset": spec["dataset"], "batch_size": spec["batch_size"], "amp": spec["amp"],
         "device": spec["device"], "status": outcome["status"], "error_kind": outcome.get("error_kind"),
         "error": outcome.get("error") or error.get("message"), "exit_code": outcome.get("exit_code"),
@@ -116,7 +117,7 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
         "peak_host_rss_mb": end.get("peak_rss_mb"),
         "ready_at": ready.get("t"), "started_at": last.get(events.START, {}).get("t"), "ended_at": end.get("t"),
     }
-    row.update({f"slot_{k}": v for k, v in entry.get("slot", {}).get("info", {}).items()})
+    row.update({f"slot_{k}": v for k, v in (slot.get("info") or {}).items()})
     return row
 
 

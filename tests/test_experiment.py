@@ -191,3 +191,19 @@ def test_sigterm_stops_the_run_cleanly(tmp_path):
     manifest = run.read_manifest()
     assert manifest["status"] == "interrupted"
     assert {j["outcome"]["status"] for j in manifest["jobs"]} == {"interrupted"}
+
+
+def test_a_mode_that_fails_to_start_leaves_a_readable_run_and_its_own_error(tmp_path, monkeypatch):
+    """The mode's error reaches the caller (not a reader's crash on jobs that never got a slot)."""
+    from colloc_kit.errors import GpuStateError
+    from colloc_kit.modes.simple import NaiveMode
+
+    def refuse(self):
+        raise GpuStateError("the mode could not start")
+
+    monkeypatch.setattr(NaiveMode, "__enter__", refuse)
+    with pytest.raises(GpuStateError, match="could not start"):
+        colloc_kit.run([tiny()], mode="naive", copies=2, out=tmp_path, monitor=False, progress=False)
+    results = colloc_kit.load(tmp_path)
+    assert list(results.runs["status"]) == ["error"]
+    assert list(results.jobs["slot_label"].isna()) == [True, True]
