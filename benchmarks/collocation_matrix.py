@@ -21,10 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit.spec import ExperimentSpec, read_yaml
+from colloc_kit.spec import ExperimentSpec, read_yaml, with_changes
 
 KEYS = ["model", "batch_size", "mode_label", "copies"]
-BUDGETS = ("epochs", "steps", "seconds")
 
 
 def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out: Path, repeats: int | None,
@@ -36,9 +35,8 @@ def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out:
         groups = data["jobs"]
         for model in models:
             for batch_size in batch_sizes:
-                budget = {"seconds": seconds} if seconds else {}
-                data["jobs"] = [{**{k: v for k, v in job.items() if not (budget and k in BUDGETS)}, **budget,
-                                 "model": model, "batch_size": batch_size} for job in groups]
+                changes = {"model": model, "batch_size": batch_size, **({"seconds": seconds} if seconds else {})}
+                data["jobs"] = [with_changes(job, changes) for job in groups]
                 colloc_kit.run_spec(ExperimentSpec.from_mapping(data), out=out / "runs", progress=False)
 
 

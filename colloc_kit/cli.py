@@ -18,11 +18,10 @@ from dataclasses import fields
 from typing import Any
 
 from .errors import BadInput, CollocKitError
-from .spec import ExperimentSpec, JobSpec, read_yaml
+from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
-BUDGETS = {"epochs", "steps", "seconds"}
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -186,9 +185,7 @@ def _override(group: Any, job_flags: dict) -> Any:
     """A YAML job group with the command line's job flags on top; a budget flag replaces the group's budget."""
     if not isinstance(group, dict):
         return group  # ExperimentSpec.from_mapping explains what a group must be
-    if BUDGETS & job_flags.keys():
-        group = {k: v for k, v in group.items() if k not in BUDGETS}
-    return {**group, **job_flags}
+    return with_changes(group, job_flags)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

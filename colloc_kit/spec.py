@@ -33,6 +33,20 @@ FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
 BUNDLED_DIR = Path(__file__).parent / "experiments"
 
 
+BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
+
+
+def with_changes(job: Mapping[str, Any], changes: Mapping[str, Any]) -> dict:
+    """A job mapping with `changes` on top; a budget in `changes` replaces the job's budget instead of adding one.
+
+    >>> with_changes({"model": "resnet18", "seconds": 8}, {"steps": 60})
+    {'model': 'resnet18', 'steps': 60}
+    """
+    if any(k in BUDGETS for k in changes):
+        job = {k: v for k, v in job.items() if k not in BUDGETS}
+    return {**job, **changes}
+
+
 def _opt(help_: str, **kw: Any) -> Any:
     return field(metadata={"help": help_}, **kw)
 

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from . import analysis, plots
 from .errors import CollocKitError
-from .spec import ModeSpec
+from .spec import ModeSpec, with_changes
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 
@@ -66,7 +66,7 @@ class ExperimentPanel:
 
     def chosen_jobs(self) -> list[dict]:
         """The job groups the controls describe: one per chosen model."""
-        return [{**self.job, "model": model, "batch_size": self.batch_size.value, "steps": self.steps.value}
+        return [with_changes(self.job, {"model": model, "batch_size": self.batch_size.value, "steps": self.steps.value})
                 for model in self.models.value]
 
     def run(self, _button: Any = None) -> None:

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit.errors import BadInput
+from colloc_kit.spec import JobSpec
 from colloc_kit.widgets import ExperimentPanel
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -46,6 +47,17 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     assert list(trace.x) == [1, 2, 4]
     assert list(trace.y) == pytest.approx([1.0, 1.5, 2.5])
     assert "done: 7 jobs" in panel.status.value
+
+
+def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
+    """The GPU profiles give jobs a seconds budget; the panel's steps replace it instead of making two budgets."""
+    calls = []
+    panel = ExperimentPanel(models=["resnet18"], copies=(2,), job={"amp": "bf16", "seconds": 8, "warmup_steps": 10},
+                            run_fn=fake_run(calls))
+    panel.steps.value = 40
+    panel.button.click()
+    assert calls[0]["jobs"] == [{"amp": "bf16", "warmup_steps": 10, "model": "resnet18", "batch_size": 32, "steps": 40}]
+    JobSpec.from_mapping(calls[0]["jobs"][0])  # one budget: a valid job
 
 
 def test_bad_input_shows_in_the_status_line_and_the_panel_stays_usable():
