@@ -40,12 +40,12 @@ def measured_rate(jobs: pd.DataFrame) -> pd.Series:
 
 
 def alone(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Complete jobs that had the device to themselves: exclusive mode (jobs one after another) or a one-job run."""
+    """Complete jobs that had the device to themselves: a sequential run (exclusive mode) or a one-job run."""
     done = complete(jobs)
     if done.empty:
         return done
     jobs_per_run = jobs.groupby("run_id")["job"].transform("count").loc[done.index]
-    return done[(done["mode"] == "exclusive") | (jobs_per_run == 1)]
+    return done[done["sequential"].astype(bool) | (jobs_per_run == 1)]
 
 
 def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -91,9 +91,9 @@ def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: jobs complete, aggregate and normalized throughput, epoch-time growth, utilization, energy.
 
     Takes the output of `with_baselines`. `normalized_throughput` is the sum of the complete jobs' relative
-    throughputs; it is NaN when any complete job lacks a baseline. An exclusive run trains its jobs one after
-    another, so its figures are its jobs' means weighted by their steady time, not sums (its normalized throughput
-    is about 1.0). Energy per image is the run's GPU energy over the images its jobs trained in the monitored window
+    throughputs; it is NaN when any complete job lacks a baseline. A sequential (exclusive) run trains its jobs one
+    after another, so its figures are its jobs' means weighted by their steady time, not sums (its normalized
+    throughput is about 1.0). Energy per image is the run's GPU energy over the images its jobs trained in the monitored window
     (where a GPU was monitored).
     """
     if jobs.empty:
@@ -102,7 +102,7 @@ def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
     for keys, run in jobs.groupby(RUN_KEYS, dropna=False, sort=False):
         done = run[run["status"] == COMPLETE]
         rel = done["relative_throughput"] if "relative_throughput" in done else pd.Series(dtype=float)
-        sequential = dict(zip(RUN_KEYS, keys))["mode"] == "exclusive"
+        sequential = bool(run["sequential"].iloc[0])
         rows.append({
             **dict(zip(RUN_KEYS, keys)),
             "n_jobs": len(run), "n_complete": len(done),

@@ -70,10 +70,10 @@ def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict, Samples]:
         status = "interrupted"  # the process that ran it died before completing the manifest
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
             "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
-            "repeat": manifest.get("repeat")}
+            "repeat": manifest.get("repeat"), "sequential": bool(manifest.get("sequential"))}
     streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in manifest.get("jobs", [])}
     jobs = [job_row(entry, streams[entry["job"]], base) for entry in manifest.get("jobs", [])]
-    sequential = bool(manifest.get("sequential"))
+    sequential = base["sequential"]
     window = None if sequential else overlap_window(list(streams.values()))
     samples = read_samples(run.path)
     for row in jobs:

@@ -12,7 +12,8 @@ from colloc_kit import analysis, plots
 def job(run_id, mode, copies, images_per_s, epoch_time_s, model="resnet18", batch_size=64, status="complete",
         repeat=0, peak_memory_mb=1000.0, steady_s=4.0, **extra):
     return {"run_id": run_id, "experiment": "e", "mode": mode, "mode_label": mode, "copies": copies, "repeat": repeat,
-            "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0", "model": model, "dataset": "synthetic",
+            "sequential": mode == "exclusive", "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0",
+            "model": model, "dataset": "synthetic",
             "batch_size": batch_size, "amp": "bf16", "device": "cuda", "status": status,
             "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb,
             "steady_s": steady_s, "step_time_s": batch_size / images_per_s if images_per_s else None, **extra}

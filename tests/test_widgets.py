@@ -20,7 +20,7 @@ def fake_run(calls):
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         calls.append({"jobs": jobs, "mode": mode, "copies": copies, "time_limit_s": time_limit_s})
         rows = [{"run_id": f"r{copies}", "experiment": name, "mode": mode.name, "mode_label": mode.label,
-                 "copies": copies, "repeat": 0, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
+                 "copies": copies, "repeat": 0, "sequential": False, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
                  "dataset": "synthetic", "batch_size": jobs[0]["batch_size"], "amp": "off", "device": "cpu",
                  "status": "complete", "images_per_s": 100.0 * (1 + 0.5 * (copies - 1)) / copies,
                  "epoch_time_s": None, "step_time_s": 0.1, "peak_memory_mb": 10.0} for i in range(copies)]
