@@ -76,13 +76,14 @@ def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict, Samples]:
     sequential = base["sequential"]
     window = None if sequential else overlap_window(list(streams.values()))
     samples = read_samples(run.path)
+    monitored = len(samples.gpu) > 0
+    shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
     for row in jobs:
         row["images_per_s_overlap"] = window_rate(streams[row["job"]], window) if window else None
         row["run_status"] = status
         row["run_dir"] = str(run.path)
-        job_window = steady_window(streams[row["job"]]) if sequential else window
-        if len(samples.gpu) and job_window:
-            row.update(gpu_summary(samples.gpu, job_window, [streams[row["job"]]] if sequential else streams.values()))
+        own_window = steady_window(streams[row["job"]]) if sequential else None  # jobs in turn: each its own window
+        row.update(gpu_summary(samples.gpu, own_window, [streams[row["job"]]]) if monitored and own_window else shared)
     epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"), "images": e.get("images"),
                "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
