@@ -154,7 +154,7 @@ class MpsDaemon:
             if self.owned:  # only sockets and the pid file of a daemon that is gone: nothing to keep
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
             if self._was_subreaper is not None:
-                _reap_exited_daemon_processes()
+                _reap_exited_daemon_processes([self.control_pid, *self.server_pids])
                 _set_subreaper(self._was_subreaper)
 
     def _shut_down(self) -> None:
@@ -420,27 +420,29 @@ def _set_subreaper(on: bool) -> bool | None:
         return None
 
 
-def _reap_exited_daemon_processes(timeout_s: float = 2.0) -> None:
+def _reap_exited_daemon_processes(pids: Iterable[int | None], timeout_s: float = 2.0) -> None:
     """Collect the exit status of MPS processes that became children of this process (see _set_subreaper): the
     daemon, its servers, and any intermediate process of the daemon's own detaching, whose pids the kit never saw.
-    Only processes named nvidia-cuda-mps* are touched, so the launcher's own children keep their exit status."""
-    deadline = time.monotonic() + timeout_s
+    Waits (at most `timeout_s`) for `pids`, this daemon's processes, to exit; the live processes of another daemon
+    (MIG with MPS runs one per instance) are left alone. Only processes named nvidia-cuda-mps* are touched, so the
+    launcher's own children keep their exit status."""
+    deadline, pids = time.monotonic() + timeout_s, [pid for pid in pids if pid]
     while True:
-        mine = [c for c in psutil.Process().children() if _is_mps_process(c)]
-        for child in mine:
+        waiting = [pid for pid in pids if _alive(pid)]
+        for child in psutil.Process().children():
             try:
-                if child.status() == psutil.STATUS_ZOMBIE:
+                if _is_mps_process(child) and child.status() == psutil.STATUS_ZOMBIE:
                     os.waitpid(child.pid, 0)
             except (psutil.Error, ChildProcessError):
                 pass
-        if not mine or time.monotonic() > deadline:
+        if not waiting or time.monotonic() > deadline:
             return
         time.sleep(0.05)
 
 
 def _is_mps_process(process: psutil.Process) -> bool:
     try:
-        return process.name().startswith("nvidia-cuda-mps")
+        return process.name().startswith(PROCESS_PREFIX)
     except psutil.Error:
         return False
 

@@ -460,3 +460,14 @@ def test_plain_modes_refuse_a_daemon_in_the_default_pipe_dir_their_jobs_would_jo
     with pytest.raises(GpuStateError):
         plain.__enter__()
     make_mode(ModeSpec(name), workdir=tmp_path, gpu=0, device="cpu").check(2)  # CPU jobs never meet MPS
+
+
+def test_stopping_one_of_two_daemons_does_not_wait_for_the_other(tmp_path, control):
+    """MIG with MPS runs a daemon per instance; each stops on its own, promptly, and leaves no zombie."""
+    with MpsDaemon("0", tmp_path / "a", control, **FAST) as first:
+        second = MpsDaemon("0", tmp_path / "b", control, **FAST)
+        second.start()
+        started = time.monotonic()
+        second.stop()
+        assert time.monotonic() - started < 1.5 and first.alive()
+    assert not psutil.pid_exists(second.control_pid) and not psutil.pid_exists(first.control_pid)
