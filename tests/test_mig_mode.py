@@ -230,7 +230,8 @@ def test_dry_run_prints_commands_and_changes_nothing(tmp_path, capsys):
     assert "# on exit: nvidia-smi -i 0 -mig 0" in out
 
 
-def test_check_and_options(tmp_path):
+def test_check_and_options(tmp_path, monkeypatch):
+    monkeypatch.setattr(mig_mode, "find_control", lambda: "nvidia-cuda-mps-control")
     with gpu():
         mode(tmp_path, "3x2g").check(3)
         with pytest.raises(BadInput, match="3 instances for 4 jobs"):
@@ -272,6 +273,7 @@ class FakeDaemon:
 
 def test_mps_on_mig_one_daemon_per_instance_stopped_before_restore(tmp_path, monkeypatch):
     monkeypatch.setattr(mig_mode, "MpsDaemon", FakeDaemon)
+    monkeypatch.setattr(mig_mode, "find_control", lambda: "nvidia-cuda-mps-control")
     FakeDaemon.log = []
     with gpu() as sim:
         FakeDaemon.sim = sim
@@ -283,3 +285,13 @@ def test_mps_on_mig_one_daemon_per_instance_stopped_before_restore(tmp_path, mon
     assert all(s.env["CUDA_MPS_PIPE_DIRECTORY"].startswith("/pipes/MIG-") and s.info["mps"] for s in slots)
     assert [e[0] for e in FakeDaemon.log] == ["start", "start", "stop", "stop"]
     assert all(e[2] == 1 for e in FakeDaemon.log if e[0] == "stop")  # daemons quit while MIG still stood
+
+
+def test_mps_on_mig_without_the_mps_program_is_refused_before_mig_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-cuda-mps-control here
+    with gpu() as sim:
+        with pytest.raises(BadInput, match="nvidia-cuda-mps-control is not on the PATH"):
+            mode(tmp_path, "2x3g", mps=True).check(4)
+        with pytest.raises(BadInput, match="nvidia-cuda-mps-control is not on the PATH"):
+            mode(tmp_path, "2x3g", mps=True).__enter__()
+        assert sim.snapshot()["mode"] == 0

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import BadInput
 from ..mig.apply import MigLayout
 from ..mig.profiles import GPU_MODELS, parse_layout
-from ..mps import MpsDaemon
+from ..mps import MpsDaemon, find_control
 from .base import SharingMode, Slot
 
 OPTIONS = ("layout", "mps", "allow_destroy", "dry_run")
@@ -69,6 +69,7 @@ class MigMode(SharingMode):
         """Plan on this GPU (read-only) and refuse a job count the layout cannot serve."""
         instances = len(self.mig.preflight().instances)
         if self.options.get("mps"):
+            find_control()  # the MPS program must be there before MIG is touched
             return
         if n_jobs != instances:
             raise BadInput(f"mode mig: the layout has {instances} instances for {n_jobs} jobs; give one profile per "
@@ -80,6 +81,8 @@ class MigMode(SharingMode):
             print(f"mode mig, dry run on GPU {self.gpu}: nothing is changed. The equivalent commands:")
             print("\n".join(self.mig.commands()))
             return self
+        if self.options.get("mps"):
+            find_control()
         with ExitStack() as stack:
             stack.enter_context(self.mig)
             if self.options.get("mps"):
