@@ -138,10 +138,7 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
             problems = mode.problems()
         run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
         status = RUN_COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
-    except KeyboardInterrupt:
-        status = RUN_INTERRUPTED
-        raise
-    except Exception as exc:
+    except Exception as exc:  # a KeyboardInterrupt keeps the status RUN_INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:

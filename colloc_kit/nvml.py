@@ -85,19 +85,6 @@ def session() -> Iterator[Any]:
                     pass
 
 
-def available() -> tuple[bool, str | None]:
-    """Whether NVML starts on this machine, and if not, why.
-
-    >>> available()   # on a machine without a GPU   # doctest: +SKIP
-    (False, 'NVML did not start: Driver Not Loaded; is an NVIDIA driver installed?')
-    """
-    try:
-        with session():
-            return True, None
-    except NvmlUnavailable as exc:
-        return False, str(exc)
-
-
 @dataclass(frozen=True)
 class Reading:
     """A value NVML gave, or None and the reason it could not (not supported, no permission, ...)."""

@@ -206,18 +206,6 @@ def job_metrics(jobs: pd.DataFrame, columns: list[str], title: str, y_title: str
     return fig
 
 
-def timeline(samples: pd.DataFrame, columns: list[str], title: str = "Monitor time series") -> go.Figure:
-    """Monitor samples against time since the run started, one line per column present."""
-    present = [c for c in columns if c in samples and samples[c].notna().any()]
-    if samples.empty or not present or "t" not in samples:
-        return empty(title, "no monitor samples with these metrics (they need a monitored GPU)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": "seconds"})
-    t0 = samples["t"].min()
-    for column in present:
-        fig.add_scatter(x=samples["t"] - t0, y=samples[column], name=column, mode="lines")
-    return fig
-
-
 def series(frame: pd.DataFrame) -> pd.Series:
     """The legend entry of each row: its mode, with its experiment and workloads where the frame holds several."""
     labels = frame["mode_label"].fillna(frame["mode"]).astype(str)

@@ -131,11 +131,9 @@ class JobSpec:
         return argv
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, skip: tuple[str, ...] = (), require_model: bool = False) -> None:
+    def add_arguments(cls, parser: argparse.ArgumentParser, require_model: bool = False) -> None:
         """Add one option per field to an argparse parser (the worker's and the CLI's options come from here)."""
         for f in fields(cls):
-            if f.name in skip:
-                continue
             flag = "--" + f.name.replace("_", "-")
             kind = _field_type(f)
             if kind is bool:
@@ -222,8 +220,8 @@ class ExperimentSpec:
         return [(m, c, r) for r in range(self.repeats) for m in self.modes for c in self.copies]
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> "ExperimentSpec":
-        """Build from a YAML-like dict; `defaults` are job fields applied under every group (e.g. from CLI flags)."""
+    def from_mapping(cls, data: Mapping[str, Any]) -> "ExperimentSpec":
+        """Build from a YAML-like dict (see the module's example)."""
         _require(isinstance(data, Mapping), f"a spec is a mapping of keys, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -233,7 +231,7 @@ class ExperimentSpec:
         jobs = []
         for i, group in enumerate(groups):
             _require(isinstance(group, Mapping), f"spec: jobs[{i}] must be a mapping such as {{model: resnet18}}")
-            jobs.append(JobSpec.from_mapping({**(defaults or {}), **group}, where=f"jobs[{i}]"))
+            jobs.append(JobSpec.from_mapping(group, where=f"jobs[{i}]"))
         modes = data.get("modes", ["naive"])
         modes = [modes] if isinstance(modes, (str, Mapping)) else modes
         _require(isinstance(modes, list), "spec: 'modes' must be a list")
@@ -247,8 +245,8 @@ class ExperimentSpec:
             raise BadInput(f"spec: {exc}") from None
 
     @classmethod
-    def from_yaml(cls, path: str | Path, defaults: Mapping[str, Any] | None = None) -> "ExperimentSpec":
-        return cls.from_mapping(read_yaml(path), defaults)
+    def from_yaml(cls, path: str | Path) -> "ExperimentSpec":
+        return cls.from_mapping(read_yaml(path))
 
     def to_dict(self) -> dict:
         """Plain data for the manifest (and a YAML file that `from_mapping` reads back)."""

@@ -261,7 +261,7 @@ def read_state(lib, handle, catalogue: GpuModel) -> MigState:
     uuids = mig_device_uuids(lib, handle)
     found = []
     for profile in catalogue.profiles:
-        for gi in _handles(lib, lib.c_nvmlGpuInstance_t, lib.nvmlDeviceGetGpuInstances, handle, profile.profile_id):
+        for gi in _handles(lib.c_nvmlGpuInstance_t, lib.nvmlDeviceGetGpuInstances, handle, profile.profile_id):
             info = lib.nvmlGpuInstanceGetInfo(gi)
             cis = []
             for ci in _compute_instances(lib, gi):
@@ -295,7 +295,7 @@ def mig_config_access(lib) -> bool:
     return os.geteuid() == 0 or os.access(MIG_CONFIG_CAPABILITY, os.R_OK)
 
 
-def _handles(lib, handle_type, getter, parent, profile_id: int) -> list:
+def _handles(handle_type, getter, parent, profile_id: int) -> list:
     array = (handle_type * _MAX_HANDLES)()
     count = ctypes.c_uint(_MAX_HANDLES)
     result = nvml.optional(getter, parent, profile_id, array, ctypes.pointer(count))
@@ -308,7 +308,7 @@ def _compute_instances(lib, gi) -> list:
         info = nvml.optional(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
                              lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).value
         if info is not None:
-            found += _handles(lib, lib.c_nvmlComputeInstance_t, lib.nvmlGpuInstanceGetComputeInstances, gi, info.id)
+            found += _handles(lib.c_nvmlComputeInstance_t, lib.nvmlGpuInstanceGetComputeInstances, gi, info.id)
     return found
 
 

@@ -210,10 +210,10 @@ class MpsMode(SharingMode):
         return found
 
 
-def _values(key: str, value: Any, low: int, high: int | None) -> list[int]:
-    """A limit's values (one int or a list of ints) checked against [low, high]; [] when not given."""
+def _values(key: str, value: Any, low: int, high: int | None) -> None:
+    """Refuse a limit (one int or a list of ints) outside [low, high]; nothing to check when not given."""
     if value is None:
-        return []
+        return
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     bound = f"{low}-{high}" if high is not None else f">= {low}"
     for v in values:
@@ -222,7 +222,6 @@ def _values(key: str, value: Any, low: int, high: int | None) -> list[int]:
                            f"got {v!r}")
     if not values:
         raise BadInput(f"mode mps: {key} is an empty list; give one value, or one per job")
-    return values
 
 
 def _per_job(key: str, value: Any, n_jobs: int) -> list[int | None]:

@@ -38,7 +38,7 @@ class Monitor:
             raise BadInput(f"monitor interval must be a positive number of seconds, got {interval_s!r}; "
                            "the default is 0.15")
         self.out_dir, self.gpu, self.interval_s = Path(out_dir), gpu, float(interval_s)
-        self.job_pids, self.flush_every_s = job_pids, flush_every_s
+        self.flush_every_s = flush_every_s
         self.jobs = JobProcesses(job_pids)
         self.series_absent: dict[str, str] = {}
         self.device: dict[str, Any] = {}
