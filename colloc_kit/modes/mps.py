@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import nvml
 from ..errors import BadInput, GpuStateError
-from ..mig.profiles import GPU_MODELS, GpuModel, gpu_model, model_for_device, resolve
+from ..mig.profiles import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
 from ..mps import MpsDaemon, blocking_daemons, find_control, refuse_running_daemons
 from .base import SharingMode, Slot
 
@@ -250,10 +250,17 @@ def _partition_limits(profiles: list, card: _Card, n_jobs: int) -> list[_Limits]
     if n_jobs > len(profiles):
         raise BadInput(f"mode mps: partitions {names} give {len(profiles)} slots but the run has {n_jobs} jobs; "
                        f"give one partition per job (the first n_jobs partitions are used)")
-    return [_Limits(thread_percentage=max(1, 100 * p.compute_slices // shape.compute_slices),
-                    memory_limit_mb=card.memory_mib * p.memory_slices // shape.memory_slices,
-                    partition=p.name)
-            for p in profiles[:n_jobs]]
+    return [_Limits(*partition_share(p, shape, card.memory_mib), partition=p.name) for p in profiles[:n_jobs]]
+
+
+def partition_share(profile: Profile, shape: GpuModel, card_memory_mib: int) -> tuple[int, int]:
+    """(thread percentage, memory limit MiB) that give one job the SM and memory share of a MIG profile.
+
+    >>> partition_share(resolve("3g", "H100-80GB"), gpu_model("H100-80GB"), 81559)
+    (42, 40779)
+    """
+    return (max(1, 100 * profile.compute_slices // shape.compute_slices),
+            card_memory_mib * profile.memory_slices // shape.memory_slices)
 
 
 def _resolve_anywhere(name: Any) -> None:
