@@ -90,8 +90,6 @@ class MpsDaemon:
 
     def start(self) -> None:
         """Start the daemon and return once it answers `get_server_list`; on failure leave nothing behind."""
-        from .modes.base import private_dir  # here: the modes package imports this module
-
         private_dir(self.log_dir)
         if self.owned and self.pipe_dir is None:
             self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
@@ -252,6 +250,13 @@ class MpsDaemon:
         path = self.log_dir / name
         text = path.read_text(errors="replace").strip() if path.is_file() else ""
         return " | ".join(text.splitlines()[-lines:]) or f"({name} is empty)"
+
+
+def private_dir(path: Path) -> Path:
+    """Create a directory only this user may enter (0700), for the daemon's pipes and logs."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
 
 
 def _start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:

@@ -12,7 +12,6 @@ environment. Constructing a mode validates its options and changes nothing; `__e
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,10 +80,3 @@ class SharingMode:
     def problems(self) -> list[str]:
         """Problems the mode saw during the run (e.g. an MPS server fault); recorded on the failed jobs."""
         return []
-
-
-def private_dir(path: Path) -> Path:
-    """Create a directory only this user may enter (0700), e.g. for MPS pipes."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
