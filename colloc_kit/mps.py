@@ -173,13 +173,12 @@ class MpsDaemon:
             self.notes.append(f"MPS processes {leftover} were killed {why}; see {self.log_dir}")
 
     def _end_clients(self) -> None:
-        clients = sorted(c for c in {c for s in self.servers() for c in self.clients(s)} if _alive(c))
-        if not clients:
+        connected = [(server, client) for server in self.servers() for client in self.clients(server) if _alive(client)]
+        if not connected:
             return
-        for server in self.servers():
-            for client in self.clients(server):
-                if client in clients:
-                    self.command(f"terminate_client {server} {client}")
+        for server, client in connected:
+            self.command(f"terminate_client {server} {client}")
+        clients = sorted({client for _, client in connected})
         stuck = _wait_gone(clients, self.client_timeout_s)
         self.notes.append(f"MPS clients {clients} were still connected at shutdown and were ended with "
                           f"terminate_client" + (f"; {stuck} did not exit and were killed" if stuck else ""))
