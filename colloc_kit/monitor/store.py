@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,17 +63,27 @@ class ParquetStore:
 
 
 class MemoryStore:
-    """Keeps every row in memory (measurement windows); `frame(series)` gives a DataFrame."""
+    """Keeps every row in memory (measurement windows); `frame(series)` gives a DataFrame. The sampler's thread
+    writes while the caller's thread reads and trims, so all three hold one lock."""
 
     def __init__(self, schemas: dict[str, pa.Schema]):
         self.schemas = schemas
         self.rows: dict[str, list[tuple]] = {series: [] for series in schemas}
+        self._lock = threading.Lock()
 
     def write(self, series: str, rows: list[tuple]) -> None:
-        self.rows[series] += rows
+        with self._lock:
+            self.rows[series] += rows
+
+    def keep_last(self, series: str) -> None:
+        """Drop all but the newest row of `series` (what the next window starts from)."""
+        with self._lock:
+            self.rows[series] = self.rows[series][-1:]
 
     def frame(self, series: str) -> pd.DataFrame:
-        return table(self.schemas[series], self.rows[series]).to_pandas()
+        with self._lock:
+            rows = list(self.rows[series])
+        return table(self.schemas[series], rows).to_pandas()
 
 
 def _read_parts(parts_dir: Path, schema: pa.Schema | None = None) -> pa.Table:

@@ -26,7 +26,7 @@ from ..errors import BadInput, NvmlUnavailable
 from .gpu import DeviceSource, device_handle
 from .sampler import Sampler, SourceLost
 from .store import MemoryStore
-from .summary import summarize
+from .summary import window_energy
 
 
 @dataclass
@@ -87,9 +87,9 @@ class EnergyMeter:
             return Measurement(self.gpu, time_s=events.now() - start, reason=self.reason)
         end = self._sampler.sample_now()
         self._sampler.flush()
-        summary = summarize(self._store.frame(self._source.series), start, end)
+        summary = window_energy(self._store.frame(self._source.series), start, end)
         if not self._open:  # nothing older is needed: keep only the last sample
-            self._store.rows[self._source.series] = self._store.rows[self._source.series][-1:]
+            self._store.keep_last(self._source.series)
         return Measurement(self.gpu, time_s=end - start, reason=self._energy_reason(summary),
                            energy_j=summary["energy_j"] if summary["energy_j"] is not None
                            else summary["energy_power_integral_j"], avg_power_w=summary["avg_power_w"])
