@@ -148,3 +148,9 @@ def test_error_kinds():
 def test_importing_the_worker_package_does_not_import_torch():
     code = "import sys, colloc_kit.worker; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_imagenet64_batch_files_in_order_and_stray_copies_ignored(tmp_path):
+    for name in ("train_data_batch_10.npz", "train_data_batch_2.npz", "train_data_batch_old.npz"):
+        (tmp_path / name).touch()
+    assert [p.name for p in imagenet64_files(tmp_path)] == ["train_data_batch_2.npz", "train_data_batch_10.npz"]

@@ -53,7 +53,8 @@ def locate(dataset: str, data_root: str | None) -> Path | None:
 
 def imagenet64_files(folder: Path) -> list[Path]:
     """The npz batch files of downsampled ImageNet in `folder`, in batch order (1, 2, ..., 10)."""
-    return sorted(folder.glob(IMAGENET64_PATTERN), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    numbered = [p for p in folder.glob(IMAGENET64_PATTERN) if p.stem.rsplit("_", 1)[1].isdigit()]  # not *_old.npz
+    return sorted(numbered, key=lambda p: int(p.stem.rsplit("_", 1)[1]))
 
 
 def _cifar10(root: Path) -> Path:
