@@ -24,6 +24,7 @@ from typing import Callable
 
 from . import events
 from .modes import Slot
+from .rundir import events_file, stderr_file
 from .spec import JobSpec
 
 COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = "complete", "failed", "timed_out", "interrupted"
@@ -127,13 +128,13 @@ class Wave:
 def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
     env = {**inherited, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
-    stderr = open(jobs_dir / f"{item.job_id}.stderr.log", "wb")
+    stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
         proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                 env=env, start_new_session=True)
     finally:
         stderr.close()
-    job = _Job(item, proc, jobs_dir / f"{item.job_id}.events.jsonl")
+    job = _Job(item, proc, events_file(jobs_dir, item.job_id))
     job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
     job.pump.start()
     return job

@@ -29,6 +29,16 @@ MANIFEST = "manifest.json"
 RUNNING, COMPLETE, FAILED_JOBS, INTERRUPTED = "running", "complete", "failed_jobs", "interrupted"
 
 
+def events_file(jobs_dir: Path, job_id: str) -> Path:
+    """Where a job's event stream is kept: `jobs/<job>.events.jsonl`."""
+    return jobs_dir / f"{job_id}.events.jsonl"
+
+
+def stderr_file(jobs_dir: Path, job_id: str) -> Path:
+    """Where a job's stderr is kept: `jobs/<job>.stderr.log`."""
+    return jobs_dir / f"{job_id}.stderr.log"
+
+
 class RunDir:
     """Paths and manifest of one run directory."""
 
@@ -67,7 +77,7 @@ class RunDir:
         return self.path / "mode"
 
     def events_path(self, job_id: str) -> Path:
-        return self.jobs_dir / f"{job_id}.events.jsonl"
+        return events_file(self.jobs_dir, job_id)
 
     def read_manifest(self) -> dict:
         return json.loads((self.path / MANIFEST).read_text())
