@@ -90,14 +90,8 @@ def call(lib: Any, fn: Callable[..., Any], *args: Any) -> Any:
 
 def probe(lib: Any, fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
     """(value, None), or (None, reason) where NVML refused; raises SourceLost where the GPU is gone."""
-    try:
-        return call(lib, fn, *args), None
-    except SourceLost:
-        raise
-    except Exception as exc:
-        if not nvml.is_nvml_error(exc):
-            raise
-        return None, nvml.describe_error(exc)
+    reading = nvml.optional(call, lib, fn, *args)  # SourceLost is no NVML error: it passes through
+    return reading.value, reading.reason
 
 
 def device_handle(lib: Any, index: int) -> Any:
