@@ -21,7 +21,7 @@ from . import events, machine
 from .launcher import COMPLETE, INTERRUPTED, LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
-from .results import Results, load, read_run
+from .results import Results, RunReading, assemble, read_run
 from .rundir import COMPLETE as RUN_COMPLETE
 from .rundir import FAILED_JOBS, RUNNING, RunDir
 from .rundir import INTERRUPTED as RUN_INTERRUPTED
@@ -52,14 +52,14 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
     """Run every (mode, copies, repeat) of `spec`; an interrupt stops at once, keeping what was measured."""
     preflight(spec)
     bar = Progress(total_runs=len(spec.runs()), enabled=progress)
-    paths = []
+    readings = []
     try:
         with _sigterm_as_interrupt():
             for mode_spec, copies, repeat in spec.runs():
-                paths.append(run_once(spec, mode_spec, copies, repeat, Path(out), bar))
+                readings.append(run_once(spec, mode_spec, copies, repeat, Path(out), bar))
     finally:
         bar.close()
-    return load(paths)
+    return assemble(readings)
 
 
 @contextlib.contextmanager
@@ -102,8 +102,10 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     return planned
 
 
-def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int, out: Path, bar: Progress) -> Path:
-    """One run: its directory, its mode entered and left, its jobs launched (in waves if the mode is sequential)."""
+def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int, out: Path,
+             bar: Progress) -> RunReading:
+    """One run: its directory, its mode entered and left, its jobs launched (in waves if the mode is sequential);
+    returns the run as `read_run` reads it back."""
     planned = plan_jobs(spec, copies)
     run = RunDir.create(out, spec.name, f"{mode_spec.label}-x{copies}-r{repeat}")
     mode = make_mode(mode_spec, workdir=run.mode_dir, gpu=spec.gpu, device=spec.device)
@@ -143,11 +145,12 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
         raise
     finally:
         _finish(run, manifest, outcomes, status, problems)
-        jobs, _, summary, _ = read_run(run)
+        reading = read_run(run)
+        jobs, _, summary, _ = reading
         _write_jobs_csv(run, jobs)
         bar.run_finished(f"{summary['n_complete']}/{summary['n_jobs']} complete, "
                          f"{summary['aggregate_images_per_s'] or 0:,.0f} img/s")
-    return run.path
+    return reading
 
 
 def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, problems: list[str]) -> None:

@@ -30,6 +30,7 @@ from .monitor import Samples, read_samples, summarize
 from .rundir import RUNNING, RunDir, find_runs, read_events
 
 MIN_OVERLAP_S = 1.0  # a shorter common window is too short to measure in
+RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
 
 
 @dataclass
@@ -49,20 +50,23 @@ class Results:
 def load(path: str | Path | list) -> Results:
     """Read one run directory, a folder of them (searched recursively), or a list of either."""
     paths = path if isinstance(path, list) else [path]
-    runs = [run for p in paths for run in find_runs(p)]
+    return assemble([read_run(run) for p in paths for run in find_runs(p)])
+
+
+def assemble(readings: list[RunReading]) -> Results:
+    """Results from runs already read by `read_run` (an experiment reads each run as it ends)."""
     job_rows, epoch_rows, run_rows, gpu_frames, host_frames = [], [], [], [], []
-    for run in runs:
-        jobs, epochs, summary, samples = read_run(run)
+    for jobs, epochs, summary, samples in readings:
         job_rows += jobs
         epoch_rows += epochs
         run_rows.append(summary)
-        gpu_frames.append(samples.gpu.assign(run_id=run.run_id))
-        host_frames.append(samples.host.assign(run_id=run.run_id))
+        gpu_frames.append(samples.gpu.assign(run_id=summary["run_id"]))
+        host_frames.append(samples.host.assign(run_id=summary["run_id"]))
     return Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
                    samples=_concat(gpu_frames), host_samples=_concat(host_frames))
 
 
-def read_run(run: RunDir) -> tuple[list[dict], list[dict], dict, Samples]:
+def read_run(run: RunDir) -> RunReading:
     """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples."""
     manifest = run.read_manifest()
     status = manifest.get("status", RUNNING)
