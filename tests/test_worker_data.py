@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import types
@@ -154,3 +155,25 @@ def test_imagenet64_batch_files_in_order_and_stray_copies_ignored(tmp_path):
     for name in ("train_data_batch_10.npz", "train_data_batch_2.npz", "train_data_batch_old.npz"):
         (tmp_path / name).touch()
     assert [p.name for p in imagenet64_files(tmp_path)] == ["train_data_batch_2.npz", "train_data_batch_10.npz"]
+
+
+@pytest.mark.parametrize("model, device, side", [("smallcnn", "cuda", 32), ("resnet18", "cpu", 32),
+                                                 ("resnet18", "cuda", 224)])
+def test_synthetic_images_are_32_px_for_smallcnn_and_on_the_cpu_unless_asked(model, device, side):
+    from colloc_kit.worker.datasets import image_side
+
+    assert image_side("synthetic", None, model, device) == side
+    assert image_side("synthetic", 64, model, device) == 64
+    assert image_side("cifar10", None, "resnet18", "cpu") == 32 and image_side("imagenet64", None, "smallcnn", "cpu") == 64
+
+
+@pytest.mark.slow
+def test_the_readmes_quick_cpu_command_trains_on_32_px_synthetic_images(tmp_path):
+    """`colloc-kit run --mode naive --model smallcnn --copies 2 --device cpu --epochs 1` (its time: benchmarks/quick_cpu.py)."""
+    command = [sys.executable, "-m", "colloc_kit.cli", "run", "--mode", "naive", "--model", "smallcnn", "--copies", "2",
+               "--device", "cpu", "--epochs", "1", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-2000:]
+    readies = [e for path in tmp_path.rglob("*.events.jsonl") for e in map(json.loads, path.open())
+               if e["type"] == events.READY]
+    assert len(readies) == 2 and {e["image_size"] for e in readies} == {32}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import BadInput, NvmlUnavailable
 from ..spec import JobSpec
-from .datasets import DATASET_NAMES, NATIVE_IMAGE_SIZE, locate
+from .datasets import DATASET_NAMES, image_side, locate
 from .models import MODEL_NAMES, check_model
 
 __all__ = ["check_job", "MODEL_NAMES", "DATASET_NAMES"]
@@ -24,7 +24,7 @@ NO_CUDA = "CUDA is not available on this machine{why}; use --device cpu"
 def check_job(spec: JobSpec) -> None:
     """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, no CUDA."""
     locate(spec.dataset, spec.data_root)
-    check_model(spec.model, spec.image_size or NATIVE_IMAGE_SIZE[spec.dataset])
+    check_model(spec.model, image_side(spec.dataset, spec.image_size, spec.model, spec.device))
     if spec.dataset == "synthetic" and spec.synthetic_samples < spec.batch_size:
         raise BadInput(f"synthetic_samples ({spec.synthetic_samples}) is smaller than one batch ({spec.batch_size}); "
                        "raise --synthetic-samples or lower --batch-size")

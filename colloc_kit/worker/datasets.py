@@ -15,6 +15,7 @@ from ..errors import BadInput
 
 DATASET_NAMES = ("synthetic", "cifar10", "imagefolder", "imagenet64")
 NATIVE_IMAGE_SIZE = {"synthetic": 224, "cifar10": 32, "imagefolder": 224, "imagenet64": 64}
+SMALL_SYNTHETIC_SIDE = 32  # synthetic images for smallcnn or the CPU: a quick run takes seconds, not minutes
 NUM_CLASSES = {"synthetic": 1000, "cifar10": 10, "imagenet64": 1000}  # imagefolder: one class per subfolder
 
 CIFAR10_FOLDER = "cifar-10-batches-py"
@@ -34,6 +35,20 @@ HOW_TO_GET = {
                   "https://image-net.org/download-images.php (Chrabaszcz et al. 2017) and unpack it so that DATA_ROOT "
                   "(or a folder inside it) holds train_data_batch_1.npz ... train_data_batch_10.npz",
 }
+
+
+def image_side(dataset: str, image_size: int | None, model: str, device: str) -> int:
+    """The input side a job trains at: its own image_size, else 32 px for synthetic data on the CPU or for smallcnn,
+    else the dataset's native side.
+
+    >>> image_side("synthetic", None, "smallcnn", "cuda"), image_side("synthetic", None, "resnet18", "cuda")
+    (32, 224)
+    """
+    if image_size:
+        return image_size
+    if dataset == "synthetic" and (model == "smallcnn" or device == "cpu"):
+        return SMALL_SYNTHETIC_SIDE
+    return NATIVE_IMAGE_SIZE[dataset]
 
 
 def locate(dataset: str, data_root: str | None) -> Path | None:

@@ -22,7 +22,7 @@ from torchvision.transforms import v2
 
 from ..errors import BadInput
 from ..spec import JobSpec
-from .datasets import HOW_TO_GET, NATIVE_IMAGE_SIZE, NUM_CLASSES, imagenet64_files, locate
+from .datasets import HOW_TO_GET, NUM_CLASSES, image_side, imagenet64_files, locate
 
 CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -43,7 +43,7 @@ class Feed:
 def build_feed(spec: JobSpec, device: torch.device) -> Feed:
     """The Feed for `spec.dataset`; BadInput if the data is absent, malformed, or smaller than one batch."""
     folder = locate(spec.dataset, spec.data_root)
-    size = spec.image_size or NATIVE_IMAGE_SIZE[spec.dataset]
+    size = image_side(spec.dataset, spec.image_size, spec.model, spec.device)
     memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
     if folder is None:
         return _synthetic(spec, size, device, memory_format)
