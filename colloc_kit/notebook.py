@@ -1,4 +1,5 @@
-"""What every experiment notebook does after its parameters cell: resolve the device, fit the jobs to it, set plotly up.
+"""What every experiment notebook does after its parameters cell: resolve the device, fit the jobs to it, set plotly up,
+and make interrupts and the kit's errors one readable line.
 
     >>> setup = prepare(device="auto", models=["resnet18"], job={"amp": "bf16", "seconds": 10}, plotly_renderer="")
     >>> setup.device, setup.models, setup.job["device"]          # on a machine without a GPU   # doctest: +SKIP
@@ -6,13 +7,22 @@
 
 With DEVICE = "auto" on a machine without a CUDA GPU the notebook trains TINY_CPU_JOB instead (a small CNN on
 synthetic 32x32 images for a few steps) and says so; an explicit DEVICE = "cpu" runs what the parameters say.
+
+After `prepare`, an interrupted cell ends with one line ("interrupted: the jobs were stopped; what was measured is
+kept, marked interrupted") instead of a KeyboardInterrupt traceback, a refused input with the kit's message in Python
+terms (`device="cpu"`, not `--device cpu`), and Kernel > Interrupt also stops a panel's run (background.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
-from . import plots
+import pandas as pd
+
+from . import background, plots
+from .errors import CollocKitError
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -33,6 +43,7 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
     import torch
 
     plots.use_renderer(plotly_renderer)
+    install_notices()
     gpu = torch.cuda.is_available()
     if device == "auto" and not gpu:
         print("No CUDA GPU on this machine: running tiny CPU experiments instead of the parameters' "
@@ -42,3 +53,69 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
     resolved = ("cuda" if gpu else "cpu") if device == "auto" else device
     print(f"device: {resolved}" + ("" if gpu else " (no CUDA GPU on this machine)"))
     return Setup(resolved, list(models), {**job, "device": resolved}, tiny=False, gpu=gpu)
+
+
+INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is kept, marked interrupted"
+NOISE_LIMIT = 1.25  # identical jobs of one run differing more than this (fastest / slowest): gains are not measurable
+
+
+def python_terms(message: Any) -> str:
+    """The kit's messages name command-line flags; in a notebook say the keyword instead.
+
+    >>> python_terms("CUDA is not available on this machine; use --device cpu or lower --batch-size")
+    'CUDA is not available on this machine; use device="cpu" or lower batch_size'
+    """
+    def keyword(match: re.Match) -> str:
+        name, value = match.group(1).replace("-", "_"), match.group(2)
+        return f'{name}="{value}"' if value else name
+
+    return re.sub(r"--([a-z][a-z0-9-]*)(?: ([a-z][\w.]*))?\b", keyword, str(message))
+
+
+def one_line(error: BaseException) -> str:
+    """What a notebook or the panel shows for an error: the interrupt notice, or `Kind: message` on one line."""
+    if isinstance(error, KeyboardInterrupt):
+        return INTERRUPTED_NOTICE
+    text = python_terms(error) if isinstance(error, CollocKitError) else str(error)
+    return f"{type(error).__name__}: {' '.join(text.split())}"
+
+
+def install_notices() -> bool:
+    """In IPython: interrupted cells and the kit's errors end with `one_line` instead of a traceback, and SIGINT
+    stops a panel's background run. False outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+
+    def notice(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str]:
+        line = [one_line(value)]
+        shell._showtraceback(etype, value, line)  # as IPython's set_custom_exc example does
+        return line
+
+    shell.set_custom_exc((KeyboardInterrupt, CollocKitError), notice)
+    background.route_kernel_interrupts()
+    return True
+
+
+def noise_warning(jobs: pd.DataFrame, limit: float = NOISE_LIMIT) -> str | None:
+    """A warning when identical jobs of one run (same model and batch size) differ by more than `limit` in
+    images/s, as tiny CPU runs on a busy machine do: gains smaller than that spread are noise. None when they agree.
+
+    >>> noise_warning(pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
+    ...                             "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]}))
+    'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes (gains under 2.1x are noise)'
+    """
+    done = jobs[(jobs["status"] == "complete") & jobs["images_per_s"].notna()] if len(jobs) else jobs
+    if done.empty:
+        return None
+    rates = done.groupby(["run_id", "model", "batch_size"])["images_per_s"]
+    spread = (rates.max() / rates.min())[rates.count() > 1]
+    worst = spread.max() if len(spread) else 1.0
+    if worst <= limit:
+        return None
+    return (f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to compare modes "
+            f"(gains under {worst:.1f}x are noise)")

@@ -1,65 +1,77 @@
 """The notebooks' interactive panel: choose models, mode, copies, batch size and limits, press Run, watch the figure.
 
-    >>> panel = ExperimentPanel(models=["resnet18", "resnet50"], modes=["naive", "mps"],
-    ...                         job={"device": "cuda", "amp": "bf16", "steps": 60})     # doctest: +SKIP
-    >>> panel            # the last expression of a cell shows the panel                # doctest: +SKIP
+    >>> panel = ExperimentPanel(models=["resnet18"], more_models=["resnet50"], modes=["naive", "mps"],
+    ...                         copies=[1, 2, 4], job={"device": "cuda", "amp": "bf16", "steps": 60})   # doctest: +SKIP
+    >>> panel            # the last expression of a cell shows the panel                              # doctest: +SKIP
 
-Each Run runs one copy count after another (`colloc_kit.run`, or the `run_fn` given), keeps every result in
-`panel.jobs`, and redraws the plotly FigureWidget after each, so the curve grows while the experiment runs.
-Bad input is shown in the panel's status line; nothing starts.
+The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
+modes, copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
+in a background thread, keeps every result in `panel.jobs` and redraws the figure after each. Stop, or
+Kernel > Interrupt, stops the jobs within seconds; what was measured is kept on disk, marked interrupted. Every
+outcome is one line in the status line: bad input in Python terms, the reason of each job that did not complete, a
+warning when identical jobs differ too much to compare (a busy CPU); the progress bar turns red on failure.
 """
 
 from __future__ import annotations
 
+import html
+import traceback
 from typing import Any, Callable, Sequence
 
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import analysis, plots
+from . import analysis, background, notebook, plots
 from .errors import CollocKitError
 from .spec import ModeSpec, with_changes
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
+PLACEHOLDER = "press Run to measure"
+SHOWN_REASONS = 3  # failed jobs named in the status line; the rest are counted
 
 
 class ExperimentPanel:
     """An ipywidgets panel around `colloc_kit.run`.
 
-    `job`: JobSpec fields every job gets (device, amp, dataset, image size, ...); `modes`: names or dicts such as
-    {"name": "mps", "partitions": ["3g", "2g", "1g", "1g"]}; `figure`: draws the panel's summary frame
-    (`analysis.summarize` of every job so far); `run_fn`: what runs the jobs (default `colloc_kit.run`).
+    `models`: the notebook's models (preselected); `more_models`: offered below them; `job`: JobSpec fields every
+    job gets (device, amp, dataset, batch size, steps, ...); `modes`: names or dicts such as
+    {"name": "mps", "partitions": ["3g", "2g", "1g", "1g"]}, the first preselected; `figure`: draws the panel's
+    summary frame (`analysis.summarize` of every job so far); `run_fn`: what runs the jobs (default `colloc_kit.run`).
     """
 
     def __init__(self, models: Sequence[str], modes: Sequence[Any] = ("naive",), copies: Sequence[int] = (1, 2, 4),
                  batch_sizes: Sequence[int] = (32, 64, 128), job: dict | None = None, out: str = "runs",
-                 name: str = "panel", time_limit_s: float = 600.0,
+                 name: str = "panel", time_limit_s: float = 600.0, more_models: Sequence[str] = (),
                  figure: Callable[[pd.DataFrame], go.Figure] = plots.throughput_vs_copies,
                  run_fn: Callable[..., Any] | None = None):
         self.job = dict(job or {})
-        self.out, self.name, self.figure_fn = out, name, figure
-        self.run_fn = run_fn
+        self.out, self.name, self.figure_fn, self.run_fn = out, name, figure, run_fn
         self.jobs = pd.DataFrame()
-        modes = [ModeSpec.parse(m) for m in modes]
-        self.models = w.SelectMultiple(options=list(models), value=(models[0],), description="models", rows=min(6, len(models)))
-        self.mode = w.Dropdown(options=[(m.label, m) for m in modes], description="mode")
+        self.task: background.Background | None = None
+        options = list(dict.fromkeys([*models, *sorted(set(more_models) - set(models))]))
+        self.models = w.SelectMultiple(options=options, value=tuple(models), description="models",
+                                       rows=min(6, max(2, len(options))))
+        self.mode = w.Dropdown(options=[(m.label, m) for m in map(ModeSpec.parse, modes)], description="mode")
         self.copies = w.SelectMultiple(options=sorted(set(COPY_CHOICES) | set(copies)), value=tuple(copies),
                                        description="copies", rows=4)
-        self.batch_size = w.Dropdown(options=list(batch_sizes), value=self.job.get("batch_size", batch_sizes[0])
-                                     if self.job.get("batch_size") in batch_sizes else batch_sizes[0], description="batch size")
+        batch = self.job.get("batch_size") or batch_sizes[0]
+        self.batch_size = w.Dropdown(options=sorted(set(batch_sizes) | {batch}), value=batch, description="batch size")
         self.steps = w.BoundedIntText(value=self.job.get("steps") or 60, min=self.job.get("warmup_steps", 10) + 1,
                                       max=100_000, description="steps")
         self.time_limit = w.BoundedFloatText(value=time_limit_s, min=1, max=86_400, description="limit (s)")
         self.button = w.Button(description="Run", button_style="primary", icon="play")
+        self.stop_button = w.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
         self.progress = w.IntProgress(value=0, min=0, max=1, description="runs")
         self.status = w.HTML("Choose, then press Run.")
         self.log = w.Output()
-        self.figure = go.FigureWidget(plots.empty("Results", "press Run to measure"))
+        self.figure = go.FigureWidget(plots.empty("Results", PLACEHOLDER))
         self.button.on_click(self.run)
+        self.stop_button.on_click(self.stop)
         controls = w.VBox([self.models, self.mode, self.copies, self.batch_size, self.steps, self.time_limit,
-                           w.HBox([self.button, self.progress]), self.status])
+                           w.HBox([self.button, self.stop_button, self.progress]), self.status])
         self.widget = w.VBox([w.HBox([controls, self.log]), self.figure])
+        background.route_kernel_interrupts()  # Kernel > Interrupt stops a run of this panel
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -69,46 +81,94 @@ class ExperimentPanel:
         return [with_changes(self.job, {"model": model, "batch_size": self.batch_size.value, "steps": self.steps.value})
                 for model in self.models.value]
 
+    def problem(self) -> str | None:
+        """What must be chosen before Run can start, or None."""
+        if not self.models.value:
+            return "choose at least one model in the models list"
+        if not self.copies.value:
+            return "choose at least one copy count in the copies list"
+        return None
+
     def run(self, _button: Any = None) -> None:
-        """The Run button: one run per chosen copy count, the figure redrawn after each."""
+        """The Run button: one run per chosen copy count in a background thread, the figure redrawn after each."""
+        if self.task is not None and self.task.running:
+            return
+        problem = self.problem()
+        if problem:
+            self._finish(f"<b>not run</b>: {html.escape(problem)}", "danger")
+            return
+        copies, jobs, mode, limit = sorted(self.copies.value), self.chosen_jobs(), self.mode.value, self.time_limit.value
+        self.button.disabled, self.stop_button.disabled = True, False
+        self.progress.max, self.progress.value, self.progress.bar_style = len(copies), 0, "info"
+        self.log.clear_output()
+        self.task = background.Background(lambda: self._measure(jobs, mode, copies, limit), self._done).start()
+
+    def stop(self, _button: Any = None) -> None:
+        """The Stop button: stop the jobs now; what was measured is kept, marked interrupted."""
+        if self.task is not None:
+            self.status.value = "stopping..."
+            self.task.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the current run to end; True if none is running."""
+        return self.task is None or self.task.join(timeout)
+
+    def _measure(self, jobs: list[dict], mode: ModeSpec, copies: list[int], limit: float) -> None:
         run_fn = self.run_fn or _default_run()
-        copies = sorted(self.copies.value)
-        self.button.disabled = True
-        self.progress.max, self.progress.value = len(copies), 0
-        try:
-            with self.log:
-                for n in copies:
-                    self.status.value = f"running {self.mode.label} with {n} cop{'y' if n == 1 else 'ies'}..."
-                    results = run_fn(self.chosen_jobs(), mode=self.mode.value, copies=n, out=self.out, name=self.name,
-                                     time_limit_s=self.time_limit.value, progress=True)
-                    self.add(results.jobs)
-                    self.progress.value += 1
-            failed = int((self.jobs["status"] != analysis.COMPLETE).sum()) if len(self.jobs) else 0
-            self.status.value = f"done: {len(self.jobs)} jobs measured" + (f", {failed} did not complete" if failed else "")
-        except CollocKitError as exc:
-            self.status.value = f"<b>not run</b>: {_escape(exc)}"
-        except KeyboardInterrupt:
-            self.status.value = "interrupted: what was measured is kept"
-        finally:
-            self.button.disabled = False
+        for i, n in enumerate(copies, 1):
+            self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
+                                 f"({i} of {len(copies)})...")
+            results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
+                             progress=False)
+            self.add(results.jobs)
+            self.progress.value += 1
+
+    def _done(self, _result: Any, error: BaseException | None) -> None:
+        if error is None:
+            self._finish(*self.verdict())
+        elif isinstance(error, KeyboardInterrupt):
+            self._finish(f"<b>interrupted</b>: the jobs were stopped; the run is kept under "
+                         f"{html.escape(self.out)}/{html.escape(self.name)}, marked interrupted", "warning")
+        elif isinstance(error, CollocKitError):
+            self._finish(f"<b>not run</b>: {html.escape(notebook.one_line(error))}", "danger")
+        else:
+            self.log.append_stderr("".join(traceback.format_exception(error)))
+            self._finish(f"<b>failed</b>: {html.escape(notebook.one_line(error))} (traceback beside)", "danger")
+
+    def verdict(self) -> tuple[str, str]:
+        """The status line and progress-bar style after a run: jobs measured, why any did not complete, noise."""
+        failed = self.jobs[self.jobs["status"] != analysis.COMPLETE] if len(self.jobs) else self.jobs
+        text = f"done: {len(self.jobs)} jobs measured"
+        if len(failed):
+            reasons = [f"{row.job} {row.status}" + (f" ({row.error})" if isinstance(row.error, str) else "")
+                       for row in failed.reindex(columns=["job", "status", "error"]).head(SHOWN_REASONS).itertuples()]
+            more = f"; {len(failed) - SHOWN_REASONS} more" if len(failed) > SHOWN_REASONS else ""
+            text += f", <b>{len(failed)} did not complete</b>: {html.escape('; '.join(reasons) + more)}"
+        noise = notebook.noise_warning(self.jobs) if len(self.jobs) else None
+        if noise:
+            text += f"<br><b>warning</b>: {html.escape(noise)}"
+        return text, "danger" if len(failed) else "warning" if noise else "success"
+
+    def _finish(self, status: str, style: str) -> None:
+        self.status.value = status
+        self.progress.bar_style = style
+        self.button.disabled, self.stop_button.disabled = False, True
 
     def add(self, jobs: pd.DataFrame) -> None:
-        """Keep more results and redraw the figure from all of them."""
+        """Keep more results and redraw the figure from all of them (the placeholder goes)."""
         self.jobs = pd.concat([self.jobs, jobs], ignore_index=True) if len(self.jobs) else jobs.reset_index(drop=True)
         drawn = self.figure_fn(analysis.summarize(analysis.with_baselines(self.jobs)))
         with self.figure.batch_update():
             self.figure.data = ()
             self.figure.add_traces(drawn.data)
             self.figure.layout = drawn.layout
+            # plotly.js merges a new layout into the old one: say what the placeholder set
+            self.figure.layout.annotations = drawn.layout.annotations or ()
+            self.figure.layout.xaxis.visible = drawn.layout.xaxis.visible is not False
+            self.figure.layout.yaxis.visible = drawn.layout.yaxis.visible is not False
 
 
 def _default_run() -> Callable[..., Any]:
     from .experiment import run
 
     return run
-
-
-def _escape(value: Any) -> str:
-    import html
-
-    return html.escape(str(value))

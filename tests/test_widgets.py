@@ -1,14 +1,30 @@
-"""The notebooks' widget panel builds, runs through its Run callback, and redraws its figure."""
+"""The notebooks' widget panel builds, runs through its Run callback in the background, redraws its figure, stops on
+Stop or SIGINT keeping the run, and says every outcome in one status line."""
+
+import json
+import os
+import signal
+import threading
+import time
 
 import pandas as pd
+import psutil
 import pytest
 
 from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
-from colloc_kit.widgets import ExperimentPanel
+from colloc_kit.widgets import PLACEHOLDER, ExperimentPanel
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
                 "workers": 0}
+
+
+@pytest.fixture(autouse=True)
+def keep_sigint_handler():
+    """The panel routes SIGINT to its runs; give pytest its own handler back afterwards."""
+    previous = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 class FakeResults:
@@ -16,13 +32,15 @@ class FakeResults:
         self.jobs = jobs
 
 
-def fake_run(calls):
+def fake_run(calls, rates=None, status="complete", error=None):
+    """A stand-in for colloc_kit.run: rows shaped like its jobs frame, images/s from `rates` or a 1.5x gain per copy."""
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         calls.append({"jobs": jobs, "mode": mode, "copies": copies, "time_limit_s": time_limit_s})
         rows = [{"run_id": f"r{copies}", "experiment": name, "mode": mode.name, "mode_label": mode.label,
                  "copies": copies, "repeat": 0, "sequential": False, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
                  "dataset": "synthetic", "batch_size": jobs[0]["batch_size"], "amp": "off", "device": "cpu",
-                 "status": "complete", "images_per_s": 100.0 * (1 + 0.5 * (copies - 1)) / copies,
+                 "status": status if i == 0 else "complete", "error": error if i == 0 else None,
+                 "images_per_s": rates[i] if rates else 100.0 * (1 + 0.5 * (copies - 1)) / copies,
                  "epoch_time_s": None, "step_time_s": 0.1, "peak_memory_mb": 10.0} for i in range(copies)]
         return FakeResults(pd.DataFrame(rows))
     return run
@@ -39,6 +57,7 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     panel.mode.value = panel.mode.options[1][1]
     panel.time_limit.value = 30
     panel.button.click()
+    assert panel.wait(10)
     assert [c["copies"] for c in calls] == [1, 2, 4]
     assert calls[0]["jobs"] == [{**TINY_CPU_JOB, "model": "resnet18", "batch_size": 64, "steps": 12}]
     assert calls[0]["mode"].options == {"thread_percentage": 50} and calls[0]["time_limit_s"] == 30
@@ -46,7 +65,8 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     (trace,) = panel.figure.data
     assert list(trace.x) == [1, 2, 4]
     assert list(trace.y) == pytest.approx([1.0, 1.5, 2.5])
-    assert "done: 7 jobs" in panel.status.value
+    assert "done: 7 jobs" in panel.status.value and panel.progress.bar_style == "success"
+    assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible
 
 
 def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
@@ -56,6 +76,7 @@ def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
                             run_fn=fake_run(calls))
     panel.steps.value = 40
     panel.button.click()
+    assert panel.wait(10)
     assert calls[0]["jobs"] == [{"amp": "bf16", "warmup_steps": 10, "model": "resnet18", "batch_size": 32, "steps": 40}]
     JobSpec.from_mapping(calls[0]["jobs"][0])  # one budget: a valid job
 
@@ -66,8 +87,73 @@ def test_bad_input_shows_in_the_status_line_and_the_panel_stays_usable():
 
     panel = ExperimentPanel(models=["resnet9"], job=dict(TINY_CPU_JOB), run_fn=refuse)
     panel.run()
-    assert "not run" in panel.status.value and "resnet9" in panel.status.value
-    assert not panel.button.disabled and len(panel.jobs) == 0
+    assert panel.wait(10)
+    assert "not run" in panel.status.value and "resnet9" in panel.status.value and "Traceback" not in panel.status.value
+    assert not panel.button.disabled and len(panel.jobs) == 0 and panel.progress.bar_style == "danger"
+
+
+def test_the_panel_starts_from_the_notebooks_choices_and_offers_the_rest_behind_them():
+    panel = ExperimentPanel(models=["resnet18"], more_models=["alexnet", "efficientnet_b0", "resnet18"],
+                            modes=["mps", "naive"], copies=(2, 7), batch_sizes=(32, 128), job={"batch_size": 64})
+    assert panel.models.options == ("resnet18", "alexnet", "efficientnet_b0") and panel.models.value == ("resnet18",)
+    assert panel.mode.label == "mps" and panel.copies.value == (2, 7) and panel.batch_size.value == 64
+
+
+def test_run_with_no_model_chosen_says_what_to_choose_and_starts_nothing():
+    calls = []
+    panel = ExperimentPanel(models=["smallcnn"], job=dict(TINY_CPU_JOB), run_fn=fake_run(calls))
+    panel.models.value = ()
+    panel.run()
+    assert panel.status.value == "<b>not run</b>: choose at least one model in the models list"
+    assert calls == [] and panel.task is None and panel.progress.bar_style == "danger"
+
+
+def test_jobs_that_did_not_complete_show_their_reason_and_turn_the_bar_red():
+    panel = ExperimentPanel(models=["smallcnn"], copies=(2,), job=dict(TINY_CPU_JOB),
+                            run_fn=fake_run([], status="timed_out", error="stopped at its time limit"))
+    panel.run()
+    assert panel.wait(10)
+    assert "1 did not complete</b>: j0 timed_out (stopped at its time limit)" in panel.status.value
+    assert panel.progress.bar_style == "danger"
+
+
+def test_identical_jobs_that_differ_too_much_get_a_noise_warning():
+    panel = ExperimentPanel(models=["smallcnn"], copies=(2,), job=dict(TINY_CPU_JOB), run_fn=fake_run([], rates=[50, 150]))
+    panel.run()
+    assert panel.wait(10)
+    assert "<b>warning</b>: identical jobs of one run differ 3.0x" in panel.status.value
+    assert panel.progress.bar_style == "warning"
+
+
+def endless_run(started):
+    """A stand-in for colloc_kit.run that trains forever (sleeps) until interrupted."""
+    def run(*args, **kwargs):
+        started.set()
+        while True:
+            time.sleep(0.05)
+    return run
+
+
+@pytest.mark.parametrize("how", ["stop button", "sigint"])
+def test_stop_and_sigint_end_a_background_run_with_an_interrupted_notice(how):
+    started = threading.Event()
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1, 2), job=dict(TINY_CPU_JOB), run_fn=endless_run(started))
+    panel.button.click()
+    assert started.wait(10) and panel.button.disabled and not panel.stop_button.disabled
+    if how == "stop button":
+        panel.stop_button.click()
+    else:
+        os.kill(os.getpid(), signal.SIGINT)  # what Kernel > Interrupt sends; it reaches the main thread only
+    assert panel.wait(10)
+    assert panel.status.value.startswith("<b>interrupted</b>: the jobs were stopped; the run is kept")
+    assert panel.progress.bar_style == "warning" and not panel.button.disabled and panel.stop_button.disabled
+
+
+def test_sigint_without_a_panel_run_interrupts_as_before():
+    ExperimentPanel(models=["smallcnn"], job=dict(TINY_CPU_JOB))
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
 
 
 @pytest.mark.slow
@@ -75,5 +161,33 @@ def test_panel_drives_a_real_tiny_cpu_run(tmp_path):
     panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1,), batch_sizes=(8,),
                             job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path), time_limit_s=120)
     panel.run()
+    assert panel.wait(120)
     assert list(panel.jobs["status"]) == ["complete"], panel.status.value
     assert panel.figure.data and list(panel.figure.data[0].y) == pytest.approx([1.0])
+
+
+@pytest.mark.slow
+def test_stopping_a_real_cpu_run_keeps_it_marked_interrupted_and_leaves_no_process(tmp_path):
+    panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(2,), batch_sizes=(8,),
+                            job={**TINY_CPU_JOB, "steps": 100_000}, out=str(tmp_path), time_limit_s=300)
+    panel.run()
+    deadline = time.monotonic() + 120
+    while not any('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")):
+        assert time.monotonic() < deadline and panel.task.running, panel.status.value
+        time.sleep(0.2)
+    panel.stop()
+    assert panel.wait(10), "the run did not stop within 10 s"
+    (manifest,) = tmp_path.rglob("manifest.json")
+    assert json.loads(manifest.read_text())["status"] == "interrupted"
+    assert "interrupted" in panel.status.value
+    assert not psutil.Process().children(recursive=True)
+
+
+@pytest.mark.slow
+def test_a_batch_larger_than_the_data_is_one_line_in_python_terms(tmp_path):
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1,), batch_sizes=(128,), job={**TINY_CPU_JOB, "steps": 6},
+                            out=str(tmp_path))
+    panel.run()
+    assert panel.wait(60)
+    assert panel.status.value.startswith("<b>not run</b>: BadInput: synthetic_samples (64) is smaller than one batch")
+    assert "--" not in panel.status.value and "lower batch_size" in panel.status.value
