@@ -102,12 +102,12 @@ def test_mig_devices_have_uuids_and_names(sim):
     sim.nvmlGpuInstanceCreateComputeInstance(gi, 0)
     mig = sim.nvmlDeviceGetMigDeviceHandleByIndex(handle(sim), 0)
     uuid = sim.nvmlDeviceGetUUID(mig)
-    assert uuid.startswith("MIG-") and len(uuid) == 40
+    assert uuid.startswith("MIG-simulated-") and len(uuid) == 50  # a real one: MIG- and 36 characters
     assert sim.nvmlDeviceGetName(sim.nvmlDeviceGetHandleByUUID(uuid)) == "NVIDIA A100-SXM4-40GB MIG 1g.5gb (simulated)"
     assert sim.nvmlDeviceGetGpuInstanceId(mig) == sim.nvmlGpuInstanceGetInfo(gi).id == 13  # A100's id for 1g at 6
     assert sim.nvmlDeviceGetMemoryInfo(mig).total == 4864 * 2**20
     assert sim.nvmlDeviceIsMigDeviceHandle(mig) and not sim.nvmlDeviceIsMigDeviceHandle(handle(sim))
-    assert sim.nvmlDeviceGetUUID(sim.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)).startswith("GPU-")
+    assert sim.nvmlDeviceGetUUID(sim.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)).startswith("GPU-simulated-")
     with pytest.raises(sim.NVMLError_NotFound):
         sim.nvmlDeviceGetMigDeviceHandleByIndex(handle(sim), 1)
 
