@@ -1,7 +1,7 @@
 """What every experiment notebook does after its parameters cell: resolve the device, fit the jobs to it, set plotly up,
 and make interrupts and the kit's errors one readable line.
 
-    >>> setup = prepare(device="auto", models=["resnet18"], job={"amp": "bf16", "seconds": 10}, plotly_renderer="")
+    >>> setup = prepare(device="auto", models=["resnet18"], job={"amp": "bf16", "seconds": 10})     # doctest: +SKIP
     >>> setup.device, setup.models, setup.job["device"]          # on a machine without a GPU   # doctest: +SKIP
     ('cpu', ['smallcnn'], 'cpu')
 
@@ -44,6 +44,7 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
 
     plots.use_renderer(plotly_renderer)
     install_notices()
+    pd.set_option("display.float_format", number)
     gpu = torch.cuda.is_available()
     if device == "auto" and not gpu:
         print("No CUDA GPU on this machine: running tiny CPU experiments instead of the parameters' "
@@ -119,3 +120,42 @@ def noise_warning(jobs: pd.DataFrame, limit: float = NOISE_LIMIT) -> str | None:
         return None
     return (f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to compare modes "
             f"(gains under {worst:.1f}x are noise)")
+
+
+UNITS = (("_per_s", "/s"), ("_pct", " %"), ("_mb", " (MB)"), ("_j", " (J)"),
+         ("_s", " (s)"))
+STATISTICS = {"_mean": "mean", "_std": "std", "_ci": "CI"}
+
+
+def number(value: float) -> str:
+    """How tables show a float: thousands separated and whole above 100, three significant digits below.
+
+    >>> number(6620.632486), number(1.27449), number(0.000123)
+    ('6,621', '1.27', '0.000123')
+    """
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def readable(column: str) -> str:
+    """A column name for readers: 'aggregate_images_per_s_mean' -> 'aggregate images/s (mean)'.
+
+    >>> readable("aggregate_images_per_s_mean"), readable("epoch_time_growth_mean"), readable("peak_memory_mb")
+    ('aggregate images/s (mean)', 'epoch time growth (mean)', 'peak memory (MB)')
+    """
+    statistic = next((name for suffix, name in STATISTICS.items() if column.endswith(suffix)), None)
+    if statistic:
+        column = column[: column.rindex("_")]
+    unit = next(((suffix, text) for suffix, text in UNITS if column.endswith(suffix)), None)
+    if unit:
+        column = column[: -len(unit[0])] + unit[1]
+    text = column.replace("_", " ")
+    return f"{text} ({statistic})" if statistic else text
+
+
+def table(frame: pd.DataFrame, columns: list[str] | None = None) -> "pd.io.formats.style.Styler":
+    """The frame (or these columns) as a table for reading: readable column names, formatted numbers, no index.
+
+    >>> table(pd.DataFrame({"normalized_throughput_mean": [1.27449]})).to_html().count("1.27")   # doctest: +SKIP
+    """
+    shown = (frame[columns] if columns else frame).rename(columns=readable)
+    return shown.style.format(lambda v: number(v) if isinstance(v, float) else v).hide(axis="index")

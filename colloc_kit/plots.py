@@ -149,27 +149,39 @@ def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def mig_layouts(plans: dict, title: str = "MIG layouts") -> go.Figure:
+MIG_ROW_PX, MIG_MIN_HEIGHT_PX = 80, 280  # one layout row stays readable (a single row used to collapse to a line)
+
+
+def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] | None = None) -> go.Figure:
     """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
-    `plans`: {label: colloc_kit.mig.planner.Plan}; placements count in memory slices, as NVML's do.
+    `plans`: {label: colloc_kit.mig.planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
+    the job each instance serves (instance i serves job i), drawn on it, so that layouts that differ only in which
+    job gets which instance look different.
+
+    >>> from colloc_kit.mig import planner
+    >>> fig = mig_layouts({"3g+3g": planner.plan(["3g", "3g"], "H100-80GB")}, job_labels=["job 0", "job 1"])
+    >>> fig.layout.height, [a.text.split("<br>")[0] for a in fig.layout.annotations][:2]
+    (280, ['job 0', 'job 1'])
     """
     if not plans:
         return empty(title, "no layout to draw")
     gpu = next(iter(plans.values())).gpu
     labels = list(plans)
     fig = go.Figure(layout={"title": f"{title} on {gpu.name}", "template": TEMPLATE, "showlegend": False,
-                            "height": 120 + 60 * len(labels), "margin": {"l": 140},
+                            "height": max(MIG_MIN_HEIGHT_PX, 160 + MIG_ROW_PX * len(labels)),
+                            "margin": {"l": 140, "r": 150},
                             "xaxis": {"range": [0, gpu.memory_slices], "dtick": 1, "title": "memory slice",
                                       "showgrid": True},
-                            "yaxis": {"range": [-0.5, len(labels) - 0.5], "tickvals": list(range(len(labels))),
-                                      "ticktext": labels, "autorange": "reversed"}})
+                            "yaxis": {"range": [len(labels) - 0.5, -0.5], "tickvals": list(range(len(labels))),
+                                      "ticktext": labels}})
     for row, (label, plan) in enumerate(plans.items()):
         for i, inst in enumerate(plan.instances):
             fig.add_shape(type="rect", x0=inst.start + 0.05, x1=inst.start + inst.size - 0.05, y0=row - 0.35,
                           y1=row + 0.35, fillcolor=_color(i), opacity=0.85, line={"width": 1})
+            job = f"{job_labels[i]}<br>" if job_labels and i < len(job_labels) else ""
             fig.add_annotation(x=inst.start + inst.size / 2, y=row, showarrow=False, font={"color": "white"},
-                               text=f"{inst.profile.name}<br>{inst.profile.sm_count} SMs")
+                               text=f"{job}{inst.profile.name}<br>{inst.profile.sm_count} SMs")
         idle = gpu.compute_slices - plan.compute_slices
         fig.add_annotation(x=gpu.memory_slices, y=row, xanchor="left", showarrow=False, xshift=6,
                            text=f"{idle} compute slice{'s' if idle != 1 else ''} idle" if idle else "")
