@@ -3,8 +3,8 @@
     >>> summary = analysis.summarize(analysis.with_baselines(colloc_kit.load("runs").jobs))   # doctest: +SKIP
     >>> throughput_vs_copies(summary).show()                                                 # doctest: +SKIP
 
-`use_renderer("plotly_mimetype+notebook")` is what batch runs set: JupyterLab draws the mimetype, and the HTML
-export gets the figure as HTML with plotly.js embedded once, so it renders offline.
+`use_renderer("plotly_mimetype")` is what batch runs set: JupyterLab draws the mimetype, and the batch's HTML
+reports draw the same JSON with the one plotly.js of their folder, offline.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ while the others run; bad input is refused before anything runs; the kernel is t
 
 import argparse
 import json
+import re
 import sys
 
 import nbformat
@@ -34,14 +35,25 @@ def test_cpu_smoke_executes_every_notebook_without_an_error_cell(smoke):
 
 
 @pytest.mark.slow
-def test_each_notebook_draws_plotly_figures_that_its_html_carries_offline(smoke):
+def test_each_report_draws_its_figures_with_the_folders_one_plotly_js_and_nothing_from_a_cdn(smoke):
+    assert (smoke.folder / batch.PLOTLY_JS).read_text().count("plotly.js v") >= 1
     for n in smoke.notebooks:
         figures = [o for o in outputs(smoke.folder / n.ipynb) if PLOTLY_MIME in o.get("data", {})]
         assert figures, f"{n.name} drew no plotly figure"
         page = (smoke.folder / n.html).read_text()
+        assert len(page.encode()) < 1_000_000, f"{n.name}: {len(page.encode()):,} bytes"
         assert page.count("Plotly.newPlot(") >= len(figures), n.name
-        assert page.count("plotly.js v") == 1, f"{n.name}: plotly.js must be inline exactly once (offline)"
-        assert 'src="https://cdn.plot.ly' not in page  # no plotly.js from the network
+        assert re.findall(r'<script[^>]* src="([^"]*)"', page) == [batch.PLOTLY_JS], n.name  # no require.js, MathJax
+        assert "plotly.js v" not in page  # not inline
+
+
+@pytest.mark.slow
+def test_reports_hide_code_and_show_the_parameters_as_a_table(smoke):
+    for n in smoke.notebooks:
+        page = (smoke.folder / n.html).read_text()
+        assert 'class="jp-CodeMirrorEditor' not in page and "INTERACTIVE = False" not in page, n.name
+        if n.parameters.keys() - batch.BATCH_PARAMETERS.keys():
+            assert "Parameters of this run" in page and "<td>DEVICE</td>" in page, n.name
 
 
 @pytest.mark.slow
@@ -52,6 +64,9 @@ def test_analysis_notebook_reads_the_runs_of_the_experiment_notebooks(smoke):
         assert experiment in text
     index = (smoke.folder / "index.html").read_text()
     assert all(f'href="{n.html}"' in index for n in smoke.notebooks)
+    for fact in ("date", "machine", "GPU", "profile", "total time"):
+        assert f"<th>{fact}</th>" in index
+    assert "<td>cpu-smoke</td>" in index and f"<td>{smoke.seconds:,.0f} s</td>" in index
     assert json.loads((smoke.folder / "batch.json").read_text())["profile"] == "cpu-smoke"
 
 
@@ -90,10 +105,21 @@ def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(t
     assert "broken on purpose 7" in (report.folder / "index.html").read_text()
 
 
+def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, tmp_path):
+    profiles = {"t": {"notebooks": {"02_works": {"N": 5}}}}
+    hidden, shown = (batch.run_batch("t", out=tmp_path / name, notebooks_dir=tiny, profiles=profiles, only=["02"],
+                                     show_code=name == "shown").notebooks[0] for name in ("hidden", "shown"))
+    page = lambda name, n: (tmp_path / name).glob(f"*/{n.html}").__next__().read_text()  # noqa: E731
+    code = 'class="jp-CodeMirrorEditor'  # a code cell's source
+    assert code in page("shown", shown) and code not in page("hidden", hidden)
+    assert "<td>N</td>" in page("hidden", hidden) and "<code>5</code>" in page("hidden", hidden)
+    assert ">10<" in page("hidden", hidden).replace("&#39;", "")  # the output of N * 2 stays
+
+
 def test_main_batch_exits_1_when_a_notebook_failed(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "load_profiles", lambda: {"t": {}})
     args = argparse.Namespace(profile="t", out=str(tmp_path / "out"), parameters=["N=3"], only=["02"],
-                              notebooks=str(tiny))
+                              notebooks=str(tiny), show_code=False)
     assert batch.main_batch(args) == 0
     args.only = None
     assert batch.main_batch(args) == 1
