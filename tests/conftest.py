@@ -1,4 +1,5 @@
-"""Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason."""
+"""Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason; the cpu-smoke batch
+that the batch and browser tests read is run once per session."""
 
 import shutil
 
@@ -27,3 +28,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def has_mps_control() -> bool:
     return shutil.which("nvidia-cuda-mps-control") is not None
+
+
+@pytest.fixture(scope="session")
+def smoke(tmp_path_factory):
+    """The whole cpu-smoke profile, run once for the session (a few minutes on a 2-core CPU)."""
+    from colloc_kit import batch
+
+    return batch.run_batch("cpu-smoke", out=tmp_path_factory.mktemp("batch"))
