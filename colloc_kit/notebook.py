@@ -21,12 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from . import background, plots
+from . import analysis, background, plots
 from .errors import CollocKitError
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
-                "steps": 8, "warmup_steps": 2, "workers": 0}
+                "steps": 40, "warmup_steps": 5, "workers": 0}
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,22 @@ INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is k
 NOISE_LIMIT = 1.25  # identical jobs of one run differing more than this (fastest / slowest): gains are not measurable
 
 
+CONNECTIVES = {"or", "and", "to", "for", "with", "instead", "in", "on", "first"}  # words after a flag, not its value
+
+
 def python_terms(message: Any) -> str:
     """The kit's messages name command-line flags; in a notebook say the keyword instead.
 
-    >>> python_terms("CUDA is not available on this machine; use --device cpu or lower --batch-size")
-    'CUDA is not available on this machine; use device="cpu" or lower batch_size'
+    >>> python_terms("CUDA is not available on this machine; use --device cpu")
+    'CUDA is not available on this machine; use device="cpu"'
+    >>> python_terms("raise --synthetic-samples or lower --batch-size")
+    'raise synthetic_samples or lower batch_size'
     """
     def keyword(match: re.Match) -> str:
         name, value = match.group(1).replace("-", "_"), match.group(2)
-        return f'{name}="{value}"' if value else name
+        if value and value not in CONNECTIVES:
+            return f'{name}="{value}"'
+        return name + (match.group(0)[len(match.group(1)) + 2:] if value else "")
 
     return re.sub(r"--([a-z][a-z0-9-]*)(?: ([a-z][\w.]*))?\b", keyword, str(message))
 
@@ -103,23 +110,31 @@ def install_notices() -> bool:
 
 
 def noise_warning(jobs: pd.DataFrame, limit: float = NOISE_LIMIT) -> str | None:
-    """A warning when identical jobs of one run (same model and batch size) differ by more than `limit` in
-    images/s, as tiny CPU runs on a busy machine do: gains smaller than that spread are noise. None when they agree.
+    """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical jobs
+    of one run (same model and batch size) differing by more than `limit` in images/s, or N copies "gaining" more
+    than N times one job alone (too short a steady window). None when neither happens.
 
     >>> noise_warning(pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
     ...                             "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]}))
     'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes (gains under 2.1x are noise)'
     """
-    done = jobs[(jobs["status"] == "complete") & jobs["images_per_s"].notna()] if len(jobs) else jobs
+    done = jobs[(jobs["status"] == analysis.COMPLETE) & jobs["images_per_s"].notna()] if len(jobs) else jobs
     if done.empty:
         return None
+    warnings = []
     rates = done.groupby(["run_id", "model", "batch_size"])["images_per_s"]
     spread = (rates.max() / rates.min())[rates.count() > 1]
     worst = spread.max() if len(spread) else 1.0
-    if worst <= limit:
-        return None
-    return (f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to compare modes "
-            f"(gains under {worst:.1f}x are noise)")
+    if worst > limit:
+        warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
+                        f"compare modes (gains under {worst:.1f}x are noise)")
+    if "mode_label" in jobs:
+        summary = analysis.summarize(analysis.with_baselines(jobs))
+        per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
+        if per_copy > limit:
+            warnings.append(f"N copies trained {per_copy:.1f}x N jobs alone, more than sharing can give: the steady "
+                            "windows were too short to measure; give the jobs more steps")
+    return "; ".join(warnings) or None
 
 
 UNITS = (("_per_s", "/s"), ("_pct", " %"), ("_mb", " (MB)"), ("_j", " (J)"),

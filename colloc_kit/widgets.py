@@ -158,14 +158,10 @@ class ExperimentPanel:
         """Keep more results and redraw the figure from all of them (the placeholder goes)."""
         self.jobs = pd.concat([self.jobs, jobs], ignore_index=True) if len(self.jobs) else jobs.reset_index(drop=True)
         drawn = self.figure_fn(analysis.summarize(analysis.with_baselines(self.jobs)))
-        with self.figure.batch_update():
-            self.figure.data = ()
-            self.figure.add_traces(drawn.data)
-            self.figure.layout = drawn.layout
-            # plotly.js merges a new layout into the old one: say what the placeholder set
-            self.figure.layout.annotations = drawn.layout.annotations or ()
-            self.figure.layout.xaxis.visible = drawn.layout.xaxis.visible is not False
-            self.figure.layout.yaxis.visible = drawn.layout.yaxis.visible is not False
+        # a new figure widget each time: plotly.js merges a new layout into the old one, which kept the placeholder
+        previous, self.figure = self.figure, go.FigureWidget(drawn)
+        self.widget.children = (*self.widget.children[:-1], self.figure)
+        previous.close()
 
 
 def _default_run() -> Callable[..., Any]:

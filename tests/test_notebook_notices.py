@@ -33,8 +33,8 @@ def test_an_interrupted_or_refused_cell_shows_one_line_not_a_traceback(tmp_path,
 
 
 def test_one_line_flattens_a_message_and_names_the_kind():
-    assert notebook.one_line(BadInput("raise --synthetic-samples\nor lower --batch-size")) == \
-        "BadInput: raise synthetic_samples or lower batch_size"
+    assert notebook.one_line(BadInput("raise --synthetic-samples or lower --batch-size;\nor use --device cpu")) == \
+        'BadInput: raise synthetic_samples or lower batch_size; or use device="cpu"'
     assert notebook.one_line(RuntimeError("x --not-a-kit-message")) == "RuntimeError: x --not-a-kit-message"
 
 
@@ -46,3 +46,15 @@ def test_noise_warning_only_where_identical_jobs_of_one_run_disagree():
     assert "differ 1.4x" in notebook.noise_warning(jobs)
     jobs.loc[1, "status"] = "failed"
     assert notebook.noise_warning(jobs) is None
+
+
+def test_noise_warning_when_n_copies_gain_more_than_n_jobs_alone():
+    """Tiny CPU runs once drew a "77x gain" for 2 copies: a steady window too short to measure."""
+    rows = [{"run_id": run, "experiment": "t", "mode": mode, "mode_label": mode, "copies": copies, "repeat": 0,
+             "sequential": mode == "exclusive", "job": f"j{i}", "slot_label": "s", "model": "m", "dataset": "synthetic",
+             "batch_size": 8, "amp": "off", "device": "cpu", "status": "complete", "images_per_s": rate,
+             "epoch_time_s": 1.0, "step_time_s": 0.1, "steady_s": 1.0, "images_per_s_overlap": rate,
+             "peak_memory_mb": 10.0, "run_status": "complete"}
+            for run, mode, copies, rate in (("a", "exclusive", 1, 10.0), ("b", "naive", 2, 300.0))
+            for i in range(copies)]
+    assert "N copies trained 30.0x N jobs alone" in notebook.noise_warning(pd.DataFrame(rows))

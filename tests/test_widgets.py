@@ -66,7 +66,8 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     assert list(trace.x) == [1, 2, 4]
     assert list(trace.y) == pytest.approx([1.0, 1.5, 2.5])
     assert "done: 7 jobs" in panel.status.value and panel.progress.bar_style == "success"
-    assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible
+    assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible is not False
+    assert panel.widget.children[-1] is panel.figure  # the panel shows the redrawn figure
 
 
 def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
@@ -190,4 +191,4 @@ def test_a_batch_larger_than_the_data_is_one_line_in_python_terms(tmp_path):
     panel.run()
     assert panel.wait(60)
     assert panel.status.value.startswith("<b>not run</b>: BadInput: synthetic_samples (64) is smaller than one batch")
-    assert "--" not in panel.status.value and "lower batch_size" in panel.status.value
+    assert "raise synthetic_samples or lower batch_size" in panel.status.value
