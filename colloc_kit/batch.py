@@ -242,9 +242,9 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
     if not show_code:
         nb = as_report(nb, parameters or {})
     for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            drawable(output)
-    nb.metadata.pop("widgets", None)  # widget state: its manager would come from a CDN; the text fallback stays
+        if "outputs" in cell:  # widget views (progress bars) need a widget manager, which would come from a CDN
+            cell.outputs = [drawable(o) for o in cell.outputs if WIDGET_VIEW_MIME not in o.get("data", {})]
+    nb.metadata.pop("widgets", None)
     exporter = nbconvert.HTMLExporter(template_name="lab", template_file="report.html.j2",
                                       extra_loaders=[jinja2.DictLoader({"report.html.j2": REPORT_TEMPLATE})],
                                       exclude_input=not show_code, exclude_input_prompt=not show_code,
@@ -278,15 +278,14 @@ def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
     return report
 
 
-def drawable(output: Any) -> None:
-    """A plotly figure output gets an HTML form that draws with the page's plotly.js; a widget view (a progress
-    bar) keeps only its text form, which needs no widget manager."""
+def drawable(output: Any) -> Any:
+    """The output, a plotly figure given an HTML form that draws with the page's plotly.js."""
     import plotly.io as pio
 
     data = output.get("data", {})
     if PLOTLY_MIME in data and "text/html" not in data:
         data["text/html"] = pio.to_html(data[PLOTLY_MIME], include_plotlyjs=False, full_html=False, validate=False)
-    data.pop(WIDGET_VIEW_MIME, None)
+    return output
 
 
 def write_index(report: BatchReport) -> Path:

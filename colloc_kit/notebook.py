@@ -109,10 +109,11 @@ def install_notices() -> bool:
     return True
 
 
-def noise_warning(jobs: pd.DataFrame, limit: float = NOISE_LIMIT) -> str | None:
+def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
     """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical jobs
     of one run (same model and batch size) differing by more than `limit` in images/s, or N copies "gaining" more
-    than N times one job alone (too short a steady window). None when neither happens.
+    than N times one job alone (too short a steady window). None when neither happens. `summary`: the jobs'
+    `analysis.summarize` where the caller has it (else computed from `jobs`, a frame as `load(...).jobs` gives).
 
     >>> noise_warning(pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
     ...                             "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]}))
@@ -128,8 +129,9 @@ def noise_warning(jobs: pd.DataFrame, limit: float = NOISE_LIMIT) -> str | None:
     if worst > limit:
         warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
                         f"compare modes (gains under {worst:.1f}x are noise)")
-    if "mode_label" in jobs:
+    if summary is None and "mode_label" in jobs:
         summary = analysis.summarize(analysis.with_baselines(jobs))
+    if summary is not None and len(summary):
         per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
         if per_copy > limit:
             warnings.append(f"N copies trained {per_copy:.1f}x N jobs alone, more than sharing can give: the steady "
