@@ -1,5 +1,9 @@
 """Start jobs in their slots, hold them at a start barrier, release them together, and record what each one did.
 
+Jobs that started together also stop together: a job whose budget is met (its `measured` event) trains on until
+every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
+always lie inside one span in which all of them trained (the run's common window).
+
 Each job is a `python -m colloc_kit.worker` process in its own process group. Its stdout (the event stream) is
 copied line by line to `jobs/<job>.events.jsonl`; its stderr to `jobs/<job>.stderr.log`. A job that crashes, runs
 out of memory, overruns its time limit or is killed is recorded with its reason; the others run on. An interrupt
@@ -79,11 +83,27 @@ def worker_command(item: LaunchItem) -> list[str]:
             "--job-id", item.job_id, "--barrier", "stdin"]
 
 
-def thread_env(n_concurrent: int, device: str) -> dict[str, str]:
-    """On the CPU, divide the cores among the jobs that run at once so they do not oversubscribe them."""
+GPU_JOB_CORES = 4  # a GPU job's host share at most: on the H100 a lone job pinned to 4 cores varied 0.8 % between
+                   # repeats, unpinned with 16 threads 6.8 % (benchmarks/lone_swing.py, README)
+
+
+def host_shares(n_concurrent: int, device: str) -> list[list[int]]:
+    """Disjoint blocks of this process's cores, one per job that runs at once: cores // jobs each (at most
+    GPU_JOB_CORES for a GPU job), so that jobs neither oversubscribe the host nor wander across it.
+
+    >>> len(host_shares(2, "cpu")) == 2
+    True
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    size = max(1, len(cores) // max(1, n_concurrent))
     if device != "cpu":
-        return {}
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, n_concurrent)))
+        size = min(size, GPU_JOB_CORES)
+    return [cores[(i * size) % len(cores):][:size] for i in range(n_concurrent)]  # more jobs than cores: shared
+
+
+def thread_env(cores: list[int]) -> dict[str, str]:
+    """Intra-op threads matching a job's host share."""
+    threads = str(len(cores))
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
@@ -107,8 +127,8 @@ class Wave:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
-            for item in self.items:
-                jobs.append(_start(item, self.jobs_dir, len(self.items), self.on_event))
+            for item, cores in zip(self.items, host_shares(len(self.items), self.items[0].spec.device)):
+                jobs.append(_start(item, self.jobs_dir, cores, self.on_event))
             if self.on_start:
                 self.on_start({job.proc.pid: job.item.job_id for job in jobs})
             _wait_until_ready(jobs)
@@ -125,15 +145,19 @@ class Wave:
         return self.outcomes
 
 
-def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Job:
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
-    env = {**inherited, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
         proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                 env=env, start_new_session=True)
     finally:
         stderr.close()
+    try:
+        os.sched_setaffinity(proc.pid, cores)  # before it imports torch: its threads and loader workers inherit it
+    except OSError:  # it already died: its outcome says why
+        pass
     job = _Job(item, proc, events_file(jobs_dir, item.job_id))
     job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
     job.pump.start()
@@ -173,24 +197,34 @@ def _wait_until_ready(jobs: list[_Job]) -> None:
 def _release(jobs: list[_Job]) -> float:
     """Open the barrier: one line to every waiting worker, back to back."""
     released_at = events.now()
-    for job in jobs:
-        if job.alive() and events.READY in job.last:
-            try:
-                job.proc.stdin.write(b"go\n")
-                job.proc.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
+    _tell_all([job for job in jobs if events.READY in job.last], b"go\n")
     return released_at
 
 
+def _tell_all(jobs: list[_Job], line: bytes) -> None:
+    """Write one line to the stdin of every live job (one that just died is skipped)."""
+    for job in jobs:
+        if job.alive():
+            try:
+                job.proc.stdin.write(line)
+                job.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+
 def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
+    """Wait for every job to end; once each live job has its measured window, tell them all to stop."""
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    told = False
     while any(job.alive() for job in jobs):
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
                     job.stopped_as = TIMED_OUT
             return
+        if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
+            _tell_all(jobs, b"stop\n")
+            told = True
         time.sleep(POLL_S)
 
 
