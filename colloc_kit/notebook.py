@@ -111,9 +111,9 @@ def install_notices() -> bool:
 
 def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
     """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical jobs
-    of one run (same model and batch size) differing by more than `limit` in images/s, or N copies "gaining" more
-    than N times one job alone (too short a steady window). None when neither happens. `summary`: the jobs'
-    `analysis.summarize` where the caller has it (else computed from `jobs`, a frame as `load(...).jobs` gives).
+    of one run (same model and batch size) differing by more than `limit` in images/s, or (in `summary`, the
+    `analysis.summarize` of the same results) N copies "gaining" more than N times one job alone: too short a
+    steady window. None when neither happens.
 
     >>> noise_warning(pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
     ...                             "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]}))
@@ -129,8 +129,6 @@ def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit
     if worst > limit:
         warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
                         f"compare modes (gains under {worst:.1f}x are noise)")
-    if summary is None and "mode_label" in jobs:
-        summary = analysis.summarize(analysis.with_baselines(jobs))
     if summary is not None and len(summary):
         per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
         if per_copy > limit:

@@ -1,6 +1,6 @@
 """Plotly figures from the tidy frames of `colloc_kit.analysis` (one function per picture, each returns a Figure).
 
-    >>> summary = analysis.summarize(analysis.with_baselines(colloc_kit.load("runs").jobs))   # doctest: +SKIP
+    >>> summary = analysis.summarize(colloc_kit.load("runs"))                                # doctest: +SKIP
     >>> throughput_vs_copies(summary).show()                                                 # doctest: +SKIP
 
 `use_renderer("plotly_mimetype")` is what batch runs set: JupyterLab draws the mimetype, and the batch's HTML

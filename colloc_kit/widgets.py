@@ -6,7 +6,8 @@
 
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
 modes, copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
-in a background thread, keeps every result in `panel.jobs` and redraws the figure after each. Stop, or
+in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
+after each. Stop, or
 Kernel > Interrupt, stops the jobs within seconds; what was measured is kept on disk, marked interrupted. Every
 outcome is one line in the status line: bad input in Python terms, the reason of each job that did not complete, a
 warning when identical jobs differ too much to compare (a busy CPU); the progress bar turns red on failure.
@@ -24,6 +25,7 @@ import plotly.graph_objects as go
 
 from . import analysis, background, notebook, plots
 from .errors import CollocKitError
+from .results import Results, combine
 from .spec import ModeSpec, with_changes
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
@@ -47,7 +49,8 @@ class ExperimentPanel:
                  run_fn: Callable[..., Any] | None = None):
         self.job = dict(job or {})
         self.out, self.name, self.figure_fn, self.run_fn = out, name, figure, run_fn
-        self.jobs = pd.DataFrame()
+        self.results: list[Results] = []
+        self.jobs = self.summary = pd.DataFrame()
         self.task: background.Background | None = None
         options = list(dict.fromkeys([*models, *sorted(set(more_models) - set(models))]))
         self.models = w.SelectMultiple(options=options, value=tuple(models), description="models",
@@ -120,7 +123,7 @@ class ExperimentPanel:
                                  f"({i} of {len(copies)})...")
             results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
                              progress=False)
-            self.add(results.jobs)
+            self.add(results)
             self.progress.value += 1
 
     def _done(self, _result: Any, error: BaseException | None) -> None:
@@ -144,7 +147,7 @@ class ExperimentPanel:
                        for row in failed.reindex(columns=["job", "status", "error"]).head(SHOWN_REASONS).itertuples()]
             more = f"; {len(failed) - SHOWN_REASONS} more" if len(failed) > SHOWN_REASONS else ""
             text += f", <b>{len(failed)} did not complete</b>: {html.escape('; '.join(reasons) + more)}"
-        noise = notebook.noise_warning(self.jobs) if len(self.jobs) else None
+        noise = notebook.noise_warning(self.jobs, self.summary) if len(self.jobs) else None
         if noise:
             text += f"<br><b>warning</b>: {html.escape(noise)}"
         return text, "danger" if len(failed) else "warning" if noise else "success"
@@ -154,10 +157,12 @@ class ExperimentPanel:
         self.progress.bar_style = style
         self.button.disabled, self.stop_button.disabled = False, True
 
-    def add(self, jobs: pd.DataFrame) -> None:
-        """Keep more results and redraw the figure from all of them (the placeholder goes)."""
-        self.jobs = pd.concat([self.jobs, jobs], ignore_index=True) if len(self.jobs) else jobs.reset_index(drop=True)
-        drawn = self.figure_fn(analysis.summarize(analysis.with_baselines(self.jobs)))
+    def add(self, results: Results) -> None:
+        """Keep one more run's results and redraw the figure from all of them (the placeholder goes)."""
+        self.results.append(results)
+        everything = combine(self.results)
+        self.jobs, self.summary = everything.jobs, analysis.summarize(everything)
+        drawn = self.figure_fn(self.summary)
         # a new figure widget each time: plotly.js merges a new layout into the old one, which kept the placeholder
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)

@@ -50,11 +50,8 @@ def test_noise_warning_only_where_identical_jobs_of_one_run_disagree():
 
 def test_noise_warning_when_n_copies_gain_more_than_n_jobs_alone():
     """Tiny CPU runs once drew a "77x gain" for 2 copies: a steady window too short to measure."""
-    rows = [{"run_id": run, "experiment": "t", "mode": mode, "mode_label": mode, "copies": copies, "repeat": 0,
-             "sequential": mode == "exclusive", "job": f"j{i}", "slot_label": "s", "model": "m", "dataset": "synthetic",
-             "batch_size": 8, "amp": "off", "device": "cpu", "status": "complete", "images_per_s": rate,
-             "epoch_time_s": 1.0, "step_time_s": 0.1, "steady_s": 1.0, "images_per_s_overlap": rate,
-             "peak_memory_mb": 10.0, "run_status": "complete"}
-            for run, mode, copies, rate in (("a", "exclusive", 1, 10.0), ("b", "naive", 2, 300.0))
-            for i in range(copies)]
-    assert "N copies trained 30.0x N jobs alone" in notebook.noise_warning(pd.DataFrame(rows))
+    jobs = pd.DataFrame({"run_id": ["a", "b"], "model": ["m", "m"], "batch_size": [8, 8], "status": ["complete"] * 2,
+                         "images_per_s": [10.0, 300.0]})
+    summary = pd.DataFrame({"copies": [1, 2], "normalized_throughput_mean": [1.0, 60.0]})
+    assert notebook.noise_warning(jobs, summary).startswith("N copies trained 30.0x N jobs alone")
+    assert notebook.noise_warning(jobs, summary.assign(normalized_throughput_mean=[1.0, 1.9])) is None

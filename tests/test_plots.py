@@ -5,26 +5,15 @@ import pytest
 
 from colloc_kit import analysis, plots
 from colloc_kit.mig import planner
+from fake_results import fake_results, job_rows
 
 MIN_HEIGHT_PX = 250  # below this a figure collapses (a one-row MIG layout used to be 180 px: a line)
 
 
-def jobs():
-    """Jobs shaped like colloc_kit.load(...).jobs: one workload alone and as 2 naive copies (made up, not measured)."""
-    rows = []
-    for mode, copies, rate in (("exclusive", 1, 100.0), ("naive", 2, 75.0)):
-        rows += [{"run_id": f"{mode}{copies}", "experiment": "t", "mode": mode, "mode_label": mode, "copies": copies,
-                  "repeat": 0, "sequential": mode == "exclusive", "job": f"j{i}", "slot_label": f"s{i}",
-                  "model": "smallcnn", "dataset": "synthetic", "batch_size": 8, "amp": "off", "device": "cpu",
-                  "status": "complete", "images_per_s": rate, "epoch_time_s": 10.0 / rate * 100, "step_time_s": 0.1,
-                  "peak_memory_mb": 100.0, "sm_util_pct_mean": 50.0, "steady_s": 5.0,
-                  "images_per_s_overlap": rate, "run_status": "complete"} for i in range(copies)]
-    return pd.DataFrame(rows)
-
-
 def figures():
-    frame = analysis.with_baselines(jobs())
-    summary = analysis.summarize(frame)
+    results = fake_results(job_rows("a", "exclusive", 1, [100.0]) + job_rows("b", "naive", 2, [75.0, 75.0]))
+    frame = analysis.with_baselines(results.jobs)
+    summary = analysis.summarize(results)
     plan = planner.plan(["3g", "3g"], "H100-80GB")
     shares = pd.DataFrame([{"layout": "3g+3g", "partition": p, "thread_percentage": 43, "memory_limit_mb": 40000}
                            for p in ("a", "b")])

@@ -14,6 +14,7 @@ import pytest
 from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
 from colloc_kit.widgets import PLACEHOLDER, ExperimentPanel
+from fake_results import fake_results, job_rows
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
                 "workers": 0}
@@ -27,22 +28,13 @@ def keep_sigint_handler():
     signal.signal(signal.SIGINT, previous)
 
 
-class FakeResults:
-    def __init__(self, jobs):
-        self.jobs = jobs
-
-
 def fake_run(calls, rates=None, status="complete", error=None):
-    """A stand-in for colloc_kit.run: rows shaped like its jobs frame, images/s from `rates` or a 1.5x gain per copy."""
+    """A stand-in for colloc_kit.run: Results with made-up rates, from `rates` or a 1.5x gain per copy."""
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         calls.append({"jobs": jobs, "mode": mode, "copies": copies, "time_limit_s": time_limit_s})
-        rows = [{"run_id": f"r{copies}", "experiment": name, "mode": mode.name, "mode_label": mode.label,
-                 "copies": copies, "repeat": 0, "sequential": False, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
-                 "dataset": "synthetic", "batch_size": jobs[0]["batch_size"], "amp": "off", "device": "cpu",
-                 "status": status if i == 0 else "complete", "error": error if i == 0 else None,
-                 "images_per_s": rates[i] if rates else 100.0 * (1 + 0.5 * (copies - 1)) / copies,
-                 "epoch_time_s": None, "step_time_s": 0.1, "peak_memory_mb": 10.0} for i in range(copies)]
-        return FakeResults(pd.DataFrame(rows))
+        each = rates or [100.0 * (1 + 0.5 * (copies - 1)) / copies] * copies
+        return fake_results(job_rows(f"r{copies}", mode.name, copies, each, model=jobs[0]["model"],
+                                     batch_size=jobs[0]["batch_size"], status=status, error=error))
     return run
 
 
