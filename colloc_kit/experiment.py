@@ -33,7 +33,7 @@ RUN_ERROR = "error"
 def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
         repeats: int = 1, out: str | Path = "runs", name: str = "experiment", gpu: int = 0,
         time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
-        progress: bool = True) -> Results:
+        progress: bool | Progress = True) -> Results:
     """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
 
     `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
@@ -48,10 +48,10 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
     return run_spec(spec, out=out, progress=progress)
 
 
-def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = True) -> Results:
+def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True) -> Results:
     """Run every (mode, copies, repeat) of `spec`; an interrupt stops at once, keeping what was measured."""
     preflight(spec)
-    bar = Progress(total_runs=len(spec.runs()), enabled=progress)
+    bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(spec.runs()), enabled=progress)
     readings = []
     try:
         with _sigterm_as_interrupt():

@@ -7,7 +7,8 @@
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
 modes, copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
-after each. Stop, or
+after each. While a run goes on, a live figure draws each job's images/s as the jobs report it (about once a
+second); `panel.live_history()` keeps every reading of every run. Stop, or
 Kernel > Interrupt, stops the jobs within seconds; what was measured is kept on disk, marked interrupted. Every
 outcome is one line in the status line: bad input in Python terms, the reason of each job that did not complete, a
 warning when identical jobs differ too much to compare (a busy CPU); the progress bar turns red on failure.
@@ -16,6 +17,8 @@ warning when identical jobs differ too much to compare (a busy CPU); the progres
 from __future__ import annotations
 
 import html
+import threading
+import time
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -25,12 +28,14 @@ import plotly.graph_objects as go
 
 from . import analysis, background, notebook, plots
 from .errors import CollocKitError
+from .progress import Progress
 from .results import Results, combine
 from .spec import ModeSpec, with_changes
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 PLACEHOLDER = "press Run to measure"
 SHOWN_REASONS = 3  # failed jobs named in the status line; the rest are counted
+LIVE_REDRAW_S = 1.0  # the live figure is redrawn at most this often
 
 
 class ExperimentPanel:
@@ -69,11 +74,16 @@ class ExperimentPanel:
         self.status = w.HTML("Choose, then press Run.")
         self.log = w.Output()
         self.figure = go.FigureWidget(plots.empty("Results", PLACEHOLDER))
+        self.readings: list[dict] = []  # every job's images/s as reported, every run
+        self.live = go.FigureWidget(layout={"title": "Live: images/s of each job of the current run",
+                                            "template": plots.TEMPLATE, "height": 300, "xaxis_title": "seconds",
+                                            "yaxis": {"title": "images/s", "rangemode": "tozero"}})
+        self._live_lock, self._live_drawn_at = threading.Lock(), 0.0
         self.button.on_click(self.run)
         self.stop_button.on_click(self.stop)
         controls = w.VBox([self.models, self.mode, self.copies, self.batch_size, self.steps, self.time_limit,
                            w.HBox([self.button, self.stop_button, self.progress]), self.status])
-        self.widget = w.VBox([w.HBox([controls, self.log]), self.figure])
+        self.widget = w.VBox([w.HBox([controls, self.log]), self.live, self.figure])  # the results figure last
         background.route_kernel_interrupts()  # Kernel > Interrupt stops a run of this panel
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
@@ -122,7 +132,8 @@ class ExperimentPanel:
             self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
                                  f"({i} of {len(copies)})...")
             results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
-                             progress=False)
+                             progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate))
+            self.draw_live()
             self.add(results)
             self.progress.value += 1
 
@@ -156,6 +167,33 @@ class ExperimentPanel:
         self.status.value = status
         self.progress.bar_style = style
         self.button.disabled, self.stop_button.disabled = False, True
+
+    def on_rate(self, run: str, job: str, t: float, images_per_s: float) -> None:
+        """A job's throughput as measured (from the launcher's event threads): kept, and drawn once a second."""
+        with self._live_lock:
+            self.readings.append({"run": run, "job": job, "t": t, "images_per_s": images_per_s})
+            due = time.monotonic() - self._live_drawn_at >= LIVE_REDRAW_S
+        if due:
+            self.draw_live()
+
+    def live_history(self) -> pd.DataFrame:
+        """Every throughput reading of every run so far: run, job, t (epoch seconds), images_per_s."""
+        with self._live_lock:
+            return pd.DataFrame(self.readings, columns=["run", "job", "t", "images_per_s"])
+
+    def draw_live(self) -> None:
+        """The current run's readings, one line per job, seconds from its first reading."""
+        history = self.live_history()
+        with self._live_lock:
+            self._live_drawn_at = time.monotonic()
+            current = history[history["run"] == history["run"].iloc[-1]] if len(history) else history
+            with self.live.batch_update():
+                self.live.data = ()
+                for job, rows in current.groupby("job", sort=True):
+                    self.live.add_scatter(x=rows["t"] - current["t"].min(), y=rows["images_per_s"], name=job,
+                                          mode="lines+markers")
+                self.live.layout.title.text = f"Live: images/s of each job of {current['run'].iloc[-1]}" \
+                    if len(current) else self.live.layout.title.text
 
     def add(self, results: Results) -> None:
         """Keep one more run's results and redraw the figure from all of them (the placeholder goes)."""
