@@ -44,6 +44,12 @@ class Results:
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
 
+    def of_experiments(self, names: list[str]) -> "Results":
+        """Only the runs of the named experiments."""
+        keep = set(self.runs["run_id"][self.runs["experiment"].isin(names)]) if len(self.runs) else set()
+        return Results(*(frame[frame["run_id"].isin(keep)] if "run_id" in frame else frame
+                         for frame in (self.jobs, self.epochs, self.runs, self.samples, self.host_samples)))
+
     def __repr__(self) -> str:
         return f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, {len(self.samples)} samples)"
 
