@@ -16,13 +16,14 @@ import math
 
 import pandas as pd
 
+from .statuses import COMPLETE
+
 WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies"]  # a run configuration, over repeats
 UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct"]  # monitor
 RUN_METRICS = ["aggregate_images_per_s", "normalized_throughput", "epoch_time_growth", *UTILIZATION,
                "energy_per_image_j"]
-COMPLETE = "complete"
 
 
 def complete(jobs: pd.DataFrame) -> pd.DataFrame:

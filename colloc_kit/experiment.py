@@ -18,16 +18,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import events, machine
-from .launcher import COMPLETE, INTERRUPTED, LaunchItem, Outcome, Wave
+from .launcher import LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
 from .results import Results, RunReading, assemble, read_run
-from .rundir import COMPLETE as RUN_COMPLETE
-from .rundir import FAILED_JOBS, RUNNING, RunDir
-from .rundir import INTERRUPTED as RUN_INTERRUPTED
+from .rundir import RunDir
 from .spec import ExperimentSpec, JobSpec, ModeSpec
-
-RUN_ERROR = "error"
+from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
 
 
 def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
@@ -121,7 +118,7 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
     run.write_manifest(manifest)
     bar.run_started(f"{mode_spec.label} x{copies} r{repeat}", len(planned))
     outcomes: list[Outcome] = []
-    status, problems = RUN_INTERRUPTED, []
+    status, problems = INTERRUPTED, []
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -139,8 +136,8 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
                         outcomes += wave.outcomes
             problems = mode.problems()
         run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
-        status = RUN_COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
-    except Exception as exc:  # a KeyboardInterrupt keeps the status RUN_INTERRUPTED set above
+        status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
+    except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:

@@ -26,8 +26,8 @@ from . import events
 from .modes import Slot
 from .rundir import events_file, stderr_file
 from .spec import JobSpec
+from .statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
 
-COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = "complete", "failed", "timed_out", "interrupted"
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
 POLL_S = 0.02

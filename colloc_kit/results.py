@@ -27,7 +27,8 @@ import pandas as pd
 
 from . import events
 from .monitor import Samples, read_samples, summarize
-from .rundir import RUNNING, RunDir, find_runs, read_events
+from .rundir import RunDir, find_runs, read_events
+from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
 MIN_OVERLAP_S = 1.0  # a shorter common window is too short to measure in
 RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
@@ -71,7 +72,7 @@ def read_run(run: RunDir) -> RunReading:
     manifest = run.read_manifest()
     status = manifest.get("status", RUNNING)
     if status == RUNNING:
-        status = "interrupted"  # the process that ran it died before completing the manifest
+        status = INTERRUPTED  # the process that ran it died before completing the manifest
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
             "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
             "repeat": manifest.get("repeat"), "sequential": bool(manifest.get("sequential"))}
@@ -92,7 +93,7 @@ def read_run(run: RunDir) -> RunReading:
                "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     summary = {**base, "status": status, "n_jobs": len(jobs),
-               "n_complete": sum(r["status"] == "complete" for r in jobs),
+               "n_complete": sum(r["status"] == COMPLETE for r in jobs),
                **aggregate(jobs, sequential, window), "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
     return jobs, epochs, summary, samples
@@ -167,7 +168,7 @@ def gpu_summary(gpu_samples: pd.DataFrame, window: tuple[float, float], streams)
 
 def aggregate(jobs: list[dict], sequential: bool, window: tuple[float, float] | None) -> dict:
     """The run's throughput: how many images per second the whole device trained, and how it was measured."""
-    done = [j for j in jobs if j["status"] == "complete" and j["images_per_s"]]
+    done = [j for j in jobs if j["status"] == COMPLETE and j["images_per_s"]]
     if not done:
         return {"aggregate_images_per_s": None, "throughput_window": None}
     if sequential:
@@ -195,7 +196,7 @@ def _epoch_time(times: list[float]) -> float | None:
 
 def _outcome_from_events(last: dict) -> dict:
     if events.END in last:
-        return {"status": "complete"}
+        return {"status": COMPLETE}
     if events.ERROR in last:
-        return {"status": "failed", "error_kind": last[events.ERROR].get("kind")}
-    return {"status": "interrupted", "error": "the run ended before this job reported an outcome"}
+        return {"status": FAILED, "error_kind": last[events.ERROR].get("kind")}
+    return {"status": INTERRUPTED, "error": "the run ended before this job reported an outcome"}

@@ -9,7 +9,8 @@
         mode/                  the sharing mode's own files (e.g. MPS pipes and logs)
 
 The manifest is written before the first job starts with status "running" and completed at the end with
-"complete", "failed_jobs" or "interrupted"; a manifest still saying "running" belongs to a run that was killed.
+"complete", "failed_jobs", "interrupted" or "error"; a manifest still saying "running" belongs to a run that was
+killed. The statuses and their meanings: colloc_kit.statuses.
 
     >>> run = RunDir.create("runs", experiment="demo", label="naive-x2-r0")     # doctest: +SKIP
     >>> run.write_manifest({"status": "running"})
@@ -24,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .statuses import RUNNING
+
 FORMAT = "colloc-kit-run/1"
 MANIFEST = "manifest.json"
-RUNNING, COMPLETE, FAILED_JOBS, INTERRUPTED = "running", "complete", "failed_jobs", "interrupted"
 
 
 def events_file(jobs_dir: Path, job_id: str) -> Path:
