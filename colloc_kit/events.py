@@ -57,6 +57,15 @@ class EventWriter:
         return event
 
 
+NEEDED = {INTERVAL: ("interval_s", "interval_images"), EPOCH: ("epoch",)}  # numbers a reader computes with
+
+
+def readable(event: dict) -> bool:
+    """Whether an event carries the numbers analysis reads: its time `t` and, by type, the fields of NEEDED."""
+    return all(isinstance(event.get(k), (int, float)) and not isinstance(event.get(k), bool)
+               for k in ("t", *NEEDED.get(event["type"], ())))
+
+
 def parse(line: str) -> dict | None:
     """An event from one line of a worker's stdout, or None for anything that is not an event."""
     line = line.strip()

@@ -141,21 +141,46 @@ def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Jo
 
 
 def _pump(job: _Job, on_event) -> None:
-    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on."""
-    with open(job.events_path, "a", encoding="utf-8") as log:
-        for raw in job.proc.stdout:
-            line = raw.decode("utf-8", "replace")
-            event = events.parse(line)
-            if event is None:
-                continue
+    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on.
+
+    The pipe is drained to its end whatever happens, so a worker never blocks on a full pipe: a log that cannot be
+    written (a full disk, a folder gone) stops the job, whose error says where the kit could not write."""
+    log, failed = None, False
+    try:
+        log = open(job.events_path, "a", encoding="utf-8")
+    except OSError as exc:
+        failed = _fail_on_write(job, exc)
+    for raw in job.proc.stdout:
+        line = raw.decode("utf-8", "replace")
+        event = events.parse(line)
+        if event is None or failed:
+            continue
+        try:
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
-            job.last[event["type"]] = event
-            if event["type"] in (events.READY, events.ERROR):
-                job.ready.set()  # an error before ready must not hold the barrier
-            if on_event:
-                on_event(event)
+        except OSError as exc:
+            failed = _fail_on_write(job, exc)
+            continue
+        job.last[event["type"]] = event
+        if event["type"] in (events.READY, events.ERROR):
+            job.ready.set()  # an error before ready must not hold the barrier
+        if on_event:
+            on_event(event)
+    if log is not None:
+        try:
+            log.close()
+        except OSError:
+            pass  # the flush of a line already reported as unwritable
     job.ready.set()
+
+
+def _fail_on_write(job: _Job, exc: OSError) -> bool:
+    """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
+    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": "other",
+                              "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
+    job.ready.set()
+    _signal(job, signal.SIGTERM)
+    return True
 
 
 def _wait_until_ready(jobs: list[_Job]) -> None:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import events
 from .monitor import Samples, read_samples, summarize
+from .errors import BrokenRun
 from .rundir import RunDir, find_runs, read_events
 from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
@@ -43,15 +44,36 @@ class Results:
     runs: pd.DataFrame
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
+    broken: dict[str, str] = field(default_factory=dict)  # run directory -> what is wrong with it (load skipped it)
 
     def __repr__(self) -> str:
         return f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, {len(self.samples)} samples)"
 
 
-def load(path: str | Path | list) -> Results:
-    """Read one run directory, a folder of them (searched recursively), or a list of either."""
+def load(path: str | Path | list, strict: bool = False) -> Results:
+    """Read one run directory, a folder of them (searched recursively), or a list of either.
+
+    A broken run (a torn manifest, a garbage Parquet or monitor.json file, an unreadable event log) is skipped and
+    named with what is wrong in `.broken`, so that the good runs beside it are still read; `strict=True` raises
+    BrokenRun at the first one instead.
+
+    >>> results = load("runs")                                           # doctest: +SKIP
+    >>> results.broken                                                   # doctest: +SKIP
+    {'runs/exp/20250101-120000-naive-x2-r0': 'runs/exp/.../manifest.json cannot be read as JSON (...)'}
+    """
     paths = path if isinstance(path, list) else [path]
-    return assemble([read_run(run) for p in paths for run in find_runs(p)])
+    readings, broken = [], {}
+    for run in (run for p in paths for run in find_runs(p)):
+        try:
+            readings.append(read_run(run))
+        except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Arrow (Parquet) errors
+            problem = str(exc) if isinstance(exc, BrokenRun) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            if strict:
+                raise BrokenRun(f"the run {run.path} is broken: {problem}; move it away or load(..., strict=False)") from None
+            broken[str(run.path)] = problem
+    results = assemble(readings)
+    results.broken = broken
+    return results
 
 
 def assemble(readings: list[RunReading]) -> Results:
