@@ -172,7 +172,8 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
-        data["jobs"] = [_override(group, job_flags) for group in data.get("jobs") or []]
+        if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
+            data["jobs"] = [_override(group, job_flags) for group in data["jobs"]]
     else:
         if "model" not in job_flags:
             raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")

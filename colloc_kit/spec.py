@@ -306,8 +306,13 @@ def read_yaml(path: str | Path) -> dict:
         raise BadInput(f"{path} is not UTF-8 text (byte {exc.start}); save the spec as UTF-8 YAML") from None
     try:
         data = yaml.load(text, Loader=_spec_loader()) or {}
+    except BadInput as exc:
+        raise BadInput(f"{path}, {exc}") from None
     except yaml.YAMLError as exc:
-        raise BadInput(f"{path} is not valid YAML: {' '.join(str(exc).split())[:300]}; fix the spot it names") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise BadInput(f"{path} is not valid YAML: {problem[:200]}{where}; fix the spec there") from None
     _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got {type(data).__name__}")
     return data
 
@@ -321,14 +326,14 @@ def _spec_loader():
         depth = 0
 
         def compose_node(self, parent, index):
+            mark = self.peek_event().start_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}"
             if self.check_event(yaml.AliasEvent):
-                raise yaml.YAMLError(f"aliases (*name) are not allowed in a spec, at {self.peek_event().start_mark}"
-                                     "; write the value out")
+                raise BadInput(f"{where}: aliases (*name) are not allowed in a spec; write the value out")
+            if self.depth >= YAML_MAX_DEPTH:
+                raise BadInput(f"{where}: nested deeper than {YAML_MAX_DEPTH} levels; a spec needs a few, flatten it")
             self.depth += 1
             try:
-                if self.depth > YAML_MAX_DEPTH:
-                    raise yaml.YAMLError(f"nested deeper than {YAML_MAX_DEPTH} levels at "
-                                         f"{self.peek_event().start_mark}; a spec needs a few levels")
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
