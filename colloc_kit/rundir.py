@@ -103,8 +103,10 @@ class RunDir:
         try:
             tmp.write_text(json.dumps({"format": FORMAT, **manifest}, indent=2, default=str))
             os.replace(tmp, self.path / MANIFEST)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and not exc.filename:  # a failed flush does not say which file
+                raise OSError(exc.errno, exc.strerror, str(self.path / MANIFEST)) from exc
             raise
 
     def update_manifest(self, **changes: Any) -> dict:
