@@ -197,7 +197,8 @@ def _with_options(modes: list[dict], options: dict) -> list[dict]:
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in unused)
         owners = ", ".join(sorted(name for name, cls in MODES.items() if set(unused) & set(cls.option_names)))
-        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it")
+        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it; "
+                       f"add that mode to --mode or drop {flags}")
     return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import reprlib
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -181,7 +183,8 @@ class ModeSpec:
         if isinstance(value, Mapping) and isinstance(value.get("name"), str):
             options = {k: v for k, v in value.items() if k != "name"}
             return cls(value["name"], options)
-        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}")
+        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}; write e.g. "
+                       "{name: mps, thread_percentage: 50}")
 
     @property
     def label(self) -> str:
@@ -290,16 +293,20 @@ def read_yaml(path: str | Path) -> dict:
     import yaml
 
     path = Path(path)
-    if not path.is_file() and str(path) in bundled_specs():
+    if not os.path.lexists(path) and str(path) in bundled_specs():
         path = bundled_specs()[str(path)]
-    _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec "
-                             f"or the name of a bundled one ({', '.join(bundled_specs())})")
     try:
+        _require(stat.S_ISREG(path.stat().st_mode), f"spec {path} is not a file (a folder, a pipe, ...); give the "
+                                                    "path of a YAML experiment spec")
         with path.open("rb") as file:
             raw = file.read(YAML_MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadInput(f"spec file {path} does not exist; give the path of a YAML experiment spec "
+                       f"or the name of a bundled one ({', '.join(bundled_specs())})") from None
     except OSError as exc:
         raise BadInput(f"cannot read the spec {path}: {exc.strerror}; check its permissions") from None
-    _require(len(raw) <= YAML_MAX_BYTES, f"{path} is larger than {YAML_MAX_BYTES:,} bytes; a spec is a short YAML file")
+    _require(len(raw) <= YAML_MAX_BYTES, f"{path} is larger than {YAML_MAX_BYTES:,} bytes; give a short YAML spec "
+                                         "(jobs, modes, copies), not data")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -308,12 +315,15 @@ def read_yaml(path: str | Path) -> dict:
         data = yaml.load(text, Loader=_spec_loader()) or {}
     except BadInput as exc:
         raise BadInput(f"{path}, {exc}") from None
+    except ValueError as exc:  # not a YAMLError: e.g. an integer of thousands of digits, a date that does not exist
+        raise BadInput(f"{path} holds a value YAML cannot read ({str(exc).split(';')[0][:120]}); fix the spec") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise BadInput(f"{path} is not valid YAML: {problem[:200]}{where}; fix the spec there") from None
-    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got {type(data).__name__}")
+    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got "
+                                     f"{type(data).__name__}; write e.g. `jobs: [{{model: resnet18}}]`")
     return data
 
 
