@@ -155,8 +155,10 @@ def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, p
     by_id = {o.job_id: o for o in outcomes}
     for entry in manifest["jobs"]:
         outcome = by_id.get(entry["job"])
+        started = run.events_path(entry["job"]).exists()  # no outcome but started: a second interrupt cut the wave
         entry["outcome"] = outcome.to_dict() if outcome else {
-            "job_id": entry["job"], "status": INTERRUPTED, "error": "not started: the run stopped before its turn"}
+            "job_id": entry["job"], "status": INTERRUPTED,
+            "error": "stopped by an interrupt" if started else "not started: the run stopped before its turn"}
         if problems and entry["outcome"]["status"] != COMPLETE:
             entry["outcome"]["mode_problem"] = "; ".join(problems)
     run.update_manifest(jobs=manifest["jobs"], status=status, problems=problems, ended_at=events.now())

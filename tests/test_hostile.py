@@ -398,11 +398,12 @@ def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
 @pytest.mark.xfail(strict=False, reason="needs the lead's stdin protocol (workers stop at stdin EOF); until it is "
                                         "on main, a SIGKILLed kit leaves its naive workers running")
 def test_workers_die_with_a_sigkilled_kit(tmp_path):
-    cmd = [sys.executable, "-m", "colloc_kit.cli", "run", *TINY_FLAGS, "--steps", "100000", "--copies", "2",
-           "--out", str(tmp_path)]
+    """Workers that write nothing for a minute (no event would hit the dead pipe) must still die with the kit."""
+    cmd = [sys.executable, "-m", "colloc_kit.cli", "run", *TINY_FLAGS, "--steps", "1000000", "--copies", "2",
+           "--synthetic-samples", "8000000", "--interval-s", "60", "--out", str(tmp_path)]
     kit = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while sum('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
+    while sum('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
         assert time.monotonic() < deadline and kit.poll() is None
         time.sleep(0.2)
     workers = worker_processes()
@@ -413,6 +414,27 @@ def test_workers_die_with_a_sigkilled_kit(tmp_path):
     for proc in alive:  # ours: do not leave them to the next test
         proc.kill()
     assert not alive, f"{len(alive)} worker(s) outlived the SIGKILLed kit"
+
+
+def test_two_interrupts_in_a_row_do_not_record_started_jobs_as_not_started(tmp_path):
+    import threading
+
+    def interrupt_twice():
+        while sum('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
+            time.sleep(0.05)
+        for _ in range(2):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.02)
+
+    threading.Thread(target=interrupt_twice, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        colloc_kit.run([{**TINY_JOB, "steps": 100000}], mode="naive", copies=2, out=tmp_path, monitor=False,
+                       progress=False)
+    (run,) = find_runs(tmp_path)
+    manifest = run.read_manifest()
+    assert manifest["status"] == "interrupted"
+    for entry in manifest["jobs"]:
+        assert entry["outcome"]["status"] == "interrupted" and "not started" not in entry["outcome"]["error"]
 
 
 # ---------------------------------------------------------------- broken runs beside good ones: none hidden
