@@ -395,10 +395,9 @@ def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
         unmount(disk)
 
 
-@pytest.mark.xfail(strict=False, reason="needs the lead's stdin protocol (workers stop at stdin EOF); until it is "
-                                        "on main, a SIGKILLed kit leaves its naive workers running")
 def test_workers_die_with_a_sigkilled_kit(tmp_path):
-    """Workers that write nothing for a minute (no event would hit the dead pipe) must still die with the kit."""
+    """Workers that write nothing for a minute (no event would hit the dead pipe) still die with the kit: their stdin
+    closes with it, and a worker leaves when its stdin closes."""
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", *TINY_FLAGS, "--steps", "1000000", "--copies", "2",
            "--synthetic-samples", "8000000", "--interval-s", "60", "--out", str(tmp_path)]
     kit = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
