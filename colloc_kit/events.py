@@ -61,12 +61,19 @@ class EventWriter:
 
 
 NEEDED = {INTERVAL: ("interval_s", "interval_images"), EPOCH: ("epoch",)}  # numbers a reader computes with
+NUMBERS = ("images_per_s", "steady_s", "steady_images", "epoch_time_s", "images", "steps", "peak_allocated_mb",
+           "peak_reserved_mb", "peak_rss_mb")  # numbers (or null) wherever they appear
 
 
 def readable(event: dict) -> bool:
-    """Whether an event carries the numbers analysis reads: its time `t` and, by type, the fields of NEEDED."""
-    return all(isinstance(event.get(k), (int, float)) and not isinstance(event.get(k), bool)
-               for k in ("t", *NEEDED.get(event["type"], ())))
+    """Whether an event carries the numbers analysis reads: its time `t` and, by type, the fields of NEEDED; and
+    NUMBERS, where present, are numbers or null (a line from elsewhere in a log is skipped, not crashed on)."""
+    return (all(_is_number(event.get(k)) for k in ("t", *NEEDED.get(event["type"], ())))
+            and all(event.get(k) is None or _is_number(event[k]) for k in NUMBERS))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def parse(line: str) -> dict | None:

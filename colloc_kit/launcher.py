@@ -153,7 +153,8 @@ def _pump(job: _Job, on_event) -> None:
     try:
         log = open(job.events_path, "a", encoding="utf-8")
     except OSError as exc:
-        failed = _fail_on_write(job, exc)
+        failed = True
+        _stop_unwritable(job, exc)
     for raw in job.proc.stdout:
         line = raw.decode("utf-8", "replace")
         event = events.parse(line)
@@ -163,7 +164,8 @@ def _pump(job: _Job, on_event) -> None:
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
         except OSError as exc:
-            failed = _fail_on_write(job, exc)
+            failed = True
+            _stop_unwritable(job, exc)
             continue
         job.last[event["type"]] = event
         if event["type"] in (events.READY, events.ERROR):
@@ -178,13 +180,12 @@ def _pump(job: _Job, on_event) -> None:
     job.ready.set()
 
 
-def _fail_on_write(job: _Job, exc: OSError) -> bool:
+def _stop_unwritable(job: _Job, exc: OSError) -> None:
     """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
     job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": "other",
                               "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
     job.ready.set()
     _signal(job, signal.SIGTERM)
-    return True
 
 
 def _wait_until_ready(jobs: list[_Job]) -> None:

@@ -535,12 +535,13 @@ def test_show_and_load_read_every_good_run_and_name_the_broken_one(tmp_path, cap
 
 @pytest.mark.parametrize("line", ["null", '{"type": "interval", "job": "j0"}', '{"type": "epoch", "t": 1}', "[1, 2]",
                                   '"text"', '{"type": "interval", "t": "soon", "interval_s": 1, "interval_images": 8}',
-                                  "\udcff garbage \x00", '{"type": "nosuch", "t": 1}', '{"t": 1}'])
+                                  "\udcff garbage \x00", '{"type": "nosuch", "t": 1}', '{"t": 1}',
+                                  '{"type": "end", "t": 9e99, "images_per_s": "fast", "steady_s": []}'])
 def test_a_stray_line_in_an_event_log_is_skipped_and_the_run_read(tmp_path, capsys, three_runs, line):
     def damage(run: RunDir) -> None:
         (events,) = run.jobs_dir.glob("*.events.jsonl")
         lines = events.read_text().splitlines()
-        events.write_text("\n".join(lines[:2] + [line] + lines[2:]) + "\n", errors="surrogateescape")
+        events.write_text("\n".join(lines[:2] + [line] + lines[2:] + [line]) + "\n", errors="surrogateescape")
 
     folder, _, _ = _runs_with(tmp_path, three_runs, damage)
     code, printed, _ = cli(capsys, "show", folder)
