@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, CollocKitError
-from .rundir import check_out
 from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -146,7 +145,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .experiment import run_spec
 
     spec = experiment_from_args(args)
-    check_out(args.out)
     results = run_spec(spec, out=args.out, progress=not args.quiet)
     print_tables(results)
     folder = str(Path(results.runs["run_dir"].iloc[0]).parent)

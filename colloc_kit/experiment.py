@@ -22,7 +22,7 @@ from .launcher import LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
 from .results import Results, RunReading, assemble, read_run
-from .rundir import RunDir
+from .rundir import RunDir, check_out
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
 
@@ -48,6 +48,7 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = True) -> Results:
     """Run every (mode, copies, repeat) of `spec`; an interrupt stops at once, keeping what was measured."""
     preflight(spec)
+    check_out(out)
     bar = Progress(total_runs=len(spec.runs()), enabled=progress)
     readings = []
     try:

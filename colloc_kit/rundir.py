@@ -157,11 +157,11 @@ def check_out(out: str | Path) -> None:
     path = Path(out).expanduser()
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
-        raise BadInput(f"--out {out}: {existing} is a file, not a folder; give a folder for the results "
-                       "(it is created if absent)")
+        raise BadInput(f"results folder (--out) {out}: {existing} is a file, not a folder; give a folder for the "
+                       "results (it is created if absent)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"--out {out}: cannot write in {existing} (no permission or a read-only file system); "
-                       "give a folder you can write to")
+        raise BadInput(f"results folder (--out) {out}: cannot write in {existing} (no permission or a read-only "
+                       "file system); give a folder you can write to")
 
 
 def find_runs(path: str | Path) -> list[RunDir]:

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import psutil
@@ -25,7 +24,7 @@ import yaml  # noqa: F401 - imported before a test forks a child that gives up r
 import colloc_kit
 import colloc_kit.experiment  # noqa: F401 - the same
 from colloc_kit.cli import main
-from colloc_kit.errors import BrokenRun
+from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.modes import Slot
 from colloc_kit.rundir import MANIFEST, RunDir, find_runs
@@ -594,3 +593,11 @@ def test_run_directories_stay_inside_out(tmp_path):
     for hostile in ("..", "../..", ".", "a/../../b", "..\\.."):
         run = RunDir.create(tmp_path / "out", hostile, hostile)
         assert tmp_path / "out" in run.path.resolve().parents
+
+
+def test_the_python_api_refuses_a_results_folder_that_is_a_file(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    with pytest.raises(BadInput, match="is a file, not a folder"):
+        colloc_kit.run([TINY_JOB], out=afile, monitor=False, progress=False)
+    assert afile.read_text() == "keep me"
