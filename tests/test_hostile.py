@@ -317,11 +317,16 @@ def test_a_spec_that_is_not_a_file_is_refused_without_blocking(tmp_path, capsys,
     (["mig", "plan", "9g", "--gpu", "H100-80GB"], "9g"),
     (["mig", "plan", ",", "--gpu", "H100-80GB"], "the MIG layout is empty"),
     (["mig", "plan", "1g", "--gpu", "NoSuchGPU"], "NoSuchGPU"),
-    (["mig", "propose", "abc", "--gpu", "H100-80GB"], "abc"),
+    (["mig", "propose", "abc", "--gpu", "H100-80GB"], "memory needs must be positive MiB"),
+    (["mig", "propose", "1e400", "--gpu", "H100-80GB"], "memory needs must be positive MiB"),
+    (["mig", "propose", "0,nan", "--gpu", "H100-80GB"], "memory needs must be positive MiB"),
+    (["mig", "propose", "100", "--headroom", "-99999", "--gpu", "H100-80GB"], "--headroom must be 0 or more"),
+    (["mig", "propose", "100", "--headroom", "lots"], "invalid int value"),
 ])
 def test_mig_bad_input_exits_2(capsys, argv, says):
     code, _, err = cli(capsys, *argv)
     assert code == 2 and says in err, err
+    assert err.startswith("usage: ") or SAYS_WHAT_TO_DO.search(err), err
 
 
 # ---------------------------------------------------------------- real runs: paths, failures, full disks

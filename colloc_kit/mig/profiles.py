@@ -217,7 +217,8 @@ def gpu_model(model: str | GpuModel) -> GpuModel:
     for name, found in GPU_MODELS.items():
         if name.upper() == key:
             return found
-    raise BadInput(f"unknown GPU model {model!r}; built-in MIG tables: {', '.join(GPU_MODELS)}")
+    raise BadInput(f"unknown GPU model {model!r}; give --gpu with one of the built-in MIG tables: "
+                   f"{', '.join(GPU_MODELS)}")
 
 
 def resolve(name: str, gpu_model_or_name: str | GpuModel) -> Profile:
