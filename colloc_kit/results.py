@@ -69,7 +69,8 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
         except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Arrow (Parquet) errors
             problem = str(exc) if isinstance(exc, BrokenRun) else f"{type(exc).__name__}: {str(exc)[:300]}"
             if strict:
-                raise BrokenRun(f"the run {run.path} is broken: {problem}; move it away or load(..., strict=False)") from None
+                raise BrokenRun(f"the run {run.path} is broken: {problem}; move it away or "
+                                "load(..., strict=False)") from None
             broken[str(run.path)] = problem
     results = assemble(readings)
     results.broken = broken

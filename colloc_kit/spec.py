@@ -87,7 +87,8 @@ class JobSpec:
     def __post_init__(self) -> None:
         _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
         for name in ("dataset", "amp", "device", "fail_kind"):
-            _require(isinstance(getattr(self, name), str), f"{name} must be a name, got {_excerpt(getattr(self, name))}")
+            value = getattr(self, name)
+            _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
         _require(self.data_root is None or isinstance(self.data_root, str),
                  f"data_root must be a folder path (a string), got {_excerpt(self.data_root)}")
         for name in ("channels_last", "pin_memory"):
@@ -181,8 +182,8 @@ class ModeSpec:
         if isinstance(value, Mapping) and isinstance(value.get("name"), str):
             options = {k: v for k, v in value.items() if k != "name"}
             return cls(value["name"], options)
-        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}; write e.g. "
-                       "{name: mps, thread_percentage: 50}")
+        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}; "
+                       "write e.g. {name: mps, thread_percentage: 50}")
 
     @property
     def label(self) -> str:
@@ -213,8 +214,8 @@ class ExperimentSpec:
         _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
                  f"copies must be positive integers, got {_excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)
-        _require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} jobs "
-                                           f"in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")
+        _require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
+                                           f"jobs in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")
         _require(_is_int(self.repeats) and self.repeats > 0,
                  f"repeats must be a positive integer, got {_excerpt(self.repeats)}")
         _require(_is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {_excerpt(self.gpu)}")
@@ -314,7 +315,8 @@ def read_yaml(path: str | Path) -> dict:
     except BadInput as exc:
         raise BadInput(f"{path}, {exc}") from None
     except ValueError as exc:  # not a YAMLError: e.g. an integer of thousands of digits, a date that does not exist
-        raise BadInput(f"{path} holds a value YAML cannot read ({str(exc).split(';')[0][:120]}); fix the spec") from None
+        problem = str(exc).split(";")[0][:120]
+        raise BadInput(f"{path} holds a value YAML cannot read ({problem}); fix the spec") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -353,8 +353,8 @@ def test_a_failing_job_exits_1_and_its_neighbour_is_kept(tmp_path, capsys):
 
 
 def _wave(tmp_path: Path, n: int, steps: int = 40) -> Wave:
-    items = [LaunchItem(f"j{i}", JobSpec(**{**TINY_JOB, "steps": steps, "interval_s": 0.001}), Slot(env={}, label="cpu"))
-             for i in range(n)]
+    job = JobSpec(**{**TINY_JOB, "steps": steps, "interval_s": 0.001})
+    items = [LaunchItem(f"j{i}", job, Slot(env={}, label="cpu")) for i in range(n)]
     return Wave(items, jobs_dir=tmp_path / "jobs", time_limit_s=120)
 
 
