@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     except CollocKitError as exc:
         return _refuse(args, str(exc), EXIT_FAILED_JOBS)
     except OSError as exc:  # the environment broke under a run: a full disk, a folder removed or made read-only
-        where = f"{exc.filename}: " if exc.filename else ""
+        where = exc.filename or getattr(args, "out", None)  # a failed flush does not say which file
+        where = f"{where}: " if where else ""
         return _refuse(args, f"{where}{exc.strerror or exc}; free space or fix the folder's permissions, then run "
                              "again (what was written before is kept)", EXIT_FAILED_JOBS)
     except KeyboardInterrupt:

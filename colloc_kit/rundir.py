@@ -18,6 +18,7 @@ killed. The statuses and their meanings: colloc_kit.statuses.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -97,23 +98,42 @@ class RunDir:
         return manifest
 
     def write_manifest(self, manifest: dict) -> None:
-        """Write atomically (temp file + rename), so a reader never sees half a manifest; a failed write (a full
-        disk) leaves the previous manifest and no temp file."""
-        tmp = self.path / (MANIFEST + ".tmp")
+        """Write atomically (temp file + rename), so a reader never sees half a manifest; a failed write leaves the
+        previous manifest and no temp file. On a full disk the manifest is rewritten compactly in the space it
+        already has, where it fits, so that a run still records how it ended; else the error names the manifest."""
+        path, tmp = self.path / MANIFEST, self.path / (MANIFEST + ".tmp")
+        data = {"format": FORMAT, **manifest}
         try:
-            tmp.write_text(json.dumps({"format": FORMAT, **manifest}, indent=2, default=str))
-            os.replace(tmp, self.path / MANIFEST)
+            tmp.write_text(json.dumps(data, indent=2, default=str))
+            os.replace(tmp, path)
         except BaseException as exc:
             tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError) and not exc.filename:  # a failed flush does not say which file
-                raise OSError(exc.errno, exc.strerror, str(self.path / MANIFEST)) from exc
-            raise
+            if not isinstance(exc, OSError):
+                raise
+            if exc.errno == errno.ENOSPC and _overwrite_within(path, json.dumps(data, default=str).encode()):
+                return
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a failed flush does not say which file
 
     def update_manifest(self, **changes: Any) -> dict:
         manifest = self.read_manifest()
         manifest.update(changes)
         self.write_manifest(manifest)
         return manifest
+
+
+def _overwrite_within(path: Path, data: bytes) -> bool:
+    """Overwrite a file with data that fits in the disk blocks it already holds; False where it does not fit (or
+    the file cannot be opened)."""
+    try:
+        held = path.stat()
+        if len(data) > max(held.st_size, held.st_blocks * 512):
+            return False
+        with open(path, "r+b") as file:
+            file.write(data)
+            file.truncate()
+        return True
+    except OSError:
+        return False
 
 
 def manifest_problem(manifest: Any) -> str | None:

@@ -380,8 +380,9 @@ def test_an_event_log_that_cannot_be_opened_fails_its_job_without_hanging(tmp_pa
 
 
 def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
-    """A 64 KiB tmpfs under --out, events every millisecond: the run ends (no hang), exit 1, the message names the
-    file it could not write and says what to do; what was written is readable."""
+    """A 64 KiB tmpfs under --out, events every millisecond: the run ends (no hang), exit 1, the message says where
+    and what to do; the run marks itself (its manifest rewritten in its own space): each job failed, saying which
+    file it could not write; what was written is readable."""
     disk = tmp_path / "disk"
     if not mounted_tmpfs(disk, "size=64k"):
         pytest.skip("cannot mount a tmpfs on this machine (needs root); the /dev/full cases above always run")
@@ -395,6 +396,10 @@ def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
         assert not list(disk.rglob("*.tmp"))
         results = colloc_kit.load(disk)
         assert not results.broken and len(results.jobs) == 2
+        assert results.runs.iloc[0]["status"] in ("failed_jobs", "error")
+        for _, job in results.jobs.iterrows():
+            assert job["status"] == FAILED and job["error"].startswith(f"could not write {disk}")
+            assert job["error"].endswith(".events.jsonl: No space left on device")
     finally:
         unmount(disk)
 
@@ -582,15 +587,19 @@ def test_every_status_a_run_writes_is_in_the_documented_table(three_runs):
     assert all(RUN_STATUSES.values()) and all(JOB_STATUSES.values())  # each one explained
 
 
-def test_a_failed_manifest_write_keeps_the_previous_manifest_and_no_temp_file(tmp_path):
-    """The temp file on a full disk (/dev/full): the write fails, the old manifest stays whole, no temp is left."""
+def test_a_manifest_on_a_full_disk_is_rewritten_in_its_own_space_or_kept_whole(tmp_path):
+    """The temp file on a full disk (/dev/full): an update that fits in the manifest's own disk blocks is written
+    there; one that does not fit fails naming the manifest, which stays whole. No temp file is left either way."""
     run = RunDir.create(tmp_path, "exp", "naive-x1-r0")
     run.write_manifest({"status": "running", "mode": {"name": "naive"}, "jobs": []})
     (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
+    run.update_manifest(status="complete")
+    assert run.read_manifest()["status"] == "complete"
+    (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
     with pytest.raises(OSError, match="No space left on device") as raised:
-        run.update_manifest(status="complete")
+        run.update_manifest(status="failed_jobs", problems=["x" * 100_000])
     assert raised.value.filename == str(run.path / MANIFEST)
-    assert run.read_manifest()["status"] == "running"
+    assert run.read_manifest()["status"] == "complete"
     assert [p.name for p in run.path.iterdir()] == [MANIFEST]
 
 
