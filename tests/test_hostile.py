@@ -615,3 +615,16 @@ def test_the_python_api_refuses_a_results_folder_that_is_a_file(tmp_path):
     with pytest.raises(BadInput, match="is a file, not a folder"):
         colloc_kit.run([TINY_JOB], out=afile, monitor=False, progress=False)
     assert afile.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("gpu", ["3", "99999999999999999999"])
+def test_a_gpu_index_the_machine_lacks_is_refused_before_anything_starts(tmp_path, capsys, gpu):
+    """On a stand-in NVML (labelled: tests/fake_nvml.py) with one GPU, --gpu 3 is refused; no worker is started."""
+    from fake_nvml import FakeNvml
+
+    from colloc_kit import nvml
+
+    flags = [f if f != "cpu" else "cuda" for f in TINY_FLAGS]  # --device cuda
+    with nvml.use_backend(FakeNvml(gpus=1)):
+        err = refused(capsys, tmp_path, "run", *flags, "--gpu", gpu, "--out", tmp_path)
+    assert f"GPU {gpu} does not exist: this machine has 1 GPU(s)" in err and "give --gpu 0" in err
