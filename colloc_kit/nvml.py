@@ -86,9 +86,13 @@ def session() -> Iterator[Any]:
 
 
 def require_gpu_index(index: int) -> None:
-    """Refuse (BadInput) a GPU index this machine does not have, before a job is started on it."""
-    with session() as lib:
-        count = lib.nvmlDeviceGetCount()
+    """Refuse (BadInput) a GPU index this machine does not have, before a job is started on it. Without NVML there
+    is nothing to count here (the worker's check_job refuses CUDA jobs then, saying why)."""
+    try:
+        with session() as lib:
+            count = lib.nvmlDeviceGetCount()
+    except NvmlUnavailable:
+        return
     if index >= count:
         raise BadInput(f"GPU {index} does not exist: this machine has {count} GPU(s), numbered from 0; "
                        f"give --gpu 0{f' to {count - 1}' if count > 1 else ''}")
