@@ -545,7 +545,11 @@ def test_show_and_load_read_every_good_run_and_name_the_broken_one(tmp_path, cap
 @pytest.mark.parametrize("line", ["null", '{"type": "interval", "job": "j0"}', '{"type": "epoch", "t": 1}', "[1, 2]",
                                   '"text"', '{"type": "interval", "t": "soon", "interval_s": 1, "interval_images": 8}',
                                   "\udcff garbage \x00", '{"type": "nosuch", "t": 1}', '{"t": 1}',
-                                  '{"type": "end", "t": 9e99, "images_per_s": "fast", "steady_s": []}'])
+                                  '{"type": "end", "t": 9e99, "images_per_s": "fast", "steady_s": []}',
+                                  '{"type": "interval", "t": 5, "interval_s": 0, "interval_images": 8}',
+                                  '{"type": "interval", "t": NaN, "interval_s": 1, "interval_images": 8}',
+                                  '{"type": "interval", "t": 5, "interval_s": 1, "interval_images": 8, '
+                                  '"data_wait_s": "x"}'])
 def test_a_stray_line_in_an_event_log_is_skipped_and_the_run_read(tmp_path, capsys, three_runs, line):
     def damage(run: RunDir) -> None:
         (events,) = run.jobs_dir.glob("*.events.jsonl")
