@@ -28,9 +28,9 @@ from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
-               "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
+               "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
-               "throughput_window"]
+               "aggregate_images_per_s_ci", "throughput_window", "bound_by", "flags"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from . import events
+from .statuses import COMPLETE
 
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
@@ -169,7 +170,7 @@ def run_throughput(streams: dict[str, Sequence[dict]], statuses: dict[str, str],
     """
     out = {"aggregate_images_per_s": None, "aggregate_images_per_s_ci": None, "throughput_window": None,
            "window_start": None, "window_end": None, "window_s": None, "window_note": None, "job_rates": {}}
-    complete = [job for job, status in statuses.items() if status == "complete"]
+    complete = [job for job, status in statuses.items() if status == COMPLETE]
     if sequential or len(streams) == 1:  # each job alone: its own measured window, held steps left out
         measured = {job: steady_intervals(streams[job], held=False) for job in complete}
         seconds = sum(e["interval_s"] for ivs in measured.values() for e in ivs)
