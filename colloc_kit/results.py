@@ -33,6 +33,7 @@ from .monitor import Samples, read_samples, summarize
 from .rundir import RunDir, find_runs, read_events
 from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
+HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
 RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
 
 
@@ -137,9 +138,12 @@ def read_run(run: RunDir) -> RunReading:
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     n_complete = sum(r["status"] == COMPLETE for r in jobs)
     throughput.pop("job_rates")
+    span = window or figures.Window(manifest.get("started_at"), manifest.get("ended_at"))
+    host = summarize(samples.host, span.start, span.end) if len(samples.host) and span and span.seconds > 0 else {}
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
-               "bound_by": _run_verdict(jobs), "problems": "; ".join(manifest.get("problems") or []) or None,
+               "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
+               "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
     return jobs, epochs, summary, samples
 
