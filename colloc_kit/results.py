@@ -124,9 +124,10 @@ def read_run(run: RunDir) -> RunReading:
     samples = read_samples(run.path)
     monitored = len(samples.gpu) > 0
     shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
+    alone_in_turn = sequential or len(entries) == 1  # each job measured on its own window
     for row in jobs:
         stream = streams[row["job"]]
-        own = figures.Window(*figures.steady_span(stream, held=False)) if sequential and row["images_per_s"] else None
+        own = figures.Window(*figures.steady_span(stream, held=False)) if alone_in_turn and row["images_per_s"] else None
         row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
         row["run_status"] = status
         row["run_dir"] = str(run.path)
