@@ -18,16 +18,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import events, machine
-from .launcher import COMPLETE, INTERRUPTED, LaunchItem, Outcome, Wave
+from .launcher import LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
 from .results import Results, RunReading, assemble, read_run
-from .rundir import COMPLETE as RUN_COMPLETE
-from .rundir import FAILED_JOBS, RUNNING, RunDir
-from .rundir import INTERRUPTED as RUN_INTERRUPTED
+from .rundir import RunDir, check_out
 from .spec import ExperimentSpec, JobSpec, ModeSpec
-
-RUN_ERROR = "error"
+from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
 
 
 def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
@@ -51,6 +48,7 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True) -> Results:
     """Run every (mode, copies, repeat) of `spec`; an interrupt stops at once, keeping what was measured."""
     preflight(spec)
+    check_out(out)
     bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(spec.runs()), enabled=progress)
     readings = []
     try:
@@ -121,7 +119,7 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
     run.write_manifest(manifest)
     bar.run_started(f"{mode_spec.label} x{copies} r{repeat}", len(planned))
     outcomes: list[Outcome] = []
-    status, problems = RUN_INTERRUPTED, []
+    status, problems = INTERRUPTED, []
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -139,8 +137,8 @@ def run_once(spec: ExperimentSpec, mode_spec: ModeSpec, copies: int, repeat: int
                         outcomes += wave.outcomes
             problems = mode.problems()
         run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
-        status = RUN_COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
-    except Exception as exc:  # a KeyboardInterrupt keeps the status RUN_INTERRUPTED set above
+        status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
+    except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
@@ -158,8 +156,10 @@ def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, p
     by_id = {o.job_id: o for o in outcomes}
     for entry in manifest["jobs"]:
         outcome = by_id.get(entry["job"])
+        started = run.events_path(entry["job"]).exists()  # no outcome but started: a second interrupt cut the wave
         entry["outcome"] = outcome.to_dict() if outcome else {
-            "job_id": entry["job"], "status": INTERRUPTED, "error": "not started: the run stopped before its turn"}
+            "job_id": entry["job"], "status": INTERRUPTED,
+            "error": "stopped by an interrupt" if started else "not started: the run stopped before its turn"}
         if problems and entry["outcome"]["status"] != COMPLETE:
             entry["outcome"]["mode_problem"] = "; ".join(problems)
     run.update_manifest(jobs=manifest["jobs"], status=status, problems=problems, ended_at=events.now())
