@@ -54,8 +54,8 @@ class ExperimentPanel:
                  run_fn: Callable[..., Any] | None = None):
         self.job = dict(job or {})
         self.out, self.name, self.figure_fn, self.run_fn = out, name, figure, run_fn
-        self.results: list[Results] = []
-        self.jobs = self.summary = pd.DataFrame()
+        self.results = combine([])  # every run measured so far
+        self.summary = pd.DataFrame()
         self.task: background.Background | None = None
         options = list(dict.fromkeys([*models, *sorted(set(more_models) - set(models))]))
         self.models = w.SelectMultiple(options=options, value=tuple(models), description="models",
@@ -195,11 +195,15 @@ class ExperimentPanel:
                 self.live.layout.title.text = f"Live: images/s of each job of {current['run'].iloc[-1]}" \
                     if len(current) else self.live.layout.title.text
 
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Every job measured so far (one row per job per run)."""
+        return self.results.jobs
+
     def add(self, results: Results) -> None:
         """Keep one more run's results and redraw the figure from all of them (the placeholder goes)."""
-        self.results.append(results)
-        everything = combine(self.results)
-        self.jobs, self.summary = everything.jobs, analysis.summarize(everything)
+        self.results = combine([self.results, results])
+        self.summary = analysis.summarize(self.results)
         drawn = self.figure_fn(self.summary)
         # a new figure widget each time: plotly.js merges a new layout into the old one, which kept the placeholder
         previous, self.figure = self.figure, go.FigureWidget(drawn)
