@@ -83,7 +83,7 @@ def thread_env(n_concurrent: int, device: str) -> dict[str, str]:
     """On the CPU, divide the cores among the jobs that run at once so they do not oversubscribe them."""
     if device != "cpu":
         return {}
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, n_concurrent)))
+    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, n_concurrent)))
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 

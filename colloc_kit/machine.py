@@ -1,7 +1,7 @@
 """What this machine offers: host, GPUs (through the NVML wrapper), software versions, the project's git commit.
 
-Used by `colloc-kit info` and written into every run's manifest. Never raises for a missing GPU or feature: the
-value is absent and a reason is given.
+Used by `colloc-kit info`, and described once per experiment into its folder (`machines/<host>-<time>.json`, which
+every run's manifest names). Never raises for a missing GPU or feature: the value is absent and a reason is given.
 
     >>> info = describe()
     >>> info["gpus"], info["gpu_reason"]           # on a machine without a GPU   # doctest: +SKIP
@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from . import __version__, nvml
+from .errors import BadInput
 from .mps import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
@@ -36,6 +37,24 @@ def describe() -> dict:
         "git_commit": git_commit(),
         "mps": control_status(),
     }
+
+
+def chosen_gpus(request: str | list[int], described: list[dict], reason: str | None) -> list[dict]:
+    """The described GPUs that `request` names ("all", or a list of indices), or BadInput saying what exists.
+
+    >>> [g["index"] for g in chosen_gpus([1, 0], describe()["gpus"], None)]     # doctest: +SKIP
+    [1, 0]
+    """
+    if not described:
+        raise BadInput(f"gpus: this machine shows no GPU ({reason}); leave --gpus out, or run where the GPUs are")
+    if request == "all":
+        return list(described)
+    by_index = {gpu["index"]: gpu for gpu in described}
+    missing = [i for i in request if i not in by_index]
+    if missing:
+        raise BadInput(f"gpus: GPU {', '.join(map(str, missing))} does not exist; this machine has {len(described)} "
+                       f"GPU(s), numbered {', '.join(map(str, by_index))}; give some of them, or all")
+    return [by_index[i] for i in request]
 
 
 def host() -> dict:

@@ -74,7 +74,7 @@ def read_run(run: RunDir) -> RunReading:
         status = "interrupted"  # the process that ran it died before completing the manifest
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
             "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
-            "repeat": manifest.get("repeat"), "sequential": bool(manifest.get("sequential"))}
+            "repeat": manifest.get("repeat"), "sequential": bool(manifest.get("sequential")), **_where(manifest)}
     streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in manifest.get("jobs", [])}
     jobs = [job_row(entry, streams[entry["job"]], base) for entry in manifest.get("jobs", [])]
     sequential = base["sequential"]
@@ -178,6 +178,18 @@ def aggregate(jobs: list[dict], sequential: bool, window: tuple[float, float] | 
     if window and all(rate is not None for rate in overlap):
         return {"aggregate_images_per_s": sum(overlap), "throughput_window": "overlap"}
     return {"aggregate_images_per_s": sum(j["images_per_s"] for j in done), "throughput_window": "own"}
+
+
+def _where(manifest: dict) -> dict:
+    """The run's cell, host, GPU and the host CPU seconds its processes used (older manifests carried the whole
+    machine description instead of a reference to it)."""
+    found = manifest.get("machine") or {}
+    if "host" in found:  # a run written before cells: the full description
+        gpus = {g["index"]: g for g in found.get("gpus") or []}
+        gpu = (manifest.get("spec") or {}).get("gpu", 0)
+        found = {"hostname": found["host"].get("hostname"), "gpu_name": gpus.get(gpu, {}).get("name")}
+    return {"cell_id": manifest.get("cell_id"), "host": found.get("hostname"), "gpu": manifest.get("gpu"),
+            "gpu_name": found.get("gpu_name"), "host_cpu_s": (manifest.get("host_cpu") or {}).get("cpu_s")}
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -1,0 +1,106 @@
+"""The cells of an experiment and what its folder holds of each: the unit that is run, skipped, dispatched, resumed.
+
+A cell is one (mode, copies, repeat) of a spec, in the order `ExperimentSpec.runs()` gives (repeats interleaved,
+A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs, so the same
+command into the same folder finds the cells it already ran, and a changed job (steps, batch size) makes new ones.
+
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2])
+    >>> [c.cell_id for c in cells(spec)]                                    # doctest: +ELLIPSIS
+    ['naive-x1-r0-...', 'naive-x2-r0-...']
+    >>> states = cell_states("runs/experiment")                              # doctest: +SKIP
+    >>> states["naive-x1-r0-3f9a..."].status
+    'complete'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .rundir import COMPLETE, RUNNING, RunDir, find_runs, safe_name
+from .spec import ExperimentSpec, ModeSpec
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of an experiment: its mode, copy count and repeat, and the id that names it in every manifest."""
+
+    mode: ModeSpec
+    copies: int
+    repeat: int
+    cell_id: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode.label}-x{self.copies}-r{self.repeat}"
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What the experiment folder holds of one cell: its latest run's status (or pending) and that run."""
+
+    cell_id: str
+    status: str
+    run: RunDir | None = None
+    gpu: int | None = None
+    host: str | None = None
+
+
+def jobs_fingerprint(spec: ExperimentSpec) -> str:
+    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...)."""
+    text = json.dumps([job.to_dict() for job in spec.jobs], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def cells(spec: ExperimentSpec) -> list[Cell]:
+    """Every cell of `spec`, in run order."""
+    fingerprint = jobs_fingerprint(spec)
+    return [Cell(mode, copies, repeat, f"{safe_name(mode.label)}-x{copies}-r{repeat}-{fingerprint}")
+            for mode, copies, repeat in spec.runs()]
+
+
+def cell_states(experiment_dir: str | Path) -> dict[str, CellState]:
+    """The state of every cell that has a run under `experiment_dir`: complete if any of its runs completed, else
+    the latest run's status ("running" only where that run's process is still alive, else "interrupted")."""
+    found: dict[str, CellState] = {}
+    runs = find_runs(experiment_dir) if Path(experiment_dir).exists() else []
+    for run in runs:
+        try:
+            manifest = run.read_manifest()
+        except (OSError, ValueError):
+            continue  # a manifest being replaced right now is read on the next look
+        cell_id = manifest.get("cell_id")
+        if cell_id is None:
+            continue
+        state = CellState(cell_id, _status(manifest), run, manifest.get("gpu"),
+                          (manifest.get("machine") or {}).get("hostname"))
+        previous = found.get(cell_id)
+        if previous is None or previous.status != COMPLETE:  # runs are sorted by path: by start time
+            found[cell_id] = state
+    return found
+
+
+def _status(manifest: dict) -> str:
+    status = manifest.get("status", RUNNING)
+    if status == RUNNING and not _alive(manifest.get("runner_pid"), (manifest.get("machine") or {}).get("hostname")):
+        return "interrupted"  # the process that ran it died before completing the manifest
+    return status
+
+
+def _alive(pid: int | None, hostname: str | None) -> bool:
+    """Whether the process that runs a cell still lives; one on another host (a Slurm node) is taken as alive."""
+    import socket
+
+    import psutil
+
+    if pid is None:
+        return False
+    if hostname and hostname != socket.gethostname():
+        return True
+    return psutil.pid_exists(pid)
+
+
