@@ -10,6 +10,8 @@ command into the same folder finds the cells it already ran, and a changed job (
     >>> states = cell_states("runs/experiment")                              # doctest: +SKIP
     >>> states["naive-x1-r0-3f9a..."].status
     'complete'
+    >>> experiment_status("runs/experiment")[0]["status"]                    # doctest: +SKIP
+    'done'
 """
 
 from __future__ import annotations
@@ -104,3 +106,44 @@ def _alive(pid: int | None, hostname: str | None) -> bool:
     return psutil.pid_exists(pid)
 
 
+
+
+DONE, FAILED = "done", "failed"
+
+
+def experiment_status(experiment_dir: str | Path) -> list[dict]:
+    """One row per cell the folder knows (its spec files' cells in order, then cells only its runs name): done,
+    running, failed or pending, with the GPU and host it ran on and its Slurm job where it was submitted.
+
+    >>> [(r["cell"], r["status"], r["slurm_job"]) for r in experiment_status("runs/seed-mixed")]   # doctest: +SKIP
+    [('naive-x1-r0-3f9a0c1d2e', 'done', '4242_0'), ('mps-x1-r0-3f9a0c1d2e', 'pending', '4242_1')]
+    """
+    from .slurm import queue_states, submitted
+
+    exp_dir = Path(experiment_dir)
+    labels: dict[str, str] = {}
+    for spec_file in sorted((exp_dir / "specs").glob("*.json"), key=lambda p: p.stat().st_mtime):
+        for cell in cells(ExperimentSpec.from_mapping(json.loads(spec_file.read_text()))):
+            labels.setdefault(cell.cell_id, cell.label)
+    states = cell_states(exp_dir)
+    jobs = submitted(exp_dir)
+    queue = queue_states(list(jobs.values()))
+    rows = []
+    for cell_id in [*labels, *(c for c in states if c not in labels)]:
+        state, job = states.get(cell_id), jobs.get(cell_id)
+        if state is not None and state.status == COMPLETE:
+            status, detail = DONE, ""
+        elif job in queue:
+            status, detail = ("running" if queue[job] == "RUNNING" else PENDING), f"Slurm: {queue[job]}"
+        elif state is not None and state.status == RUNNING:
+            status, detail = "running", ""
+        elif state is not None:
+            status, detail = FAILED, state.status
+        elif job is not None:
+            status, detail = FAILED, f"the Slurm task ended without a run; its log: {exp_dir / 'slurm' / job}"
+        else:
+            status, detail = PENDING, ""
+        rows.append({"cell": cell_id, "status": status, "detail": detail,
+                     "gpu": state.gpu if state else None, "host": state.host if state else None,
+                     "slurm_job": job, "run": state.run.run_id if state else None})
+    return rows

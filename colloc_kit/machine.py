@@ -71,8 +71,8 @@ def gpu_list() -> tuple[list[dict], str | None]:
     """One dict per GPU (name, memory, UUID, MIG and GPM support, compute mode), or [] and why there are none."""
     try:
         with nvml.session() as lib:
-            driver = nvml.optional(lib.nvmlSystemGetDriverVersion)
-            cuda = nvml.optional(lib.nvmlSystemGetCudaDriverVersion_v2)
+            driver = _optional(lib, "nvmlSystemGetDriverVersion")
+            cuda = _optional(lib, "nvmlSystemGetCudaDriverVersion_v2")
             return [_gpu(lib, i, driver, cuda) for i in range(lib.nvmlDeviceGetCount())], None
     except nvml.NvmlUnavailable as exc:
         return [], str(exc)
@@ -81,9 +81,9 @@ def gpu_list() -> tuple[list[dict], str | None]:
 def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
     handle = lib.nvmlDeviceGetHandleByIndex(index)
     memory = lib.nvmlDeviceGetMemoryInfo(handle)
-    mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle)
-    gpm = nvml.optional(lib.nvmlGpmQueryDeviceSupport, handle)
-    compute_mode = nvml.optional(lib.nvmlDeviceGetComputeMode, handle)
+    mig = _optional(lib, "nvmlDeviceGetMigMode", handle)
+    gpm = _optional(lib, "nvmlGpmQueryDeviceSupport", handle)
+    compute_mode = _optional(lib, "nvmlDeviceGetComputeMode", handle)
     return {
         "index": index,
         "name": nvml.text(lib.nvmlDeviceGetName(handle)),
@@ -98,6 +98,11 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
         "gpm_reason": gpm.reason,
         "compute_mode": compute_mode.value,
     }
+
+
+def _optional(lib, name: str, *args) -> nvml.Reading:
+    """`nvml.optional` of a function the bindings (older ones, a simulator) may not have: then absent, with why."""
+    return nvml.optional(lambda: getattr(lib, name)(*args))
 
 
 def versions() -> dict:
