@@ -327,11 +327,16 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
 def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: str | None = None,
                      device: str | None = None) -> list[RunningDaemon]:
     """The running MPS daemons a new run on `device` (a GPU UUID; None: any GPU) must not share the GPU with: this
-    user's, and the default pipe dir's; a daemon pinned to another GPU (a cell on another GPU) does not block."""
+    user's, and the default pipe dir's; a daemon pinned by UUID to another GPU (a cell on another GPU) does not
+    block (one named by index may be this GPU: it blocks)."""
     me = psutil.Process().username()
     return [d for d in detect_running_daemons(default_pipe_dir)
             if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir
-            and not (device and d.device and d.device != device)]
+            and not (device and _is_uuid(d.device) and d.device != device)]
+
+
+def _is_uuid(device: str | None) -> bool:
+    return bool(device) and device.startswith(("GPU-", "MIG-"))
 
 
 def default_pipe_daemons() -> list[RunningDaemon]:
