@@ -104,11 +104,13 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
         preflight(spec, gpus=gpus)
     all_cells = cells(spec)
     states = cell_states(exp_dir)
-    done = [c for c in all_cells if c.cell_id in states and states[c.cell_id].status == RUN_COMPLETE]
+    done, running = ([c for c in all_cells if c.cell_id in states and states[c.cell_id].status == status]
+                     for status in (RUN_COMPLETE, RUNNING))
     in_slurm = slurm.queued_cells(exp_dir) if spec.slurm is not None else set()
-    todo = [c for c in all_cells if c not in done and c.cell_id not in in_slurm]
+    todo = [c for c in all_cells if c not in done and c not in running and c.cell_id not in in_slurm]
     _say_skipped(exp_dir, done, "already complete")
-    _say_skipped(exp_dir, [c for c in all_cells if c.cell_id in in_slurm], "queued or running in Slurm")
+    _say_skipped(exp_dir, running, "being run by another process")
+    _say_skipped(exp_dir, [c for c in all_cells if c.cell_id in in_slurm and c not in running], "queued in Slurm")
     spec_file = _write_json(exp_dir / SPECS_DIR / f"{spec_fingerprint(spec)}.json", spec.to_dict())
     readings: dict[str, RunReading] = {}
     if spec.slurm is not None:
@@ -211,7 +213,8 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
         "started_at": events.now(), "ended_at": None,
         "mode": {"name": mode_spec.name, "options": mode_spec.options, "label": mode_spec.label},
         "copies": cell.copies, "repeat": cell.repeat, "sequential": mode.sequential, "spec": spec.to_dict(),
-        "gpu": placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot "runner_pid": os.getpid(), "slurm_job_id": slurm_job_id(),
+        "gpu": placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
+        "runner_pid": os.getpid(), "slurm_job_id": slurm_job_id(),
         "machine": {"hostname": placement.hostname, "gpu_name": placement.gpu_name, "gpu_uuid": placement.gpu_uuid,
                     "description": os.path.relpath(placement.machine_file, run.path)},
         "host_cpu": {"cores": sorted(os.sched_getaffinity(0))}, "mode_state": None, "problems": [],

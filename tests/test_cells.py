@@ -6,6 +6,7 @@ worker processes. One cell per stand-in GPU runs at a time, each in its own real
 """
 
 import json
+import os
 import signal
 import threading
 import time
@@ -73,8 +74,13 @@ def test_failed_and_killed_cells_run_again(tmp_path):
 
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
     (run,) = find_runs(tmp_path / "k")
+    cell_id = run.read_manifest()["cell_id"]
+    run.update_manifest(status="running", runner_pid=os.getpid())  # as while another command runs it
+    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "running"
+    colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
+    assert len(find_runs(tmp_path / "k")) == 1, "a cell another live process runs is left to it"
     run.update_manifest(status="running", runner_pid=2**22 + 12345)  # as a kit killed mid-run leaves it
-    assert cell_states(tmp_path / "k" / "experiment")[run.read_manifest()["cell_id"]].status == "interrupted"
+    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "interrupted"
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
     assert [m["status"] for m in manifests(tmp_path / "k")] == ["running", "complete"]
 
