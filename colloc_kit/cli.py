@@ -147,7 +147,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
     print_tables(results)
     print(f"\nstored under {args.out}/{spec.name}/ ; read with colloc_kit.load(...) or `colloc-kit show`")
-    return EXIT_OK if (results.jobs["status"] == "complete").all() else EXIT_FAILED_JOBS
+    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -71,9 +71,10 @@ def dispatch(spec_file: Path, todo: list["Cell"], placements: list["Placement"],
                 cell_run.pump.join(timeout=5)
                 codes[cell_run.cell.cell_id] = code
                 board.cell_finished()
-                if code not in (0, 1):
-                    board.write(f"{cell_run.label}: cell {cell_run.cell.label} ended with code {code}: "
-                                f"{_last_line(cell_run.log)} (all of it: {cell_run.log})")
+                said = _last_line(cell_run.log)
+                if code != 0 and said:  # an error, or a crash of the cell process itself (not failed jobs)
+                    board.write(f"{cell_run.label}: cell {cell_run.cell.label} ended with code {code}: {said} "
+                                f"(all of it: {cell_run.log})")
                 board.show(cell_run.label, f"{cell_run.cell.label} done" if code == 0 else
                            f"{cell_run.cell.label} {'failed jobs' if code == 1 else 'error'}")
             time.sleep(POLL_S)
@@ -175,4 +176,4 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
 
 def _last_line(path: Path) -> str:
     lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()] if path.exists() else []
-    return lines[-1] if lines else "no message"
+    return lines[-1] if lines else ""
