@@ -287,10 +287,11 @@ def slurm_job_id() -> str | None:
 
 
 def _visible_gpu(machine_info: dict, default: int) -> int:
-    """The NVML index of the first GPU in CUDA_VISIBLE_DEVICES (by index or UUID), or `default` where unset."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    if not first:
-        return default
+    """The NVML index of the task's GPU: Slurm's global GPU id (SLURM_STEP_GPUS / SLURM_JOB_GPUS, not renumbered by
+    device cgroups), else the first of CUDA_VISIBLE_DEVICES (an index or a UUID), else `default`."""
+    named = (os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_JOB_GPUS")
+             or os.environ.get("CUDA_VISIBLE_DEVICES") or "")
+    first = named.split(",")[0].strip()
     if first.isdigit():
         return int(first)
     return next((g["index"] for g in machine_info["gpus"] if g["uuid"] == first), default)

@@ -172,3 +172,18 @@ def test_status_lists_done_failed_and_pending_cells(tmp_path, capsys):
     assert "naive-x1-r0-" in out and "done" in out and "naive-x2-r0-" in out and "pending" in out
     assert "1 done, 1 pending" in out
     assert main(["status", str(tmp_path / "nothing")]) == 2
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, 0), ({"CUDA_VISIBLE_DEVICES": "1"}, 1), ({"CUDA_VISIBLE_DEVICES": "GPU-b,GPU-a"}, 1),
+    ({"SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "0"}, 1),  # a device cgroup renumbers CUDA's view, not Slurm's
+])
+def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
+    from colloc_kit.experiment import _visible_gpu
+
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    machine_info = {"gpus": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]}
+    assert _visible_gpu(machine_info, default=0) == expected
