@@ -9,13 +9,16 @@ monitor samples on, so events and GPU samples align). Types and their fields:
               warmup_steps, threads, torch, pid.
 - `start`:    released from the barrier; training begins.
 - `interval`: periodic progress: `step`, `images`, `loss`, `step_time_s` (mean over the interval), `data_wait_s`
-              (time spent waiting for the loader in the interval), `warmup` (true while in warm-up),
+              (time spent waiting for the loader in the interval), `warmup` (true while in warm-up), `held`
+              (true past the job's budget, while it trains on until every job of the run has its window),
               `interval_s`, `interval_images`.
 - `epoch`:    `epoch`, `epoch_time_s`, `images`, `images_per_s`.
-- `end`:      `status` ("complete"), `steps`, `images`, `epochs`, `train_s`, `warmup_steps`, `steady_images`,
-              `steady_s`, `images_per_s` (steady-state window: after warm-up to the end), `peak_allocated_mb`,
-              `peak_reserved_mb` (CUDA), `peak_rss_mb` (host); `note` where the budget ended inside warm-up
-              (then `images_per_s` is null and `steady_s` 0).
+- `measured`: the budget is met: `steps`, `steady_images`, `steady_s`, `images_per_s` of the measured window
+              (after warm-up, as long as the budget says); the job then trains on (held) until told to stop.
+- `end`:      `status` ("complete"), the `measured` fields, `steps`, `images`, `epochs`, `train_s` (all training,
+              held steps included), `held_s`, `warmup_steps`, `peak_allocated_mb`, `peak_reserved_mb` (CUDA),
+              `peak_rss_mb` (host); `note` where the budget ended inside warm-up (then `images_per_s` is null and
+              `steady_s` 0).
 - `error`:    `kind` (one of ERROR_KINDS), `message`.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
@@ -30,8 +33,8 @@ import threading
 import time
 from typing import IO, Any
 
-READY, START, INTERVAL, EPOCH, END, ERROR = "ready", "start", "interval", "epoch", "end", "error"
-TYPES = (READY, START, INTERVAL, EPOCH, END, ERROR)
+READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
+TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
 ERROR_KINDS = ("out_of_memory", "cuda_error", "bad_input", "other")
 
 

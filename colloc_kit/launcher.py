@@ -1,5 +1,9 @@
 """Start jobs in their slots, hold them at a start barrier, release them together, and record what each one did.
 
+Jobs that started together also stop together: a job whose budget is met (its `measured` event) trains on until
+every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
+always lie inside one span in which all of them trained (the run's common window).
+
 Each job is a `python -m colloc_kit.worker` process in its own process group. Its stdout (the event stream) is
 copied line by line to `jobs/<job>.events.jsonl`; its stderr to `jobs/<job>.stderr.log`. A job that crashes, runs
 out of memory, overruns its time limit or is killed is recorded with its reason; the others run on. An interrupt
@@ -173,24 +177,34 @@ def _wait_until_ready(jobs: list[_Job]) -> None:
 def _release(jobs: list[_Job]) -> float:
     """Open the barrier: one line to every waiting worker, back to back."""
     released_at = events.now()
-    for job in jobs:
-        if job.alive() and events.READY in job.last:
-            try:
-                job.proc.stdin.write(b"go\n")
-                job.proc.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass
+    _tell_all([job for job in jobs if events.READY in job.last], b"go\n")
     return released_at
 
 
+def _tell_all(jobs: list[_Job], line: bytes) -> None:
+    """Write one line to the stdin of every live job (one that just died is skipped)."""
+    for job in jobs:
+        if job.alive():
+            try:
+                job.proc.stdin.write(line)
+                job.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+
 def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
+    """Wait for every job to end; once each live job has its measured window, tell them all to stop."""
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    told = False
     while any(job.alive() for job in jobs):
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
                     job.stopped_as = TIMED_OUT
             return
+        if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
+            _tell_all(jobs, b"stop\n")
+            told = True
         time.sleep(POLL_S)
 
 

@@ -36,11 +36,11 @@ def of_type(evs: list[dict], type_: str) -> list[dict]:
 
 
 def test_runs_alone_and_emits_a_valid_event_sequence():
-    code, evs, _ = run("--steps", "12", "--warmup-steps", "3", "--interval-s", "0.01", "--job-id", "solo")
+    code, evs, _ = run("--steps", "9", "--warmup-steps", "3", "--interval-s", "0.01", "--job-id", "solo")
     assert code == 0
     types = [e["type"] for e in evs]
-    assert types[:2] == ["ready", "start"] and types[-1] == "end"
-    assert set(types[2:-1]) == {"interval", "epoch"}
+    assert types[:2] == ["ready", "start"] and types[-2:] == ["measured", "end"]  # alone: no held steps
+    assert set(types[2:-2]) == {"interval", "epoch"}
     assert all(e["job"] == "solo" for e in evs)
     assert [e["t"] for e in evs] == sorted(e["t"] for e in evs)
 
@@ -61,13 +61,15 @@ def test_runs_alone_and_emits_a_valid_event_sequence():
     assert all(e["images"] == 32 and e["images_per_s"] > 0 for e in of_type(evs, "epoch"))
 
     end = evs[-1]
-    assert end["status"] == "complete" and end["steps"] == 12 and end["images"] == 96
+    assert end["status"] == "complete" and end["steps"] == 12 and end["images"] == 96  # 3 warm-up + 9 measured
     assert end["steady_images"] == 9 * 8 and end["images_per_s"] == pytest.approx(72 / end["steady_s"])
+    assert end["held_s"] == 0 and not any(i["held"] for i in intervals)
+    assert of_type(evs, "measured")[0]["images_per_s"] == end["images_per_s"]
     assert end["peak_allocated_mb"] is None and end["peak_reserved_mb"] is None and end["peak_rss_mb"] > 0
 
 
-def test_barrier_holds_until_a_line_arrives():
-    proc = worker("--steps", "6", "--warmup-steps", "2", "--barrier", "stdin")
+def test_barrier_holds_until_a_line_arrives_and_the_job_trains_on_until_told_to_stop():
+    proc = worker("--steps", "4", "--warmup-steps", "2", "--interval-s", "0.01", "--barrier", "stdin")
     try:
         assert events.parse(proc.stdout.readline())["type"] == "ready"
         readable, _, _ = select.select([proc.stdout], [], [], 1.0)
@@ -75,11 +77,21 @@ def test_barrier_holds_until_a_line_arrives():
         released = time.time()
         proc.stdin.write("go\n")
         proc.stdin.flush()
+        seen = []
+        while not seen or seen[-1]["type"] != "measured":
+            seen.append(events.parse(proc.stdout.readline()))
+        held = [events.parse(proc.stdout.readline()) for _ in range(3)]
+        assert proc.poll() is None, "past its budget the job trains on until the launcher says stop"
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
         rest = [events.parse(line) for line in proc.stdout]
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
-    assert rest[0]["type"] == "start" and rest[0]["t"] >= released and rest[-1]["type"] == "end"
+    assert seen[0]["type"] == "start" and seen[0]["t"] >= released
+    assert all(e["held"] for e in held + rest if e["type"] == "interval") and rest[-1]["type"] == "end"
+    end = rest[-1]
+    assert end["steps"] > 6 and end["held_s"] > 0 and end["steady_images"] == 4 * 8  # the window is the budget alone
 
 
 def test_barrier_eof_means_the_launcher_died_and_exits_3():
@@ -93,6 +105,20 @@ def test_barrier_eof_means_the_launcher_died_and_exits_3():
         proc.kill()
 
 
+def test_stdin_eof_while_training_stops_the_job():
+    """The launcher died (even by SIGKILL): its end of the pipe closes, and the job leaves instead of training on."""
+    proc = worker("--steps", "100000", "--warmup-steps", "2", "--barrier", "stdin")
+    try:
+        assert events.parse(proc.stdout.readline())["type"] == "ready"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert events.parse(proc.stdout.readline())["type"] == "start"
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 3
+    finally:
+        proc.kill()
+
+
 def test_epochs_budget_ends_after_whole_epochs():
     code, evs, _ = run("--epochs", "2", "--warmup-steps", "1")
     assert code == 0
@@ -100,12 +126,13 @@ def test_epochs_budget_ends_after_whole_epochs():
     assert evs[-1]["steps"] == 8 and evs[-1]["epochs"] == 2
 
 
-def test_seconds_budget_ends_on_time():
+def test_seconds_budget_counts_the_measured_window_after_warmup():
     code, evs, _ = run("--seconds", "1.5", "--warmup-steps", "2", "--interval-s", "0.2")
     assert code == 0
     end = evs[-1]
     step_time = max(i["step_time_s"] for i in of_type(evs, "interval"))
-    assert 1.5 <= end["train_s"] <= 1.5 + 2 * step_time + 0.5
+    assert 1.5 <= end["steady_s"] <= 1.5 + 2 * step_time + 0.5
+    assert end["train_s"] > end["steady_s"]  # warm-up comes on top
     assert end["steps"] > 2 and end["images_per_s"] > 0
 
 
@@ -119,7 +146,7 @@ def test_budget_inside_warmup_reports_no_throughput():
 
 @pytest.mark.parametrize("kind, exit_code", [("out_of_memory", 1), ("cuda_error", 1)])
 def test_fault_injection_reports_its_error_kind(kind, exit_code):
-    code, evs, err = run("--steps", "20", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", kind)
+    code, evs, err = run("--steps", "18", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", kind)
     assert code == exit_code
     assert evs[-1]["type"] == "error" and evs[-1]["kind"] == kind
     assert "injected at step 5" in evs[-1]["message"] and "Traceback" in err
@@ -127,7 +154,7 @@ def test_fault_injection_reports_its_error_kind(kind, exit_code):
 
 
 def test_fault_injection_crash_dies_without_a_word():
-    code, evs, _ = run("--steps", "20", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", "crash")
+    code, evs, _ = run("--steps", "18", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", "crash")
     assert code == -9
     # the end of warm-up (step 2) and of epoch 1 (step 4) are reported, then nothing
     assert [e["type"] for e in evs] == ["ready", "start", "interval", "epoch"]

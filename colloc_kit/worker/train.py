@@ -1,8 +1,12 @@
 """The worker process: build, wait at the barrier, train within a budget, and report events on stdout.
 
 Stdout carries events only (colloc_kit.events); everything else a library prints goes to stderr. Exit codes:
-0 complete, 1 error (an `error` event says which), 2 bad input, 3 the launcher closed the barrier (stdin EOF),
-130 interrupted (SIGINT; no event). Help (--help) goes to stderr, like all text that is not an event.
+0 complete, 1 error (an `error` event says which), 2 bad input, 3 the launcher went away (stdin EOF at the barrier
+or while training), 130 interrupted (SIGINT; no event). Help (--help) goes to stderr, like all text that is not an event.
+
+The budget (`--steps`, `--seconds`, `--epochs`) counts the measured window, after warm-up. With `--barrier stdin`
+the worker, once its window is measured (`measured` event), trains on until the launcher writes `stop` (every job of
+the run has its window then, so the jobs' windows overlap), and stops at once if stdin closes (the launcher died).
 
     python -m colloc_kit.worker --model smallcnn --device cpu --image-size 32 --steps 50 --job-id demo
 """
@@ -14,6 +18,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import IO, Any, Callable, Iterator
@@ -23,7 +28,7 @@ from ..errors import BadInput
 from ..spec import JobSpec
 from . import check_job
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_BARRIER_CLOSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
 MESSAGE_CHARS = 2000
 
@@ -37,11 +42,12 @@ def parser() -> argparse.ArgumentParser:
     """The worker's options: JobSpec's fields, plus --job-id and --barrier."""
     p = _Parser(prog="python -m colloc_kit.worker",
                 description="Train one model and report JSON-line events on stdout (colloc_kit.events).",
-                epilog="Exit codes: 0 complete, 1 error, 2 bad input, 3 barrier closed (stdin EOF), 130 interrupted.")
+                epilog="Exit codes: 0 complete, 1 error, 2 bad input, 3 launcher gone (stdin EOF), 130 interrupted.")
     JobSpec.add_arguments(p, require_model=True)
     p.add_argument("--job-id", default="job0", help="the id every event carries")
     p.add_argument("--barrier", choices=("stdin", "none"), default="none",
-                   help="stdin: after `ready`, wait for one line on stdin before training (EOF: exit 3)")
+                   help="stdin: after `ready`, wait for one line on stdin before training; after the measured "
+                        "window, train on until a `stop` line (EOF at any time: exit 3)")
     return p
 
 
@@ -141,24 +147,29 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                 steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps, threads=torch.get_num_threads(),
                 torch=torch.__version__, pid=os.getpid())
     if barrier and not sys.stdin.readline():
-        return EXIT_BARRIER_CLOSED
+        return EXIT_LAUNCHER_GONE
+    launcher = _Launcher(listen=barrier)
     writer.emit(events.START)
 
     meter = _Meter(spec, feed.steps_per_epoch, writer)
     stream = _stream(first, batches, feed.epoch)
-    while not meter.done:
+    while not (meter.measured and launcher.said_stop.is_set()):
+        if launcher.gone.is_set():
+            return EXIT_LAUNCHER_GONE
         wait_t0 = time.perf_counter()
         images, labels = next(stream)
         meter.data_wait_s += time.perf_counter() - wait_t0
         if meter.step + 1 == spec.fail_at_step:
             _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
         loss = train_step(images, labels)
-        if meter.count_step():
+        if meter.count_step(stopping=launcher.said_stop.is_set()):
             sync()
             meter.report(loss)
 
     mib = 2 ** 20
-    writer.emit(events.END, **meter.summary(),
+    writer.emit(events.END, **meter.window, steps=meter.step, images=meter.images,
+                epochs=meter.step // feed.steps_per_epoch, train_s=meter.end_t - meter.t0,
+                held_s=meter.end_t - meter.window_end_t,
                 peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
                 peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
                 peak_rss_mb=_peak_rss_mb())
@@ -173,48 +184,76 @@ def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]])
         yield from epoch()
 
 
-class _Meter:
-    """Counts steps against the budget and reports them: intervals, epochs, and the steady-state window.
+class _Launcher:
+    """The launcher's side of stdin after the barrier: a `stop` line, or EOF when the launcher is gone.
 
-    The device is synchronised only where a time is read (`count_step` says when), so steps stay asynchronous.
+    Without a launcher (`listen=False`) the job stops as soon as its window is measured.
+    """
+
+    def __init__(self, listen: bool):
+        self.said_stop, self.gone = threading.Event(), threading.Event()
+        if not listen:
+            self.said_stop.set()
+            return
+        threading.Thread(target=self._listen, name="launcher-stdin", daemon=True).start()
+
+    def _listen(self) -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                self.said_stop.set()
+        self.gone.set()
+        self.said_stop.set()
+
+
+class _Meter:
+    """Counts steps against the budget and reports them: intervals, epochs, and the measured window.
+
+    The budget counts the measured window only: `steps` and `seconds` start after warm-up; `epochs` are whole
+    passes over the data, warm-up included. Past the budget (`measured`), steps are *held*: the job trains on, under
+    the same sharing, until the launcher says stop; held intervals carry `held: true` and never count for the job's own
+    throughput. The device is synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
         self.spec, self.steps_per_epoch, self.writer = spec, steps_per_epoch, writer
-        self.max_steps = spec.steps
+        self.budget_steps = None if spec.steps is None else spec.warmup_steps + spec.steps
         if spec.steps is None and spec.seconds is None:
-            self.max_steps = (spec.epochs or 1) * steps_per_epoch
+            self.budget_steps = (spec.epochs or 1) * steps_per_epoch
         self.t0 = self.window_t0 = self.epoch_t0 = time.perf_counter()
         self.step = self.window_step0 = 0
         self.data_wait_s = 0.0
         self.steady_t0: float | None = self.t0 if spec.warmup_steps == 0 else None
         self.steady_step0 = 0
-        self.end_t = self.t0
-        self.done = False
+        self.end_t = self.window_end_t = self.t0
+        self.measured = self._window_due = False  # measured: the budget is met and `window` is final
+        self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
 
     @property
     def images(self) -> int:
         return self.step * self.spec.batch_size
 
-    def count_step(self) -> bool:
+    def count_step(self, stopping: bool = False) -> bool:
         """One more step done; True when something is due that needs the device synchronised first."""
         self.step += 1
         now = time.perf_counter()
-        self.done = ((self.max_steps is not None and self.step >= self.max_steps)
-                     or (self.spec.seconds is not None and now - self.t0 >= self.spec.seconds))
-        return (self.done or self.step == self.spec.warmup_steps or self.step % self.steps_per_epoch == 0
-                or now - self.window_t0 >= self.spec.interval_s)
+        due_now = not self.measured and (
+            (self.budget_steps is not None and self.step >= self.budget_steps)
+            or (self.spec.seconds is not None and self.steady_t0 is not None
+                and now - self.steady_t0 >= self.spec.seconds))
+        self._window_due = due_now
+        return (due_now or (self.measured and stopping) or self.step == self.spec.warmup_steps
+                or self.step % self.steps_per_epoch == 0 or now - self.window_t0 >= self.spec.interval_s)
 
     def report(self, loss: Any) -> None:
-        """Emit what is due, with the device synchronised: an interval, the end of warm-up, an epoch."""
+        """Emit what is due, with the device synchronised: an interval, the end of warm-up, an epoch, the window."""
         now = time.perf_counter()
         warmup_end = self.step == self.spec.warmup_steps
-        if self.done or warmup_end or now - self.window_t0 >= self.spec.interval_s:
-            steps = self.step - self.window_step0
+        steps = self.step - self.window_step0
+        if steps and (self._window_due or warmup_end or self.measured or now - self.window_t0 >= self.spec.interval_s):
             self.writer.emit(events.INTERVAL, step=self.step, images=self.images, loss=float(loss),
                              step_time_s=(now - self.window_t0) / steps, data_wait_s=self.data_wait_s,
-                             warmup=self.step <= self.spec.warmup_steps, interval_s=now - self.window_t0,
-                             interval_images=steps * self.spec.batch_size)
+                             warmup=self.step <= self.spec.warmup_steps, held=self.measured,
+                             interval_s=now - self.window_t0, interval_images=steps * self.spec.batch_size)
             self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
         if warmup_end:
             self.steady_t0, self.steady_step0 = now, self.step
@@ -224,19 +263,22 @@ class _Meter:
                              images=images, images_per_s=images / (now - self.epoch_t0))
             self.epoch_t0 = now
         self.end_t = now
+        if self._window_due:
+            self.measured, self.window_end_t = True, now
+            self.window = self._window()
+            self.writer.emit(events.MEASURED, steps=self.step, **self.window)
 
-    def summary(self) -> dict:
-        """The `end` event's counts and its steady-state throughput (none if the budget ended inside warm-up)."""
-        fields = dict(status="complete", steps=self.step, images=self.images, epochs=self.step // self.steps_per_epoch,
-                      train_s=self.end_t - self.t0, warmup_steps=self.spec.warmup_steps)
+    def _window(self) -> dict:
+        """The measured window's counts and throughput (none if the budget ended inside warm-up)."""
         if self.steady_t0 is None or self.end_t <= self.steady_t0:
-            return {**fields, "steady_images": 0, "steady_s": 0.0, "images_per_s": None,
+            return {"status": "complete", "steady_images": 0, "steady_s": 0.0, "images_per_s": None,
+                    "warmup_steps": self.spec.warmup_steps,
                     "note": f"the budget ended inside warm-up (after {self.step} of {self.spec.warmup_steps} warm-up "
-                            "steps): no steady-state window; give more steps or fewer --warmup-steps"}
+                            "steps): no measured window; give more epochs or fewer --warmup-steps"}
         steady_images = (self.step - self.steady_step0) * self.spec.batch_size
         steady_s = self.end_t - self.steady_t0
-        return {**fields, "steady_images": steady_images, "steady_s": steady_s,
-                "images_per_s": steady_images / steady_s}
+        return {"status": "complete", "steady_images": steady_images, "steady_s": steady_s,
+                "images_per_s": steady_images / steady_s, "warmup_steps": self.spec.warmup_steps}
 
 
 def _device(torch: Any, kind: str) -> Any:
