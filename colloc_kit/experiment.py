@@ -16,6 +16,7 @@ through `run_cell`.
     out/<name>/machines/<host>-<time>.json the machine, described once per experiment and host
     out/<name>/<run_id>/                   one run directory per cell run (its manifest names its cell and GPU)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,6 @@ from .rundir import INTERRUPTED as RUN_INTERRUPTED
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 
 RUN_ERROR = "error"
-
-
 SPECS_DIR, MACHINES_DIR = "specs", "machines"
 EXIT_ERROR = 3  # a cell process whose run raised (the error is in its manifest and on its stderr)
 
@@ -116,25 +115,34 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
     if spec.slurm is not None:
         slurm.submit(spec, spec_file, todo, exp_dir)
     elif todo:
-        machine_file = _write_json(exp_dir / MACHINES_DIR / f"{safe_name(machine_info['host']['hostname'])}-"
-                                   f"{time.strftime('%Y%m%d-%H%M%S')}.json", machine_info)
-        with _sigterm_as_interrupt():
-            if len(gpus) > 1:
-                from .dispatch import dispatch
-
-                dispatch(spec_file, todo, [Placement.on(machine_info, machine_file, g, spec.device) for g in gpus],
-                         Path(out), progress)
-            else:
-                placement = Placement.on(machine_info, machine_file, gpus[0], spec.device)
-                bar = Progress(total_runs=len(todo), enabled=progress)
-                try:
-                    for cell in todo:
-                        readings[cell.cell_id] = run_cell(spec, cell, placement, Path(out), bar)
-                finally:
-                    bar.close()
+        readings = _run_here(spec, spec_file, todo, gpus, machine_info, Path(out), progress)
     states = cell_states(exp_dir)
     return assemble([readings.get(c.cell_id) or read_run(states[c.cell_id].run)
                      for c in all_cells if c.cell_id in readings or c.cell_id in states])
+
+
+def _run_here(spec: ExperimentSpec, spec_file: Path, todo: list[Cell], gpus: list[int], machine_info: dict,
+              out: Path, progress: bool) -> dict[str, RunReading]:
+    """Run `todo` on this machine: one after another in this process on one GPU, or dispatched over several (the
+    cells' readings then come from their folders). The machine description is stored once, for all of them."""
+    machine_file = _write_json(out / safe_name(spec.name) / MACHINES_DIR /
+                               f"{safe_name(machine_info['host']['hostname'])}-{time.strftime('%Y%m%d-%H%M%S')}.json",
+                               machine_info)
+    placements = [Placement.on(machine_info, machine_file, gpu, spec.device) for gpu in gpus]
+    readings: dict[str, RunReading] = {}
+    with _sigterm_as_interrupt():
+        if len(placements) > 1:
+            from .dispatch import dispatch
+
+            dispatch(spec_file, todo, placements, out, progress)
+            return readings
+        bar = Progress(total_runs=len(todo), enabled=progress)
+        try:
+            for cell in todo:
+                readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar)
+        finally:
+            bar.close()
+    return readings
 
 
 def spec_fingerprint(spec: ExperimentSpec) -> str:
@@ -261,11 +269,9 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
 
 
 def run_cell_task(spec_file: str, cell_id: str, out: str) -> str:
-    """A Slurm array task: describe this node once, run one cell on the GPU Slurm gave it; returns the run's status.
-
-    Slurm narrows CUDA_VISIBLE_DEVICES to the task's GPU (an index, or a UUID); NVML, which ignores that variable,
-    is pointed at the same card.
-    """
+    """A Slurm array task (slurm.py submits it): describe this node, run one cell on the GPU Slurm gave the task
+    (`_visible_gpu`: NVML ignores CUDA_VISIBLE_DEVICES, so the kit finds that card's NVML index); returns the run's
+    status."""
     spec = ExperimentSpec.from_mapping(json.loads(Path(spec_file).read_text()))
     cell = next(c for c in cells(spec) if c.cell_id == cell_id)
     machine_info = machine.describe()
@@ -357,7 +363,8 @@ def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int):
         return
     from .monitor import Monitor
 
-    with Monitor(run.monitor_dir, gpu=gpu if spec.device == "cuda" else None, interval_s=spec.monitor_interval_s, job_pids=lambda: dict(pids)):
+    with Monitor(run.monitor_dir, gpu=gpu if spec.device == "cuda" else None, interval_s=spec.monitor_interval_s,
+                 job_pids=lambda: dict(pids)):
         yield pids.update
 
 
