@@ -187,3 +187,33 @@ def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
         monkeypatch.setenv(name, value)
     machine_info = {"gpus": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]}
     assert _visible_gpu(machine_info, default=0) == expected
+
+
+def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path):
+    """SIGKILL of the kit (no chance to clean up): each cell process is told by the kernel (SIGTERM), stops its jobs
+    and marks its run interrupted; no process is left."""
+    import subprocess
+    import sys
+
+    script = (
+        "import colloc_kit\n"
+        "from colloc_kit import nvml\n"
+        "from colloc_kit.mig.simulator import SimulatedNvml\n"
+        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):  # stand-in GPUs\n"
+        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
+        "                   monitor=False, progress=False, gpus=[0, 1])\n")
+    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
+        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
+        time.sleep(0.1)
+    below = psutil.Process(kit.pid).children(recursive=True)
+    assert len(below) >= 4  # two cell processes and their workers
+    kit.kill()
+    kit.wait()
+    kit.stderr.close()
+    gone, alive = psutil.wait_procs(below, timeout=120)
+    assert alive == [], f"left running after the kit was killed: {alive}"
+    found = manifests(tmp_path)
+    assert len(found) == 2 and {m["status"] for m in found} == {"interrupted"}
+    assert {j["outcome"]["status"] for m in found for j in m["jobs"]} == {"interrupted"}
