@@ -237,7 +237,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))
-    print("\n" + ", ".join(f"{n} {status}" for status, n in table["status"].value_counts().items()))
+    counts = table["status"].value_counts()
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in ("done", "running", "failed", "pending") if s in counts))
     return EXIT_OK
 
 
