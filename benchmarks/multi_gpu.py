@@ -1,7 +1,7 @@
 """The same experiment on one GPU and on two: wall time, each cell's throughput side by side, no MPS daemon left.
 
-Part of the seed's experiment 33 for ResNet-26 (224 px, fp32, batch 128, synthetic data): exclusive x1, naive and
-MPS at 2 and 3 copies, 3 repeats (15 cells).
+Part of the seed's experiment 33 for ResNet-26 (224 px, fp32, batch 128, synthetic data): naive and MPS at 1 and 3
+copies, 3 repeats interleaved (12 cells; about 5 minutes on one GPU).
 
     python3 benchmarks/multi_gpu.py run --gpus 0 --out DIR/one        # one GPU
     python3 benchmarks/multi_gpu.py run --gpus 0,1 --out DIR/two      # the same cells over two GPUs
@@ -19,8 +19,8 @@ from pathlib import Path
 import colloc_kit
 from colloc_kit.spec import ExperimentSpec
 
-SPEC = {"name": "r26-exp33-part", "modes": ["exclusive", "naive", "mps"], "copies": [2, 3], "repeats": 3,
-        "jobs": [{"model": "resnet26", "batch_size": 128, "image_size": 224, "amp": "off", "seconds": 8,
+SPEC = {"name": "r26-exp33-part", "modes": ["naive", "mps"], "copies": [1, 3], "repeats": 3,
+        "jobs": [{"model": "resnet26", "batch_size": 128, "image_size": 224, "amp": "off", "seconds": 5,
                   "warmup_steps": 20}]}
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     go = sub.add_parser("run")
     go.add_argument("--gpus", required=True, type=lambda s: [int(x) for x in s.split(",")])
-    go.add_argument("--seconds", type=float, default=8.0, help="measured seconds per job")
+    go.add_argument("--seconds", type=float, default=5.0, help="measured seconds per job")
     go.add_argument("--out", type=Path, required=True)
     both = sub.add_parser("compare")
     both.add_argument("one", type=Path)
