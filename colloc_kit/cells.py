@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from .rundir import COMPLETE, RUNNING, RunDir, find_runs, safe_name
 from .spec import ExperimentSpec, ModeSpec
 
-PENDING = "pending"
+DONE, FAILED, PENDING = "done", "failed", "pending"  # what `colloc-kit status` says of a cell (and rundir's RUNNING)
 
 
 @dataclass(frozen=True)
@@ -43,13 +46,14 @@ class Cell:
 
 @dataclass(frozen=True)
 class CellState:
-    """What the experiment folder holds of one cell: its latest run's status (or pending) and that run."""
+    """What the experiment folder holds of one cell: its run's status (a complete run if it has one, else the
+    latest), that run, and the GPU and host it ran on."""
 
     cell_id: str
     status: str
-    run: RunDir | None = None
-    gpu: int | None = None
-    host: str | None = None
+    run: RunDir
+    gpu: int | None
+    host: str | None
 
 
 def jobs_fingerprint(spec: ExperimentSpec) -> str:
@@ -95,10 +99,6 @@ def _status(manifest: dict) -> str:
 
 def _alive(pid: int | None, hostname: str | None) -> bool:
     """Whether the process that runs a cell still lives; one on another host (a Slurm node) is taken as alive."""
-    import socket
-
-    import psutil
-
     if pid is None:
         return False
     if hostname and hostname != socket.gethostname():
@@ -107,8 +107,6 @@ def _alive(pid: int | None, hostname: str | None) -> bool:
 
 
 
-
-DONE, FAILED = "done", "failed"
 
 
 def experiment_status(experiment_dir: str | Path) -> list[dict]:
@@ -134,9 +132,9 @@ def experiment_status(experiment_dir: str | Path) -> list[dict]:
         if state is not None and state.status == COMPLETE:
             status, detail = DONE, ""
         elif job in queue:
-            status, detail = ("running" if queue[job] == "RUNNING" else PENDING), f"Slurm: {queue[job]}"
+            status, detail = (RUNNING if queue[job] == "RUNNING" else PENDING), f"Slurm: {queue[job]}"
         elif state is not None and state.status == RUNNING:
-            status, detail = "running", ""
+            status, detail = RUNNING, ""
         elif state is not None:
             status, detail = FAILED, state.status
         elif job is not None:

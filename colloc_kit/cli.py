@@ -229,7 +229,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .cells import experiment_status
+    from .cells import DONE, FAILED, PENDING, experiment_status
+    from .rundir import RUNNING
 
     rows = experiment_status(args.path)
     if not rows:
@@ -238,7 +239,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))
     counts = table["status"].value_counts()
-    print("\n" + ", ".join(f"{counts[s]} {s}" for s in ("done", "running", "failed", "pending") if s in counts))
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in (DONE, RUNNING, FAILED, PENDING) if s in counts))
     return EXIT_OK
 
 
