@@ -17,7 +17,7 @@ from pathlib import Path
 
 import colloc_kit
 from colloc_kit.monitor import read_samples, summarize
-from colloc_kit.results import overlap_window
+from colloc_kit.figures import common_window
 from colloc_kit.rundir import RunDir, read_events
 
 COPIES = 4
@@ -64,7 +64,8 @@ def main() -> int:
                              monitor=True, progress=False)
     run = RunDir(results.runs["run_dir"].iloc[0])
     samples = read_samples(run.monitor_dir)
-    window = overlap_window([read_events(run.events_path(e["job"])) for e in run.read_manifest()["jobs"]])
+    found = common_window({e["job"]: read_events(run.events_path(e["job"])) for e in run.read_manifest()["jobs"]})
+    window = (found.start, found.end) if found else None
     summary = summarize(samples.gpu, *window) if window else None
     outcome = checks(samples, summary)
     for name, ok, detail in outcome:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import colloc_kit
 from colloc_kit import events
-from colloc_kit.results import steady_window
+from colloc_kit.figures import steady_span
 from colloc_kit.rundir import read_events
 
 TARGET_MS = 50.0
@@ -25,7 +25,7 @@ def skews(run_dir: Path) -> dict:
     streams = [read_events(p) for p in sorted((run_dir / "jobs").glob("*.events.jsonl"))]
     starts = [e["t"] for s in streams for e in s if e["type"] == events.START]
     readies = [e["t"] for s in streams for e in s if e["type"] == events.READY]
-    steady = [w[0] for w in map(steady_window, streams) if w]
+    steady = [w[0] for w in map(steady_span, streams) if w]
     spread_ms = lambda xs: 1000 * (max(xs) - min(xs)) if xs else None  # noqa: E731
     return {"jobs": len(streams), "start_skew_ms": spread_ms(starts), "ready_spread_ms": spread_ms(readies),
             "steady_start_skew_ms": spread_ms(steady)}

@@ -1,13 +1,15 @@
-"""Tidy-frame analysis of runs: baselines, normalized throughput, epoch-time growth, memory fit, per-run summaries.
+"""Tidy-frame analysis of runs: baselines, normalized throughput, epoch-time growth, CIs, memory fit, summaries.
 
-Input is the `.jobs` frame of `colloc_kit.load(...)` (one row per job per run); output is more tidy frames that
-`colloc_kit.plots` draws. A job's *baseline* is the same workload (model, dataset, batch size, precision, device)
-run alone; its *relative throughput* is its images/s divided by that baseline; a run's *normalized throughput* is the
-sum of its jobs' relative throughputs (1.0 = as much work as one job alone; the seed study's "up to 4x" is 4.0).
+Input is what `colloc_kit.load(...)` returns (`Results`: `.jobs` one row per job per run, `.runs` one per run);
+output is more tidy frames that `colloc_kit.plots` draws. Every figure is defined once, in `colloc_kit.figures`
+(read its rules); this module groups and joins. A job's *baseline* is the same workload (model, dataset, batch size,
+precision, device) run alone in the same experiment; its *relative throughput* is its rate in the run's common window
+over that baseline; a run's *normalized throughput* is the sum of its jobs' relative throughputs (1.0 = as much work as
+one job alone; the seed study's "up to 4x" is 4.0).
 
-    >>> jobs = colloc_kit.load("runs").jobs                                  # doctest: +SKIP
-    >>> summary = summarize(with_baselines(jobs))                            # doctest: +SKIP
-    >>> summary[["mode_label", "copies", "normalized_throughput_mean", "epoch_time_growth_mean"]]   # doctest: +SKIP
+    >>> results = colloc_kit.load("runs")                                          # doctest: +SKIP
+    >>> summary = summarize(results)                                               # doctest: +SKIP
+    >>> summary[["mode_label", "copies", "normalized_throughput_mean", "normalized_throughput_ci", "flags"]]   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ import math
 
 import pandas as pd
 
+from . import figures
+from .results import Results
+
 WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
+BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
-GROUP_KEYS = ["experiment", "mode", "mode_label", "copies"]  # a run configuration, over repeats
+GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
 UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct"]  # monitor
-RUN_METRICS = ["aggregate_images_per_s", "normalized_throughput", "epoch_time_growth", *UTILIZATION,
-               "energy_per_image_j"]
+WITH_CI = ["aggregate_images_per_s", "normalized_throughput"]  # figures carrying a 95 % confidence interval
+RUN_METRICS = [*WITH_CI, "epoch_time_growth", *UTILIZATION, "energy_per_image_j"]
 COMPLETE = "complete"
 
 
@@ -33,119 +39,173 @@ def complete(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def measured_rate(jobs: pd.DataFrame) -> pd.Series:
-    """Images/s of each job while its run's jobs all trained together (`images_per_s_overlap`), else its own rate."""
-    if "images_per_s_overlap" in jobs:
-        return jobs["images_per_s_overlap"].astype(float).fillna(jobs["images_per_s"].astype(float))
-    return jobs["images_per_s"].astype(float)
+    """Each job's images/s in its run's common window, or its own measured rate where it ran alone (exclusive)
+    or its run fell back to own windows (flagged)."""
+    own = jobs["images_per_s"].astype(float)
+    return jobs["images_per_s_overlap"].astype(float).fillna(own) if "images_per_s_overlap" in jobs else own
 
 
-def alone(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Complete jobs that had the device to themselves: a sequential run (exclusive mode) or a one-job run."""
-    done = complete(jobs)
-    if done.empty:
-        return done
-    jobs_per_run = jobs.groupby("run_id")["job"].transform("count").loc[done.index]
-    return done[done["sequential"].astype(bool) | (jobs_per_run == 1)]
+def in_figures(jobs: pd.DataFrame) -> pd.Series:
+    """Which jobs a run's figures count: those that trained in the common window (a job that failed later
+    included, see figures), or complete jobs with their own rate where the run had no common window."""
+    counted = jobs["status"].eq(COMPLETE) & jobs["images_per_s"].notna()
+    return counted | jobs["images_per_s_overlap"].notna() if "images_per_s_overlap" in jobs else counted
 
 
 def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per workload run alone: median images/s, epoch time and peak memory over its alone runs.
+    """One row per (experiment, workload) run alone: mean images/s with its 95 % CI, step time, memory, count.
 
-    >>> baselines(jobs)[["model", "batch_size", "baseline_images_per_s"]]   # doctest: +SKIP
+    The CI is over the lone jobs (repeats) where there are several, else the single job's within-run CI.
+
+    >>> baselines(colloc_kit.load("runs").jobs)[["model", "baseline_images_per_s", "baseline_images_per_s_ci"]]   # doctest: +SKIP
     """
-    solo = alone(jobs)
-    columns = WORKLOAD + ["baseline_images_per_s", "baseline_epoch_time_s", "baseline_step_time_s",
-                          "baseline_peak_memory_mb", "baseline_jobs"]
+    columns = BASELINE_KEYS + ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s",
+                               "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs"]
+    solo = complete(jobs)
+    solo = solo[solo["alone"].astype(bool)] if len(solo) else solo
     if solo.empty:
         return pd.DataFrame(columns=columns)
-    solo = solo.assign(rate=measured_rate(solo), epoch_time_s=solo["epoch_time_s"].astype(float),
-                       step_time_s=solo["step_time_s"].astype(float))
-    grouped = solo.groupby(WORKLOAD, dropna=False)
-    return grouped.agg(baseline_images_per_s=("rate", "median"), baseline_epoch_time_s=("epoch_time_s", "median"),
-                       baseline_step_time_s=("step_time_s", "median"),
-                       baseline_peak_memory_mb=("peak_memory_mb", "median"),
-                       baseline_jobs=("rate", "size")).reset_index()[columns]
+    rows = []
+    for keys, group in solo.groupby(BASELINE_KEYS, dropna=False, sort=False):
+        mean, ci = figures.ci95(group["images_per_s"])
+        if len(group) == 1 and "images_per_s_ci" in group:
+            ci = float(group["images_per_s_ci"].iloc[0])
+        rows.append({**dict(zip(BASELINE_KEYS, keys)), "baseline_images_per_s": mean, "baseline_images_per_s_ci": ci,
+                     "baseline_step_time_s": group["batch_size"].iloc[0] / mean,
+                     "baseline_peak_memory_mb": group["peak_memory_mb"].median(),
+                     "baseline_steady_gpu_memory_mb": _median(group, "steady_gpu_memory_mb"),
+                     "baseline_jobs": len(group)})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The jobs frame plus each job's baseline, `relative_throughput` and `epoch_time_growth` (NaN without a baseline).
+    """The jobs frame plus each job's baseline, `relative_throughput` (+ `_ci`, relative) and `epoch_time_growth`.
 
-    Epoch-time growth is measured on epochs where jobs ran whole epochs, else on step time (same dataset, same ratio).
-
-    `reference`: jobs to take baselines from (default: `jobs` itself), e.g. an earlier baseline experiment.
+    Baselines come from the lone jobs of the job's own experiment; a job whose experiment has none gets NaN and a
+    `baseline_note` saying what to run. `reference`: a jobs frame to take baselines from instead (matched by workload
+    alone, whatever its experiment), e.g. an earlier baseline experiment: an explicit choice, never a silent one.
     """
     if jobs.empty:
-        return jobs
+        return jobs.assign(relative_throughput=pd.Series(dtype=float), epoch_time_growth=pd.Series(dtype=float))
     base = baselines(jobs if reference is None else reference)
-    out = jobs.merge(base, on=WORKLOAD, how="left")
+    keys = BASELINE_KEYS if reference is None else WORKLOAD
+    if reference is not None:  # one baseline per workload over the reference's experiments
+        base = base.drop(columns="experiment").drop_duplicates(WORKLOAD, keep="last")
+    out = jobs.merge(base, on=keys, how="left")
     out.index = jobs.index
-    done = out["status"].eq(COMPLETE)
-    out["relative_throughput"] = (measured_rate(out) / out["baseline_images_per_s"]).where(done)
-    by_epoch = out["epoch_time_s"].astype(float) / out["baseline_epoch_time_s"].astype(float)
-    by_step = out["step_time_s"].astype(float) / out["baseline_step_time_s"].astype(float)
-    out["epoch_time_growth"] = by_epoch.fillna(by_step).where(done)  # a step budget ends before an epoch does
+    counted = in_figures(out)
+    baseline = out["baseline_images_per_s"].astype(float)
+    out["relative_throughput"] = (measured_rate(out) / baseline).where(counted)
+    out["baseline_rel_ci"] = out["baseline_images_per_s_ci"].astype(float) / baseline
+    out["epoch_time_growth"] = (baseline / measured_rate(out)).where(counted)  # an epoch is a fixed number of images
+    where = "the reference given" if reference is not None else "its experiment"
+    out["baseline_note"] = [None if b == b else f"no lone run of {workload_label(row)} in {where}: add "
+                            "mode exclusive with copies 1 to the experiment (or pass reference=)"
+                            for b, (_, row) in zip(baseline, out.iterrows())]
     return out
 
 
-def run_summary(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: jobs complete, aggregate and normalized throughput, epoch-time growth, utilization, energy.
+def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per run: the run's own figures from `results.runs` (aggregate and its CI, window, flags, bound_by)
+    joined with what needs baselines: normalized throughput (+ `_ci`, absolute), epoch-time growth, utilization,
+    energy per image, steady memory.
 
-    Takes the output of `with_baselines`. `normalized_throughput` is the sum of the complete jobs' relative
-    throughputs; it is NaN when any complete job lacks a baseline. A sequential (exclusive) run trains its jobs one
-    after another, so its figures are its jobs' means weighted by their steady time, not sums (its normalized
-    throughput is about 1.0). Energy per image is the run's GPU energy over the images its jobs trained in the monitored window
-    (where a GPU was monitored).
+    `normalized_throughput` is the sum of the jobs' relative throughputs over the jobs that trained in the common
+    window (all complete jobs where the run fell back); NaN when one lacks a baseline. An exclusive run trains its jobs
+    one after another, so its figures are its jobs' means weighted by measured time (about 1.0).
     """
+    jobs = with_baselines(results.jobs, reference)
+    columns = RUN_KEYS + ["n_jobs", "n_complete", "jobs_label", "workloads", "aggregate_images_per_s",
+                          "aggregate_images_per_s_ci", "throughput_window", "window_s", "flags", "bound_by",
+                          "normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
+                          "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION, "energy_per_image_j",
+                          "baseline_note"]
     if jobs.empty:
-        return pd.DataFrame(columns=RUN_KEYS + ["n_jobs", "n_complete"] + RUN_METRICS)
+        return pd.DataFrame(columns=columns)
     rows = []
-    for keys, run in jobs.groupby(RUN_KEYS, dropna=False, sort=False):
-        done = run[run["status"] == COMPLETE]
-        rel = done["relative_throughput"] if "relative_throughput" in done else pd.Series(dtype=float)
-        sequential = bool(run["sequential"].iloc[0])
+    for run_id, run in jobs.groupby("run_id", sort=False):
+        counted = run[in_figures(run)]
+        rel = counted["relative_throughput"]
+        normalized = _combined(rel, counted, bool(run["sequential"].iloc[0])) if len(rel) and rel.notna().all() \
+            else math.nan
         rows.append({
-            **dict(zip(RUN_KEYS, keys)),
-            "n_jobs": len(run), "n_complete": len(done),
-            "jobs_label": job_mix_label(run),
+            "run_id": run_id, "jobs_label": job_mix_label(run),
             "workloads": " + ".join(sorted(set(run.apply(workload_label, axis=1)))),
-            "aggregate_images_per_s": _combined(measured_rate(done), done, sequential) if len(done) else math.nan,
-            "normalized_throughput": _combined(rel, done, sequential) if len(done) and rel.notna().all() else math.nan,
-            "epoch_time_growth": done["epoch_time_growth"].mean() if "epoch_time_growth" in done else math.nan,
-            "peak_memory_mb_sum": done["peak_memory_mb"].sum(min_count=1),
-            **{metric: _mean_of(done, f"{metric}_mean") for metric in UTILIZATION},
-            "energy_per_image_j": _run_energy_per_image(done),
+            "normalized_throughput": normalized, "baseline_rel_ci": _mean_of(counted, "baseline_rel_ci"),
+            "epoch_time_growth": counted["epoch_time_growth"].mean(),
+            "steady_gpu_memory_mb_sum": run["steady_gpu_memory_mb"].sum(min_count=1)
+            if "steady_gpu_memory_mb" in run else math.nan,
+            **{metric: _mean_of(run, f"{metric}_mean") for metric in UTILIZATION},
+            "energy_per_image_j": _mean_of(counted, "energy_per_image_j"),
+            "baseline_note": "; ".join(sorted(set(run["baseline_note"].dropna()))) or None,
         })
-    return pd.DataFrame(rows)
+    out = results.runs.merge(pd.DataFrame(rows), on="run_id", how="right")
+    out["normalized_throughput_ci"] = [
+        n * figures.relative_ci((a, c if c == c else 0.0), (1.0, b if b == b else 0.0))
+        for n, a, c, b in zip(out["normalized_throughput"], out["aggregate_images_per_s"].astype(float),
+                              out["aggregate_images_per_s_ci"].astype(float), out["baseline_rel_ci"])]
+    return out.reindex(columns=columns)
 
 
-def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation over repeats of each run configuration (experiment, mode, copies).
+def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each run configuration (experiment, mode, copies, jobs) over its repeats: `<metric>_mean`, `_std`, and for
+    aggregate and normalized throughput `_ci` (95 % half-width: over repeats where there are several, combined with
+    the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `flags` (every repeat's, plus
+    "wide CI" past +-3 %) and the most frequent `bound_by`.
 
-    Columns `<metric>_mean`, `<metric>_std` for every metric of `run_summary`, plus `repeats`.
+    >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci"]]   # doctest: +SKIP
     """
-    runs = run_summary(jobs)
+    runs = run_summary(results, reference)
+    stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI]
     if runs.empty:
-        return pd.DataFrame(columns=GROUP_KEYS + ["jobs_label", "workloads", "repeats"]
-                            + [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")])
-    grouped = runs.groupby(GROUP_KEYS + ["jobs_label", "workloads"], dropna=False, sort=False)
-    stats = grouped[RUN_METRICS].agg(["mean", "std"])
-    stats.columns = [f"{metric}_{stat}" for metric, stat in stats.columns]
-    stats["repeats"] = grouped.size()
-    return stats.reset_index().sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
+        return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+    rows = []
+    for keys, group in runs.groupby(GROUP_KEYS, dropna=False, sort=False):
+        row = {**dict(zip(GROUP_KEYS, keys)), "repeats": len(group)}
+        for metric in RUN_METRICS:
+            values = group[metric].astype(float)
+            row[f"{metric}_mean"], row[f"{metric}_std"] = values.mean(), values.std()
+        for metric in WITH_CI:
+            within = group[f"{metric}_ci"].astype(float)
+            row[f"{metric}_ci"] = figures.ci95(group[metric])[1] if len(group) > 1 else within.iloc[0]
+        if len(group) > 1:  # the repeats share one baseline: its uncertainty does not average out
+            base_rel = group["baseline_rel_ci"].astype(float).mean()
+            mean, ci = row["normalized_throughput_mean"], row["normalized_throughput_ci"]
+            row["normalized_throughput_ci"] = mean * figures.relative_ci((mean, ci), (1.0, base_rel if base_rel == base_rel else 0.0))
+        flags = [f for run_flags in group["flags"].dropna() for f in run_flags.split("; ")
+                 if len(group) == 1 or not f.startswith("wide CI")]  # over repeats, the repeats' CI counts
+        if len(group) > 1 and figures.wide(row["aggregate_images_per_s_mean"], row["aggregate_images_per_s_ci"]):
+            flags.append(f"wide CI (+-{100 * row['aggregate_images_per_s_ci'] / row['aggregate_images_per_s_mean']:.1f} %)")
+        row["flags"] = "; ".join(dict.fromkeys(flags)) or None
+        verdicts = group["bound_by"].dropna()
+        row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
+        rows.append(row)
+    summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+    return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 
 def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFrame:
-    """How many copies of each workload fit in each memory capacity, from measured peak memory when run alone.
+    """How many copies of each workload fit in each memory capacity, from its steady footprint when run alone.
+
+    The footprint is `steady_gpu_memory_mb` (NVML per process, CUDA context included; figures.copies_fit keeps
+    `figures.MEMORY_MARGIN` free); torch's transient `peak_memory_mb` is shown beside it, not used. Without a
+    monitored GPU there is no footprint: `copies_fit` is empty and `note` says why.
 
     >>> memory_fit(jobs, {"H100 80GB": 81559, "MIG 1g.10gb": 9984})   # doctest: +SKIP
-    One row per (workload, capacity): peak_memory_mb, capacity_mb, copies_fit (floor(capacity / peak)).
     """
-    base = baselines(jobs).dropna(subset=["baseline_peak_memory_mb"])
-    rows = [{**{k: row[k] for k in WORKLOAD}, "workload": workload_label(row),
-             "peak_memory_mb": row["baseline_peak_memory_mb"], "capacity": name, "capacity_mb": float(capacity),
-             "copies_fit": int(capacity // row["baseline_peak_memory_mb"]) if row["baseline_peak_memory_mb"] > 0 else None}
-            for _, row in base.iterrows() for name, capacity in capacities_mb.items()]
-    return pd.DataFrame(rows, columns=WORKLOAD + ["workload", "peak_memory_mb", "capacity", "capacity_mb", "copies_fit"])
+    columns = WORKLOAD + ["workload", "steady_gpu_memory_mb", "peak_memory_mb", "capacity", "capacity_mb",
+                          "copies_fit", "note"]
+    base = baselines(jobs).drop_duplicates(WORKLOAD, keep="last")
+    rows = []
+    for _, row in base.iterrows():
+        footprint = row["baseline_steady_gpu_memory_mb"]
+        note = None if footprint == footprint and footprint else "no steady GPU memory measured (CPU job, or no monitor)"
+        for name, capacity in capacities_mb.items():
+            rows.append({**{k: row[k] for k in WORKLOAD}, "workload": workload_label(row),
+                         "steady_gpu_memory_mb": footprint, "peak_memory_mb": row["baseline_peak_memory_mb"],
+                         "capacity": name, "capacity_mb": float(capacity),
+                         "copies_fit": figures.copies_fit(capacity, footprint), "note": note})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def workload_label(row) -> str:
@@ -160,21 +220,17 @@ def job_mix_label(run: pd.DataFrame) -> str:
     return " + ".join(f"{n} x {label}" if n > 1 else label for label, n in counts.items())
 
 
+def _median(frame: pd.DataFrame, column: str) -> float:
+    return frame[column].astype(float).median() if column in frame and frame[column].notna().any() else math.nan
+
+
 def _mean_of(frame: pd.DataFrame, column: str) -> float:
     return frame[column].astype(float).mean() if column in frame and frame[column].notna().any() else math.nan
 
 
-def _combined(values: pd.Series, done: pd.DataFrame, sequential: bool) -> float:
-    """Jobs that trained together add up; jobs trained one after another average, weighted by steady time."""
-    if not values.notna().any():
-        return math.nan
+def _combined(values: pd.Series, jobs: pd.DataFrame, sequential: bool) -> float:
+    """Jobs that trained together add up; jobs trained one after another average, weighted by measured time."""
     if not sequential:
         return float(values.sum())
-    weights = done["steady_s"].astype(float).where(values.notna())
+    weights = jobs["steady_s"].astype(float)
     return float((values * weights).sum() / weights.sum())
-
-
-def _run_energy_per_image(done: pd.DataFrame) -> float:
-    """GPU joules per trained image for the run: the monitor's per-job figures are the device's energy over the
-    run's window divided by the images every job trained in it, so they agree across the run's jobs."""
-    return _mean_of(done, "energy_per_image_j")

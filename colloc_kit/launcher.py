@@ -83,11 +83,27 @@ def worker_command(item: LaunchItem) -> list[str]:
             "--job-id", item.job_id, "--barrier", "stdin"]
 
 
-def thread_env(n_concurrent: int, device: str) -> dict[str, str]:
-    """On the CPU, divide the cores among the jobs that run at once so they do not oversubscribe them."""
+GPU_JOB_CORES = 4  # a GPU job's host share at most: on the H100 a lone job pinned to 4 cores varied 0.8 % between
+                   # repeats, unpinned with 16 threads 6.8 % (benchmarks/lone_swing.py, README)
+
+
+def host_shares(n_concurrent: int, device: str) -> list[list[int]]:
+    """Disjoint blocks of this process's cores, one per job that runs at once: cores // jobs each (at most
+    GPU_JOB_CORES for a GPU job), so that jobs neither oversubscribe the host nor wander across it.
+
+    >>> len(host_shares(2, "cpu")) == 2
+    True
+    """
+    cores = sorted(os.sched_getaffinity(0))
+    size = max(1, len(cores) // max(1, n_concurrent))
     if device != "cpu":
-        return {}
-    threads = str(max(1, len(os.sched_getaffinity(0)) // max(1, n_concurrent)))
+        size = min(size, GPU_JOB_CORES)
+    return [cores[(i * size) % len(cores):][:size] for i in range(n_concurrent)]  # more jobs than cores: shared
+
+
+def thread_env(cores: list[int]) -> dict[str, str]:
+    """Intra-op threads matching a job's host share."""
+    threads = str(len(cores))
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
@@ -111,8 +127,8 @@ class Wave:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
-            for item in self.items:
-                jobs.append(_start(item, self.jobs_dir, len(self.items), self.on_event))
+            for item, cores in zip(self.items, host_shares(len(self.items), self.items[0].spec.device)):
+                jobs.append(_start(item, self.jobs_dir, cores, self.on_event))
             if self.on_start:
                 self.on_start({job.proc.pid: job.item.job_id for job in jobs})
             _wait_until_ready(jobs)
@@ -129,15 +145,19 @@ class Wave:
         return self.outcomes
 
 
-def _start(item: LaunchItem, jobs_dir: Path, n_concurrent: int, on_event) -> _Job:
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
-    env = {**inherited, **thread_env(n_concurrent, item.spec.device), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
         proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                 env=env, start_new_session=True)
     finally:
         stderr.close()
+    try:
+        os.sched_setaffinity(proc.pid, cores)  # before it imports torch: its threads and loader workers inherit it
+    except OSError:  # it already died: its outcome says why
+        pass
     job = _Job(item, proc, events_file(jobs_dir, item.job_id))
     job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
     job.pump.start()

@@ -4,18 +4,20 @@ Everything is derived from the manifests and the raw event logs, so analysis can
 killed half-way is still read (its status says so).
 
     >>> results = load("runs/demo")                                      # doctest: +SKIP
-    >>> results.jobs[["run_id", "job", "status", "images_per_s"]]
-    >>> results.runs[["mode", "copies", "aggregate_images_per_s"]]
-    >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j"]]     # where a GPU was monitored
+    >>> results.runs[["mode", "copies", "aggregate_images_per_s", "aggregate_images_per_s_ci", "flags"]]
+    >>> results.jobs[["job", "status", "images_per_s", "images_per_s_overlap", "bound_by"]]
+    >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]]
 
-Throughput: a job's `images_per_s` is over its own steady-state window (after warm-up). For jobs that ran together,
-`images_per_s_overlap` counts only the interval events inside the window where every job of the run was in steady
-state; a run's `aggregate_images_per_s` is the sum of those (or of the jobs' own rates where the jobs did not
-overlap), and for sequential (exclusive) runs it is all steady images over all steady time.
+The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `colloc_kit.figures`; this
+module only gathers their inputs. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
+`images_per_s_overlap` over the run's common window; a run's `aggregate_images_per_s` is
+`figures.run_throughput`'s, with `aggregate_images_per_s_ci` (95 % half-width) and `flags` (why a figure is not
+comparable, or None).
 
 GPU metrics (the monitor's samples) are summarised over each job's measurement window (the common window of the
-run's jobs, or the job's own steady window when it ran alone) and joined onto its row: `<metric>_mean/_p50/_p95`,
-`energy_j` and `energy_per_image_j` (the window's energy over all images the device trained in it).
+run's jobs, or the job's own measured window when it ran alone) and joined onto its row: `<metric>_mean/_p50/_p95`,
+`energy_j` and `energy_per_image_j` (the window's energy over all images the device trained in it), and the job's
+steady device memory `steady_gpu_memory_mb` (NVML, per process, its CUDA context included).
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import events
+from . import events, figures
 from .monitor import Samples, read_samples, summarize
 from .rundir import RUNNING, RunDir, find_runs, read_events
 
-MIN_OVERLAP_S = 1.0  # a shorter common window is too short to measure in
 RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
 
 
@@ -53,6 +54,12 @@ def load(path: str | Path | list) -> Results:
     return assemble([read_run(run) for p in paths for run in find_runs(p)])
 
 
+def combine(parts: list[Results]) -> Results:
+    """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
+    return Results(*(_concat([getattr(part, name) for part in parts])
+                     for name in ("jobs", "epochs", "runs", "samples", "host_samples")))
+
+
 def assemble(readings: list[RunReading]) -> Results:
     """Results from runs already read by `read_run` (an experiment reads each run as it ends)."""
     job_rows, epoch_rows, run_rows, gpu_frames, host_frames = [], [], [], [], []
@@ -72,28 +79,37 @@ def read_run(run: RunDir) -> RunReading:
     status = manifest.get("status", RUNNING)
     if status == RUNNING:
         status = "interrupted"  # the process that ran it died before completing the manifest
+    entries = manifest.get("jobs", [])
+    sequential = bool(manifest.get("sequential"))
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
             "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
-            "repeat": manifest.get("repeat"), "sequential": bool(manifest.get("sequential")), **_where(manifest)}
-    streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in manifest.get("jobs", [])}
-    jobs = [job_row(entry, streams[entry["job"]], base) for entry in manifest.get("jobs", [])]
-    sequential = base["sequential"]
-    window = None if sequential else overlap_window(list(streams.values()))
+            "repeat": manifest.get("repeat"), "sequential": sequential,
+            "alone": _alone(manifest["mode"]["name"], len(entries)), **_where(manifest)}
+    streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in entries}
+    jobs = [job_row(entry, streams[entry["job"]], base) for entry in entries]
+    interval_s = min((row["interval_s"] for row in jobs if row["interval_s"]), default=1.0)
+    throughput = figures.run_throughput(streams, {row["job"]: row["status"] for row in jobs}, sequential, interval_s)
+    window = figures.Window(throughput["window_start"], throughput["window_end"])
     samples = read_samples(run.path)
     monitored = len(samples.gpu) > 0
     shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
     for row in jobs:
-        row["images_per_s_overlap"] = window_rate(streams[row["job"]], window) if window else None
+        stream = streams[row["job"]]
+        own = figures.Window(*figures.steady_span(stream, held=False)) if sequential and row["images_per_s"] else None
+        row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
         row["run_status"] = status
         row["run_dir"] = str(run.path)
-        own_window = steady_window(streams[row["job"]]) if sequential else None  # jobs in turn: each its own window
-        row.update(gpu_summary(samples.gpu, own_window, [streams[row["job"]]]) if monitored and own_window else shared)
+        row.update(gpu_summary(samples.gpu, own, [stream]) if monitored and own else shared)
+        row["steady_gpu_memory_mb"] = _steady_memory(samples.process, row["job"], own or window)
+        row.update(_why(row))
     epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"), "images": e.get("images"),
                "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
-    summary = {**base, "status": status, "n_jobs": len(jobs),
-               "n_complete": sum(r["status"] == "complete" for r in jobs),
-               **aggregate(jobs, sequential, window), "problems": "; ".join(manifest.get("problems") or []) or None,
+    n_complete = sum(r["status"] == "complete" for r in jobs)
+    throughput.pop("job_rates")
+    summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
+               "flags": figures.run_flags(throughput, len(jobs), n_complete),
+               "bound_by": _run_verdict(jobs), "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
     return jobs, epochs, summary, samples
 
@@ -102,6 +118,7 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
     """One job's row from its manifest entry (spec, slot, outcome) and its events."""
     last = {e["type"]: e for e in stream}
     end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
+    window = last.get(events.MEASURED) or end  # the measured window's figures (a job that failed after it has them)
     outcome = entry.get("outcome") or _outcome_from_events(last)
     spec = entry["spec"]
     slot = entry.get("slot") or {}  # None until the mode handed out slots
@@ -110,74 +127,68 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
     row = {
         **base, "job": entry["job"], "group": entry.get("group"), "slot_label": slot.get("label"),
         "model": spec["model"], "dataset": spec["dataset"], "batch_size": spec["batch_size"], "amp": spec["amp"],
-        "device": spec["device"], "status": outcome["status"], "error_kind": outcome.get("error_kind"),
-        "error": outcome.get("error") or error.get("message"), "exit_code": outcome.get("exit_code"),
-        "mode_problem": outcome.get("mode_problem"),
-        "images_per_s": end.get("images_per_s"),
+        "device": spec["device"], "interval_s": spec.get("interval_s"), "status": outcome["status"],
+        "error_kind": outcome.get("error_kind"), "error": outcome.get("error") or error.get("message"),
+        "exit_code": outcome.get("exit_code"), "mode_problem": outcome.get("mode_problem"),
+        "images_per_s": window.get("images_per_s"),
+        "images_per_s_ci": figures.ci95(figures.interval_rates(stream))[1],
         "epoch_time_s": _epoch_time(epoch_times),
-        "step_time_s": spec["batch_size"] / end["images_per_s"] if end.get("images_per_s") else None,
-        "steady_s": end.get("steady_s"), "steps": end.get("steps"), "images": end.get("images"),
+        "step_time_s": spec["batch_size"] / window["images_per_s"] if window.get("images_per_s") else None,
+        "steady_s": window.get("steady_s"), "held_s": end.get("held_s"), "steps": end.get("steps"),
+        "images": end.get("images"),
+        "input_wait_share": figures.input_wait_share(stream),
         "peak_memory_mb": gpu_peak if gpu_peak is not None else end.get("peak_rss_mb"),
         "peak_gpu_allocated_mb": gpu_peak, "peak_gpu_reserved_mb": end.get("peak_reserved_mb"),
         "peak_host_rss_mb": end.get("peak_rss_mb"),
-        "ready_at": ready.get("t"), "started_at": last.get(events.START, {}).get("t"), "ended_at": end.get("t"),
+        "launched_at": ready.get("launched_at"), "imports_s": ready.get("imports_s"), "build_s": ready.get("build_s"),
+        "primed_s": ready.get("primed_s"), "ready_at": ready.get("t"), "started_at": last.get(events.START, {}).get("t"),
+        "ended_at": end.get("t"),
     }
     row.update({f"slot_{k}": v for k, v in (slot.get("info") or {}).items()})
     return row
 
 
-def steady_window(stream: list[dict]) -> tuple[float, float] | None:
-    """(start, end) wall-clock times of a job's steady-state interval events, or None if it had none."""
-    steady = [e for e in stream if e["type"] == events.INTERVAL and not e.get("warmup")]
-    if not steady:
-        return None
-    return steady[0]["t"] - steady[0]["interval_s"], steady[-1]["t"]
-
-
-def overlap_window(streams: list[list[dict]]) -> tuple[float, float] | None:
-    """The window in which every job was in steady state, if it lasts at least MIN_OVERLAP_S."""
-    windows = [steady_window(s) for s in streams]
-    if not windows or any(w is None for w in windows):
-        return None
-    start, end = max(w[0] for w in windows), min(w[1] for w in windows)
-    return (start, end) if end - start >= MIN_OVERLAP_S else None
-
-
-def window_images(stream: list[dict], window: tuple[float, float]) -> tuple[int, float]:
-    """Images and seconds of one job's steady interval events that lie wholly inside `window`."""
-    inside = [e for e in stream if e["type"] == events.INTERVAL and not e.get("warmup")
-              and e["t"] - e["interval_s"] >= window[0] - 1e-6 and e["t"] <= window[1] + 1e-6]
-    return sum(e["interval_images"] for e in inside), sum(e["interval_s"] for e in inside)
-
-
-def window_rate(stream: list[dict], window: tuple[float, float]) -> float | None:
-    """Images/s of one job inside `window` (None if no interval lies wholly inside it)."""
-    images, seconds = window_images(stream, window)
-    return images / seconds if seconds > 0 else None
-
-
-def gpu_summary(gpu_samples: pd.DataFrame, window: tuple[float, float], streams) -> dict:
+def gpu_summary(gpu_samples: pd.DataFrame, window: figures.Window, streams) -> dict:
     """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
-    figures = summarize(gpu_samples, *window)
-    rates = [window_rate(stream, window) for stream in streams]
-    images = sum(r for r in rates if r) * (window[1] - window[0])
-    figures["energy_per_image_j"] = figures["energy_j"] / images if figures.get("energy_j") and images else None
-    return figures
+    figures_ = summarize(gpu_samples, window.start, window.end)
+    images = sum(figures.window_images(stream, window.start, window.end) for stream in streams)
+    figures_["energy_per_image_j"] = figures_["energy_j"] / images if figures_.get("energy_j") and images else None
+    return figures_
 
 
-def aggregate(jobs: list[dict], sequential: bool, window: tuple[float, float] | None) -> dict:
-    """The run's throughput: how many images per second the whole device trained, and how it was measured."""
-    done = [j for j in jobs if j["status"] == "complete" and j["images_per_s"]]
-    if not done:
-        return {"aggregate_images_per_s": None, "throughput_window": None}
-    if sequential:
-        total_s = sum(j["steady_s"] for j in done)
-        return {"aggregate_images_per_s": sum(j["images_per_s"] * j["steady_s"] for j in done) / total_s,
-                "throughput_window": "sequential"}
-    overlap = [j["images_per_s_overlap"] for j in jobs]
-    if window and all(rate is not None for rate in overlap):
-        return {"aggregate_images_per_s": sum(overlap), "throughput_window": "overlap"}
-    return {"aggregate_images_per_s": sum(j["images_per_s"] for j in done), "throughput_window": "own"}
+def _why(row: dict) -> dict:
+    """The job's GPU idle share and its `bound_by` verdict (figures.bound_by) from its row's figures."""
+    util = row.get("gpu_util_pct_mean")
+    gpu_idle = None if util is None else max(0.0, 1 - util / 100)
+    verdict = figures.bound_by(row["device"], row["input_wait_share"], gpu_idle, row.get("sm_util_pct_mean"),
+                               row.get("dram_bw_util_pct_mean"))
+    return {"gpu_idle_share": gpu_idle, "bound_by": verdict}
+
+
+def _run_verdict(jobs: list[dict]) -> str | None:
+    """The run's `bound_by`: its jobs' verdict where they agree, else 'mixed: ...'."""
+    verdicts = sorted({row["bound_by"] for row in jobs if row["bound_by"]})
+    return verdicts[0] if len(verdicts) == 1 else ("mixed: " + ", ".join(verdicts) if verdicts else None)
+
+
+def _steady_memory(process_samples: pd.DataFrame, job: str, window: figures.Window | None) -> float | None:
+    """Median device memory NVML reports for the job's processes inside its window (summed over its processes)."""
+    if not window or process_samples.empty or "job" not in process_samples:
+        return None
+    rows = process_samples[(process_samples["job"] == job) & process_samples["t"].between(window.start, window.end)]
+    per_sample = rows.groupby("t")["gpu_mem_used_mb"].sum(min_count=1).dropna()
+    return float(per_sample.median()) if len(per_sample) else None
+
+
+def _alone(mode_name: str, n_jobs: int) -> bool:
+    """Whether the run's jobs had the device to themselves (a baseline), as the mode says."""
+    from .errors import BadInput
+    from .modes import mode_class
+
+    try:
+        return mode_class(mode_name).alone(n_jobs)
+    except BadInput:  # a mode this version does not know
+        return False
 
 
 def _where(manifest: dict) -> dict:

@@ -58,6 +58,11 @@ class SharingMode:
             valid = f"valid options: {', '.join(cls.option_names)}" if cls.option_names else "it takes none"
             raise BadInput(f"mode {cls.name}: unknown option(s) {', '.join(unknown)}; {valid}")
 
+    @classmethod
+    def alone(cls, n_jobs: int) -> bool:
+        """Whether `n_jobs` jobs under this mode each have the device to themselves (a baseline run)."""
+        return cls.sequential
+
     def check(self, n_jobs: int) -> None:
         """Refuse (BadInput) a job count this mode cannot place, before anything changes. Default: any count."""
 

@@ -34,3 +34,7 @@ class NaiveMode(_PlainMode):
     """All jobs at once on one GPU; the driver time-slices between their contexts."""
 
     name = "naive"
+
+    @classmethod
+    def alone(cls, n_jobs: int) -> bool:
+        return n_jobs == 1  # one job time-sliced with nothing is a job alone

@@ -103,10 +103,14 @@ def _job_id(argv: list[str]) -> str:
 
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
+    import psutil
     import torch
 
     from .loaders import build_feed
     from .models import build_model
+
+    launched_at = psutil.Process().create_time()  # where a run's set-up time goes: the `ready` event says
+    imported_t = events.now()
 
     if os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -137,14 +141,17 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
 
     batches = feed.epoch()
     first = next(batches)
+    built_t = events.now()
     prime_t0 = time.perf_counter()
     train_step(*first)  # cuDNN autotuning and lazy set-up happen here, before the barrier, not in the timed steps
     sync()
-    writer.emit(events.READY, primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
+    writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
+                primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
                 image_size=feed.image_size, amp=spec.amp, channels_last=spec.channels_last,
                 params=sum(p.numel() for p in model.parameters()), num_classes=feed.num_classes,
                 steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps, threads=torch.get_num_threads(),
+                cores=sorted(os.sched_getaffinity(0)),
                 torch=torch.__version__, pid=os.getpid())
     if barrier and not sys.stdin.readline():
         return EXIT_LAUNCHER_GONE
