@@ -1,8 +1,9 @@
 """A real single-node Slurm cluster for tests: munged, slurmctld and slurmd from Debian's packages, on localhost.
 
 Everything lives in one private folder (configuration, state, logs, munge key and socket), on ports of its own, so
-it touches no system service; `stop()` ends every daemon it started, by pid. Needs root (slurmd launches tasks as
-their user) and the binaries (`apt-get install slurm-wlm`); `why_not()` says what is missing.
+it touches no system service; the daemons run in the foreground as this process's children and `stop()` ends
+them. Needs root (slurmd launches tasks as their user) and the binaries (`apt-get install slurm-wlm`); `why_not()`
+says what is missing.
 
     >>> with SlurmCluster(tmp_path) as cluster:          # doctest: +SKIP
     ...     subprocess.run(["sbatch", "--wrap", "true"], env=cluster.env)
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -33,7 +33,8 @@ def why_not() -> str | None:
 
 
 class SlurmCluster:
-    """munged + slurmctld + slurmd for one node (`localhost`, CPU only, partition `cpu`)."""
+    """munged + slurmctld + slurmd for one node (`localhost`, CPU only, partition `cpu`), each run in the foreground
+    as a child of this process, so that `stop()` ends exactly them, whatever happened during start."""
 
     def __init__(self, root: Path, port: int | None = None):
         self.root = Path(root)
@@ -41,7 +42,7 @@ class SlurmCluster:
         self.conf = self.root / "slurm.conf"
         self.socket = self.root / "munge" / "munge.socket"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
-        self.pids: dict[str, int] = {}
+        self.daemons: dict[str, subprocess.Popen] = {}
 
     def __enter__(self) -> "SlurmCluster":
         self.start()
@@ -58,47 +59,55 @@ class SlurmCluster:
         key.chmod(0o400)
         self.conf.write_text(self._config())
         try:
-            self._daemon("munged", ["munged", "--force", f"--socket={self.socket}", f"--key-file={key}",
-                                    f"--pid-file={self.root / 'munge' / 'munged.pid'}",
+            self._daemon("munged", ["munged", "--foreground", "--force", f"--socket={self.socket}",
+                                    f"--key-file={key}", f"--pid-file={self.root / 'munge' / 'munged.pid'}",
                                     f"--log-file={self.root / 'log' / 'munged.log'}",
-                                    f"--seed-file={self.root / 'munge' / 'munged.seed'}"],
-                         self.root / "munge" / "munged.pid")
-            self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf)], self.root / "slurmctld.pid")
-            self._daemon("slurmd", ["slurmd", "-f", str(self.conf), "-N", "localhost"], self.root / "slurmd.pid")
-            self._wait_until_idle()
+                                    f"--seed-file={self.root / 'munge' / 'munged.seed'}"])
+            self._wait("munged", lambda: self.socket.exists())
+            self._daemon("slurmctld", ["slurmctld", "-D", "-f", str(self.conf)])
+            self._daemon("slurmd", ["slurmd", "-D", "-f", str(self.conf), "-N", "localhost"])
+            self._wait("slurmd", lambda: self._sinfo() == "idle")
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
-        """End the daemons this cluster started (by their pids), newest first; leave nothing running."""
-        for name in reversed(list(self.pids)):
-            _end(self.pids.pop(name))
+        """End the daemons this cluster started, newest first (SIGTERM, then SIGKILL); leave nothing running."""
+        for name in reversed(list(self.daemons)):
+            daemon = self.daemons.pop(name)
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
 
     def log(self, name: str, lines: int = 20) -> str:
         path = self.root / "log" / f"{name}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
-    def _daemon(self, name: str, argv: list[str], pid_file: Path) -> None:
-        done = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not pid_file.exists():
-            raise RuntimeError(f"{name} did not start (exit {done.returncode}): {done.stderr.strip()} "
-                               f"{self.log(name)}")
-        self.pids[name] = int(pid_file.read_text().split()[0])
+    def _daemon(self, name: str, argv: list[str]) -> None:
+        with open(self.root / "log" / f"{name}.out", "wb") as out:
+            self.daemons[name] = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=out,
+                                                  stderr=subprocess.STDOUT)
 
-    def _wait_until_idle(self) -> None:
+    def _wait(self, name: str, ready) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
-        state = ""
-        while time.monotonic() < deadline:
-            state = subprocess.run(["sinfo", "--noheader", "--format=%t"], env=self.env, capture_output=True,
-                                   text=True, timeout=30).stdout.strip()
-            if state == "idle":
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"the node did not become idle (sinfo: {state!r}); slurmd log: {self.log('slurmd')}")
+        while not ready():
+            for daemon_name, daemon in self.daemons.items():
+                if daemon.poll() is not None:
+                    raise RuntimeError(f"{daemon_name} exited with {daemon.returncode}: {self.log(daemon_name)} "
+                                       f"{(self.root / 'log' / f'{daemon_name}.out').read_text(errors='replace')}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} not ready after {START_TIMEOUT_S:.0f} s; its log: {self.log(name)}")
+            time.sleep(0.2)
+
+    def _sinfo(self) -> str:
+        try:
+            return subprocess.run(["sinfo", "--noheader", "--format=%t"], env=self.env, capture_output=True,
+                                  text=True, timeout=30).stdout.strip()
+        except subprocess.TimeoutExpired:
+            return ""
 
     def _config(self) -> str:
         r = self.root
@@ -121,21 +130,3 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _end(pid: int, timeout_s: float = 15.0) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
