@@ -5,8 +5,9 @@
 Workloads (issue 10): ResNet-26 at 32 px bf16 with synthetic data on the device; the same from a CIFAR-10-format
 loader (2 loader workers; the images are random pixels written in CIFAR-10's own file format, a labelled stand-in:
 nothing is downloaded here); ResNet-26 at 224 px fp32 (as the seed's artifact trains it); ResNet-152 at 224 px bf16.
-Each runs alone (exclusive) and under MPS with 7 copies (3 for ResNet-152). Writes OUT/runs.csv and OUT/jobs.csv and
-prints one line per run: aggregate images/s with its CI, normalized throughput, bound_by and its inputs.
+Each runs alone (exclusive) and under MPS with 7 copies (3 for ResNet-152), in one experiment per workload. Prints
+one line per run as it ends (aggregate images/s with its CI, normalized throughput, bound_by and its inputs) and
+writes OUT/runs.csv and OUT/jobs.csv.
 """
 
 from __future__ import annotations
@@ -54,16 +55,17 @@ def main() -> None:
     chosen = workloads(cifar_standin(args.out / "cifar10-standin"))
     names = args.only.split(",") if args.only else list(chosen)
     parts = []
-    for name in names:
+    for name in names:  # alone, then with copies, in one experiment (the copies' baseline)
         job, copies = chosen[name]
-        parts.append(colloc_kit.run([{**job, "seconds": args.seconds}], mode=["exclusive", "mps"], copies=[1, copies],
-                                    out=args.out / "runs", name=name, progress=False))
+        job = {**job, "seconds": args.seconds}
+        parts += [colloc_kit.run([job], mode="exclusive", copies=1, out=args.out / "runs", name=name, progress=False),
+                  colloc_kit.run([job], mode="mps", copies=copies, out=args.out / "runs", name=name, progress=False)]
+        runs = analysis.run_summary(combine(parts[-2:]))
+        print(runs[COLUMNS].to_string(index=False, header=len(parts) == 2, float_format=lambda v: f"{v:,.2f}"),
+              flush=True)
     results = combine(parts)
-    runs = analysis.run_summary(results)
-    runs = runs[(runs["mode_label"] == "exclusive") & (runs["copies"] == 1) | (runs["mode_label"] == "mps") & (runs["copies"] > 1)]
-    runs.to_csv(args.out / "runs.csv", index=False)
+    analysis.run_summary(results).to_csv(args.out / "runs.csv", index=False)
     analysis.with_baselines(results.jobs).to_csv(args.out / "jobs.csv", index=False)
-    print(runs[COLUMNS].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
 
 
 if __name__ == "__main__":
