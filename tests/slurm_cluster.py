@@ -12,6 +12,7 @@ says what is missing.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 START_TIMEOUT_S = 60.0
+DRAIN_GRACE_S = 30.0  # a finished task's wrapper (submitit writing its result) may still be in the queue
 
 
 def why_not() -> str | None:
@@ -72,7 +74,13 @@ class SlurmCluster:
             raise
 
     def stop(self) -> None:
-        """End the daemons this cluster started, newest first (SIGTERM, then SIGKILL); leave nothing running."""
+        """Let the jobs still in the queue end (cancel them after a grace period), then end the daemons this cluster
+        started, newest first (SIGTERM, then SIGKILL): no job step outlives its slurmd."""
+        if {"slurmctld", "slurmd"} <= set(self.daemons):
+            if not self._queue_empty_within(DRAIN_GRACE_S):
+                subprocess.run(["scancel", f"--user={pwd.getpwuid(os.getuid()).pw_name}"], env=self.env,
+                               capture_output=True, timeout=30)
+                self._queue_empty_within(DRAIN_GRACE_S)
         for name in reversed(list(self.daemons)):
             daemon = self.daemons.pop(name)
             daemon.terminate()
@@ -101,6 +109,19 @@ class SlurmCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} not ready after {START_TIMEOUT_S:.0f} s; its log: {self.log(name)}")
             time.sleep(0.2)
+
+    def _queue_empty_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                listing = subprocess.run(["squeue", "--noheader"], env=self.env, capture_output=True, text=True,
+                                         timeout=30)
+            except subprocess.TimeoutExpired:
+                continue
+            if listing.returncode == 0 and not listing.stdout.strip():
+                return True
+            time.sleep(0.3)
+        return False
 
     def _sinfo(self) -> str:
         try:
