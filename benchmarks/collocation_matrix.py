@@ -8,9 +8,9 @@ The H100 figures in the issues' closing notes come from here (see benchmarks/h10
 
 `run` writes every run directory under OUT/runs/ and then summarises; `summarize` reads whatever runs are stored
 under a folder (runs from several device commands can be merged by copying them under one folder). It writes
-OUT/summary.csv and OUT/summary.md: per (model, batch size, mode, copies), over repeats, the aggregate images/s
-(mean, and spread = (max - min) / mean), per-job images/s, step and epoch time, peak GPU memory, failed jobs, and
-the speed-up over the same model and batch size alone (exclusive x1).
+OUT/summary.csv and OUT/summary.md: per (model, batch size, mode, copies), over repeats, the aggregate images/s and
+the normalized throughput with their 95 % CIs, epoch-time growth, bound_by and flags, as `analysis.summarize`
+defines them (baselines from the lone runs of the same experiment).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
+from colloc_kit import analysis
 from colloc_kit.spec import ExperimentSpec, read_yaml, with_changes
 
 KEYS = ["model", "batch_size", "mode_label", "copies"]
@@ -41,26 +42,17 @@ def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out:
 
 
 def summarize(folder: Path) -> pd.DataFrame:
-    """One row per (model, batch size, mode, copies) over the repeats stored under `folder`."""
+    """One row per (model, batch size, mode, copies) over the repeats stored under `folder`: the kit's own figures
+    (analysis.summarize), so this table and the notebooks agree."""
     results = colloc_kit.load(folder)
-    jobs = results.jobs.merge(results.runs[["run_id", "aggregate_images_per_s"]], on="run_id")
-    runs = jobs.groupby(KEYS + ["run_id"], as_index=False).agg(
-        aggregate_images_per_s=("aggregate_images_per_s", "first"),
-        failed=("status", lambda s: int((s != "complete").sum())))
-    table = runs.groupby(KEYS).agg(
-        repeats=("run_id", "count"), aggregate_images_per_s=("aggregate_images_per_s", "mean"),
-        agg_min=("aggregate_images_per_s", "min"), agg_max=("aggregate_images_per_s", "max"),
-        failed_jobs=("failed", "sum"))
-    table = table.join(jobs.groupby(KEYS).agg(
-        job_images_per_s=("images_per_s", "mean"), step_time_ms=("step_time_s", "mean"),
-        epoch_time_s=("epoch_time_s", "mean"), peak_memory_mb=("peak_memory_mb", "max")))
-    table["step_time_ms"] *= 1000
-    table["spread_pct"] = 100 * (table.pop("agg_max") - table.pop("agg_min")) / table["aggregate_images_per_s"]
-    table = table.reset_index()
-    alone = table[(table.mode_label == "exclusive") & (table.copies == 1)].set_index(["model", "batch_size"])
-    table["speedup_vs_alone"] = [row.aggregate_images_per_s / alone["aggregate_images_per_s"].get((row.model, row.batch_size), float("nan"))
-                                 for row in table.itertuples()]
-    return table.sort_values(KEYS)
+    table = analysis.summarize(results)
+    first_job = results.jobs.groupby("run_id")[["model", "batch_size"]].first()
+    runs = analysis.run_summary(results).join(first_job, on="run_id")
+    keys = runs.groupby(["experiment", "mode_label", "copies", "jobs_label"])[["model", "batch_size"]].first()
+    table = table.join(keys, on=["experiment", "mode_label", "copies", "jobs_label"])
+    columns = KEYS + ["repeats", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci", "normalized_throughput_mean",
+                      "normalized_throughput_ci", "epoch_time_growth_mean", "bound_by", "flags"]
+    return table[columns].sort_values(KEYS)
 
 
 def write(table: pd.DataFrame, out: Path) -> None:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from . import figures
 from .results import Results
+from .statuses import COMPLETE
 
 WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
@@ -28,7 +29,6 @@ GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workl
 UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct"]  # monitor
 WITH_CI = ["aggregate_images_per_s", "normalized_throughput"]  # figures carrying a 95 % confidence interval
 RUN_METRICS = [*WITH_CI, "epoch_time_growth", *UTILIZATION, "energy_per_image_j"]
-COMPLETE = "complete"
 
 
 def complete(jobs: pd.DataFrame) -> pd.DataFrame:

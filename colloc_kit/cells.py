@@ -24,10 +24,10 @@ from pathlib import Path
 
 import psutil
 
-from .rundir import COMPLETE, RUNNING, RunDir, find_runs, safe_name
+from .errors import BrokenRun
+from .rundir import RunDir, find_runs, safe_name
 from .spec import ExperimentSpec, ModeSpec
-
-DONE, FAILED, PENDING = "done", "failed", "pending"  # what `colloc-kit status` says of a cell (and rundir's RUNNING)
+from .statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def cell_states(experiment_dir: str | Path) -> dict[str, CellState]:
     for run in runs:
         try:
             manifest = run.read_manifest()
-        except (OSError, ValueError):
-            continue  # a manifest being replaced right now is read on the next look
+        except BrokenRun:
+            continue  # not a run of any cell: `load()` names it; its cell, if any, runs again
         cell_id = manifest.get("cell_id")
         if cell_id is None:
             continue

@@ -7,16 +7,21 @@
     colloc-kit status runs/experiment
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
     colloc-kit batch [--profile cpu-smoke]
+    colloc-kit --debug run ...        # tracebacks too, not only the one-line message
 
-Exit codes: 0 every job complete, 1 some job failed, 2 bad input (nothing started), 130 interrupted.
+Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk, a folder gone), 2 bad input
+(nothing started), 130 interrupted. `show` exits 1 when it skipped a broken run, naming it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
+import traceback
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, CollocKitError
@@ -26,9 +31,9 @@ EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
 MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
-               "images_per_s_overlap", "epoch_time_s", "peak_memory_mb"]
+               "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
-               "throughput_window"]
+               "aggregate_images_per_s_ci", "throughput_window", "bound_by", "flags"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,18 +42,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except BadInput as exc:
-        print(f"colloc-kit: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _refuse(args, str(exc), EXIT_BAD_INPUT)
     except CollocKitError as exc:
-        print(f"colloc-kit: {exc}", file=sys.stderr)
-        return EXIT_FAILED_JOBS
+        return _refuse(args, str(exc), EXIT_FAILED_JOBS)
+    except OSError as exc:  # the environment broke under a run: a full disk, a folder removed or made read-only
+        where = exc.filename or getattr(args, "out", None)  # a failed flush does not say which file
+        where = f"{where}: " if where else ""
+        return _refuse(args, f"{where}{exc.strerror or exc}; free space or fix the folder's permissions, then run "
+                             "again (what was written before is kept)", EXIT_FAILED_JOBS)
     except KeyboardInterrupt:
-        print("colloc-kit: interrupted; what was measured is on disk, marked interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _refuse(args, "interrupted; what was measured is on disk, marked interrupted", EXIT_INTERRUPTED)
+
+
+def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
+    """One line on stderr (and the traceback with --debug); returns the exit code."""
+    if args.debug:
+        traceback.print_exc()
+    print(f"colloc-kit: {message}", file=sys.stderr)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="what this machine offers: GPUs, MIG, MPS, GPM, versions")
@@ -92,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print a stored run or a folder of runs")
     show.add_argument("path", help="run directory or a folder of them")
     show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
+    show.add_argument("--strict", action="store_true", help="fail on the first broken run instead of skipping it")
     show.set_defaults(handler=cmd_show)
 
     status = sub.add_parser("status", help="an experiment folder's cells: done, running, failed, pending (Slurm jobs)")
@@ -146,7 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.slurm is not None:
         return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
     print_tables(results)
-    print(f"\nstored under {args.out}/{spec.name}/ ; read with colloc_kit.load(...) or `colloc-kit show`")
+    folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
+    print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
     complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
@@ -170,7 +188,8 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
-        data["jobs"] = [_override(group, job_flags) for group in data.get("jobs") or []]
+        if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
+            data["jobs"] = [_override(group, job_flags) for group in data["jobs"]]
     else:
         if "model" not in job_flags:
             raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")
@@ -198,7 +217,8 @@ def _with_options(modes: list[dict], options: dict) -> list[dict]:
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in unused)
         owners = ", ".join(sorted(name for name, cls in MODES.items() if set(unused) & set(cls.option_names)))
-        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it")
+        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it; "
+                       f"add that mode to --mode or drop {flags}")
     return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]
 
 
@@ -210,27 +230,27 @@ def _override(group: Any, job_flags: dict) -> Any:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .results import load
 
     if not Path(args.path).exists():
         raise BadInput(f"{args.path} does not exist; give a run directory or a folder of runs")
-    results = load(args.path)
+    results = load(args.path, strict=args.strict)
+    for path, problem in results.broken.items():
+        print(f"colloc-kit: skipped the broken run {path}: {problem}", file=sys.stderr)
     if results.runs.empty:
-        raise BadInput(f"no runs (manifest.json) under {args.path}")
+        raise BadInput(f"no readable runs (manifest.json) under {args.path}")
     if args.json:
         print(results.jobs.to_json(orient="records", indent=2))
     else:
         print_tables(results)
-    return EXIT_OK
+    return EXIT_FAILED_JOBS if results.broken else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .cells import DONE, FAILED, PENDING, experiment_status
-    from .rundir import RUNNING
+    from .cells import experiment_status
+    from .statuses import CELL_STATUSES
 
     rows = experiment_status(args.path)
     if not rows:
@@ -239,7 +259,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))
     counts = table["status"].value_counts()
-    print("\n" + ", ".join(f"{counts[s]} {s}" for s in (DONE, RUNNING, FAILED, PENDING) if s in counts))
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in CELL_STATUSES if s in counts))
     return EXIT_OK
 
 

@@ -14,6 +14,10 @@ class BadInput(CollocKitError):
     """The user asked for something invalid; refused before anything on the GPU changed (CLI exit code 2)."""
 
 
+class BrokenRun(BadInput):
+    """A run directory that cannot be read (a torn or foreign manifest, an unreadable file); says what is wrong."""
+
+
 class GpuStateError(CollocKitError):
     """The GPU is not in a state the kit can work with (a foreign MPS daemon, MIG busy, a missing driver...)."""
 

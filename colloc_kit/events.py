@@ -30,6 +30,7 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
@@ -60,6 +61,24 @@ class EventWriter:
             self.stream.write(line + "\n")
             self.stream.flush()
         return event
+
+
+NEEDED = {INTERVAL: ("interval_s", "interval_images"), EPOCH: ("epoch",)}  # numbers a reader computes with
+NUMBERS = ("images_per_s", "steady_s", "steady_images", "epoch_time_s", "images", "steps", "data_wait_s",
+           "peak_allocated_mb", "peak_reserved_mb", "peak_rss_mb")  # numbers (or null) wherever they appear
+
+
+def readable(event: dict) -> bool:
+    """Whether an event carries the numbers analysis reads: its time `t` and, by type, the fields of NEEDED (an
+    interval lasting more than 0 s); and NUMBERS, where present, are numbers or null. A line from elsewhere in a
+    log is skipped by readers, not crashed on."""
+    needed = all(_is_number(event.get(k)) for k in ("t", *NEEDED.get(event["type"], ())))
+    return (needed and all(event.get(k) is None or _is_number(event[k]) for k in NUMBERS)
+            and not (event["type"] == INTERVAL and event["interval_s"] <= 0))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def parse(line: str) -> dict | None:

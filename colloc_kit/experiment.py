@@ -34,17 +34,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import events, machine
+from .errors import BrokenRun
 from .cells import Cell, cell_states, cells
-from .launcher import COMPLETE, INTERRUPTED, LaunchItem, Outcome, Wave
+from .launcher import LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
 from .results import Results, RunReading, assemble, read_run
-from .rundir import COMPLETE as RUN_COMPLETE
-from .rundir import FAILED_JOBS, RUNNING, RunDir, safe_name
-from .rundir import INTERRUPTED as RUN_INTERRUPTED
+from .rundir import RunDir, check_out, safe_name
 from .spec import ExperimentSpec, JobSpec, ModeSpec
+from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
 
-RUN_ERROR = "error"
 SPECS_DIR, MACHINES_DIR = "specs", "machines"
 EXIT_ERROR = 3  # a cell process whose run raised (the error is in its manifest and on its stderr)
 
@@ -101,10 +100,11 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
         gpus = ([g["index"] for g in machine.chosen_gpus(spec.gpus, machine_info["gpus"], machine_info["gpu_reason"])]
                 if spec.gpus is not None else [spec.gpu])
         preflight(spec, gpus=gpus)
+    check_out(out)
     all_cells = cells(spec)
     states = cell_states(exp_dir)
     done, running = ([c for c in all_cells if c.cell_id in states and states[c.cell_id].status == status]
-                     for status in (RUN_COMPLETE, RUNNING))
+                     for status in (COMPLETE, RUNNING))
     in_slurm = slurm.queued_cells(exp_dir) if spec.slurm is not None else set()
     todo = [c for c in all_cells if c not in done and c not in running and c.cell_id not in in_slurm]
     _say_skipped(exp_dir, done, "already complete")
@@ -116,9 +116,24 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool = Tr
         slurm.submit(spec, spec_file, todo, exp_dir)
     elif todo:
         readings = _run_here(spec, spec_file, todo, gpus, machine_info, Path(out), progress)
-    states = cell_states(exp_dir)
-    return assemble([readings.get(c.cell_id) or read_run(states[c.cell_id].run)
-                     for c in all_cells if c.cell_id in readings or c.cell_id in states])
+    return _results(all_cells, readings, cell_states(exp_dir))
+
+
+def _results(all_cells: list[Cell], readings: dict[str, RunReading], states: dict) -> Results:
+    """The results of every cell that has a run, in cell order: read as it ended here, else from its folder (a run
+    that cannot be read is named in `.broken`, as `load()` does)."""
+    found, broken = [], {}
+    for cell in all_cells:
+        if cell.cell_id in readings:
+            found.append(readings[cell.cell_id])
+        elif cell.cell_id in states:
+            try:
+                found.append(read_run(states[cell.cell_id].run))
+            except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Parquet errors
+                broken[str(states[cell.cell_id].run.path)] = f"{type(exc).__name__}: {exc}"
+    results = assemble(found)
+    results.broken = broken
+    return results
 
 
 def _run_here(spec: ExperimentSpec, spec_file: Path, todo: list[Cell], gpus: list[int], machine_info: dict,
@@ -233,7 +248,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
     run.write_manifest(manifest)
     bar.run_started(f"{mode_spec.label} x{cell.copies} r{cell.repeat}", len(planned))
     outcomes: list[Outcome] = []
-    status, problems = RUN_INTERRUPTED, []
+    status, problems = INTERRUPTED, []
     cpu_before = _children_cpu_s()
     try:
         with mode:
@@ -252,8 +267,8 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
                         outcomes += wave.outcomes
             problems = mode.problems()
         run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
-        status = RUN_COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
-    except Exception as exc:  # a KeyboardInterrupt keeps the status RUN_INTERRUPTED set above
+        status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
+    except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
@@ -333,7 +348,7 @@ def cell_main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         print(f"colloc-kit: cell {cell.label} on GPU {args.gpu}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    return 0 if status == RUN_COMPLETE else 1
+    return 0 if status == COMPLETE else 1
 
 
 def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, problems: list[str]) -> None:
@@ -341,8 +356,10 @@ def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, p
     by_id = {o.job_id: o for o in outcomes}
     for entry in manifest["jobs"]:
         outcome = by_id.get(entry["job"])
+        started = run.events_path(entry["job"]).exists()  # no outcome but started: a second interrupt cut the wave
         entry["outcome"] = outcome.to_dict() if outcome else {
-            "job_id": entry["job"], "status": INTERRUPTED, "error": "not started: the run stopped before its turn"}
+            "job_id": entry["job"], "status": INTERRUPTED,
+            "error": "stopped by an interrupt" if started else "not started: the run stopped before its turn"}
         if problems and entry["outcome"]["status"] != COMPLETE:
             entry["outcome"]["mode_problem"] = "; ".join(problems)
     run.update_manifest(jobs=manifest["jobs"], status=status, problems=problems, ended_at=events.now())

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from . import events
+from .statuses import COMPLETE
 
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
@@ -165,19 +166,19 @@ def run_throughput(streams: dict[str, Sequence[dict]], statuses: dict[str, str],
     """A run's aggregate images/s with its CI, how it was measured, the window and every job's rate in it.
 
     Returns aggregate_images_per_s, aggregate_images_per_s_ci (95 % half-width), throughput_window
-    (overlap / sequential / own), window_start, window_end, window_s, window_note, and job_rates {job: rate}.
+    (overlap / sequential / alone / own), window_start, window_end, window_s, window_note, and job_rates {job: rate}.
     """
     out = {"aggregate_images_per_s": None, "aggregate_images_per_s_ci": None, "throughput_window": None,
            "window_start": None, "window_end": None, "window_s": None, "window_note": None, "job_rates": {}}
-    complete = [job for job, status in statuses.items() if status == "complete"]
-    if sequential:
+    complete = [job for job, status in statuses.items() if status == COMPLETE]
+    if sequential or len(streams) == 1:  # each job alone: its own measured window, held steps left out
         measured = {job: steady_intervals(streams[job], held=False) for job in complete}
         seconds = sum(e["interval_s"] for ivs in measured.values() for e in ivs)
         if seconds > 0:
             images = sum(e["interval_images"] for ivs in measured.values() for e in ivs)
             rates = [r for job in complete for r in interval_rates(streams[job])]
             out.update(aggregate_images_per_s=images / seconds, aggregate_images_per_s_ci=ci95(rates)[1],
-                       throughput_window="sequential", window_s=seconds)
+                       throughput_window="sequential" if sequential else "alone", window_s=seconds)
         return out
     window = common_window(streams)
     out["window_note"] = window.note

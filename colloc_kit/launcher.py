@@ -30,8 +30,8 @@ from . import events
 from .modes import Slot
 from .rundir import events_file, stderr_file
 from .spec import JobSpec
+from .statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
 
-COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = "complete", "failed", "timed_out", "interrupted"
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
 POLL_S = 0.02
@@ -165,21 +165,47 @@ def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event) -> _Job
 
 
 def _pump(job: _Job, on_event) -> None:
-    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on."""
-    with open(job.events_path, "a", encoding="utf-8") as log:
-        for raw in job.proc.stdout:
-            line = raw.decode("utf-8", "replace")
-            event = events.parse(line)
-            if event is None:
-                continue
+    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on.
+
+    The pipe is drained to its end whatever happens, so a worker never blocks on a full pipe: a log that cannot be
+    written (a full disk, a folder gone) stops the job, whose error says where the kit could not write."""
+    log, failed = None, False
+    try:
+        log = open(job.events_path, "a", encoding="utf-8")
+    except OSError as exc:
+        failed = True
+        _stop_unwritable(job, exc)
+    for raw in job.proc.stdout:
+        line = raw.decode("utf-8", "replace")
+        event = events.parse(line)
+        if event is None or failed:
+            continue
+        try:
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
-            job.last[event["type"]] = event
-            if event["type"] in (events.READY, events.ERROR):
-                job.ready.set()  # an error before ready must not hold the barrier
-            if on_event:
-                on_event(event)
+        except OSError as exc:
+            failed = True
+            _stop_unwritable(job, exc)
+            continue
+        job.last[event["type"]] = event
+        if event["type"] in (events.READY, events.ERROR):
+            job.ready.set()  # an error before ready must not hold the barrier
+        if on_event:
+            on_event(event)
+    if log is not None:
+        try:
+            log.close()
+        except OSError:
+            pass  # the flush of a line already reported as unwritable
     job.ready.set()
+
+
+def _stop_unwritable(job: _Job, exc: OSError) -> None:
+    """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
+    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": "other",
+                              "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
+    job.ready.set()
+    _signal(job, signal.SIGTERM)
 
 
 def _wait_until_ready(jobs: list[_Job]) -> None:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .errors import NvmlUnavailable
+from .errors import BadInput, NvmlUnavailable
 
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use
@@ -83,6 +83,19 @@ def session() -> Iterator[Any]:
                     lib.nvmlShutdown()
                 except Exception:
                     pass
+
+
+def require_gpu_index(index: int) -> None:
+    """Refuse (BadInput) a GPU index this machine does not have, before a job is started on it. Without NVML there
+    is nothing to count here (the worker's check_job refuses CUDA jobs then, saying why)."""
+    try:
+        with session() as lib:
+            count = lib.nvmlDeviceGetCount()
+    except NvmlUnavailable:
+        return
+    if index >= count:
+        raise BadInput(f"GPU {index} does not exist: this machine has {count} GPU(s), numbered from 0; "
+                       f"give --gpu 0{f' to {count - 1}' if count > 1 else ''}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Plotly figures from the tidy frames of `colloc_kit.analysis` (one function per picture, each returns a Figure).
 
-    >>> summary = analysis.summarize(analysis.with_baselines(colloc_kit.load("runs").jobs))   # doctest: +SKIP
+    >>> summary = analysis.summarize(colloc_kit.load("runs"))                                 # doctest: +SKIP
     >>> throughput_vs_copies(summary).show()                                                 # doctest: +SKIP
 
 `use_renderer("plotly_mimetype+notebook")` is what batch runs set: JupyterLab draws the mimetype, and the HTML
@@ -33,8 +33,10 @@ def empty(title: str, note: str) -> go.Figure:
 
 def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str = "copies",
             reference: float | None = None) -> go.Figure:
-    """One line per mode of `<metric>_mean` against copies, with the spread over repeats as error bars."""
-    mean, std = f"{metric}_mean", f"{metric}_std"
+    """One line per mode of `<metric>_mean` against copies; error bars are its 95 % CI where the figure has one
+    (`<metric>_ci`), else the spread over repeats. Flagged configurations (`flags`) get open markers, and the hover
+    says why, with `bound_by`."""
+    mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no runs measured {metric.replace('_', ' ')}")
@@ -42,15 +44,18 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
                             "yaxis_title": y_title, "legend_title": "mode"})
     for label, rows in data.groupby(series(data), sort=True):
         rows = rows.sort_values(x)
+        notes = rows.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).fillna("")
         fig.add_scatter(x=rows[x], y=rows[mean], name=str(label), mode="lines+markers",
-                        error_y={"type": "data", "array": rows[std].fillna(0), "visible": True},
-                        customdata=rows[["jobs_label", "repeats"]],
-                        hovertemplate="%{customdata[0]}<br>%{y:.3g} (repeats: %{customdata[1]})<extra>" + str(label)
-                                      + "</extra>")
+                        error_y={"type": "data", "array": rows[spread].fillna(0), "visible": True},
+                        marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 9},
+                        customdata=notes, hovertemplate="%{customdata[0]}<br>%{y:.3g} +- %{error_y.array:.2g} "
+                        "(repeats: %{customdata[1]}; bound by %{customdata[2]})<br>%{customdata[3]}<extra>"
+                        + str(label) + "</extra>")
     if reference is not None:
         fig.add_hline(y=reference, line_dash="dot", line_color="grey")
     if x == "copies":
         fig.update_xaxes(tickmode="array", tickvals=sorted(data[x].unique()))
+    fig.update_yaxes(rangemode="tozero")
     return fig
 
 
@@ -84,8 +89,9 @@ def gain_vs_growth(summary: pd.DataFrame) -> go.Figure:
 
 
 def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str) -> go.Figure:
-    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x), e.g. SM utilization or energy per image."""
-    mean, std = f"{metric}_mean", f"{metric}_std"
+    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x), e.g. SM utilization or energy per image;
+    error bars as in `by_mode`."""
+    mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
@@ -93,8 +99,13 @@ def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str) ->
                             "yaxis_title": y_title, "legend_title": "mode"})
     for label, rows in data.groupby(series(data), sort=True):
         fig.add_bar(x=rows["copies"].astype(str), y=rows[mean], name=str(label),
-                    error_y={"type": "data", "array": rows[std].fillna(0)})
+                    error_y={"type": "data", "array": rows[spread].fillna(0)})
     return fig
+
+
+def _error_column(summary: pd.DataFrame, metric: str) -> str:
+    """The column drawn as error bars: the 95 % CI where the figure has one, else the spread over repeats."""
+    return f"{metric}_ci" if f"{metric}_ci" in summary else f"{metric}_std"
 
 
 def jobs_by_mode(jobs: pd.DataFrame, metric: str = "relative_throughput",
@@ -137,15 +148,17 @@ def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
 
 
 def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
-    """Copies of each workload that fit in each capacity (card, MIG instance), from measured peak memory."""
+    """Copies of each workload that fit in each capacity (card, MIG instance), from its steady footprint."""
     title = "How many copies fit in memory"
     if fit.empty:
-        return empty(title, "no measured peak memory yet")
+        return empty(title, "no steady GPU memory measured yet (it needs a monitored GPU)")
     fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "memory",
                             "yaxis_title": "copies that fit", "legend_title": "workload"})
     for workload, rows in fit.groupby("workload", sort=True):
-        fig.add_bar(x=rows["capacity"], y=rows["copies_fit"], name=workload, customdata=rows["peak_memory_mb"],
-                    hovertemplate="%{y} copies of %{customdata:.0f} MB<extra>" + workload + "</extra>")
+        fig.add_bar(x=rows["capacity"], y=rows["copies_fit"], name=workload,
+                    customdata=rows[["steady_gpu_memory_mb", "peak_memory_mb"]],
+                    hovertemplate="%{y} copies of %{customdata[0]:.0f} MB steady (torch peak %{customdata[1]:.0f} MB)"
+                                  "<extra>" + workload + "</extra>")
     return fig
 
 

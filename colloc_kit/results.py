@@ -28,9 +28,12 @@ from pathlib import Path
 import pandas as pd
 
 from . import events, figures
+from .errors import BrokenRun
 from .monitor import Samples, read_samples, summarize
-from .rundir import RUNNING, RunDir, find_runs, read_events
+from .rundir import RunDir, find_runs, read_events
+from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
+HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
 RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
 
 
@@ -43,15 +46,43 @@ class Results:
     runs: pd.DataFrame
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
+    broken: dict[str, str] = field(default_factory=dict)  # run directory -> what is wrong with it (load skipped it)
+
+    def of_experiments(self, names: list[str]) -> "Results":
+        """Only the runs of the named experiments."""
+        keep = set(self.runs["run_id"][self.runs["experiment"].isin(names)]) if len(self.runs) else set()
+        return Results(*(frame[frame["run_id"].isin(keep)] if "run_id" in frame else frame
+                         for frame in (self.jobs, self.epochs, self.runs, self.samples, self.host_samples)))
 
     def __repr__(self) -> str:
         return f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, {len(self.samples)} samples)"
 
 
-def load(path: str | Path | list) -> Results:
-    """Read one run directory, a folder of them (searched recursively), or a list of either."""
+def load(path: str | Path | list, strict: bool = False) -> Results:
+    """Read one run directory, a folder of them (searched recursively), or a list of either.
+
+    A broken run (a torn manifest, a garbage Parquet or monitor.json file, an unreadable event log) is skipped and
+    named with what is wrong in `.broken`, so that the good runs beside it are still read; `strict=True` raises
+    BrokenRun at the first one instead.
+
+    >>> results = load("runs")                                           # doctest: +SKIP
+    >>> results.broken                                                   # doctest: +SKIP
+    {'runs/exp/20250101-120000-naive-x2-r0': 'runs/exp/.../manifest.json cannot be read as JSON (...)'}
+    """
     paths = path if isinstance(path, list) else [path]
-    return assemble([read_run(run) for p in paths for run in find_runs(p)])
+    readings, broken = [], {}
+    for run in (run for p in paths for run in find_runs(p)):
+        try:
+            readings.append(read_run(run))
+        except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Arrow (Parquet) errors
+            problem = str(exc) if isinstance(exc, BrokenRun) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            if strict:
+                raise BrokenRun(f"the run {run.path} is broken: {problem}; move it away or "
+                                "load(..., strict=False)") from None
+            broken[str(run.path)] = problem
+    results = assemble(readings)
+    results.broken = broken
+    return results
 
 
 def combine(parts: list[Results]) -> Results:
@@ -78,7 +109,7 @@ def read_run(run: RunDir) -> RunReading:
     manifest = run.read_manifest()
     status = manifest.get("status", RUNNING)
     if status == RUNNING:
-        status = "interrupted"  # the process that ran it died before completing the manifest
+        status = INTERRUPTED  # the process that ran it died before completing the manifest
     entries = manifest.get("jobs", [])
     sequential = bool(manifest.get("sequential"))
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
@@ -93,9 +124,10 @@ def read_run(run: RunDir) -> RunReading:
     samples = read_samples(run.path)
     monitored = len(samples.gpu) > 0
     shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
+    alone_in_turn = sequential or len(entries) == 1  # each job measured on its own window
     for row in jobs:
         stream = streams[row["job"]]
-        own = figures.Window(*figures.steady_span(stream, held=False)) if sequential and row["images_per_s"] else None
+        own = figures.Window(*figures.steady_span(stream, held=False)) if alone_in_turn and row["images_per_s"] else None
         row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
         row["run_status"] = status
         row["run_dir"] = str(run.path)
@@ -105,11 +137,14 @@ def read_run(run: RunDir) -> RunReading:
     epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"), "images": e.get("images"),
                "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
-    n_complete = sum(r["status"] == "complete" for r in jobs)
+    n_complete = sum(r["status"] == COMPLETE for r in jobs)
     throughput.pop("job_rates")
+    span = window or figures.Window(manifest.get("started_at"), manifest.get("ended_at"))
+    host = summarize(samples.host, span.start, span.end) if len(samples.host) and span and span.seconds > 0 else {}
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
-               "bound_by": _run_verdict(jobs), "problems": "; ".join(manifest.get("problems") or []) or None,
+               "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
+               "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
     return jobs, epochs, summary, samples
 
@@ -218,7 +253,7 @@ def _epoch_time(times: list[float]) -> float | None:
 
 def _outcome_from_events(last: dict) -> dict:
     if events.END in last:
-        return {"status": "complete"}
+        return {"status": COMPLETE}
     if events.ERROR in last:
-        return {"status": "failed", "error_kind": last[events.ERROR].get("kind")}
-    return {"status": "interrupted", "error": "the run ended before this job reported an outcome"}
+        return {"status": FAILED, "error_kind": last[events.ERROR].get("kind")}
+    return {"status": INTERRUPTED, "error": "the run ended before this job reported an outcome"}

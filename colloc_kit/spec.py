@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import os
+import reprlib
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,6 +37,9 @@ AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
 FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
 BUNDLED_DIR = Path(__file__).parent / "experiments"
+MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
+YAML_MAX_BYTES = 1_000_000
+YAML_MAX_DEPTH = 20
 
 
 BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
@@ -81,29 +88,37 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
+        for name in ("dataset", "amp", "device", "fail_kind"):
+            value = getattr(self, name)
+            _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
+        _require(self.data_root is None or isinstance(self.data_root, str),
+                 f"data_root must be a folder path (a string), got {_excerpt(self.data_root)}")
+        for name in ("channels_last", "pin_memory"):
+            _require(isinstance(getattr(self, name), bool),
+                     f"{name} must be true or false, got {_excerpt(getattr(self, name))}")
         for name in ("batch_size", "epochs", "steps", "synthetic_samples", "image_size", "fail_at_step"):
             value = getattr(self, name)
             if value is not None:
-                _require(_is_int(value) and value > 0, f"{name} must be a positive integer, got {value!r}")
+                _require(_is_int(value) and value > 0, f"{name} must be a positive integer, got {_excerpt(value)}")
         for name in ("warmup_steps", "workers", "seed"):
             _require(_is_int(getattr(self, name)) and getattr(self, name) >= 0,
-                     f"{name} must be a whole number >= 0, got {getattr(self, name)!r}")
+                     f"{name} must be a whole number >= 0, got {_excerpt(getattr(self, name))}")
         for name in ("seconds", "interval_s", "lr"):
             value = getattr(self, name)
             if value is not None:
-                _require(isinstance(value, (int, float)) and value > 0, f"{name} must be a positive number, got {value!r}")
+                _require(_is_positive_number(value), f"{name} must be a positive number, got {_excerpt(value)}")
         _require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
                  "give at most one budget: epochs, steps or seconds")
-        _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {self.amp!r}")
-        _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {self.device!r}")
+        _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
+        _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "job") -> "JobSpec":
         """Build from a dict (YAML, widgets); unknown keys are refused with the list of valid ones."""
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _require(not unknown, f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        unknown = _listed(set(data) - known)
+        _require(not unknown, f"{where}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
         _require("model" in data, f"{where}: 'model' is required")
         try:
             return cls(**dict(data))
@@ -169,7 +184,8 @@ class ModeSpec:
         if isinstance(value, Mapping) and isinstance(value.get("name"), str):
             options = {k: v for k, v in value.items() if k != "name"}
             return cls(value["name"], options)
-        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {value!r}")
+        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}; "
+                       "write e.g. {name: mps, thread_percentage: 50}")
 
     @property
     def label(self) -> str:
@@ -200,16 +216,25 @@ class ExperimentSpec:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
         _require(len(self.modes) > 0, "an experiment needs at least one mode")
         _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
-                 f"copies must be positive integers, got {self.copies!r}")
-        _require(_is_int(self.repeats) and self.repeats > 0, f"repeats must be a positive integer, got {self.repeats!r}")
-        _require(_is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {self.gpu!r}")
+                 f"copies must be positive integers, got {_excerpt(self.copies)}")
+        most = max(self.copies) * len(self.jobs)
+        _require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
+                                           f"jobs in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")
+        _require(_is_int(self.repeats) and self.repeats > 0,
+                 f"repeats must be a positive integer, got {_excerpt(self.repeats)}")
+        _require(_is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {_excerpt(self.gpu)}")
+        _require(isinstance(self.name, str) and self.name.strip(". ") and not set(self.name) & set("/\\\0"),
+                 f"name must be a folder name without / or \\ (e.g. resnet-study), got {_excerpt(self.name)}")
         if self.time_limit_s is not None:
-            _require(self.time_limit_s > 0, f"time_limit_s must be positive, got {self.time_limit_s!r}")
-        _require(self.monitor_interval_s > 0, "monitor_interval_s must be positive")
+            _require(_is_positive_number(self.time_limit_s),
+                     f"time_limit_s must be a positive number of seconds, got {_excerpt(self.time_limit_s)}")
+        _require(isinstance(self.monitor, bool), f"monitor must be true or false, got {_excerpt(self.monitor)}")
+        _require(_is_positive_number(self.monitor_interval_s),
+                 f"monitor_interval_s must be a positive number of seconds, got {_excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:
             _require(self.gpus == "all" or (isinstance(self.gpus, list) and self.gpus
                                             and all(_is_int(g) and g >= 0 for g in self.gpus)),
-                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {self.gpus!r}")
+                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {_excerpt(self.gpus)}")
             _require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
                      f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
         if self.slurm is not None:
@@ -237,8 +262,8 @@ class ExperimentSpec:
         """Build from a YAML-like dict (see the module's example)."""
         _require(isinstance(data, Mapping), f"a spec is a mapping of keys, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        _require(not unknown, f"spec: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        unknown = _listed(set(data) - known)
+        _require(not unknown, f"spec: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
         groups = data.get("jobs")
         _require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
         jobs = []
@@ -275,20 +300,70 @@ def bundled_specs() -> dict[str, Path]:
 
 
 def read_yaml(path: str | Path) -> dict:
-    """The mapping in a YAML spec file (a path, or the name of a bundled spec), or BadInput saying what is wrong."""
+    """The mapping in a YAML spec file (a path, or the name of a bundled spec), or BadInput saying what is wrong.
+
+    Read safely: at most YAML_MAX_BYTES of UTF-8, nested at most YAML_MAX_DEPTH levels, no aliases (`*name`).
+    """
     import yaml
 
     path = Path(path)
-    if not path.is_file() and str(path) in bundled_specs():
+    if not os.path.lexists(path) and str(path) in bundled_specs():
         path = bundled_specs()[str(path)]
-    _require(path.is_file(), f"spec file {path} does not exist; give the path of a YAML experiment spec "
-                             f"or the name of a bundled one ({', '.join(bundled_specs())})")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        _require(stat.S_ISREG(path.stat().st_mode), f"spec {path} is not a file (a folder, a pipe, ...); give the "
+                                                    "path of a YAML experiment spec")
+        with path.open("rb") as file:
+            raw = file.read(YAML_MAX_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BadInput(f"spec file {path} does not exist; give the path of a YAML experiment spec "
+                       f"or the name of a bundled one ({', '.join(bundled_specs())})") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read the spec {path}: {exc.strerror}; check its permissions") from None
+    _require(len(raw) <= YAML_MAX_BYTES, f"{path} is larger than {YAML_MAX_BYTES:,} bytes; give a short YAML spec "
+                                         "(jobs, modes, copies), not data")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start}); save the spec as UTF-8 YAML") from None
+    try:
+        data = yaml.load(text, Loader=_spec_loader()) or {}
+    except BadInput as exc:
+        raise BadInput(f"{path}, {exc}") from None
+    except ValueError as exc:  # not a YAMLError: e.g. an integer of thousands of digits, a date that does not exist
+        problem = str(exc).split(";")[0][:120]
+        raise BadInput(f"{path} holds a value YAML cannot read ({problem}); fix the spec") from None
     except yaml.YAMLError as exc:
-        raise BadInput(f"{path} is not valid YAML: {exc}") from None
-    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got {type(data).__name__}")
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise BadInput(f"{path} is not valid YAML: {problem[:200]}{where}; fix the spec there") from None
+    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got "
+                                     f"{type(data).__name__}; write e.g. `jobs: [{{model: resnet18}}]`")
     return data
+
+
+def _spec_loader():
+    import yaml
+
+    class SpecLoader(yaml.SafeLoader):
+        """SafeLoader that refuses aliases (no billion laughs) and nesting deeper than YAML_MAX_DEPTH."""
+
+        depth = 0
+
+        def compose_node(self, parent, index):
+            mark = self.peek_event().start_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}"
+            if self.check_event(yaml.AliasEvent):
+                raise BadInput(f"{where}: aliases (*name) are not allowed in a spec; write the value out")
+            if self.depth >= YAML_MAX_DEPTH:
+                raise BadInput(f"{where}: nested deeper than {YAML_MAX_DEPTH} levels; a spec needs a few, flatten it")
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return SpecLoader
 
 
 def _require(condition: Any, message: str) -> None:
@@ -298,6 +373,27 @@ def _require(condition: Any, message: str) -> None:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_positive_number(value: Any) -> bool:
+    """A finite number above zero; a bool is not a number here (`seconds: true` is refused, not taken as 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _excerpt(value: Any, limit: int = 60) -> str:
+    """A short repr for messages: a huge value from a hostile spec is quoted in part, never whole."""
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _listed(keys: set, limit: int = 200) -> str:
+    """Keys as 'a, b, c' for a message, cut short after `limit` characters."""
+    text = ", ".join(sorted(str(k) for k in keys))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 50, 50, 6, 6, 3
 
 
 def _short(value: Any) -> str:

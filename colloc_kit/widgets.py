@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import analysis, plots
+from .results import Results, combine
 from .errors import CollocKitError
 from .spec import ModeSpec, with_changes
 
@@ -40,7 +41,7 @@ class ExperimentPanel:
         self.job = dict(job or {})
         self.out, self.name, self.figure_fn = out, name, figure
         self.run_fn = run_fn
-        self.jobs = pd.DataFrame()
+        self.results = Results(jobs=pd.DataFrame(), epochs=pd.DataFrame(), runs=pd.DataFrame())
         modes = [ModeSpec.parse(m) for m in modes]
         self.models = w.SelectMultiple(options=list(models), value=(models[0],), description="models", rows=min(6, len(models)))
         self.mode = w.Dropdown(options=[(m.label, m) for m in modes], description="mode")
@@ -81,7 +82,7 @@ class ExperimentPanel:
                     self.status.value = f"running {self.mode.label} with {n} cop{'y' if n == 1 else 'ies'}..."
                     results = run_fn(self.chosen_jobs(), mode=self.mode.value, copies=n, out=self.out, name=self.name,
                                      time_limit_s=self.time_limit.value, progress=True)
-                    self.add(results.jobs)
+                    self.add(results)
                     self.progress.value += 1
             failed = int((self.jobs["status"] != analysis.COMPLETE).sum()) if len(self.jobs) else 0
             self.status.value = f"done: {len(self.jobs)} jobs measured" + (f", {failed} did not complete" if failed else "")
@@ -92,10 +93,15 @@ class ExperimentPanel:
         finally:
             self.button.disabled = False
 
-    def add(self, jobs: pd.DataFrame) -> None:
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Every job measured so far (one row per job per run)."""
+        return self.results.jobs
+
+    def add(self, results: Results) -> None:
         """Keep more results and redraw the figure from all of them."""
-        self.jobs = pd.concat([self.jobs, jobs], ignore_index=True) if len(self.jobs) else jobs.reset_index(drop=True)
-        drawn = self.figure_fn(analysis.summarize(analysis.with_baselines(self.jobs)))
+        self.results = combine([self.results, results])
+        drawn = self.figure_fn(analysis.summarize(self.results))
         with self.figure.batch_update():
             self.figure.data = ()
             self.figure.add_traces(drawn.data)

@@ -60,6 +60,7 @@ def test_device_gpm_process_and_host_series_are_written_and_mapped_to_jobs(tmp_p
     host_job = samples.host_job
     assert set(host_job["job"]) == {"j0"} and host_job["processes"].max() >= 2
     assert samples.host["cpu_util_pct"].between(0, 100).all()
+    assert {"cpu_steal_pct", "cpu_freq_mhz"} <= set(samples.host.columns)  # what can swing a lone job, recorded
 
     info = json.loads((tmp_path / "monitor.json").read_text())
     assert info["status"] == "complete" and info["errors"] == [] and info["device"]["backend"] == "fake_nvml"

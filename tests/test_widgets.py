@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit.errors import BadInput
+from colloc_kit.results import Results
 from colloc_kit.spec import JobSpec
 from colloc_kit.widgets import ExperimentPanel
 
@@ -11,20 +12,25 @@ TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synt
                 "workers": 0}
 
 
-class FakeResults:
-    def __init__(self, jobs):
-        self.jobs = jobs
+def fake_results(jobs: pd.DataFrame) -> Results:
+    """What colloc_kit.run returns, for jobs that trained together at the rates given (no common-window detail)."""
+    first = jobs.iloc[0]
+    runs = pd.DataFrame([{**{k: first[k] for k in ("run_id", "experiment", "mode", "mode_label", "copies", "repeat")},
+                          "n_jobs": len(jobs), "n_complete": len(jobs), "aggregate_images_per_s": jobs["images_per_s"].sum(),
+                          "aggregate_images_per_s_ci": 1.0, "throughput_window": "overlap", "flags": None,
+                          "bound_by": "cpu"}])
+    return Results(jobs=jobs, epochs=pd.DataFrame(), runs=runs)
 
 
 def fake_run(calls):
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         calls.append({"jobs": jobs, "mode": mode, "copies": copies, "time_limit_s": time_limit_s})
         rows = [{"run_id": f"r{copies}", "experiment": name, "mode": mode.name, "mode_label": mode.label,
-                 "copies": copies, "repeat": 0, "sequential": False, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
+                 "copies": copies, "repeat": 0, "sequential": False, "alone": copies == 1, "job": f"j{i}", "slot_label": "s", "model": jobs[0]["model"],
                  "dataset": "synthetic", "batch_size": jobs[0]["batch_size"], "amp": "off", "device": "cpu",
                  "status": "complete", "images_per_s": 100.0 * (1 + 0.5 * (copies - 1)) / copies,
                  "epoch_time_s": None, "step_time_s": 0.1, "peak_memory_mb": 10.0} for i in range(copies)]
-        return FakeResults(pd.DataFrame(rows))
+        return fake_results(pd.DataFrame(rows))
     return run
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from .. import nvml
@@ -51,13 +52,26 @@ def main_mig(args: argparse.Namespace) -> int:
         if args.mig_command == "plan":
             print(plan(args.layout, model).describe())
             return EXIT_OK
-        needs = [float(x) for x in args.memory.split(",") if x.strip()]
+        needs = _memory_needs(args.memory)
+        if args.headroom < 0:
+            raise BadInput(f"--headroom must be 0 or more MiB, got {args.headroom}; e.g. --headroom 1024")
         for rank, found in enumerate(propose_layouts(needs, model, headroom_mib=args.headroom)):
             print(f"option {rank + 1}: {found.layout()}\n{found.describe()}")
         return EXIT_OK
     except (BadInput, ValueError) as exc:  # ImpossibleLayout is a BadInput
         print(f"colloc-kit mig: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def _memory_needs(text: str) -> list[float]:
+    """Each job's peak memory in MiB from '30000,15000,3000'; BadInput for anything but positive numbers."""
+    try:
+        needs = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        needs = []
+    if not needs or not all(math.isfinite(x) and x > 0 for x in needs):
+        raise BadInput(f"memory needs must be positive MiB, comma-separated, got {text[:60]!r}; e.g. 30000,15000,3000")
+    return needs
 
 
 def _model(name: str | None) -> GpuModel:

@@ -217,7 +217,8 @@ def gpu_model(model: str | GpuModel) -> GpuModel:
     for name, found in GPU_MODELS.items():
         if name.upper() == key:
             return found
-    raise BadInput(f"unknown GPU model {model!r}; built-in MIG tables: {', '.join(GPU_MODELS)}")
+    raise BadInput(f"unknown GPU model {model!r}; give --gpu with one of the built-in MIG tables: "
+                   f"{', '.join(GPU_MODELS)}")
 
 
 def resolve(name: str, gpu_model_or_name: str | GpuModel) -> Profile:
@@ -247,6 +248,9 @@ def resolve(name: str, gpu_model_or_name: str | GpuModel) -> Profile:
     )
 
 
+MAX_COUNT = 64  # 'NxPROFILE' beyond this is refused at once (a GPU holds 7 instances; the planner explains 8 to 64)
+
+
 def parse_layout(layout: str | list[str] | tuple[str, ...], gpu_model_or_name: str | GpuModel) -> list[Profile]:
     """A layout as profiles: a list, or a comma string; 'NxPROFILE' repeats ('3x2g,1g').
 
@@ -260,6 +264,9 @@ def parse_layout(layout: str | list[str] | tuple[str, ...], gpu_model_or_name: s
             continue
         match = re.fullmatch(r"(\d+)\s*[x*]\s*(\S+)", item)
         count, name = (int(match.group(1)), match.group(2)) if match else (1, item)
+        if count > MAX_COUNT:
+            raise BadInput(f"{item[:40]}: {match.group(1)[:20]} instances are far more than a GPU holds (at most 7 MIG "
+                           "instances); give e.g. 7x1g or 3x2g,1g")
         profiles += [resolve(name, gpu_model_or_name)] * count
     if not profiles:
         raise BadInput("the MIG layout is empty; give profiles such as 3g.40gb,2g.20gb,1g.10gb or 7x1g")

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from ..mps import default_pipe_daemons, refuse_running_daemons
+from ..nvml import require_gpu_index
 from .base import SharingMode
 
 
@@ -16,6 +17,7 @@ class _PlainMode(SharingMode):
 
     def check(self, n_jobs: int) -> None:
         if self.device == "cuda":
+            require_gpu_index(self.gpu)
             refuse_running_daemons(default_pipe_daemons(), mode=self.name)
 
     def __enter__(self) -> "_PlainMode":

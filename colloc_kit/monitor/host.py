@@ -82,20 +82,26 @@ def _cpu_percent(proc: psutil.Process) -> float | None:
 
 
 class HostSource:
-    """The `samples_host` series: CPU utilization over all cores (0-100) and memory of the whole machine."""
+    """The `samples_host` series: CPU utilization over all cores (0-100), the share stolen by the hypervisor
+    (`cpu_steal_pct`, Linux guests), the mean core frequency, and memory of the whole machine: what can make a lone
+    host-bound job swing between repeats."""
 
     series = "samples_host"
-    schema = pa.schema([("t", pa.float64()), ("cpu_util_pct", pa.float64()), ("mem_used_mb", pa.float64()),
-                        ("mem_total_mb", pa.float64())])
+    schema = pa.schema([("t", pa.float64()), ("cpu_util_pct", pa.float64()), ("cpu_steal_pct", pa.float64()),
+                        ("cpu_freq_mhz", pa.float64()), ("mem_used_mb", pa.float64()), ("mem_total_mb", pa.float64())])
 
     def __init__(self) -> None:
         self.absent: dict[str, str] = {}
         self.notes: list[str] = []
         psutil.cpu_percent(None)  # starts the measurement; each read gives the utilization since the last one
+        psutil.cpu_times_percent(None)
 
     def read(self, t: float) -> list[tuple]:
         memory = psutil.virtual_memory()
-        return [(t, psutil.cpu_percent(None), (memory.total - memory.available) / MB, memory.total / MB)]
+        steal = getattr(psutil.cpu_times_percent(None), "steal", None)
+        freq = psutil.cpu_freq()
+        return [(t, psutil.cpu_percent(None), steal, freq.current if freq else None,
+                 (memory.total - memory.available) / MB, memory.total / MB)]
 
     def close(self) -> None:
         pass

@@ -125,7 +125,11 @@ def read_samples(path: str | Path) -> Samples:
 
 
 def write_info(monitor_dir: Path, info: dict[str, Any]) -> None:
-    """Write monitor.json atomically (a reader never sees half a file)."""
+    """Write monitor.json atomically (a reader never sees half a file; a failed write leaves no temp file)."""
     tmp = monitor_dir / (INFO_FILE + ".tmp")
-    tmp.write_text(json.dumps(info, indent=1, default=str))
-    tmp.replace(monitor_dir / INFO_FILE)
+    try:
+        tmp.write_text(json.dumps(info, indent=1, default=str))
+        tmp.replace(monitor_dir / INFO_FILE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

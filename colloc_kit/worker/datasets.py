@@ -74,8 +74,10 @@ def _imagefolder(root: Path) -> Path:
     if not classes:
         raise BadInput(f"no class folders in {folder} (looked in {root}/train, then {root}); "
                        f"{HOW_TO_GET['imagefolder']}")
-    if not any(f.suffix.lower() in IMAGE_SUFFIXES for d in classes for f in d.iterdir()):
-        raise BadInput(f"the class folders in {folder} hold no images ({', '.join(IMAGE_SUFFIXES)}); "
+    empty = sorted(d.name for d in classes if not any(f.suffix.lower() in IMAGE_SUFFIXES for f in d.iterdir()))
+    if empty:
+        raise BadInput(f"class folder(s) {', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''} in {folder} hold no "
+                       f"images ({', '.join(IMAGE_SUFFIXES)}); every class needs at least one, or remove the folder; "
                        f"{HOW_TO_GET['imagefolder']}")
     return folder
 

@@ -18,12 +18,18 @@ TORCHVISION_MODELS = (
 )
 MODEL_NAMES = (*TORCHVISION_MODELS, "resnet26", "smallcnn")
 VIT_PATCH = 16
+MIN_IMAGE_SIZE = {"smallcnn": 4, "vit_b_16": VIT_PATCH}  # the others halve the input 5 times: 32 pixels or more
+DEFAULT_MIN_IMAGE_SIZE = 32
 
 
 def check_model(name: str, image_size: int) -> None:
     """Refuse (BadInput) an unknown model name, or an image size the model cannot take."""
     if name not in MODEL_NAMES:
         raise BadInput(f"unknown model {name!r}; valid models: {', '.join(MODEL_NAMES)}")
+    smallest = MIN_IMAGE_SIZE.get(name, DEFAULT_MIN_IMAGE_SIZE)
+    if image_size < smallest:
+        raise BadInput(f"{name} needs images of at least {smallest} pixels, got image_size {image_size}; "
+                       f"use e.g. --image-size {max(smallest, 32)}")
     if name == "vit_b_16" and image_size % VIT_PATCH:
         raise BadInput(f"vit_b_16 cuts images into {VIT_PATCH}-pixel patches, so image_size must be a multiple of "
                        f"{VIT_PATCH}; got {image_size}; use e.g. --image-size 224")
