@@ -84,10 +84,11 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
     mig = _optional(lib, "nvmlDeviceGetMigMode", handle)
     gpm = _optional(lib, "nvmlGpmQueryDeviceSupport", handle)
     compute_mode = _optional(lib, "nvmlDeviceGetComputeMode", handle)
+    uuid = _optional(lib, "nvmlDeviceGetUUID", handle)
     return {
         "index": index,
         "name": nvml.text(lib.nvmlDeviceGetName(handle)),
-        "uuid": nvml.text(lib.nvmlDeviceGetUUID(handle)),
+        "uuid": nvml.text(uuid.value) if uuid.value else None,
         "memory_mb": round(memory.total / 2**20),
         "driver": nvml.text(driver.value) if driver.value else None,
         "cuda_driver": f"{cuda.value // 1000}.{cuda.value % 1000 // 10}" if cuda.value else None,
