@@ -79,7 +79,8 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The jobs frame plus each job's baseline, `relative_throughput` (+ `_ci`, relative) and `epoch_time_growth`.
+    """The jobs frame plus each job's baseline (and its relative CI, `baseline_rel_ci`), `relative_throughput` and
+    `epoch_time_growth`.
 
     Baselines come from the lone jobs of the job's own experiment; a job whose experiment has none gets NaN and a
     `baseline_note` saying what to run. `reference`: a jobs frame to take baselines from instead (matched by workload

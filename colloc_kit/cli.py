@@ -115,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the experiment folder (<out>/<name>)")
     status.set_defaults(handler=cmd_status)
 
+    data = sub.add_parser("data", help="datasets: make stand-ins in the real formats (random pixels)")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    make = data_sub.add_parser("make", help="write a stand-in dataset: image files of random pixels in the real "
+                                            "layout, count and sizes (labelled stand-in wherever it is used)")
+    make.add_argument("name", choices=("cifar10", "imagenet64", "imagenet"))
+    make.add_argument("--root", required=True, help="folder to write ROOT/NAME/train/<class>/<image> under")
+    make.add_argument("--images", type=int, help="training images in all (default: the real dataset's count)")
+    make.add_argument("--jobs", type=int, help="processes writing in parallel (default: the cores)")
+    make.add_argument("--quiet", action="store_true", help="no progress bar")
+    make.set_defaults(handler=cmd_data_make)
+
     from .batch import add_subcommand as add_batch
     from .mig.cli import add_subcommands as add_mig
 
@@ -227,6 +238,14 @@ def _override(group: Any, job_flags: dict) -> Any:
     if not isinstance(group, dict):
         return group  # ExperimentSpec.from_mapping explains what a group must be
     return with_changes(group, job_flags)
+
+
+def cmd_data_make(args: argparse.Namespace) -> int:
+    from .standin import make
+
+    folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
+    print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root '{folder}'")
+    return EXIT_OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:

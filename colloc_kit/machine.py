@@ -103,7 +103,8 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
 
 def _optional(lib, name: str, *args) -> nvml.Reading:
     """`nvml.optional` of a function the bindings (older ones, a simulator) may not have: then absent, with why."""
-    return nvml.optional(lambda: getattr(lib, name)(*args))
+    fn = getattr(lib, name, None)
+    return nvml.optional(fn, *args) if fn is not None else nvml.Reading(None, f"{name} is not in these NVML bindings")
 
 
 def versions() -> dict:

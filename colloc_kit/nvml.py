@@ -117,9 +117,10 @@ def optional(fn: Callable[..., Any], *args: Any) -> Reading:
 
 
 def is_nvml_error(exc: BaseException) -> bool:
-    """True for the backend's NVMLError (real or simulated) and for a missing NVML function."""
+    """True for the backend's NVMLError (real or simulated; pynvml raises NVMLError_FunctionNotFound for a function
+    the driver lacks). Not for an AttributeError: a typo in a reader must fail loudly, not become an absent column."""
     error_class = getattr(_backend, "NVMLError", None)
-    return (error_class is not None and isinstance(exc, error_class)) or isinstance(exc, (AttributeError, NotImplementedError))
+    return (error_class is not None and isinstance(exc, error_class)) or isinstance(exc, NotImplementedError)
 
 
 def describe_error(exc: BaseException) -> str:

@@ -56,3 +56,23 @@ def test_a_gpu_lost_during_a_window_says_so():
         fake.lose_gpu()
         time.sleep(0.1)
     assert "GPU is lost" in m.reason and m.energy_j == pytest.approx(100.0 * 0.1, rel=0.3)
+
+
+def test_windows_wait_for_queued_cuda_work(monkeypatch):
+    """A window around asynchronous CUDA work measures the work: each edge synchronises torch's device first."""
+    import sys
+    import types
+
+    from colloc_kit.monitor import window
+
+    calls = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 synchronize=lambda: calls.append("sync"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))  # stand-in torch: records syncs
+    meter = window.EnergyMeter(gpu=None)
+    meter.begin_window("w")
+    meter.end_window("w")
+    assert calls == ["sync", "sync"]
+    meter.begin_window("async", sync_execution=False)
+    meter.end_window("async", sync_execution=False)
+    assert calls == ["sync", "sync"]

@@ -17,6 +17,7 @@ is still measured and `reason` says why energy is missing.
 
 from __future__ import annotations
 
+import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Iterator
@@ -74,14 +75,21 @@ class EnergyMeter:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def begin_window(self, name: str) -> None:
+    def begin_window(self, name: str, sync_execution: bool = True) -> None:
+        """Open a window; `sync_execution` first waits for the CUDA work already queued (see `sync_cuda`)."""
         if name in self._open:
             raise BadInput(f"a window named {name!r} is already open; end it first or use another name")
+        if sync_execution:
+            sync_cuda()
         self._open[name] = self._sampler.sample_now() if self._sampler else events.now()
 
-    def end_window(self, name: str) -> Measurement:
+    def end_window(self, name: str, sync_execution: bool = True) -> Measurement:
+        """Close a window; `sync_execution` first waits for the CUDA work queued in it, so the window measures the
+        work, not its launch (CUDA kernels run asynchronously)."""
         if name not in self._open:
             raise BadInput(f"no open window named {name!r}; open ones: {sorted(self._open) or 'none'}")
+        if sync_execution:
+            sync_cuda()
         start = self._open.pop(name)
         if self._sampler is None:
             return Measurement(self.gpu, time_s=events.now() - start, reason=self.reason)
@@ -107,6 +115,14 @@ class EnergyMeter:
         if summary["energy_j"] is None and summary["energy_power_integral_j"] is not None:
             return f"no energy counter ({self._source.absent.get('energy_mj')}): energy is power integrated"
         return self.reason
+
+
+def sync_cuda() -> None:
+    """Wait for the work queued on torch's current CUDA device, where this process uses torch with CUDA (as Zeus's
+    `sync_execution`); nothing otherwise, and never the first CUDA call of a process."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 @contextmanager

@@ -22,6 +22,8 @@ from torchvision.transforms import v2
 
 from ..errors import BadInput
 from ..spec import JobSpec
+from ..standin import LABEL as STANDIN_LABEL
+from ..standin import is_standin
 from .datasets import HOW_TO_GET, NATIVE_IMAGE_SIZE, NUM_CLASSES, imagenet64_files, locate
 
 CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
@@ -59,6 +61,8 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
         except FileNotFoundError as exc:
             raise BadInput(f"{exc}; {HOW_TO_GET['imagefolder']}") from None
         label = f"imagefolder ({len(dataset)} images in {len(dataset.classes)} classes from {folder})"
+        if is_standin(folder):
+            label = f"{STANDIN_LABEL}: {label}"
     if len(dataset) < spec.batch_size:
         raise BadInput(f"{label} has fewer images than one batch of {spec.batch_size}; use a smaller --batch-size")
     loader = torch.utils.data.DataLoader(
