@@ -1,8 +1,10 @@
-"""The `colloc-kit` command: info, demo, run, show, mig, batch.
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
+    colloc-kit run SPEC.yaml --gpus 0,1          (or --slurm --partition gpu --time-min 30)
     colloc-kit show runs/experiment
+    colloc-kit status runs/experiment
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
     colloc-kit batch [--profile cpu-smoke]
     colloc-kit --debug run ...        # tracebacks too, not only the one-line message
@@ -26,6 +28,7 @@ from .errors import BadInput, CollocKitError
 from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
 MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
@@ -81,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--gpus", type=_gpus, help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
+    slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
+    slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
+    slurm.add_argument("--partition", help="Slurm partition")
+    for flag in SLURM_FLAGS[1:]:
+        slurm.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, help=f"Slurm: {flag.replace('_', ' ')}")
     modes = run.add_argument_group("sharing-mode options")
     modes.add_argument("--thread-percentage", type=_csv(int), help="MPS: active thread %% per job (one, or one per job)")
     modes.add_argument("--memory-limit-mb", type=_csv(int), help="MPS: pinned device memory limit per job, MiB")
@@ -101,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
     show.add_argument("--strict", action="store_true", help="fail on the first broken run instead of skipping it")
     show.set_defaults(handler=cmd_show)
+
+    status = sub.add_parser("status", help="an experiment folder's cells: done, running, failed, pending (Slurm jobs)")
+    status.add_argument("path", help="the experiment folder (<out>/<name>)")
+    status.set_defaults(handler=cmd_status)
 
     data = sub.add_parser("data", help="datasets: make stand-ins in the real formats (random pixels)")
     data_sub = data.add_subparsers(dest="data_command", required=True)
@@ -158,10 +171,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = experiment_from_args(args)
     results = run_spec(spec, out=args.out, progress=not args.quiet)
+    if spec.slurm is not None:
+        return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
     print_tables(results)
-    folder = str(Path(results.runs["run_dir"].iloc[0]).parent)
+    folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
     print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
-    return EXIT_OK if (results.jobs["status"] == "complete").all() else EXIT_FAILED_JOBS
+    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -178,7 +194,8 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s") if getattr(args, k) is not None}
+                                        "monitor_interval_s", "gpus") if getattr(args, k) is not None}
+    slurm = {k: getattr(args, k) for k in SLURM_FLAGS if getattr(args, k) is not None}
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
@@ -189,6 +206,10 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
             raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")
         data = {"jobs": [job_flags]}
     data.update(top)
+    if args.slurm or slurm:
+        if not (args.slurm or isinstance(data.get("slurm"), dict)):
+            raise BadInput(f"--{next(iter(slurm)).replace('_', '-')} is a Slurm option; add --slurm to submit to Slurm")
+        data["slurm"] = {**(data.get("slurm") or {}), **slurm}
     if args.mode:
         data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
@@ -244,6 +265,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_FAILED_JOBS if results.broken else EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .cells import experiment_status
+    from .statuses import CELL_STATUSES
+
+    rows = experiment_status(args.path)
+    if not rows:
+        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` wrote")
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+        print(table.fillna("").to_string(index=False))
+    counts = table["status"].value_counts()
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in CELL_STATUSES if s in counts))
+    return EXIT_OK
+
+
 def print_tables(results) -> None:
     import pandas as pd
 
@@ -259,6 +297,10 @@ def _csv(kind: type):
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
     return parse
+
+
+def _gpus(text: str) -> str | list[int]:
+    return "all" if text.strip() == "all" else _csv(int)(text)
 
 
 def _one_or_list(value: Any) -> Any:

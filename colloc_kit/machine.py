@@ -1,7 +1,7 @@
 """What this machine offers: host, GPUs (through the NVML wrapper), software versions, the project's git commit.
 
-Used by `colloc-kit info` and written into every run's manifest. Never raises for a missing GPU or feature: the
-value is absent and a reason is given.
+Used by `colloc-kit info`, and described once per experiment into its folder (`machines/<host>-<time>.json`, which
+every run's manifest names). Never raises for a missing GPU or feature: the value is absent and a reason is given.
 
     >>> info = describe()
     >>> info["gpus"], info["gpu_reason"]           # on a machine without a GPU   # doctest: +SKIP
@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from . import __version__, nvml
+from .errors import BadInput
 from .mps import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
@@ -38,6 +39,24 @@ def describe() -> dict:
     }
 
 
+def chosen_gpus(request: str | list[int], described: list[dict], reason: str | None) -> list[dict]:
+    """The described GPUs that `request` names ("all", or a list of indices), or BadInput saying what exists.
+
+    >>> [g["index"] for g in chosen_gpus([1, 0], describe()["gpus"], None)]     # doctest: +SKIP
+    [1, 0]
+    """
+    if not described:
+        raise BadInput(f"gpus: this machine shows no GPU ({reason}); leave --gpus out, or run where the GPUs are")
+    if request == "all":
+        return list(described)
+    by_index = {gpu["index"]: gpu for gpu in described}
+    missing = [i for i in request if i not in by_index]
+    if missing:
+        raise BadInput(f"gpus: GPU {', '.join(map(str, missing))} does not exist; this machine has {len(described)} "
+                       f"GPU(s), numbered {', '.join(map(str, by_index))}; give some of them, or all")
+    return [by_index[i] for i in request]
+
+
 def host() -> dict:
     return {
         "hostname": socket.gethostname(),
@@ -52,8 +71,8 @@ def gpu_list() -> tuple[list[dict], str | None]:
     """One dict per GPU (name, memory, UUID, MIG and GPM support, compute mode), or [] and why there are none."""
     try:
         with nvml.session() as lib:
-            driver = nvml.optional(lib.nvmlSystemGetDriverVersion)
-            cuda = nvml.optional(lib.nvmlSystemGetCudaDriverVersion_v2)
+            driver = _optional(lib, "nvmlSystemGetDriverVersion")
+            cuda = _optional(lib, "nvmlSystemGetCudaDriverVersion_v2")
             return [_gpu(lib, i, driver, cuda) for i in range(lib.nvmlDeviceGetCount())], None
     except nvml.NvmlUnavailable as exc:
         return [], str(exc)
@@ -62,13 +81,14 @@ def gpu_list() -> tuple[list[dict], str | None]:
 def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
     handle = lib.nvmlDeviceGetHandleByIndex(index)
     memory = lib.nvmlDeviceGetMemoryInfo(handle)
-    mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle)
-    gpm = nvml.optional(lib.nvmlGpmQueryDeviceSupport, handle)
-    compute_mode = nvml.optional(lib.nvmlDeviceGetComputeMode, handle)
+    mig = _optional(lib, "nvmlDeviceGetMigMode", handle)
+    gpm = _optional(lib, "nvmlGpmQueryDeviceSupport", handle)
+    compute_mode = _optional(lib, "nvmlDeviceGetComputeMode", handle)
+    uuid = _optional(lib, "nvmlDeviceGetUUID", handle)
     return {
         "index": index,
         "name": nvml.text(lib.nvmlDeviceGetName(handle)),
-        "uuid": nvml.text(lib.nvmlDeviceGetUUID(handle)),
+        "uuid": nvml.text(uuid.value) if uuid.value else None,
         "memory_mb": round(memory.total / 2**20),
         "driver": nvml.text(driver.value) if driver.value else None,
         "cuda_driver": f"{cuda.value // 1000}.{cuda.value % 1000 // 10}" if cuda.value else None,
@@ -79,6 +99,12 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
         "gpm_reason": gpm.reason,
         "compute_mode": compute_mode.value,
     }
+
+
+def _optional(lib, name: str, *args) -> nvml.Reading:
+    """`nvml.optional` of a function the bindings (older ones, a simulator) may not have: then absent, with why."""
+    fn = getattr(lib, name, None)
+    return nvml.optional(fn, *args) if fn is not None else nvml.Reading(None, f"{name} is not in these NVML bindings")
 
 
 def versions() -> dict:

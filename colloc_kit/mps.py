@@ -42,12 +42,14 @@ _FAULT_LINE = re.compile(r"\bfault|\bfatal", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class RunningDaemon:
-    """An MPS process found on the machine: `kind` is "control" or "server"; `pipe_dir` is None where unreadable."""
+    """An MPS process found on the machine: `kind` is "control" or "server"; `pipe_dir` is None where unreadable;
+    `device` is its CUDA_VISIBLE_DEVICES (the GPU it serves), None where unset or unreadable."""
 
     pid: int
     kind: str
     user: str | None
     pipe_dir: str | None
+    device: str | None = None
 
 
 class MpsDaemon:
@@ -309,11 +311,12 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
             continue
         words = " ".join([name, *(proc.info["cmdline"] or [])])
         try:
-            pipe_dir = proc.environ().get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
+            env = proc.environ()
+            pipe_dir, device = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR)), env.get("CUDA_VISIBLE_DEVICES")
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            pipe_dir = None
+            pipe_dir = device = None
         found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",
-                                        proc.info["username"], pipe_dir)
+                                        proc.info["username"], pipe_dir, device)
     if default_pipe_dir is not None:
         pid = _read_pid(Path(default_pipe_dir) / PID_FILE)
         if pid is not None and _alive(pid) and (pid not in found or found[pid].pipe_dir is None):  # root's: no environ
@@ -321,12 +324,19 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
     return sorted(found.values(), key=lambda d: d.pid)
 
 
-def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR,
-                     allow_pipe_dir: str | None = None) -> list[RunningDaemon]:
-    """The running MPS daemons a new run must not share the GPU with: this user's, and the default pipe dir's."""
+def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: str | None = None,
+                     device: str | None = None) -> list[RunningDaemon]:
+    """The running MPS daemons a new run on `device` (a GPU UUID; None: any GPU) must not share the GPU with: this
+    user's, and the default pipe dir's; a daemon pinned by UUID to another GPU (a cell on another GPU) does not
+    block (one named by index may be this GPU: it blocks)."""
     me = psutil.Process().username()
     return [d for d in detect_running_daemons(default_pipe_dir)
-            if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir]
+            if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir
+            and not (device and _is_uuid(d.device) and d.device != device)]
+
+
+def _is_uuid(device: str | None) -> bool:
+    return bool(device) and device.startswith(("GPU-", "MIG-"))
 
 
 def default_pipe_daemons() -> list[RunningDaemon]:

@@ -132,3 +132,13 @@ def describe_error(exc: BaseException) -> str:
 def text(value: Any) -> str:
     """NVML returns bytes from older bindings and str from newer ones; always give str."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def device_uuid(index: int) -> str:
+    """The UUID of GPU `index` ("GPU-..."): what CUDA_VISIBLE_DEVICES names unambiguously, whatever else is set.
+
+    >>> device_uuid(0)                                   # doctest: +SKIP
+    'GPU-5d3f0c52-...'
+    """
+    with session() as lib:
+        return text(lib.nvmlDeviceGetUUID(lib.nvmlDeviceGetHandleByIndex(index)))

@@ -5,6 +5,12 @@
 
 `on_rate(run, job, t, images_per_s)` hears every job's throughput as it is measured (the panel's live view), from
 the launcher's event threads.
+
+With several GPUs, each cell runs in its own process and reports its lines (`report=`) to the dispatcher, whose
+`GpuBoard` shows one line per GPU under a bar over the cells:
+
+    >>> board = GpuBoard(["GPU 0", "GPU 1"], total_cells=8)   # doctest: +SKIP
+    >>> board.show("GPU 1", "mps x2 r0: steady, 9,120 img/s"); board.cell_finished()
 """
 
 from __future__ import annotations
@@ -17,18 +23,22 @@ from . import events
 
 
 class Progress:
-    """One bar over the runs; its text shows the current run's phase and live images/s summed over its jobs."""
+    """One bar over the runs; its text shows the current run's phase and live images/s summed over its jobs.
 
-    def __init__(self, total_runs: int, enabled: bool = True,
+    With `report`, no bar is drawn: each new text goes to `report` (a cell process tells its dispatcher).
+    """
+
+    def __init__(self, total_runs: int, enabled: bool = True, report: Callable[[str], None] | None = None,
                  on_rate: Callable[[str, str, float, float], None] | None = None):
-        self.bar = tqdm(total=total_runs, unit="run", disable=not enabled, dynamic_ncols=True)
+        self.bar = tqdm(total=total_runs, unit="run", disable=not enabled or report is not None, dynamic_ncols=True)
+        self.report = report
         self.rates: dict[str, float] = {}
         self.label = ""
         self.on_rate = on_rate
 
     def run_started(self, label: str, n_jobs: int) -> None:
         self.label, self.rates = label, {}
-        self.bar.set_description(f"{label}: starting {n_jobs} job(s)")
+        self._describe(f"{label}: starting {n_jobs} job(s)")
 
     def on_event(self, event: dict) -> None:
         kind = event["type"]
@@ -37,13 +47,48 @@ class Progress:
             if self.on_rate:
                 self.on_rate(self.label, event["job"], event["t"], self.rates[event["job"]])
             phase = "warm-up" if event.get("warmup") else "steady"
-            self.bar.set_description(f"{self.label}: {phase}, {sum(self.rates.values()):,.0f} img/s")
+            self._describe(f"{self.label}: {phase}, {sum(self.rates.values()):,.0f} img/s")
         elif kind == events.ERROR:
-            self.bar.write(f"{self.label}: job {event['job']} failed ({event.get('kind')}): {event.get('message')}")
+            self.write(f"{self.label}: job {event['job']} failed ({event.get('kind')}): {event.get('message')}")
 
     def run_finished(self, summary: str) -> None:
-        self.bar.set_description(f"{self.label}: {summary}")
+        self._describe(f"{self.label}: {summary}")
         self.bar.update(1)
 
+    def write(self, message: str) -> None:
+        """A line above the bar (or to `report`), e.g. which cells were skipped."""
+        (self.report or self.bar.write)(message)
+
     def close(self) -> None:
+        self.bar.close()
+
+    def _describe(self, text: str) -> None:
+        if self.report:
+            self.report(text)
+        else:
+            self.bar.set_description(text)
+
+
+class GpuBoard:
+    """A bar over an experiment's cells and, below it, one line per GPU saying what its cell is doing."""
+
+    def __init__(self, gpu_labels: list[str], total_cells: int, enabled: bool = True):
+        self.bar = tqdm(total=total_cells, unit="cell", disable=not enabled, dynamic_ncols=True, position=0)
+        self.lines = {label: tqdm(total=0, bar_format="{desc}", disable=not enabled, position=i + 1, leave=True)
+                      for i, label in enumerate(gpu_labels)}
+        for label, line in self.lines.items():
+            line.set_description_str(f"{label}: idle")
+
+    def show(self, gpu_label: str, text: str) -> None:
+        self.lines[gpu_label].set_description_str(f"{gpu_label}: {text}")
+
+    def cell_finished(self) -> None:
+        self.bar.update(1)
+
+    def write(self, message: str) -> None:
+        self.bar.write(message)
+
+    def close(self) -> None:
+        for line in self.lines.values():
+            line.close()
         self.bar.close()

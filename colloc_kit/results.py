@@ -115,7 +115,7 @@ def read_run(run: RunDir) -> RunReading:
     base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
             "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
             "repeat": manifest.get("repeat"), "sequential": sequential,
-            "alone": _alone(manifest["mode"]["name"], len(entries))}
+            "alone": _alone(manifest["mode"]["name"], len(entries)), **_where(manifest)}
     streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in entries}
     jobs = [job_row(entry, streams[entry["job"]], base) for entry in entries]
     interval_s = min((row["interval_s"] for row in jobs if row["interval_s"]), default=1.0)
@@ -224,6 +224,18 @@ def _alone(mode_name: str, n_jobs: int) -> bool:
         return mode_class(mode_name).alone(n_jobs)
     except BadInput:  # a mode this version does not know
         return False
+
+
+def _where(manifest: dict) -> dict:
+    """The run's cell, host, GPU and the host CPU seconds its processes used (older manifests carried the whole
+    machine description instead of a reference to it)."""
+    found = manifest.get("machine") or {}
+    if "host" in found:  # a run written before cells: the full description
+        gpus = {g["index"]: g for g in found.get("gpus") or []}
+        gpu = (manifest.get("spec") or {}).get("gpu", 0)
+        found = {"hostname": found["host"].get("hostname"), "gpu_name": gpus.get(gpu, {}).get("name")}
+    return {"cell_id": manifest.get("cell_id"), "host": found.get("hostname"), "gpu": manifest.get("gpu"),
+            "gpu_name": found.get("gpu_name"), "host_cpu_s": (manifest.get("host_cpu") or {}).get("cpu_s")}
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

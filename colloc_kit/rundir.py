@@ -54,9 +54,9 @@ class RunDir:
     @classmethod
     def create(cls, out: str | Path, experiment: str, label: str) -> "RunDir":
         """A new, uniquely named run directory under out/<experiment>/."""
-        parent = Path(out) / _safe(experiment)
+        parent = Path(out) / safe_name(experiment)
         parent.mkdir(parents=True, exist_ok=True)
-        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_safe(label)}"
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{safe_name(label)}"
         for n in range(1000):
             path = parent / (stem if n == 0 else f"{stem}-{n}")
             try:
@@ -192,5 +192,6 @@ def find_runs(path: str | Path) -> list[RunDir]:
     return [RunDir(p.parent) for p in sorted(path.rglob(MANIFEST))]
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+=-]+", "_", name).strip("._") or "run"  # never '..': runs stay inside out
+def safe_name(name: str) -> str:
+    """`name` as a file name: runs of other characters become one underscore; never '..' (runs stay inside out)."""
+    return re.sub(r"[^A-Za-z0-9._+=-]+", "_", name).strip("._") or "run"

@@ -13,6 +13,8 @@ A YAML spec::
     modes: [exclusive, naive, {name: mps, thread_percentage: 50}]
     copies: [1, 2, 4]
     repeats: 3
+    gpus: [0, 1]               # optional: cells spread over these GPUs (or: all); or instead
+    # slurm: {partition: gpu, time_min: 30}   # one Slurm array task per cell (pip install colloc-kit[slurm])
     jobs:                      # job groups; each group is started `copies` times
       - {model: resnet18, batch_size: 64, amp: bf16, steps: 300}
 """
@@ -207,6 +209,8 @@ class ExperimentSpec:
     time_limit_s: float | None = None
     monitor: bool = True
     monitor_interval_s: float = 0.15
+    gpus: list[int] | str | None = None  # cells dispatched over these GPUs, one cell per GPU at a time; "all"
+    slurm: dict | None = None  # submit one Slurm array task per cell with these options (see slurm.OPTIONS)
 
     def __post_init__(self) -> None:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
@@ -227,6 +231,17 @@ class ExperimentSpec:
         _require(isinstance(self.monitor, bool), f"monitor must be true or false, got {_excerpt(self.monitor)}")
         _require(_is_positive_number(self.monitor_interval_s),
                  f"monitor_interval_s must be a positive number of seconds, got {_excerpt(self.monitor_interval_s)}")
+        if self.gpus is not None:
+            _require(self.gpus == "all" or (isinstance(self.gpus, list) and self.gpus
+                                            and all(_is_int(g) and g >= 0 for g in self.gpus)),
+                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {_excerpt(self.gpus)}")
+            _require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
+                     f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
+        if self.slurm is not None:
+            _require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
+            from .slurm import validate_options
+
+            validate_options(self.slurm)
         devices = {j.device for j in self.jobs}
         _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         from .modes import validate_mode_spec  # modes import spec: import here to keep the graph one-way

@@ -21,6 +21,10 @@ RUNNING = "running"
 FAILED_JOBS = "failed_jobs"
 RUN_ERROR = "error"
 
+# cell statuses, in an experiment folder (`colloc-kit status`; RUNNING and FAILED too)
+DONE = "done"
+PENDING = "pending"
+
 JOB_STATUSES = {
     COMPLETE: "trained its whole budget and reported its throughput",
     FAILED: "stopped by an error (error_kind and error say which: out_of_memory, cuda_error, bad_input, crashed, "
@@ -35,4 +39,12 @@ RUN_STATUSES = {
     FAILED_JOBS: "at least one job did not complete; the others' results are kept",
     INTERRUPTED: "stopped by Ctrl-C, a kernel interrupt or SIGTERM; what was measured is kept",
     RUN_ERROR: "the kit itself failed during the run (the mode, the disk, ...); `problems` says what",
+}
+
+CELL_STATUSES = {
+    DONE: "a run of the cell completed; rerunning the command skips it",
+    RUNNING: "a live process (here, or a Slurm task) runs it now",
+    FAILED: "its latest run did not complete (failed jobs, interrupted, an error), or its Slurm task ended without a "
+            "run; rerunning the command runs it again",
+    PENDING: "not run yet (or queued in Slurm)",
 }

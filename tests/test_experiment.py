@@ -33,9 +33,12 @@ def test_two_naive_jobs_complete_and_load(tmp_path):
     assert (jobs["epoch_time_s"] > 0).all()
     run = results.runs.iloc[0]
     assert run["status"] == "complete" and run["n_complete"] == 2 and run["aggregate_images_per_s"] > 0
-    manifest = json.loads((tmp_path / "experiment").glob("*/manifest.json").__next__().read_text())
-    assert manifest["status"] == "complete" and manifest["machine"]["host"]["logical_cores"] >= 1
-    assert manifest["machine"]["versions"]["torch"]
+    (run_dir,) = [r.path for r in find_runs(tmp_path)]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    machine = json.loads((run_dir / manifest["machine"]["description"]).read_text())  # described once per experiment
+    assert manifest["status"] == "complete" and machine["host"]["logical_cores"] >= 1
+    assert machine["versions"]["torch"] and manifest["machine"]["hostname"] == machine["host"]["hostname"]
+    assert run["host"] == machine["host"]["hostname"] and run["cell_id"] == manifest["cell_id"]
     assert colloc_kit.load(tmp_path).jobs.shape[0] == 2  # a folder of runs loads the same
 
 

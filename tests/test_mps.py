@@ -287,7 +287,7 @@ def test_control_status_reports_binary_and_running_daemons(tmp_path, control, mo
         status = mps.control_status()
     assert status["control_binary"] == control
     assert {"pid": daemon.control_pid, "kind": "control", "user": status["daemons_running"][0]["user"],
-            "pipe_dir": str(daemon.pipe_dir)} in status["daemons_running"]
+            "pipe_dir": str(daemon.pipe_dir), "device": "0"} in status["daemons_running"]
 
 
 # -- the mode: bad input is refused before anything starts --------------------------------------------------------
@@ -471,3 +471,14 @@ def test_stopping_one_of_two_daemons_does_not_wait_for_the_other(tmp_path, contr
         second.stop()
         assert time.monotonic() - started < 1.5 and first.alive()
     assert not psutil.pid_exists(second.control_pid) and not psutil.pid_exists(first.control_pid)
+
+
+def test_a_daemon_pinned_to_another_gpu_does_not_block_a_cell_on_this_one(tmp_path, control, card):
+    """Cells on several GPUs each run a private daemon: GPU 1's daemon (by UUID) leaves GPU 0's mode free to start."""
+    with MpsDaemon("GPU-another-card", tmp_path / "other", control, **FAST) as other:
+        with mode(tmp_path, control) as m:
+            assert m.daemon.pipe_dir != other.pipe_dir and m.slots(1)[0].env["CUDA_VISIBLE_DEVICES"] == "GPU-0b1e2f3a-fake"
+        assert other.alive()
+    with MpsDaemon("GPU-0b1e2f3a-fake", tmp_path / "same", control, **FAST):
+        with pytest.raises(GpuStateError, match="already running"):
+            mode(tmp_path, control).check(1)

@@ -7,7 +7,7 @@ environment. Constructing a mode validates its options and changes nothing; `__e
     >>> with make_mode(ModeSpec("naive"), workdir=run_dir, gpu=0, device="cuda") as mode:   # doctest: +SKIP
     ...     slots = mode.slots(4)
     ...     slots[0].env
-    {'CUDA_VISIBLE_DEVICES': '0'}
+    {'CUDA_VISIBLE_DEVICES': 'GPU-5d3f0c52-...'}
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .. import nvml
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,9 @@ class SharingMode:
         return [Slot(label=f"{self.name}-{i}", env=self.base_env()) for i in range(n_jobs)]
 
     def base_env(self) -> dict[str, str]:
-        """Environment every slot of this mode starts from: the chosen GPU only, by index."""
-        return {"CUDA_VISIBLE_DEVICES": str(self.gpu)} if self.device == "cuda" else {}
+        """Environment every slot of this mode starts from: the chosen GPU only, by UUID (an index would name
+        another GPU where CUDA_VISIBLE_DEVICES is already narrowed, e.g. by Slurm)."""
+        return {"CUDA_VISIBLE_DEVICES": nvml.device_uuid(self.gpu)} if self.device == "cuda" else {}
 
     def state(self) -> dict[str, Any]:
         """The mode's actual state, for the manifest (what was set up, not what was asked)."""

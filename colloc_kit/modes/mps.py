@@ -94,7 +94,8 @@ class MpsMode(SharingMode):
         """Refuse what cannot run, before anything changes: limits for n_jobs, the card, the machine's MPS state."""
         self._limits(n_jobs)
         find_control(self.options.get("control"))
-        refuse_running_daemons(blocking_daemons(allow_pipe_dir=self.options.get("reuse_pipe_dir")))
+        refuse_running_daemons(blocking_daemons(allow_pipe_dir=self.options.get("reuse_pipe_dir"),
+                                                device=self._read_card().uuid))
 
     def _limits(self, n_jobs: int) -> list[_Limits]:
         card = self._read_card()

@@ -1,0 +1,219 @@
+"""Cells, resume and the dispatcher over several GPUs, on the CPU.
+
+The GPUs here are STAND-INS: the MIG simulator (colloc_kit/mig/simulator.py) plays an NVML with two simulated
+H100s, so the kit chooses, names and pins GPUs as on a real host, while the jobs (smallcnn) train on the CPU in real
+worker processes. One cell per stand-in GPU runs at a time, each in its own real process with its own cores.
+"""
+
+import json
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+import colloc_kit
+from colloc_kit import nvml
+from colloc_kit.cells import cell_states, cells, experiment_status
+from colloc_kit.cli import main
+from colloc_kit.mig.simulator import SimulatedNvml
+from colloc_kit.modes import make_mode
+from colloc_kit.rundir import find_runs
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+
+TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
+            synthetic_samples=64, steps=12)
+
+
+@pytest.fixture
+def two_stand_in_gpus():
+    """An NVML with two simulated H100s (stand-ins: nothing here runs on a GPU)."""
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)) as sim:
+        yield sim
+
+
+def manifests(path):
+    return [run.read_manifest() for run in find_runs(path)]
+
+
+def test_cell_ids_are_stable_interleaved_and_change_with_the_jobs():
+    spec = ExperimentSpec(jobs=[JobSpec(**TINY)], modes=[ModeSpec("naive"), ModeSpec("exclusive")], copies=[1, 2],
+                          repeats=2)
+    ids = [c.cell_id for c in cells(spec)]
+    assert ids == [c.cell_id for c in cells(ExperimentSpec.from_mapping(spec.to_dict()))]  # the same spec, read back
+    assert len(set(ids)) == 8 and [c.repeat for c in cells(spec)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert ids[0].startswith("naive-x1-r0-") and ids[-1].startswith("exclusive-x2-r1-")
+    changed = ExperimentSpec(jobs=[JobSpec(**{**TINY, "steps": 13})], modes=spec.modes, copies=[1, 2], repeats=2)
+    assert not set(ids) & {c.cell_id for c in cells(changed)}
+
+
+def test_rerun_skips_complete_cells_and_runs_the_missing_ones(tmp_path, capsys):
+    first = colloc_kit.run([TINY], mode="naive", copies=[1, 2], out=tmp_path, monitor=False, progress=False)
+    assert list(first.runs["status"]) == ["complete", "complete"]
+    capsys.readouterr()
+    again = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=2, out=tmp_path, monitor=False,
+                           progress=False)
+    said = capsys.readouterr().err
+    assert "2 cell(s) already complete" in said and "naive-x1-r0, naive-x2-r0" in said
+    assert len(find_runs(tmp_path)) == 4  # only the repeat-1 cells ran
+    assert list(again.runs["repeat"]) == [0, 0, 1, 1] and set(again.runs["status"]) == {"complete"}
+    assert set(again.runs["run_id"][:2]) == set(first.runs["run_id"])  # the earlier runs, read from the folder
+    machines = list((tmp_path / "experiment" / "machines").glob("*.json"))
+    assert len(machines) == 2  # described once per command, not once per run
+
+
+def test_failed_and_killed_cells_run_again(tmp_path):
+    failing = {**TINY, "steps": 30, "fail_at_step": 3, "fail_kind": "crash"}
+    colloc_kit.run([failing], mode="naive", out=tmp_path, monitor=False, progress=False)
+    (failed,) = find_runs(tmp_path)
+    assert failed.read_manifest()["status"] == "failed_jobs"
+    colloc_kit.run([failing], mode="naive", out=tmp_path, monitor=False, progress=False)
+    assert len(find_runs(tmp_path)) == 2, "a failed cell runs again"
+
+    colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
+    (run,) = find_runs(tmp_path / "k")
+    cell_id = run.read_manifest()["cell_id"]
+    run.update_manifest(status="running", runner_pid=os.getpid())  # as while another command runs it
+    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "running"
+    colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
+    assert len(find_runs(tmp_path / "k")) == 1, "a cell another live process runs is left to it"
+    run.update_manifest(status="running", runner_pid=2**22 + 12345)  # as a kit killed mid-run leaves it
+    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "interrupted"
+    colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
+    assert [m["status"] for m in manifests(tmp_path / "k")] == ["running", "complete"]
+
+
+def test_plain_modes_pin_jobs_to_their_gpu_by_uuid(tmp_path, two_stand_in_gpus):
+    with make_mode(ModeSpec("naive"), workdir=tmp_path, gpu=1, device="cuda") as mode:
+        (slot,) = mode.slots(1)
+    assert slot.env["CUDA_VISIBLE_DEVICES"] == nvml.device_uuid(1) != nvml.device_uuid(0)
+    assert slot.env["CUDA_VISIBLE_DEVICES"].startswith("GPU-")
+
+
+def test_dispatcher_spreads_cells_one_per_gpu_at_a_time_and_resumes(tmp_path, two_stand_in_gpus, capsys):
+    results = colloc_kit.run([TINY], mode=["naive", "exclusive"], copies=[1, 2], out=tmp_path, monitor=False,
+                             progress=False, gpus=[0, 1])
+    runs = results.runs
+    assert len(runs) == 4 and set(runs["status"]) == {"complete"}
+    assert set(runs["gpu"]) == {0, 1} and runs["gpu_name"].isna().all()  # CPU jobs: the stand-in GPU's slot
+    assert runs["host"].notna().all() and (runs["host_cpu_s"] > 0).all()
+    found = manifests(tmp_path)
+    spans = {gpu: sorted((m["started_at"], m["ended_at"]) for m in found if m["gpu"] == gpu) for gpu in (0, 1)}
+    for gpu, cell_spans in spans.items():
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(cell_spans, cell_spans[1:])), \
+            f"two cells at once on GPU {gpu}"
+    assert any(s0 < e1 and s1 < e0 for s0, e0 in spans[0] for s1, e1 in spans[1]), "the GPUs ran side by side"
+    cores = {m["gpu"]: tuple(m["host_cpu"]["cores"]) for m in found}
+    if len(psutil.Process().cpu_affinity()) >= 2:
+        assert not set(cores[0]) & set(cores[1]), "each GPU's cells have cores of their own"
+
+    capsys.readouterr()
+    again = colloc_kit.run([TINY], mode=["naive", "exclusive"], copies=[1, 2], out=tmp_path, monitor=False,
+                           progress=False, gpus=[1, 0])
+    assert "4 cell(s) already complete" in capsys.readouterr().err
+    assert len(find_runs(tmp_path)) == 4 and list(again.runs["run_id"]) == list(runs["run_id"])
+
+
+def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_in_gpus):
+    endless = {**TINY, "steps": 100000}
+
+    def interrupt_when_both_gpus_train():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            streams = list(tmp_path.rglob("*.events.jsonl"))
+            if len([p for p in streams if '"interval"' in p.read_text()]) >= 2:
+                break
+            time.sleep(0.1)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_both_gpus_train, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        colloc_kit.run([endless], mode="naive", copies=[1, 2], out=tmp_path, monitor=False, progress=False,
+                       gpus=[0, 1])
+    found = manifests(tmp_path)
+    assert sorted(m["gpu"] for m in found) == [0, 1]
+    assert {m["status"] for m in found} == {"interrupted"}
+    assert {j["outcome"]["status"] for m in found for j in m["jobs"]} == {"interrupted"}
+    assert psutil.Process().children(recursive=True) == [], "no cell process or worker is left"
+    assert {r["status"] for r in experiment_status(tmp_path / "experiment")} == {"failed"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--gpus", "7"], "GPU 7 does not exist; this machine has 2 GPU(s), numbered 0, 1"),
+    (["--gpus", "0,1,0"], "gpus lists a GPU twice"),
+    (["--gpus", "0", "--slurm"], "give gpus or slurm, not both"),
+    (["--time-min", "5"], "--time-min is a Slurm option; add --slurm"),
+])
+def test_bad_gpu_and_slurm_input_exits_2_before_anything_starts(tmp_path, capsys, two_stand_in_gpus, argv, message):
+    code = main(["run", "--model", "smallcnn", "--device", "cpu", "--out", str(tmp_path), *argv])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_slurm_without_submitit_exits_2_with_what_to_install(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "submitit", None)  # as where the extra is not installed
+    code = main(["run", "--model", "smallcnn", "--device", "cpu", "--slurm", "--out", str(tmp_path)])
+    assert code == 2 and "pip install 'colloc-kit[slurm]'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_status_lists_done_failed_and_pending_cells(tmp_path, capsys):
+    colloc_kit.run([TINY], mode="naive", copies=[1], out=tmp_path, monitor=False, progress=False)
+    spec_file = next((tmp_path / "experiment" / "specs").glob("*.json"))
+    spec = json.loads(spec_file.read_text())
+    spec["copies"] = [1, 2]  # a wider matrix written into the same folder, not yet run
+    (spec_file.parent / "wider.json").write_text(json.dumps(spec))
+    assert main(["status", str(tmp_path / "experiment")]) == 0
+    out = capsys.readouterr().out
+    assert "naive-x1-r0-" in out and "done" in out and "naive-x2-r0-" in out and "pending" in out
+    assert "1 done, 1 pending" in out
+    assert main(["status", str(tmp_path / "nothing")]) == 2
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, 0), ({"CUDA_VISIBLE_DEVICES": "1"}, 1), ({"CUDA_VISIBLE_DEVICES": "GPU-b,GPU-a"}, 1),
+    ({"SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "0"}, 1),  # a device cgroup renumbers CUDA's view, not Slurm's
+])
+def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
+    from colloc_kit.experiment import _visible_gpu
+
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    machine_info = {"gpus": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": "GPU-b"}]}
+    assert _visible_gpu(machine_info, default=0) == expected
+
+
+def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path):
+    """SIGKILL of the kit (no chance to clean up): each cell process is told by the kernel (SIGTERM), stops its jobs
+    and marks its run interrupted; no process is left."""
+    import subprocess
+    import sys
+
+    script = (
+        "import colloc_kit\n"
+        "from colloc_kit import nvml\n"
+        "from colloc_kit.mig.simulator import SimulatedNvml\n"
+        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):  # stand-in GPUs\n"
+        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
+        "                   monitor=False, progress=False, gpus=[0, 1])\n")
+    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
+        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
+        time.sleep(0.1)
+    below = psutil.Process(kit.pid).children(recursive=True)
+    assert len(below) >= 4  # two cell processes and their workers
+    kit.kill()
+    kit.wait()
+    kit.stderr.close()
+    gone, alive = psutil.wait_procs(below, timeout=120)
+    assert alive == [], f"left running after the kit was killed: {alive}"
+    found = manifests(tmp_path)
+    assert len(found) == 2 and {m["status"] for m in found} == {"interrupted"}
+    assert {j["outcome"]["status"] for m in found for j in m["jobs"]} == {"interrupted"}
