@@ -73,7 +73,8 @@ class JobSpec:
     steps: int | None = _opt("steps to measure, after the warm-up steps", default=None)
     seconds: float | None = _opt("seconds to measure, after the warm-up steps", default=None)
     warmup_steps: int = _opt("steps before the measured window starts", default=10)
-    image_size: int | None = _opt("input side in pixels (default: the dataset's own; 224 for synthetic)", default=None)
+    image_size: int | None = _opt("input side in pixels (default: the dataset's own, 224 for synthetic; 32 for "
+                                  "synthetic data on the CPU or for smallcnn)", default=None)
     synthetic_samples: int = _opt("images per epoch of the synthetic dataset", default=2048)
     amp: str = _opt("automatic mixed precision: off | bf16 | fp16", default="off")
     channels_last: bool = _opt("use the channels_last memory format", default=False)
