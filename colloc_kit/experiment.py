@@ -257,7 +257,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
             for entry, slot in zip(manifest["jobs"], slots):
                 entry["slot"] = {"label": slot.label, "info": slot.info}
             run.update_manifest(jobs=manifest["jobs"], mode_state=mode.state())
-            with _monitor(spec, run, placement.gpu) as watch:
+            with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
                                 on_start=watch)
@@ -372,8 +372,9 @@ def _write_jobs_csv(run: RunDir, rows: list[dict]) -> None:
 
 
 @contextlib.contextmanager
-def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int):
-    """The monitor of GPU `gpu` over the whole run; yields the callback that tells it which pids belong to which job."""
+def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int, on_gpu_sample=None):
+    """The monitor of GPU `gpu` over the whole run (each sample also to `on_gpu_sample`, a live view); yields the
+    callback that tells it which pids belong to which job."""
     pids: dict[int, str] = {}
     if not spec.monitor:
         yield pids.update
@@ -381,7 +382,7 @@ def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int):
     from .monitor import Monitor
 
     with Monitor(run.monitor_dir, gpu=gpu if spec.device == "cuda" else None, interval_s=spec.monitor_interval_s,
-                 job_pids=lambda: dict(pids)):
+                 job_pids=lambda: dict(pids), on_gpu_sample=on_gpu_sample):
         yield pids.update
 
 

@@ -4,7 +4,7 @@
     >>> progress.run_started("naive x2 r0", n_jobs=2); progress.on_event(event); progress.run_finished("2/2 complete")
 
 `on_rate(run, job, t, images_per_s)` hears every job's throughput as it is measured (the panel's live view), from
-the launcher's event threads.
+the launcher's event threads; `on_gpu(run, sample)` every sample of the run's GPU (the monitor's thread).
 
 With several GPUs, each cell runs in its own process and reports its lines (`report=`) to the dispatcher, whose
 `GpuBoard` shows one line per GPU under a bar over the cells:
@@ -29,12 +29,13 @@ class Progress:
     """
 
     def __init__(self, total_runs: int, enabled: bool = True, report: Callable[[str], None] | None = None,
-                 on_rate: Callable[[str, str, float, float], None] | None = None):
+                 on_rate: Callable[[str, str, float, float], None] | None = None,
+                 on_gpu: Callable[[str, dict], None] | None = None):
         self.bar = tqdm(total=total_runs, unit="run", disable=not enabled or report is not None, dynamic_ncols=True)
         self.report = report
         self.rates: dict[str, float] = {}
         self.label = ""
-        self.on_rate = on_rate
+        self.on_rate, self.on_gpu = on_rate, on_gpu
 
     def run_started(self, label: str, n_jobs: int) -> None:
         self.label, self.rates = label, {}
@@ -50,6 +51,11 @@ class Progress:
             self._describe(f"{self.label}: {phase}, {sum(self.rates.values()):,.0f} img/s")
         elif kind == events.ERROR:
             self.write(f"{self.label}: job {event['job']} failed ({event.get('kind')}): {event.get('message')}")
+
+    def gpu_sample(self, sample: dict) -> None:
+        """One sample of the run's GPU (the monitor's columns: t, gpu_util_pct, sm_util_pct, mem_used_mb, power_w...)."""
+        if self.on_gpu:
+            self.on_gpu(self.label, sample)
 
     def run_finished(self, summary: str) -> None:
         self._describe(f"{self.label}: {summary}")

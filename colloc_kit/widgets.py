@@ -7,8 +7,9 @@
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
 modes, copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
-after each. While a run goes on, a live figure draws each job's images/s as the jobs report it (about once a
-second); `panel.live_history()` keeps every reading of every run. Stop, or
+after each. While a run goes on, live figures draw each job's images/s as the jobs report it and the GPU's SM
+activity, memory and power as the monitor samples it (about once a second); `panel.live_history()` and
+`panel.live_gpu_history()` keep every reading of every run. Stop, or
 Kernel > Interrupt, stops the jobs within seconds; what was measured is kept on disk, marked interrupted. Every
 outcome is one line in the status line: bad input in Python terms, the reason of each job that did not complete, a
 warning when identical jobs differ too much to compare (a busy CPU); the progress bar turns red on failure.
@@ -79,11 +80,14 @@ class ExperimentPanel:
                                             "template": plots.TEMPLATE, "height": 300, "xaxis_title": "seconds",
                                             "yaxis": {"title": "images/s", "rangemode": "tozero"}})
         self._live_lock, self._live_drawn_at = threading.Lock(), 0.0
+        self.gpu_readings: list[dict] = []  # every sample of the run's GPU, every run
+        self.live_gpu = go.FigureWidget(_gpu_panels())
+        self._gpu_drawn_at = 0.0
         self.button.on_click(self.run)
         self.stop_button.on_click(self.stop)
         controls = w.VBox([self.models, self.mode, self.copies, self.batch_size, self.steps, self.time_limit,
                            w.HBox([self.button, self.stop_button, self.progress]), self.status])
-        self.widget = w.VBox([w.HBox([controls, self.log]), self.live, self.figure])  # the results figure last
+        self.widget = w.VBox([w.HBox([controls, self.log]), self.live, self.live_gpu, self.figure])  # results last
         background.route_kernel_interrupts()  # Kernel > Interrupt stops a run of this panel
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
@@ -132,8 +136,9 @@ class ExperimentPanel:
             self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
                                  f"({i} of {len(copies)})...")
             results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
-                             progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate))
+                             progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate, on_gpu=self.on_gpu))
             self.draw_live()
+            self.draw_live_gpu()
             self.add(results)
             self.progress.value += 1
 
@@ -176,6 +181,35 @@ class ExperimentPanel:
         if due:
             self.draw_live()
 
+    def on_gpu(self, run: str, sample: dict) -> None:
+        """A sample of the run's GPU (from the monitor's thread): SM activity, memory and power kept, drawn once a
+        second. SM activity is GPM's where the GPU has it, else NVML's utilization (a kernel was running)."""
+        sm = sample.get("sm_util_pct")
+        with self._live_lock:
+            self.gpu_readings.append({
+                "run": run, "t": sample["t"], "sm_active_pct": sample.get("gpu_util_pct") if sm is None else sm,
+                "mem_used_mb": sample.get("mem_used_mb"), "power_w": sample.get("power_w")})
+            due = time.monotonic() - self._gpu_drawn_at >= LIVE_REDRAW_S
+            if due:
+                self._gpu_drawn_at = time.monotonic()
+        if due:
+            self.draw_live_gpu()
+
+    def live_gpu_history(self) -> pd.DataFrame:
+        """Every GPU sample of every run so far: run, t (epoch seconds), sm_active_pct, mem_used_mb, power_w."""
+        with self._live_lock:
+            return pd.DataFrame(self.gpu_readings, columns=["run", "t", "sm_active_pct", "mem_used_mb", "power_w"])
+
+    def draw_live_gpu(self) -> None:
+        """The current run's GPU samples: SM activity, memory and power against seconds from its first sample."""
+        history = self.live_gpu_history()
+        current = history[history["run"] == history["run"].iloc[-1]] if len(history) else history
+        seconds = current["t"] - current["t"].min()
+        with self.live_gpu.batch_update():
+            for trace, column, scale in zip(self.live_gpu.data, ("sm_active_pct", "mem_used_mb", "power_w"),
+                                            (1, 1 / 1024, 1)):
+                trace.x, trace.y = seconds, current[column].astype(float) * scale
+
     def live_history(self) -> pd.DataFrame:
         """Every throughput reading of every run so far: run, job, t (epoch seconds), images_per_s."""
         with self._live_lock:
@@ -209,6 +243,19 @@ class ExperimentPanel:
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)
         previous.close()
+
+
+def _gpu_panels() -> go.Figure:
+    """Three empty live panels of the run's GPU, side by side: SM activity, memory, power."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=3, subplot_titles=("SM activity (%)", "memory used (GB)", "power (W)"))
+    for col, name in enumerate(("SM activity", "memory", "power"), 1):
+        fig.add_scatter(x=[], y=[], mode="lines", name=name, showlegend=False, row=1, col=col)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(title="Live: the GPU of the current run (none on a CPU run)", template=plots.TEMPLATE,
+                      height=260, margin={"t": 70})
+    return fig
 
 
 def _default_run() -> Callable[..., Any]:

@@ -183,3 +183,14 @@ def test_a_gpu_index_that_does_not_exist_is_bad_input(tmp_path):
     with nvml.use_backend(fake), pytest.raises(BadInput, match="NVML sees 1 GPU"):
         Monitor(tmp_path, gpu=3).start()
     assert fake.initialised == 0  # NVML shut down again
+
+
+def test_each_gpu_sample_reaches_a_live_listener_as_it_is_read(tmp_path):
+    heard = []
+    with nvml.use_backend(FakeNvml()):
+        with Monitor(tmp_path, interval_s=FAST, on_gpu_sample=heard.append):
+            time.sleep(0.3)
+    stored = read_samples(tmp_path).gpu
+    assert len(heard) == len(stored) >= 3  # every sample, not only the flushed ones
+    assert {"t", "gpu_util_pct", "mem_used_mb", "power_w"} <= heard[0].keys()
+    assert [s["t"] for s in heard] == list(stored["t"])

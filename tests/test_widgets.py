@@ -197,3 +197,22 @@ def test_the_live_view_draws_each_jobs_throughput_while_it_runs_and_keeps_the_hi
     assert history.groupby("job").size().min() > 1  # readings while it ran, not one at the end
     assert sorted(trace.name for trace in panel.live.data) == ["j0-smallcnn", "j1-smallcnn"]
     assert panel.widget.children[1] is panel.live
+
+
+def test_the_live_view_draws_the_runs_gpu_as_the_monitor_samples_it():
+    """A stand-in run that reports three GPU samples through its Progress, as the monitor does on a GPU."""
+    def run(jobs, mode, copies, out, name, time_limit_s, progress):
+        for i in range(3):
+            progress.gpu_sample({"t": 100.0 + i, "gpu_util_pct": 90.0, "sm_util_pct": 40.0 + i,
+                                 "mem_used_mb": 4096.0, "power_w": 300.0 + i})
+        return fake_results(job_rows(f"r{copies}", mode.name, copies, [100.0] * copies, model=jobs[0]["model"],
+                                     batch_size=jobs[0]["batch_size"]))
+
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1,), job=dict(TINY_CPU_JOB), run_fn=run)
+    panel.button.click()
+    assert panel.wait(10)
+    history = panel.live_gpu_history()
+    assert list(history["sm_active_pct"]) == [40.0, 41.0, 42.0]  # GPM's SM activity where the GPU has it
+    sm, memory, power = panel.live_gpu.data
+    assert list(sm.y) == [40.0, 41.0, 42.0] and list(memory.y) == [4.0] * 3 and list(power.y) == [300.0, 301.0, 302.0]
+    assert list(sm.x) == [0.0, 1.0, 2.0]

@@ -33,12 +33,14 @@ class Monitor:
     """Background sampling of GPU `gpu` (None: host only) every `interval_s` into `out_dir`; also a context manager."""
 
     def __init__(self, out_dir: str | Path, gpu: int | None = 0, interval_s: float = 0.15,
-                 job_pids: Callable[[], Mapping[int, str]] = dict, flush_every_s: float = 10.0):
+                 job_pids: Callable[[], Mapping[int, str]] = dict, flush_every_s: float = 10.0,
+                 on_gpu_sample: Callable[[dict], None] | None = None):
         if not (isinstance(interval_s, (int, float)) and interval_s > 0):
             raise BadInput(f"monitor interval must be a positive number of seconds, got {interval_s!r}; "
                            "the default is 0.15")
         self.out_dir, self.gpu, self.interval_s = Path(out_dir), gpu, float(interval_s)
         self.flush_every_s = flush_every_s
+        self.on_gpu_sample = on_gpu_sample  # each GPU sample as {column: value}, as it is read (a live view)
         self.jobs = JobProcesses(job_pids)
         self.series_absent: dict[str, str] = {}
         self.device: dict[str, Any] = {}
@@ -62,7 +64,8 @@ class Monitor:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self.sources = [HostSource(), HostJobSource(self.jobs), *self._gpu_sources()]
             self._store = ParquetStore(self.out_dir, {s.series: s.schema for s in self.sources})
-            self.sampler = Sampler(self.sources, self.interval_s, self._store, self.flush_every_s)
+            self.sampler = Sampler(self.sources, self.interval_s, self._store, self.flush_every_s,
+                                   listener=self._hear if self.on_gpu_sample else None)
             self._started_at = events.now()
             write_info(self.out_dir, self.info("running"))
         except BaseException:
@@ -74,6 +77,13 @@ class Monitor:
             raise
         self.sampler.start()
         return self
+
+    def _hear(self, series: str, rows: list[tuple]) -> None:
+        """Pass the device series' rows on to `on_gpu_sample` as dicts."""
+        if series == DeviceSource.series:
+            names = next(s.schema.names for s in self.sources if s.series == series)
+            for row in rows:
+                self.on_gpu_sample(dict(zip(names, row)))
 
     def stop(self) -> None:
         """Take a last sample, write every series and monitor.json; never raises (it runs in the launcher's finally)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -43,12 +43,14 @@ class Store(Protocol):
 class Sampler:
     """Reads `sources` every `interval_s` seconds on a daemon thread, stamping rows with the kit clock."""
 
-    def __init__(self, sources: Sequence[Source], interval_s: float, store: Store, flush_every_s: float = 10.0):
+    def __init__(self, sources: Sequence[Source], interval_s: float, store: Store, flush_every_s: float = 10.0,
+                 listener: Callable[[str, list[tuple]], None] | None = None):
         if not interval_s > 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         self.interval_s = interval_s
         self.flush_every_s = flush_every_s
         self.store = store
+        self.listener = listener  # hears each sample's rows as they are read (a live view), outside the lock
         self.live: list[Source] = list(sources)
         self.lost: dict[str, dict[str, Any]] = {}  # series -> {"t", "reason"}
         self.errors: dict[tuple[str, str], dict[str, Any]] = {}
@@ -76,11 +78,14 @@ class Sampler:
 
     def sample_now(self) -> float:
         """Read every live source once, now (also callable from other threads); returns the sample's time."""
+        heard = []
         with self._lock:
             began, t = time.perf_counter(), events.now()
             for source in list(self.live):
                 try:
-                    self._rows[source.series] += source.read(t)
+                    rows = source.read(t)
+                    self._rows[source.series] += rows
+                    heard.append((source.series, rows))
                 except SourceLost as exc:
                     self.live.remove(source)
                     self.lost[source.series] = {"t": t, "reason": str(exc)}
@@ -89,7 +94,10 @@ class Sampler:
                     self.record(source.series, exc, t)
             self.ticks += 1
             self.busy_s += time.perf_counter() - began
-            return t
+        if self.listener:
+            for series, rows in heard:
+                self._guard("listen", series, self.listener, series, rows)
+        return t
 
     def flush(self) -> None:
         """Hand the buffered rows to the store."""
