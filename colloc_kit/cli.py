@@ -1,4 +1,4 @@
-"""The `colloc-kit` command: info, demo, run, show, status, mig, batch.
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
@@ -7,6 +7,7 @@
     colloc-kit status runs/experiment
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
     colloc-kit batch [--profile cpu-smoke]
+    colloc-kit reference export runs/seed-33 --name h100-80gb
     colloc-kit --debug run ...        # tracebacks too, not only the one-line message
 
 Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk, a folder gone), 2 bad input
@@ -128,9 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .batch import add_subcommand as add_batch
     from .mig.cli import add_subcommands as add_mig
+    from .reference.cli import add_subcommands as add_reference
 
     add_mig(sub)
     add_batch(sub)
+    add_reference(sub)
     return parser
 
 
