@@ -48,9 +48,10 @@ README = "README.md"
 COMPRESSION = "zstd"
 
 
-def available(root: str | Path = SHIPPED) -> list[str]:
+def available(root: str | Path | None = None) -> list[str]:
     """The names of the reference sets under `root` (those installed with the package by default)."""
-    return sorted(p.name for p in Path(root).iterdir() if (p / "runs.parquet").is_file()) if Path(root).is_dir() else []
+    root = Path(SHIPPED if root is None else root)
+    return sorted(p.name for p in root.iterdir() if (p / "runs.parquet").is_file()) if root.is_dir() else []
 
 
 def folder(name: str | Path) -> Path:
@@ -135,7 +136,7 @@ def run_monitor(results: Results) -> pd.DataFrame:
 
 
 def export(source: Results | str | Path | Iterable[str | Path], name: str, facts: Mapping | None = None,
-           root: str | Path = SHIPPED) -> Path:
+           root: str | Path | None = None) -> Path:
     """Write the reference set `name` under `root` (the package's reference folder by default) from loaded
     `Results` or from run folders (an experiment folder, a folder of them, or a list); replaces a set of that name.
 
@@ -156,7 +157,8 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
         raise BadInput(f"no runs to export (in {', '.join(map(str, sources)) or 'the Results given'}); give folders "
                        "that hold run directories (manifest.json)")
     facts = {str(k): v for k, v in (facts or {}).items()}
-    Path(root).mkdir(parents=True, exist_ok=True)
+    root = Path(SHIPPED if root is None else root)
+    root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     staging.chmod(0o755)  # mkdtemp makes it private; a set is package data that everyone reads
     try:
@@ -164,7 +166,7 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
             getattr(results, table).to_parquet(staging / f"{table}.parquet", compression=COMPRESSION, index=False)
         run_monitor(results).to_parquet(staging / f"{MONITOR}.parquet", compression=COMPRESSION, index=False)
         (staging / README).write_text(render_readme(name, results, facts, sources), encoding="utf-8")
-        target = Path(root) / name
+        target = root / name
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
