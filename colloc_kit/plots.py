@@ -88,17 +88,17 @@ def gain_vs_growth(summary: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str) -> go.Figure:
-    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x), e.g. SM utilization or energy per image;
-    error bars as in `by_mode`."""
+def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str = "copies") -> go.Figure:
+    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x; or another column, e.g. a mix), e.g. SM
+    utilization or energy per image; error bars as in `by_mode`."""
     mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "copies",
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": x.replace("_", " "),
                             "yaxis_title": y_title, "legend_title": "mode"})
     for label, rows in data.groupby(series(data), sort=True):
-        fig.add_bar(x=rows["copies"].astype(str), y=rows[mean], name=str(label),
+        fig.add_bar(x=rows[x].astype(str), y=rows[mean], name=str(label),
                     error_y={"type": "data", "array": rows[spread].fillna(0)})
     return fig
 

@@ -1,0 +1,477 @@
+"""The seed study's claims held against measured runs (notebook 08 and `docs/findings.md`).
+
+Experiment 33 trains copies of one model under naive time-slicing, MPS and MIG-shaped shares (MPS partitions where
+MIG is off: "MPS partition (not MIG)"); experiment 37 trains mixes of the three models. `configurations` summarises an
+experiment per cell with the evidence beside each gain; `claims` puts each claim of the paper beside what the data
+shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
+data lacks are listed, never fatal.
+
+    >>> results = colloc_kit.reference.load("h100-80gb")                   # doctest: +SKIP
+    >>> cells, note = configurations(results, "seed-33")                   # doctest: +SKIP
+    >>> missing_cells(cells, STUDY_33)                                     # doctest: +SKIP
+    >>> print(markdown(results))                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import pandas as pd
+
+from . import analysis
+from .errors import BadInput
+from .mig import planner
+from .results import Results
+
+ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", "MPS partition (not MIG)", "MIG"
+KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
+SEED_MODELS = {"small": "resnet26", "medium": "resnet50", "large": "resnet152"}  # the study's three sizes
+STUDY_GPU = "A100-40GB"
+# experiment 33 (and 34-36): per model, (kind, copies, MIG-shaped layout) as the artifact's 13 workloads
+STUDY_33 = [(ALONE, 1, None), (MPS, 1, None), (PARTITION, 1, "7g"), (PARTITION, 1, "4g"),
+            (NAIVE, 2, None), (MPS, 2, None), (PARTITION, 2, "3g+3g"),
+            (NAIVE, 3, None), (MPS, 3, None), (PARTITION, 3, "2g+2g+2g"),
+            (NAIVE, 7, None), (MPS, 7, None), (PARTITION, 7, "1g+1g+1g+1g+1g+1g+1g")]
+# experiment 37: the mixes (sizes in the study's order, then the copies of each), each naive, MPS and MIG
+STUDY_37 = [(("small", "medium"), [(1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)]),
+            (("large", "small"), [(1, 1), (1, 2), (1, 3)]),
+            (("large", "medium"), [(1, 1), (1, 2)]),
+            (("large", "medium", "small"), [(1, 1, 1), (1, 1, 2), (1, 1, 3)])]
+STUDY_37_PROFILE = {"large": "4g", "medium": "2g", "small": "1g"}  # the MIG instance each size got
+CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
+EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "out_of_memory_jobs"]  # beside summarize's SM activity
+
+
+def read(data: str) -> tuple[Results, str]:
+    """What notebook 08 reads: a shipped reference set by name, a folder `colloc-kit reference export` wrote, or a
+    folder of runs (e.g. your own seed-33 and seed-37); and one line saying which, or why there is nothing.
+
+    >>> results, note = read("h100-80gb")                                  # doctest: +SKIP
+    """
+    from pathlib import Path
+
+    from . import reference
+    from .results import load
+
+    try:
+        results = reference.load(data)
+        return results, (f"the reference data {data} ({len(results.runs)} runs of "
+                         f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))})")
+    except BadInput:
+        pass
+    results = load(data) if Path(data).exists() else Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    if results.runs.empty:
+        return results, (f"no runs in {data}, and no reference set of that name (shipped: "
+                         f"{', '.join(reference.available()) or 'none in this install'}): nothing to show")
+    return results, f"the runs in {data} ({len(results.runs)} runs)"
+
+
+def gpu_of(results: Results, gpu: str = "") -> str:
+    """The MIG table to plan with: `gpu` where given, else the built-in one of the GPU the runs used, else H100-80GB."""
+    from .mig.profiles import gpu_model, model_for_device
+
+    if gpu:
+        return gpu_model(gpu).name
+    names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else []
+    found = [m for m in map(model_for_device, names) if m]
+    return found[0].name if found else "H100-80GB"
+
+
+def kind_of(mode: str, label: str | None) -> tuple[str, str | None]:
+    """(kind, MIG-shaped layout) of a run from its mode and label: 'mps(partitions=3g+3g)' -> (PARTITION, '3g+3g').
+
+    >>> kind_of("mps", "mps(partitions=3x2g)"), kind_of("exclusive", "exclusive")
+    (('MPS partition (not MIG)', '2g+2g+2g'), ('alone', None))
+    """
+    found = re.search(r"(?:partitions|layout)=([^,)]+)", label or "")
+    layout = layout_key(found.group(1)) if found else None
+    if mode == "exclusive":
+        return ALONE, None
+    if mode == "mig":
+        return MIG, layout
+    if mode == "mps":
+        return (PARTITION, layout) if layout else (MPS, None)
+    return NAIVE if mode == "naive" else mode, layout
+
+
+def layout_key(text: str) -> str:
+    """A MIG-shaped layout in one spelling, largest first: '1g+3x2g' and '2g,2g,1g,2g' -> '2g+2g+2g+1g'."""
+    shapes = []
+    for item in re.split(r"[+,]", text):
+        match = re.fullmatch(r"\s*(?:(\d+)\s*[x*]\s*)?(\d+g)(?:\.\d+gb)?\s*", item)
+        if match:
+            shapes += [match.group(2)] * int(match.group(1) or 1)
+    return "+".join(sorted(shapes, key=lambda s: -int(s[:-1])))
+
+
+def role_of(model: str, models: dict[str, str]) -> str | None:
+    """The study's size ('small', 'medium', 'large') a model plays, by name ('timm/resnet26' counts as resnet26)."""
+    for role, name in models.items():
+        if model == name or re.search(rf"[/:]{re.escape(name)}$", model):
+            return role
+    return None
+
+
+def configurations(results: Results, experiment: str, models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str | None]:
+    """One row per cell of `experiment` (`analysis.summarize`'s columns) with its kind and layout, the workload or
+    mix it trained in the study's terms, and the evidence beside summarize's SM activity: input wait share, host
+    CPU, jobs out of memory (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none
+    there they are borrowed from the other experiments of `results`, and the note says so (else None).
+    """
+    models = models or SEED_MODELS
+    part = results.of_experiments([experiment])
+    if part.runs.empty:
+        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset",
+                   *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
+        return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
+    alone = analysis.baselines(part.jobs)
+    workloads = part.jobs[analysis.WORKLOAD].drop_duplicates()
+    lacking = workloads.merge(alone[analysis.WORKLOAD], how="left", indicator=True).query("_merge == 'left_only'")
+    note = None
+    reference = None
+    if len(lacking):
+        names = ", ".join(analysis.workload_label(row) for _, row in lacking.iterrows())
+        reference = results.jobs
+        note = (f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads in "
+                f"{', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
+    summary = analysis.summarize(part, reference)
+    per_run = _run_evidence(part, models)
+    keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
+    stats = per_run.groupby(keys, dropna=False).agg(
+        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"),
+        **{f"{e}_{s}": (e, s) for e in EVIDENCE for s in ("mean", "std")}).reset_index()
+    out = summary.merge(stats, on=keys, how="left")
+    kinds = [kind_of(m, label) for m, label in zip(out["mode"], out["mode_label"])]
+    out["kind"] = [k for k, _ in kinds]
+    out["layout"] = [layout or "" for _, layout in kinds]  # "" where the kind has no layout
+    return out, note
+
+
+def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
+    """Per run: its cell's keys, what it trained (model and dataset of one-workload runs, the mix in study terms),
+    and the evidence figures."""
+    rows = []
+    for run_id, run in results.jobs.groupby("run_id", sort=False):
+        roles = Counter(role_of(m, models) for m in run["model"])
+        first = run.iloc[0]
+        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(roles, models),
+                     "model": first["model"], "dataset": first["dataset"],
+                     "input_wait_share": _mean(run, "input_wait_share"),
+                     "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum()) if "error_kind" in run else 0.0})
+    evidence = pd.DataFrame(rows)
+    runs = results.runs[["run_id", "experiment", "mode", "mode_label", "copies"]].assign(
+        host_cpu_util_pct=results.runs.get("host_cpu_util_pct_mean", pd.Series(math.nan, index=results.runs.index)).astype(float))
+    return runs.merge(evidence, on="run_id")
+
+
+def mix_label(roles: Counter, models: dict[str, str]) -> str | None:
+    """A run's mix in the study's words, e.g. 'resnet26+resnet50 2+1'; None for a run of one model or an unknown one."""
+    if None in roles or len(roles) < 2:
+        return None
+    for sizes, _ in STUDY_37:
+        if set(sizes) == set(roles):
+            return f"{'+'.join(models[s] for s in sizes)} {'+'.join(str(roles[s]) for s in sizes)}"
+    return None
+
+
+def study_mixes(models: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
+    """Every mix of experiment 37 as (label, MIG layout it got in the study), e.g. ('resnet152+resnet50 1+2',
+    ['4g', '2g', '2g'])."""
+    models = models or SEED_MODELS
+    return [(mix_label(Counter(dict(zip(sizes, counts))), models),
+             layout_key("+".join(f"{n}x{STUDY_37_PROFILE[s]}" for s, n in zip(sizes, counts))).split("+"))
+            for sizes, all_counts in STUDY_37 for counts in all_counts]
+
+
+def mig_placements(gpus: list[str], models: dict[str, str] | None = None) -> pd.DataFrame:
+    """For each mix of experiment 37, whether its MIG layout can be placed on each GPU model, and the planner's
+    reason where it cannot."""
+    rows = []
+    for label, layout in study_mixes(models):
+        row = {"mix": label, "layout": "+".join(layout)}
+        for gpu in gpus:
+            try:
+                planner.plan(layout, gpu)
+                row[gpu] = "fits"
+            except planner.ImpossibleLayout as exc:
+                row[gpu] = "cannot be placed: " + "; ".join(exc.reasons)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def missing_cells(cells: pd.DataFrame, study: list = STUDY_33) -> pd.DataFrame:
+    """Per workload of experiment 33, the study's cells the data lacks, and the cells whose jobs ran out of memory."""
+    rows = [{"workload": "any", "kind": kind, "copies": copies, "layout": layout or "", "state": "not run"}
+            for kind, copies, layout in study] if cells.empty else []
+    for workload, group in cells.groupby("workloads", sort=True):
+        present = {(k, int(c), lay) for k, c, lay in zip(group["kind"], group["copies"], group["layout"])}
+        for kind, copies, layout in study:
+            if (kind, copies, layout or "") not in present:
+                rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
+                             "state": "not run"})
+        for _, row in group[group["out_of_memory_jobs_mean"].fillna(0) > 0].iterrows():
+            rows.append({"workload": workload, "kind": row["kind"], "copies": int(row["copies"]),
+                         "layout": row["layout"], "state": f"did not fit: {row['out_of_memory_jobs_mean']:.0f} of "
+                                                           f"{int(row['copies'])} jobs out of memory"})
+    return pd.DataFrame(rows, columns=["workload", "kind", "copies", "layout", "state"])
+
+
+def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with `mode_label` set to their kind (a partition of part of the card named by its layout), so
+    that `plots.by_mode` draws one line per way of sharing against copies."""
+    part_card = (cells["kind"] == PARTITION) & (cells["copies"] == 1) & (cells["layout"] != "7g")
+    label = cells["kind"].where(~part_card, "MPS partition " + cells["layout"] + " (not MIG)")
+    return cells[cells["kind"] != ALONE].assign(mode_label=label)
+
+
+def gain_table(cells: pd.DataFrame, copies: tuple[int, ...] = (2, 3, 7)) -> pd.DataFrame:
+    """Per workload and copies: the gain under each way of sharing as 'gain +- CI (bound_by)'."""
+    shared = cells[cells["kind"].isin(KINDS) & cells["copies"].isin(copies)]
+    rows = []
+    for (workload, n), group in shared.groupby(["workloads", "copies"], sort=True):
+        row = {"workload": workload, "copies": int(n)}
+        for _, cell in group.iterrows():
+            row[cell["kind"]] = f"{gain_text(cell)} ({cell['bound_by'] or 'bound_by unknown'})"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["workload", "copies", *KINDS]).dropna(axis=1, how="all")
+
+
+def gain_text(cell: pd.Series) -> str:
+    """'2.31 +- 0.05 x' (95 % CI), or '2.31 x (one run)', or 'no baseline'."""
+    mean, ci = cell["normalized_throughput_mean"], cell["normalized_throughput_ci"]
+    if not _number(mean):
+        return "no baseline"
+    return f"{mean:.2f} +- {ci:.2f} x" if _number(ci) else f"{mean:.2f} x (no CI)"
+
+
+def claims(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFrame, fit: pd.DataFrame,
+           gpu: str) -> list[dict]:
+    """Each claim of the paper with what the data shows, a verdict (agrees / partly / disagrees / cannot tell) and
+    the evidence, all computed from the frames given."""
+    return [_claim_gain(cells33), _claim_fit(cells33, fit), _claim_mig(cells33, cells37, placements, gpu),
+            _claim_mps(cells33, cells37)]
+
+
+def _claim_gain(cells: pd.DataFrame) -> dict:
+    claim = ("Collocating training runs yields up to three (EuroMLSys 2024) or four (arXiv v3) times the training "
+             "throughput, despite longer epochs.")
+    shared = cells[cells["kind"].isin(KINDS) & cells["normalized_throughput_mean"].notna()]
+    if shared.empty:
+        return _verdict(claim, "cannot tell", "no shared cell of experiment 33 with a baseline in the data", [])
+    best = shared.loc[shared["normalized_throughput_mean"].idxmax()]
+    per_workload = shared.loc[shared.groupby("workloads")["normalized_throughput_mean"].idxmax()]
+    low = best["normalized_throughput_mean"] - (best["normalized_throughput_ci"] if _number(best["normalized_throughput_ci"]) else 0)
+    verdict = "agrees" if low >= CLAIMED_GAIN else "partly" if best["normalized_throughput_mean"] >= 1.5 else "disagrees"
+    shows = (f"the largest gain is {gain_text(best)} ({best['workloads']}, {int(best['copies'])} copies, {best['kind']}), "
+             f"each job's epoch {best['epoch_time_growth_mean']:.2f} x as long as alone")
+    evidence = [f"{row['workloads']}: best {gain_text(row)} at {int(row['copies'])} copies ({row['kind']}), "
+                f"epoch x {row['epoch_time_growth_mean']:.2f}, bound by {row['bound_by']}; alone: "
+                f"{_alone_evidence(cells, row['workloads'])}" for _, row in per_workload.iterrows()]
+    return _verdict(claim, verdict, shows, evidence)
+
+
+def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame) -> dict:
+    claim = "The collocated models' aggregate memory footprint and compute needs must fit the GPU."
+    missing = missing_cells(cells)
+    oom = missing[missing["state"].str.startswith("did not fit")]
+    evidence = [f"{r.workload}: {r.kind} x{r.copies}{' on ' + r.layout if r.layout else ''}: {r.state}"
+                for r in oom.itertuples()]
+    known = fit.dropna(subset=["copies_fit"]) if len(fit) else fit
+    evidence += [f"{r.workload}: {r.steady_gpu_memory_mb:,.0f} MiB steady alone; {int(r.copies_fit)} copies fit in "
+                 f"{r.capacity}" for r in known.itertuples()]
+    saturated = _saturation(cells)
+    evidence += saturated
+    if cells.empty:
+        return _verdict(claim, "cannot tell", "no runs of experiment 33", evidence)
+    shows = (f"{len(oom)} cell(s) ran out of memory" if len(oom) else "no cell ran out of memory") + \
+        (f"; memory fit from the steady footprints: {len(known)} workload x capacity pairs" if len(known) else
+         "; no steady GPU memory was measured (no monitored GPU)")
+    return _verdict(claim, "agrees" if len(oom) or saturated else "cannot tell", shows, evidence)
+
+
+def _saturation(cells: pd.DataFrame) -> list[str]:
+    """Per workload: how busy its lone job kept the SMs beside the best gain copies gave (compute must fit too)."""
+    lines = []
+    for workload, group in cells.groupby("workloads", sort=True):
+        alone = group[group["kind"] == ALONE]
+        shared = group[group["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
+        if len(alone) and len(shared) and _number(alone["sm_util_pct_mean"].iloc[0]):
+            lines.append(f"{workload}: alone its SMs were {alone['sm_util_pct_mean'].iloc[0]:.0f} % active; the best "
+                         f"gain from copies was {shared['normalized_throughput_mean'].max():.2f} x")
+    return lines
+
+
+def _claim_mig(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFrame, gpu: str) -> dict:
+    claim = ("MIG's interference-free partitions help when the models' sizes align with its profiles; its rigid "
+             "partitioning can leave the GPU under-used for mixed workloads.")
+    evidence = []
+    for cells, what in ((cells33, "copies"), (cells37, "mixes")):
+        pairs = _versus(cells, PARTITION, MPS)
+        evidence += [f"{what}: {label}: partitions {a} against MPS {b}" for label, a, b in pairs]
+    unplaceable = placements[placements[gpu].str.startswith("cannot")] if gpu in placements else placements.iloc[0:0]
+    evidence += [f"MIG {r['layout']} for {r['mix']} {r[gpu]}" for _, r in unplaceable.iterrows()]
+    ratios = [_ratio(cells, PARTITION, MPS) for cells in (cells33, cells37)]
+    if all(r is None for r in ratios):
+        shows = f"no partition run beside an MPS run in the data; {len(unplaceable)} of the study's mixes cannot be " \
+                f"placed as MIG on {gpu}"
+        return _verdict(claim, "cannot tell", shows, evidence)
+    same, mixed = ratios
+    shows = "; ".join(s for s in (
+        f"equal copies on partitions trained {same:.2f} x what MPS did" if same is not None else None,
+        f"mixes on partitions trained {mixed:.2f} x what MPS did" if mixed is not None else None,
+        f"{len(unplaceable)} of the study's {len(placements)} mixes cannot be placed as MIG on {gpu}")
+        if s)
+    verdict = "agrees" if (mixed is None or mixed < 1) and (same is None or same >= 0.9) else "partly"
+    return _verdict(claim, verdict, shows + " (MPS partitions share SMs and memory bandwidth: no MIG isolation)",
+                    evidence)
+
+
+def _claim_mps(cells33: pd.DataFrame, cells37: pd.DataFrame) -> dict:
+    claim = "MPS is the best performing and most flexible way of collocation for a single user."
+    outcomes = []
+    for cells in (cells33, cells37):
+        for key, group in _comparable(cells):
+            best = group.loc[group["normalized_throughput_mean"].idxmax()]
+            mps = group[group["kind"] == MPS]
+            if mps.empty:
+                continue
+            lead = mps.iloc[0]
+            tied = best["kind"] == MPS or _overlap(lead, best)
+            outcomes.append((key, tied, best["kind"], gain_text(lead), gain_text(best)))
+    if not outcomes:
+        return _verdict(claim, "cannot tell", "no cell has MPS beside another way of sharing", [])
+    wins = sum(tied for _, tied, *_ in outcomes)
+    verdict = "agrees" if wins == len(outcomes) else "partly" if wins * 2 >= len(outcomes) else "disagrees"
+    evidence = [f"{key}: MPS {lead}" + ("" if tied else f", behind {kind} {best}")
+                for key, tied, kind, lead, best in outcomes]
+    return _verdict(claim, verdict, f"MPS was best or within the CIs of the best in {wins} of {len(outcomes)} cells",
+                    evidence)
+
+
+def _comparable(cells: pd.DataFrame):
+    """Groups of cells that trained the same thing (workload and copies, or mix) under different ways of sharing."""
+    shared = cells[cells["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
+    keys = shared["mix"].fillna(shared["workloads"] + " x" + shared["copies"].astype(str))
+    for key, group in shared.groupby(keys, sort=True):
+        if group["kind"].nunique() > 1:
+            yield key, group
+
+
+def _versus(cells: pd.DataFrame, a: str, b: str) -> list[tuple[str, str, str]]:
+    return [(key, gain_text(g[g["kind"] == a].iloc[0]), gain_text(g[g["kind"] == b].iloc[0]))
+            for key, g in _comparable(cells) if {a, b} <= set(g["kind"])]
+
+
+def _ratio(cells: pd.DataFrame, a: str, b: str) -> float | None:
+    """Mean over comparable cells of kind a's gain over kind b's."""
+    ratios = [g.loc[g["kind"] == a, "normalized_throughput_mean"].iloc[0] /
+              g.loc[g["kind"] == b, "normalized_throughput_mean"].iloc[0]
+              for _, g in _comparable(cells) if {a, b} <= set(g["kind"])]
+    return sum(ratios) / len(ratios) if ratios else None
+
+
+def _overlap(x: pd.Series, y: pd.Series) -> bool:
+    """Whether two gains' 95 % CIs overlap (an unknown CI counts as no overlap)."""
+    cx, cy = x["normalized_throughput_ci"], y["normalized_throughput_ci"]
+    if not (_number(cx) and _number(cy)):
+        return False
+    return abs(x["normalized_throughput_mean"] - y["normalized_throughput_mean"]) <= cx + cy
+
+
+def _alone_evidence(cells: pd.DataFrame, workload: str) -> str:
+    alone = cells[(cells["workloads"] == workload) & (cells["kind"] == ALONE)]
+    if alone.empty:
+        return "no lone run"
+    row = alone.iloc[0]
+    parts = [f"bound by {row['bound_by']}"]
+    for column, text in (("sm_util_pct_mean", "SMs {:.0f} % active"), ("input_wait_share_mean", "waited for data {:.0%}"),
+                         ("host_cpu_util_pct_mean", "host CPU {:.0f} % busy")):
+        if column in row and _number(row[column]):
+            parts.append(text.format(row[column]))
+    return ", ".join(parts)
+
+
+def _verdict(claim: str, verdict: str, shows: str, evidence: list[str]) -> dict:
+    return {"claim": claim, "verdict": verdict, "shows": shows, "evidence": evidence}
+
+
+def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
+    """What a user of the study's A100-40GB should expect, from the card tables and the measured footprints."""
+    from .mig.profiles import gpu_model
+
+    here, there = gpu_model(gpu), gpu_model(STUDY_GPU)
+    lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs and "
+             f"{here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "
+             "smaller card busier still, so its copies gain no more there; a job that leaves SMs idle here (host- or "
+             "input-bound) leaves them idle there too, and copies gain on both."]
+    a100 = fit[fit["capacity"].astype(str).str.startswith(STUDY_GPU)].dropna(subset=["copies_fit"]) if len(fit) else fit
+    lines += [f"{r.workload}: {int(r.copies_fit)} copies fit in {r.capacity} (steady {r.steady_gpu_memory_mb:,.0f} MiB "
+              "measured here)" for r in a100.itertuples()]
+    return lines
+
+
+def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
+    """Memory capacities to count copies against: the card and its MIG profiles (and the study's A100-40GB)."""
+    from .mig.profiles import gpu_model
+
+    out = {}
+    for model in [gpu_model(gpu)] + ([gpu_model(STUDY_GPU)] if with_study_gpu and gpu_model(gpu).name != STUDY_GPU else []):
+        out[f"{model.name} card"] = float(model.total_memory_mib)
+        out.update({f"{model.name} {p.name}": float(p.memory_mib) for p in model.profiles
+                    if not p.media_extensions and p.compute_slices in (1, 2, 3, 4)})
+    return out
+
+
+def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "") -> str:
+    """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33, the mixes of 37, each
+    claim beside what the data shows, and what an A100 user should expect."""
+    cells33, note33 = configurations(results, "seed-33", models)
+    cells37, note37 = configurations(results, "seed-37", models)
+    placements = mig_placements([gpu, STUDY_GPU], models)
+    fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
+        if len(results.jobs) else pd.DataFrame(columns=["capacity", "copies_fit"])
+    lines = ["# Findings: the seed study on this data", "",
+             f"Drawn by notebook 08 from {source or 'the runs given'}; every number below is computed from them "
+             "(gain = normalized throughput, 1 = one job alone; +- is the 95 % CI).", ""]
+    lines += [f"> {n}" for n in (note33, note37) if n] + [""]
+    found = claims(cells33, cells37, placements, fit, gpu)
+    lines += ["## The claims", ""]
+    for i, claim in enumerate(found, 1):
+        lines += [f"{i}. **{claim['claim']}**", f"   - *{claim['verdict']}*: {claim['shows']}.",
+                  *(f"   - {e}" for e in claim["evidence"]), ""]
+    differ = sorted((c for c in found if c["verdict"] in ("disagrees", "partly")), key=lambda c: c["verdict"] != "disagrees")
+    lines += ["## Where the data differs most from the paper", "",
+              *([f"- {c['claim']} *{c['verdict']}*: {c['shows']}." for c in differ[:3]] or
+                ["- nowhere that the data can tell"]), ""]
+    gains = gain_table(cells33)
+    lines += ["## Experiment 33: gain at 2, 3 and 7 copies", "",
+              _table(gains) if len(gains) else "No shared cell of experiment 33 in the data.", ""]
+    missing = missing_cells(cells33)
+    lines += ["### Cells not run or that did not fit", "",
+              _table(missing) if len(missing) else "Every cell of the study ran.", ""]
+    mixes = cells37[cells37["kind"].isin(KINDS)] if len(cells37) else cells37
+    lines += ["## Experiment 37: mixed workloads", "", _table(pd.DataFrame({
+        "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),
+        "sharing": mixes.get("kind"), "gain": [gain_text(r) for _, r in mixes.iterrows()],
+        "bound by": mixes.get("bound_by")})) if len(mixes) else "No mixed run in the data.", ""]
+    lines += ["### MIG layouts of the study's mixes", "", _table(placements), ""]
+    lines += ["## What a user of the study's A100-40GB should expect", "", *(f"- {x}" for x in a100_note(fit, gpu)), ""]
+    return "\n".join(lines)
+
+
+def _table(frame: pd.DataFrame) -> str:
+    """A frame as a Markdown table (no index; empty cells blank)."""
+    frame = frame.fillna("").astype(str)
+    head = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    return "\n".join([head, rule] + ["| " + " | ".join(row) + " |" for row in frame.itertuples(index=False)])
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float:
+    return frame[column].astype(float).mean() if column in frame and frame[column].notna().any() else math.nan
+
+
+def _number(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
