@@ -1,0 +1,101 @@
+"""The seed study's findings: runs sorted into the study's cells and kinds, the cells the data lacks listed, each
+claim's verdict computed from the gains, and notebook 08 writing findings whose numbers are the data's."""
+
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from colloc_kit import analysis, batch, findings, reference
+from fake_results import fake_results, job_rows
+
+TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
+CPU_MODELS = {"small": "smallcnn", "medium": "mobilenet_v3_small", "large": "resnet152"}
+
+
+def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:
+    """Made-up jobs of experiment seed-33 (rates chosen by the test, not measured): {(mode, label, copies): rates}."""
+    rows = []
+    for (mode, label, copies), each in rates.items():
+        for row in job_rows(f"{label}-x{copies}", mode, copies, each, model="resnet26", batch_size=128):
+            rows.append({**row, "experiment": "seed-33", "mode_label": label, "alone": mode == "exclusive"})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("mode, label, expected", [
+    ("exclusive", "exclusive", (findings.ALONE, None)),
+    ("naive", "naive", (findings.NAIVE, None)),
+    ("mps", "mps", (findings.MPS, None)),
+    ("mps", "mps(partitions=3g+3g)", (findings.PARTITION, "3g+3g")),
+    ("mps", "mps(partitions=7x1g)", (findings.PARTITION, "+".join(["1g"] * 7))),
+    ("mps", "mps(partitions=1g.10gb+2g.20gb,thread_percentage=50)", (findings.PARTITION, "2g+1g")),
+    ("mig", "mig(layout=4g.40gb+2g.20gb+1g.10gb)", (findings.MIG, "4g+2g+1g")),
+])
+def test_runs_are_sorted_into_the_studys_kinds_and_layouts(mode, label, expected):
+    assert findings.kind_of(mode, label) == expected
+
+
+def test_models_play_the_studys_sizes_by_name_and_mixes_read_in_its_words():
+    assert findings.role_of("timm/resnet26", findings.SEED_MODELS) == "small"
+    assert findings.role_of("resnet260", findings.SEED_MODELS) is None
+    mixes = dict(findings.study_mixes())
+    assert mixes["resnet152+resnet50+resnet26 1+1+3"] == ["4g", "2g", "1g", "1g", "1g"] and len(mixes) == 14
+
+
+def test_the_mig_mixes_that_need_more_than_seven_compute_slices_cannot_be_placed():
+    placements = findings.mig_placements(["H100-80GB", "A100-40GB"]).set_index("layout")
+    refused = placements[placements["H100-80GB"].str.startswith("cannot")]
+    assert sorted(refused.index) == ["4g+2g+1g+1g", "4g+2g+1g+1g+1g", "4g+2g+2g"]
+    assert "needs 8 compute slices; H100-80GB has 7" in refused.loc["4g+2g+2g", "H100-80GB"]
+    assert (placements.drop(refused.index)["A100-40GB"] == "fits").all()
+
+
+def test_gains_verdicts_and_missing_cells_come_from_the_data():
+    jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0],
+                      ("mps", "mps", 2): [90.0, 90.0], ("mps", "mps(partitions=3g+3g)", 2): [80.0, 80.0]})
+    cells, note = findings.configurations(fake_results(jobs.to_dict("records")), "seed-33")
+    assert note is None
+    gains = cells.set_index("kind")["normalized_throughput_mean"]
+    assert gains[findings.NAIVE] == pytest.approx(1.2) and gains[findings.MPS] == pytest.approx(1.8)
+    assert gains[findings.PARTITION] == pytest.approx(1.6)
+    missing = findings.missing_cells(cells)
+    assert len(missing) == len(findings.STUDY_33) - 4 and set(missing["state"]) == {"not run"}
+    assert {(k, c) for k, c in zip(missing["kind"], missing["copies"])} >= {(findings.MPS, 7), (findings.NAIVE, 3)}
+    verdicts = {c["claim"][:20]: c for c in findings.claims(cells, cells.iloc[0:0], findings.mig_placements(
+        ["H100-80GB"]), pd.DataFrame(columns=["capacity", "copies_fit"]), "H100-80GB")}
+    gain, _, mig, mps = verdicts.values()
+    assert gain["verdict"] == "partly" and "1.80 +- 0.00 x" in gain["shows"]  # below the claimed 3x (made-up CIs: 0)
+    assert mps["verdict"] == "agrees" and "in 1 of 1 cells" in mps["shows"]
+    assert "equal copies on partitions trained 0.89 x what MPS did" in mig["shows"]  # 1.6 / 1.8
+    row = findings.gain_table(cells).iloc[0]
+    assert row["copies"] == 2 and row[findings.MPS] == "1.80 +- 0.00 x (bound_by unknown)"
+
+
+def test_a_workload_without_a_lone_run_borrows_its_baseline_and_says_so():
+    jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0]})
+    mixed = jobs[jobs["mode"] == "naive"].assign(experiment="seed-37", run_id="r37")
+    cells, note = findings.configurations(fake_results(pd.concat([jobs, mixed]).to_dict("records")), "seed-37")
+    assert "seed-37 has no lone run of resnet26 bs128" in note and "borrowed" in note and "seed-33" in note
+    assert cells["normalized_throughput_mean"].iloc[0] == pytest.approx(1.2)
+
+
+@pytest.mark.slow
+def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
+    """Notebook 08 on the CPU stand-in set: it runs, lists the cells that did not fit or did not run, and every gain
+    it writes is the one analysis.summarize computes from the same data."""
+    outcome = batch.execute(Path(batch.default_notebooks_dir()) / "08_seed_reproduction.ipynb",
+                            {"DATA": str(TEST_SET), "MODELS": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    text = (tmp_path / "findings.md").read_text()
+    summary = analysis.summarize(reference.load(TEST_SET))
+    shared = summary[(summary["experiment"] == "seed-33") & (summary["mode"] == "naive")]
+    for row in shared.itertuples():
+        assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x" in text
+    assert "| smallcnn bs16 | naive | 7 |  | did not fit: 7 of 7 jobs out of memory |" in text
+    assert "| smallcnn bs16 | MPS | 2 |  | not run |" in text
+    assert "smallcnn+mobilenet_v3_small 2+1" in text
+    outputs = [o for c in nbformat.read(tmp_path / outcome.ipynb, as_version=4).cells if c.cell_type == "code"
+               for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum(batch.PLOTLY_MIME in o.get("data", {}) for o in outputs) >= 6
