@@ -279,28 +279,36 @@ def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame) -> dict:
     evidence = [f"{r.workload}: {r.kind} x{r.copies}{' on ' + r.layout if r.layout else ''}: {r.state}"
                 for r in oom.itertuples()]
     known = fit.dropna(subset=["copies_fit"]) if len(fit) else fit
+    known = known[known["capacity"].str.endswith(" card") | known["capacity"].str.contains(" 1g.")] if len(known) else known
     evidence += [f"{r.workload}: {r.steady_gpu_memory_mb:,.0f} MiB steady alone; {int(r.copies_fit)} copies fit in "
                  f"{r.capacity}" for r in known.itertuples()]
-    saturated = _saturation(cells)
-    evidence += saturated
+    lines, compute_binds = _saturation(cells)
+    evidence += lines
     if cells.empty:
         return _verdict(claim, "cannot tell", "no runs of experiment 33", evidence)
-    shows = (f"{len(oom)} cell(s) ran out of memory" if len(oom) else "no cell ran out of memory") + \
-        (f"; memory fit from the steady footprints: {len(known)} workload x capacity pairs" if len(known) else
-         "; no steady GPU memory was measured (no monitored GPU)")
-    return _verdict(claim, "agrees" if len(oom) or saturated else "cannot tell", shows, evidence)
+    shows = "; ".join([
+        f"{len(oom)} cell(s) ran out of memory" if len(oom) else "no cell ran out of memory",
+        "the workload whose lone job kept the SMs busiest gained least from copies" if compute_binds else
+        "the gains do not fall with the lone jobs' SM activity" if compute_binds is False else
+        "no SM activity measured beside the gains"])
+    return _verdict(claim, "agrees" if len(oom) or compute_binds else "cannot tell", shows, evidence)
 
 
-def _saturation(cells: pd.DataFrame) -> list[str]:
-    """Per workload: how busy its lone job kept the SMs beside the best gain copies gave (compute must fit too)."""
-    lines = []
+def _saturation(cells: pd.DataFrame) -> tuple[list[str], bool | None]:
+    """Per workload: how busy its lone job kept the SMs beside the best gain copies gave; and whether the busiest
+    one gained least (compute must fit too), None with fewer than two such workloads."""
+    rows = []
     for workload, group in cells.groupby("workloads", sort=True):
         alone = group[group["kind"] == ALONE]
         shared = group[group["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
         if len(alone) and len(shared) and _number(alone["sm_util_pct_mean"].iloc[0]):
-            lines.append(f"{workload}: alone its SMs were {alone['sm_util_pct_mean'].iloc[0]:.0f} % active; the best "
-                         f"gain from copies was {shared['normalized_throughput_mean'].max():.2f} x")
-    return lines
+            rows.append((workload, float(alone["sm_util_pct_mean"].iloc[0]), shared["normalized_throughput_mean"].max()))
+    lines = [f"{w}: alone its SMs were {sm:.0f} % active; the best gain from copies was {gain:.2f} x"
+             for w, sm, gain in rows]
+    if len(rows) < 2:
+        return lines, None
+    busiest = max(rows, key=lambda r: r[1])
+    return lines, busiest[2] == min(r[2] for r in rows)
 
 
 def _claim_mig(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFrame, gpu: str) -> dict:
@@ -353,6 +361,7 @@ def _claim_mps(cells33: pd.DataFrame, cells37: pd.DataFrame) -> dict:
 def _comparable(cells: pd.DataFrame):
     """Groups of cells that trained the same thing (workload and copies, or mix) under different ways of sharing."""
     shared = cells[cells["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
+    shared = shared[(shared["copies"] > 1) | shared["mix"].notna()]  # jobs that shared the card, not one alone
     keys = shared["mix"].fillna(shared["workloads"] + " x" + shared["copies"].astype(str))
     for key, group in shared.groupby(keys, sort=True):
         if group["kind"].nunique() > 1:

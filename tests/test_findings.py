@@ -99,3 +99,16 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
                for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     assert sum(batch.PLOTLY_MIME in o.get("data", {}) for o in outputs) >= 6
+
+
+def test_compute_must_fit_holds_where_the_busiest_lone_job_gains_least():
+    rows = []
+    for model, sm, shared in (("resnet26", 30.0, 150.0), ("resnet152", 95.0, 55.0)):  # made-up rates and SM activity
+        for mode, copies, rate in (("exclusive", 1, 100.0), ("mps", 2, shared)):
+            for row in job_rows(f"{model}-{mode}", mode, copies, [rate] * copies, model=model, batch_size=128):
+                rows.append({**row, "experiment": "seed-33", "alone": mode == "exclusive", "sm_util_pct_mean": sm})
+    cells, _ = findings.configurations(fake_results(rows), "seed-33")
+    fit = findings.claims(cells, cells.iloc[0:0], findings.mig_placements(["H100-80GB"]),
+                          pd.DataFrame(columns=["capacity", "copies_fit"]), "H100-80GB")[1]
+    assert fit["verdict"] == "agrees" and "kept the SMs busiest gained least" in fit["shows"]
+    assert "resnet152 bs128: alone its SMs were 95 % active; the best gain from copies was 1.10 x" in fit["evidence"]
