@@ -24,6 +24,7 @@ from . import analysis
 from .errors import BadInput
 from .mig import planner
 from .results import Results
+from .statuses import COMPLETE
 
 ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", "MPS partition (not MIG)", "MIG"
 KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
@@ -41,7 +42,7 @@ STUDY_37 = [(("small", "medium"), [(1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3
             (("large", "medium", "small"), [(1, 1, 1), (1, 1, 2), (1, 1, 3)])]
 STUDY_37_PROFILE = {"large": "4g", "medium": "2g", "small": "1g"}  # the MIG instance each size got
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
-EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "out_of_memory_jobs"]  # beside summarize's SM activity
+EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
 
 
 def read(data: str) -> tuple[Results, str]:
@@ -159,6 +160,7 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
         rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(roles, models),
                      "model": first["model"], "dataset": first["dataset"],
                      "input_wait_share": _mean(run, "input_wait_share"),
+                     "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
                      "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum()) if "error_kind" in run else 0.0})
     evidence = pd.DataFrame(rows)
     runs = results.runs[["run_id", "experiment", "mode", "mode_label", "copies"]].assign(
@@ -202,7 +204,8 @@ def mig_placements(gpus: list[str], models: dict[str, str] | None = None) -> pd.
 
 
 def missing_cells(cells: pd.DataFrame, study: list = STUDY_33) -> pd.DataFrame:
-    """Per workload of experiment 33, the study's cells the data lacks, and the cells whose jobs ran out of memory."""
+    """Per workload of experiment 33, the study's cells the data lacks, the cells whose jobs ran out of memory and
+    those whose jobs failed otherwise (means over repeats)."""
     rows = [{"workload": "any", "kind": kind, "copies": copies, "layout": layout or "", "state": "not run"}
             for kind, copies, layout in study] if cells.empty else []
     for workload, group in cells.groupby("workloads", sort=True):
@@ -211,10 +214,12 @@ def missing_cells(cells: pd.DataFrame, study: list = STUDY_33) -> pd.DataFrame:
             if (kind, copies, layout or "") not in present:
                 rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
                              "state": "not run"})
-        for _, row in group[group["out_of_memory_jobs_mean"].fillna(0) > 0].iterrows():
+        for _, row in group[group["failed_jobs_mean"].fillna(0) > 0].iterrows():
+            oom, failed, jobs = (row[f"{e}_mean"] for e in ("out_of_memory_jobs", "failed_jobs", "jobs"))
+            state = f"did not fit: {oom:.0f} of {jobs:.0f} jobs out of memory" if oom else \
+                f"failed: {failed:.0f} of {jobs:.0f} jobs did not complete ({row['flags'] or 'see the jobs frame'})"
             rows.append({"workload": workload, "kind": row["kind"], "copies": int(row["copies"]),
-                         "layout": row["layout"], "state": f"did not fit: {row['out_of_memory_jobs_mean']:.0f} of "
-                                                           f"{int(row['copies'])} jobs out of memory"})
+                         "layout": row["layout"], "state": state})
     return pd.DataFrame(rows, columns=["workload", "kind", "copies", "layout", "state"])
 
 
