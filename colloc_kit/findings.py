@@ -108,9 +108,9 @@ def layout_key(text: str) -> str:
 
 
 def role_of(model: str, models: dict[str, str]) -> str | None:
-    """The study's size ('small', 'medium', 'large') a model plays, by name ('timm/resnet26' counts as resnet26)."""
+    """The study's size ('small', 'medium', 'large') a model plays, by name ("timm.resnet26" counts as resnet26)."""
     for role, name in models.items():
-        if model == name or re.search(rf"[/:]{re.escape(name)}$", model):
+        if model == name or re.search(rf"[/:.]{re.escape(name)}$", model):
             return role
     return None
 

@@ -37,7 +37,7 @@ def test_runs_are_sorted_into_the_studys_kinds_and_layouts(mode, label, expected
 
 
 def test_models_play_the_studys_sizes_by_name_and_mixes_read_in_its_words():
-    assert findings.role_of("timm/resnet26", findings.SEED_MODELS) == "small"
+    assert findings.role_of("timm.resnet26", findings.SEED_MODELS) == "small"
     assert findings.role_of("resnet260", findings.SEED_MODELS) is None
     mixes = dict(findings.study_mixes())
     assert mixes["resnet152+resnet50+resnet26 1+1+3"] == ["4g", "2g", "1g", "1g", "1g"] and len(mixes) == 14
@@ -85,7 +85,7 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
     """Notebook 08 on the CPU stand-in set: it runs, lists the cells that did not fit or did not run, and every gain
     it writes is the one analysis.summarize computes from the same data."""
     outcome = batch.execute(Path(batch.default_notebooks_dir()) / "08_seed_reproduction.ipynb",
-                            {"DATA": str(TEST_SET), "MODELS": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
+                            {"DATA": str(TEST_SET), "MODEL_OF_SIZE": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
     assert outcome.status == "ok", outcome.error
     text = (tmp_path / "findings.md").read_text()
     summary = analysis.summarize(reference.load(TEST_SET))
