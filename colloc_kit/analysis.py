@@ -22,7 +22,7 @@ from . import figures
 from .results import Results
 from .statuses import COMPLETE
 
-WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
+WORKLOAD = ["model", "dataset", "batch_size", "amp", "recipe", "device"]  # jobs with equal values here do the same work
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -210,9 +210,10 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
 
 
 def workload_label(row) -> str:
-    """A short label such as 'resnet18 bs64 bf16'."""
-    amp = row.get("amp")
-    return f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
+    """A short label such as 'resnet18 bs64 bf16' ('... seed' for the seed study's recipe)."""
+    amp, recipe = row.get("amp"), row.get("recipe")
+    return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
+            + (f" {recipe}" if recipe and recipe != "kit" else ""))
 
 
 def job_mix_label(run: pd.DataFrame) -> str:
