@@ -22,7 +22,8 @@ from . import figures
 from .results import Results
 from .statuses import COMPLETE
 
-WORKLOAD = ["model", "dataset", "batch_size", "amp", "recipe", "device"]  # jobs with equal values here do the same work
+# jobs with equal values here do the same work
+WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device"]
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -92,6 +93,7 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     keys = BASELINE_KEYS if reference is None else WORKLOAD
     if reference is not None:  # one baseline per workload over the reference's experiments
         base = base.drop(columns="experiment").drop_duplicates(WORKLOAD, keep="last")
+    base = base.astype({k: jobs[k].dtype for k in keys})  # an all-empty key (data_root of synthetic data) as the jobs'
     out = jobs.merge(base, on=keys, how="left")
     out.index = jobs.index
     counted = in_figures(out)
