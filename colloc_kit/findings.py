@@ -20,36 +20,31 @@ from collections import Counter
 
 import pandas as pd
 
-from . import analysis
+from . import analysis, seed
 from .errors import BadInput
 from .mig import planner
 from .results import Results
 from .statuses import COMPLETE
 
-ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", "MPS partition (not MIG)", "MIG"
+ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", seed.PARTITION_LABEL, "MIG"
 KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
-SEED_MODELS = {"small": "resnet26", "medium": "resnet50", "large": "resnet152"}  # the study's three sizes
 STUDY_GPU = "A100-40GB"
-# experiment 33 (and 34-36): per model, (kind, copies, MIG-shaped layout) as the artifact's 13 workloads
-STUDY_33 = [(ALONE, 1, None), (MPS, 1, None), (PARTITION, 1, "7g"), (PARTITION, 1, "4g"),
-            (NAIVE, 2, None), (MPS, 2, None), (PARTITION, 2, "3g+3g"),
-            (NAIVE, 3, None), (MPS, 3, None), (PARTITION, 3, "2g+2g+2g"),
-            (NAIVE, 7, None), (MPS, 7, None), (PARTITION, 7, "1g+1g+1g+1g+1g+1g+1g")]
-# experiment 37: the mixes (sizes in the study's order, then the copies of each), each naive, MPS and MIG
-STUDY_37 = [(("small", "medium"), [(1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)]),
-            (("large", "small"), [(1, 1), (1, 2), (1, 3)]),
-            (("large", "medium"), [(1, 1), (1, 2)]),
-            (("large", "medium", "small"), [(1, 1, 1), (1, 1, 2), (1, 1, 3)])]
-STUDY_37_PROFILE = {"large": "4g", "medium": "2g", "small": "1g"}  # the MIG instance each size got
+MIX_MODELS = {name: found[0] for name, found in seed.MIX_MODELS.items()}  # 'R26' -> 'timm.resnet26'
+# experiments 33-36: per model, (kind, copies, MIG-shaped layout) of the artifact's 13 workloads (seed.py's matrix)
+STUDY_33 = [cell for copies in seed.SOLO_COPIES for cell in (
+    [(ALONE if copies == 1 else NAIVE, copies, None)]
+    + [(PARTITION, copies, "+".join([slice_] * copies)) for slice_ in seed.SOLO_SLICES[copies]]
+    + [(MPS, copies, None)])]
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
 EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
 
 
-def read(data: str) -> tuple[Results, str]:
+def read(data: str) -> tuple[Results, pd.DataFrame, str]:
     """What notebook 08 reads: a shipped reference set by name, a folder `colloc-kit reference export` wrote, or a
-    folder of runs (e.g. your own seed-33 and seed-37); and one line saying which, or why there is nothing.
+    folder of runs (e.g. your own seed-33 and seed-37); the cells its experiments did not run (`reference.not_run`);
+    and one line saying which, or why there is nothing.
 
-    >>> results, note = read("h100-80gb")                                  # doctest: +SKIP
+    >>> results, not_run, note = read("h100-80gb")                         # doctest: +SKIP
     """
     from pathlib import Path
 
@@ -58,15 +53,17 @@ def read(data: str) -> tuple[Results, str]:
 
     try:
         results = reference.load(data)
-        return results, (f"the reference data {data} ({len(results.runs)} runs of "
-                         f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))})")
+        return results, reference.not_run(data), (f"the reference data {data} ({len(results.runs)} runs of "
+                                                  f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))})")
     except BadInput:
         pass
     results = load(data) if Path(data).exists() else Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
     if results.runs.empty:
-        return results, (f"no runs in {data}, and no reference set of that name (shipped: "
-                         f"{', '.join(reference.available()) or 'none in this install'}): nothing to show")
-    return results, f"the runs in {data} ({len(results.runs)} runs)"
+        return results, reference.read_not_run([]), (
+            f"no runs in {data}, and no reference set of that name (shipped: "
+            f"{', '.join(reference.available()) or 'none in this install'}): nothing to show")
+    skipped = reference.read_not_run(Path(d).parent for d in results.runs["run_dir"].dropna())
+    return results, skipped, f"the runs in {data} ({len(results.runs)} runs)"
 
 
 def gpu_of(results: Results, gpu: str = "") -> str:
@@ -107,11 +104,12 @@ def layout_key(text: str) -> str:
     return "+".join(sorted(shapes, key=lambda s: -int(s[:-1])))
 
 
-def role_of(model: str, models: dict[str, str]) -> str | None:
-    """The study's size ('small', 'medium', 'large') a model plays, by name ("timm.resnet26" counts as resnet26)."""
-    for role, name in models.items():
-        if model == name or re.search(rf"[/:.]{re.escape(name)}$", model):
-            return role
+def name_of(model: str, models: dict[str, str]) -> str | None:
+    """The study's name ('R26', 'R50', 'R152') of a model in `models` ({name: model}); 'resnet26' and
+    'timm.resnet26' both count as timm.resnet26."""
+    for name, wanted in models.items():
+        if model == wanted or model.removeprefix("timm.") == wanted.removeprefix("timm."):
+            return name
     return None
 
 
@@ -121,19 +119,18 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
     CPU, jobs out of memory (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none
     there they are borrowed from the other experiments of `results`, and the note says so (else None).
     """
-    models = models or SEED_MODELS
+    models = models or MIX_MODELS
     part = results.of_experiments([experiment])
     if part.runs.empty:
         columns = [*analysis.summarize(part).columns, "mix", "model", "dataset",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
-    alone = analysis.baselines(part.jobs)
-    workloads = part.jobs[analysis.WORKLOAD].drop_duplicates()
-    lacking = workloads.merge(alone[analysis.WORKLOAD], how="left", indicator=True).query("_merge == 'left_only'")
+    own = analysis.with_baselines(part.jobs)
+    lacking = own[own["baseline_note"].notna()]
     note = None
     reference = None
     if len(lacking):
-        names = ", ".join(analysis.workload_label(row) for _, row in lacking.iterrows())
+        names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
         reference = results.jobs
         note = (f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads in "
                 f"{', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
@@ -155,9 +152,9 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
     and the evidence figures."""
     rows = []
     for run_id, run in results.jobs.groupby("run_id", sort=False):
-        roles = Counter(role_of(m, models) for m in run["model"])
+        names = Counter(name_of(m, models) for m in run["model"])
         first = run.iloc[0]
-        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(roles, models),
+        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
                      "model": first["model"], "dataset": first["dataset"],
                      "input_wait_share": _mean(run, "input_wait_share"),
                      "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
@@ -168,52 +165,44 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
     return runs.merge(evidence, on="run_id")
 
 
-def mix_label(roles: Counter, models: dict[str, str]) -> str | None:
-    """A run's mix in the study's words, e.g. 'resnet26+resnet50 2+1'; None for a run of one model or an unknown one."""
-    if None in roles or len(roles) < 2:
+def mix_label(names: Counter) -> str | None:
+    """A run's mix in the study's words, e.g. 'R26 + R50 as 2+1' (as seed.py names its cells); None for a run of one
+    model or of a model the study did not mix."""
+    if None in names or len(names) < 2:
         return None
-    for sizes, _ in STUDY_37:
-        if set(sizes) == set(roles):
-            return f"{'+'.join(models[s] for s in sizes)} {'+'.join(str(roles[s]) for s in sizes)}"
+    for mix in seed.MIXES:
+        if set(mix) == set(names):
+            return " + ".join(mix) + " as " + "+".join(str(names[n]) for n in mix)
     return None
 
 
-def study_mixes(models: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
-    """Every mix of experiment 37 as (label, MIG layout it got in the study), e.g. ('resnet152+resnet50 1+2',
-    ['4g', '2g', '2g'])."""
-    models = models or SEED_MODELS
-    return [(mix_label(Counter(dict(zip(sizes, counts))), models),
-             layout_key("+".join(f"{n}x{STUDY_37_PROFILE[s]}" for s, n in zip(sizes, counts))).split("+"))
-            for sizes, all_counts in STUDY_37 for counts in all_counts]
+def mig_placements(gpus: list[str]) -> pd.DataFrame:
+    """For each mix of experiment 37, the MIG layout the study gave it and, on each GPU model, its exact placement
+    or why it cannot exist (seed.py's plan of the matrix on that card)."""
+    rows: dict[str, dict] = {}
+    for gpu in gpus:
+        for cell in seed.seed_cells(seed.SeedSpec(37), seed.Card.planned(gpu)):
+            if " MIG " in cell.artifact:
+                row = rows.setdefault(cell.workload, {"mix": cell.workload, "layout": cell.artifact.rsplit(" ", 1)[1]})
+                row[gpu] = cell.mig_layout if cell.mode is not None else f"cannot be placed: {cell.mig_layout}"
+    return pd.DataFrame(list(rows.values()))
 
 
-def mig_placements(gpus: list[str], models: dict[str, str] | None = None) -> pd.DataFrame:
-    """For each mix of experiment 37, whether its MIG layout can be placed on each GPU model, and the planner's
-    reason where it cannot."""
-    rows = []
-    for label, layout in study_mixes(models):
-        row = {"mix": label, "layout": "+".join(layout)}
-        for gpu in gpus:
-            try:
-                planner.plan(layout, gpu)
-                row[gpu] = "fits"
-            except planner.ImpossibleLayout as exc:
-                row[gpu] = "cannot be placed: " + "; ".join(exc.reasons)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def missing_cells(cells: pd.DataFrame, study: list = STUDY_33) -> pd.DataFrame:
-    """Per workload of experiment 33, the study's cells the data lacks, the cells whose jobs ran out of memory and
-    those whose jobs failed otherwise (means over repeats)."""
+def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, study: list = STUDY_33) -> pd.DataFrame:
+    """Per workload of experiment 33, the study's cells the data lacks (with the reason where the experiment's
+    not-run list gives one, e.g. that they cannot fit in memory), the cells whose jobs ran out of memory and those
+    whose jobs failed otherwise (means over repeats)."""
+    skipped = _skipped(not_run, cells["experiment"].iloc[0] if len(cells) else "seed-33")
     rows = [{"workload": "any", "kind": kind, "copies": copies, "layout": layout or "", "state": "not run"}
             for kind, copies, layout in study] if cells.empty else []
     for workload, group in cells.groupby("workloads", sort=True):
         present = {(k, int(c), lay) for k, c, lay in zip(group["kind"], group["copies"], group["layout"])}
+        model = group["model"].iloc[0]
         for kind, copies, layout in study:
             if (kind, copies, layout or "") not in present:
+                why = skipped.get((model, kind, copies, layout or ""))
                 rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
-                             "state": "not run"})
+                             "state": f"not run, does not fit: {why}" if why else "not run"})
         for _, row in group[group["failed_jobs_mean"].fillna(0) > 0].iterrows():
             oom, failed, jobs = (row[f"{e}_mean"] for e in ("out_of_memory_jobs", "failed_jobs", "jobs"))
             state = f"did not fit: {oom:.0f} of {jobs:.0f} jobs out of memory" if oom else \
@@ -221,6 +210,18 @@ def missing_cells(cells: pd.DataFrame, study: list = STUDY_33) -> pd.DataFrame:
             rows.append({"workload": workload, "kind": row["kind"], "copies": int(row["copies"]),
                          "layout": row["layout"], "state": state})
     return pd.DataFrame(rows, columns=["workload", "kind", "copies", "layout", "state"])
+
+
+def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
+    """{(first model, kind, copies, layout): why} of the experiment's not-run cells ('timm.resnet152 naive x7')."""
+    found = {}
+    rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
+    for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
+        parts = cell.rsplit(" ", 2)
+        if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
+            kind, layout = kind_of(parts[1].split("(")[0], parts[1])
+            found[(parts[0].split(" + ")[0], kind, int(parts[2][1:]), layout or "")] = why
+    return found
 
 
 def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
@@ -252,10 +253,10 @@ def gain_text(cell: pd.Series) -> str:
 
 
 def claims(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFrame, fit: pd.DataFrame,
-           gpu: str) -> list[dict]:
+           gpu: str, not_run: pd.DataFrame | None = None) -> list[dict]:
     """Each claim of the paper with what the data shows, a verdict (agrees / partly / disagrees / cannot tell) and
     the evidence, all computed from the frames given."""
-    return [_claim_gain(cells33), _claim_fit(cells33, fit), _claim_mig(cells33, cells37, placements, gpu),
+    return [_claim_gain(cells33), _claim_fit(cells33, fit, not_run), _claim_mig(cells33, cells37, placements, gpu),
             _claim_mps(cells33, cells37)]
 
 
@@ -277,10 +278,10 @@ def _claim_gain(cells: pd.DataFrame) -> dict:
     return _verdict(claim, verdict, shows, evidence)
 
 
-def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame) -> dict:
+def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | None) -> dict:
     claim = "The collocated models' aggregate memory footprint and compute needs must fit the GPU."
-    missing = missing_cells(cells)
-    oom = missing[missing["state"].str.startswith("did not fit")]
+    missing = missing_cells(cells, not_run)
+    oom = missing[missing["state"].str.contains("not fit")]
     evidence = [f"{r.workload}: {r.kind} x{r.copies}{' on ' + r.layout if r.layout else ''}: {r.state}"
                 for r in oom.itertuples()]
     known = fit.dropna(subset=["copies_fit"]) if len(fit) else fit
@@ -292,7 +293,7 @@ def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame) -> dict:
     if cells.empty:
         return _verdict(claim, "cannot tell", "no runs of experiment 33", evidence)
     shows = "; ".join([
-        f"{len(oom)} cell(s) ran out of memory" if len(oom) else "no cell ran out of memory",
+        f"{len(oom)} cell(s) did not fit in memory" if len(oom) else "every cell fit in memory",
         "the workload whose lone job kept the SMs busiest gained least from copies" if compute_binds else
         "the gains do not fall with the lone jobs' SM activity" if compute_binds is False else
         "no SM activity measured beside the gains"])
@@ -438,19 +439,20 @@ def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
     return out
 
 
-def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "") -> str:
+def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
+             not_run: pd.DataFrame | None = None) -> str:
     """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33, the mixes of 37, each
     claim beside what the data shows, and what an A100 user should expect."""
     cells33, note33 = configurations(results, "seed-33", models)
     cells37, note37 = configurations(results, "seed-37", models)
-    placements = mig_placements([gpu, STUDY_GPU], models)
+    placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
         if len(results.jobs) else pd.DataFrame(columns=["capacity", "copies_fit"])
     lines = ["# Findings: the seed study on this data", "",
              f"Drawn by notebook 08 from {source or 'the runs given'}; every number below is computed from them "
              "(gain = normalized throughput, 1 = one job alone; +- is the 95 % CI).", ""]
     lines += [f"> {n}" for n in (note33, note37) if n] + [""]
-    found = claims(cells33, cells37, placements, fit, gpu)
+    found = claims(cells33, cells37, placements, fit, gpu, not_run)
     lines += ["## The claims", ""]
     for i, claim in enumerate(found, 1):
         lines += [f"{i}. **{claim['claim']}**", f"   - *{claim['verdict']}*: {claim['shows']}.",
@@ -462,7 +464,7 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     gains = gain_table(cells33)
     lines += ["## Experiment 33: gain at 2, 3 and 7 copies", "",
               _table(gains) if len(gains) else "No shared cell of experiment 33 in the data.", ""]
-    missing = missing_cells(cells33)
+    missing = missing_cells(cells33, not_run)
     lines += ["### Cells not run or that did not fit", "",
               _table(missing) if len(missing) else "Every cell of the study ran.", ""]
     mixes = cells37[cells37["kind"].isin(KINDS)] if len(cells37) else cells37
@@ -470,6 +472,9 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
         "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),
         "sharing": mixes.get("kind"), "gain": [gain_text(r) for _, r in mixes.iterrows()],
         "bound by": mixes.get("bound_by")})) if len(mixes) else "No mixed run in the data.", ""]
+    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else []
+    if len(skipped):
+        lines += ["### Mixes not run", "", _table(skipped[["cell", "why"]]), ""]
     lines += ["### MIG layouts of the study's mixes", "", _table(placements), ""]
     lines += ["## What a user of the study's A100-40GB should expect", "", *(f"- {x}" for x in a100_note(fit, gpu)), ""]
     return "\n".join(lines)

@@ -3,6 +3,8 @@ claim's verdict computed from the gains, and notebook 08 writing findings whose 
 
 from pathlib import Path
 
+from collections import Counter
+
 import nbformat
 import pandas as pd
 import pytest
@@ -11,7 +13,7 @@ from colloc_kit import analysis, batch, findings, reference
 from fake_results import fake_results, job_rows
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
-CPU_MODELS = {"small": "smallcnn", "medium": "mobilenet_v3_small", "large": "resnet152"}
+CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's
 
 
 def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:
@@ -36,19 +38,22 @@ def test_runs_are_sorted_into_the_studys_kinds_and_layouts(mode, label, expected
     assert findings.kind_of(mode, label) == expected
 
 
-def test_models_play_the_studys_sizes_by_name_and_mixes_read_in_its_words():
-    assert findings.role_of("timm.resnet26", findings.SEED_MODELS) == "small"
-    assert findings.role_of("resnet260", findings.SEED_MODELS) is None
-    mixes = dict(findings.study_mixes())
-    assert mixes["resnet152+resnet50+resnet26 1+1+3"] == ["4g", "2g", "1g", "1g", "1g"] and len(mixes) == 14
+def test_models_take_the_studys_names_and_mixes_read_in_its_words():
+    assert findings.name_of("timm.resnet26", findings.MIX_MODELS) == "R26"
+    assert findings.name_of("resnet152", findings.MIX_MODELS) == "R152"
+    assert findings.name_of("resnet260", findings.MIX_MODELS) is None
+    assert findings.mix_label(Counter({"R26": 3, "R152": 1, "R50": 1})) == "R152 + R50 + R26 as 1+1+3"
+    assert findings.mix_label(Counter({"R26": 2})) is None
 
 
 def test_the_mig_mixes_that_need_more_than_seven_compute_slices_cannot_be_placed():
     placements = findings.mig_placements(["H100-80GB", "A100-40GB"]).set_index("layout")
+    assert len(placements) == 14
     refused = placements[placements["H100-80GB"].str.startswith("cannot")]
     assert sorted(refused.index) == ["4g+2g+1g+1g", "4g+2g+1g+1g+1g", "4g+2g+2g"]
     assert "needs 8 compute slices; H100-80GB has 7" in refused.loc["4g+2g+2g", "H100-80GB"]
-    assert (placements.drop(refused.index)["A100-40GB"] == "fits").all()
+    assert refused.loc["4g+2g+2g", "mix"] == "R152 + R50 as 1+2"
+    assert placements.drop(refused.index)["A100-40GB"].str.contains("4g.20gb@|2g.10gb@|1g.5gb@").all()
 
 
 def test_gains_verdicts_and_missing_cells_come_from_the_data():
@@ -62,6 +67,10 @@ def test_gains_verdicts_and_missing_cells_come_from_the_data():
     missing = findings.missing_cells(cells)
     assert len(missing) == len(findings.STUDY_33) - 4 and set(missing["state"]) == {"not run"}
     assert {(k, c) for k, c in zip(missing["kind"], missing["copies"])} >= {(findings.MPS, 7), (findings.NAIVE, 3)}
+    not_run = pd.DataFrame({"experiment": ["seed-33"], "cell": ["resnet26 mps(partitions=1g+1g+1g+1g+1g+1g+1g) x7"],
+                            "why": ["a 1g partition holds 9,984 MiB; one job needs 12,000 MiB alone"]})
+    (state,) = findings.missing_cells(cells, not_run).query("copies == 7 and layout != ''")["state"]
+    assert state == "not run, does not fit: a 1g partition holds 9,984 MiB; one job needs 12,000 MiB alone"
     verdicts = {c["claim"][:20]: c for c in findings.claims(cells, cells.iloc[0:0], findings.mig_placements(
         ["H100-80GB"]), pd.DataFrame(columns=["capacity", "copies_fit"]), "H100-80GB")}
     gain, _, mig, mps = verdicts.values()
@@ -85,7 +94,7 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
     """Notebook 08 on the CPU stand-in set: it runs, lists the cells that did not fit or did not run, and every gain
     it writes is the one analysis.summarize computes from the same data."""
     outcome = batch.execute(Path(batch.default_notebooks_dir()) / "08_seed_reproduction.ipynb",
-                            {"DATA": str(TEST_SET), "MODEL_OF_SIZE": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
+                            {"DATA": str(TEST_SET), "MIX_MODELS": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
     assert outcome.status == "ok", outcome.error
     text = (tmp_path / "findings.md").read_text()
     summary = analysis.summarize(reference.load(TEST_SET))
@@ -94,7 +103,7 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
         assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x" in text
     assert "| smallcnn bs16 | naive | 7 |  | did not fit: 7 of 7 jobs out of memory |" in text
     assert "| smallcnn bs16 | MPS | 2 |  | not run |" in text
-    assert "smallcnn+mobilenet_v3_small 2+1" in text
+    assert "| R26 + R50 as 2+1 | naive |" in text
     outputs = [o for c in nbformat.read(tmp_path / outcome.ipynb, as_version=4).cells if c.cell_type == "code"
                for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

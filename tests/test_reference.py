@@ -46,7 +46,7 @@ def test_an_exported_set_gives_the_frames_and_figures_of_the_raw_runs(raw_runs, 
     naive = summary[summary["mode"] == "naive"].iloc[0]
     assert naive["repeats"] == 2 and naive["normalized_throughput_ci"] > 0 and naive["bound_by"] == "cpu"
     assert shipped.samples.empty and sorted(p.name for p in folder.iterdir()) == \
-        ["README.md", "epochs.parquet", "jobs.parquet", "monitor.parquet", "runs.parquet"]
+        ["README.md", "epochs.parquet", "jobs.parquet", "monitor.parquet", "not_run.parquet", "runs.parquet"]
 
 
 def test_export_from_results_in_memory_equals_export_from_folders(raw_runs, tmp_path):
@@ -64,6 +64,18 @@ def test_the_readme_says_where_when_how_and_what_was_left_out(raw_runs, tmp_path
                      "raw monitor series"):
         assert expected in text, expected
     assert text.count("## Left out") == 1
+
+
+def test_cells_an_experiment_did_not_run_travel_with_the_set(raw_runs, tmp_path):
+    experiment = tmp_path / "seed-33"
+    shutil.copytree(raw_runs, experiment)
+    why = "7 jobs need 90,000 MiB (each its steady footprint alone); the GPU has 81,559 MiB, 5% kept free"
+    (experiment / "not-run.json").write_text(json.dumps({"timm.resnet152 naive x7": why}))
+    folder = reference.export(experiment, "with-gaps", root=tmp_path / "sets")
+    assert reference.not_run(folder).to_dict("records") == [{"experiment": "seed-33", "cell": "timm.resnet152 naive x7",
+                                                             "why": why}]
+    assert f"- seed-33: timm.resnet152 naive x7 was not run: {why}" in (folder / "README.md").read_text()
+    assert reference.not_run(reference.export(raw_runs, "none", root=tmp_path / "sets")).empty
 
 
 def _stand_in_run(root, rate, power_w, sm_pct):

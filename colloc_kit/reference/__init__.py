@@ -16,6 +16,8 @@ A set is a folder `colloc_kit/reference/<name>/` (installed with the package) th
     monitor.parquet                              one row per run: the GPU monitor's figures (GPM, power, energy) and
                                                  the host's CPU over the run's common window (the whole sampled run
                                                  where it has none)
+    not_run.parquet                              the cells an experiment did not run and why (its not-run.json, e.g.
+                                                 the seed matrix's cells that cannot fit in memory)
     README.md                                    machine, GPU, driver, versions, commands, dates, the cells that ran,
                                                  what was left out
 
@@ -44,6 +46,8 @@ SHIPPED = Path(__file__).parent
 DEFAULT = "h100-80gb"  # what notebook 07 and the course sheets show where a folder holds no local runs
 TABLES = ("jobs", "epochs", "runs")  # the frames of Results that a set keeps
 MONITOR = "monitor"  # per-run monitor summaries
+NOT_RUN = "not_run"  # cells an experiment did not run, and why
+NOT_RUN_FILE = "not-run.json"  # where `colloc_kit.seed.run` names them in an experiment folder
 README = "README.md"
 COMPRESSION = "zstd"
 
@@ -76,6 +80,25 @@ def monitor(name: str | Path = DEFAULT) -> pd.DataFrame:
     """One row per run of the set: its monitor's figures (see `run_monitor`)."""
     path = folder(name) / f"{MONITOR}.parquet"
     return pd.read_parquet(path) if path.is_file() else pd.DataFrame(columns=["run_id"])
+
+
+def not_run(name: str | Path = DEFAULT) -> pd.DataFrame:
+    """The cells the set's experiments did not run: experiment, cell, why."""
+    path = folder(name) / f"{NOT_RUN}.parquet"
+    return pd.read_parquet(path) if path.is_file() else read_not_run([])
+
+
+def read_not_run(experiment_dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """The cells named in the experiment folders' not-run.json files (experiment, cell, why); none where absent."""
+    rows = []
+    for folder_ in dict.fromkeys(Path(d) for d in experiment_dirs):
+        path = folder_ / NOT_RUN_FILE
+        try:
+            found = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            found = {"(unreadable)": f"{path} cannot be read as JSON"}
+        rows += [{"experiment": folder_.name, "cell": cell, "why": str(why)} for cell, why in found.items()]
+    return pd.DataFrame(rows, columns=["experiment", "cell", "why"])
 
 
 def readme(name: str | Path = DEFAULT) -> str:
@@ -165,7 +188,9 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
         for table in TABLES:
             getattr(results, table).to_parquet(staging / f"{table}.parquet", compression=COMPRESSION, index=False)
         run_monitor(results).to_parquet(staging / f"{MONITOR}.parquet", compression=COMPRESSION, index=False)
-        (staging / README).write_text(render_readme(name, results, facts, sources), encoding="utf-8")
+        skipped = read_not_run(Path(d).parent for d in results.runs["run_dir"].dropna())
+        skipped.to_parquet(staging / f"{NOT_RUN}.parquet", compression=COMPRESSION, index=False)
+        (staging / README).write_text(render_readme(name, results, facts, sources, skipped), encoding="utf-8")
         target = root / name
         if target.exists():
             shutil.rmtree(target)
@@ -176,7 +201,7 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
     return target
 
 
-def render_readme(name: str, results: Results, facts: Mapping, sources: list) -> str:
+def render_readme(name: str, results: Results, facts: Mapping, sources: list, skipped: pd.DataFrame) -> str:
     """The README of a set: the facts given, then what the runs record (machine, versions, dates, cells, failures)."""
     from .. import __version__
     from ..analysis import job_mix_label
@@ -204,6 +229,7 @@ def render_readme(name: str, results: Results, facts: Mapping, sources: list) ->
               "`.host_samples`): `monitor.parquet` summarises them per run, and each job's row keeps its window's "
               "figures"]
     lines += [f"- a broken run, skipped: {path}: {problem}" for path, problem in results.broken.items()]
+    lines += [f"- {row.experiment}: {row.cell} was not run: {row.why}" for row in skipped.itertuples()]
     if len(failed):
         kinds = failed.groupby(["experiment", "mode_label", "copies", "status"], dropna=False).size()
         lines += ["- jobs that did not complete (kept in the tables): " + "; ".join(
