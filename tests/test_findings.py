@@ -103,6 +103,7 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
         assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x" in text
     assert "| smallcnn bs16 | naive | 7 |  | did not fit: 7 of 7 jobs out of memory |" in text
     assert "| smallcnn bs16 | MPS | 2 |  | not run |" in text
+    assert "| mobilenet_v3_small bs8 | naive | 7 |  | not run, does not fit: STAND-IN reason" in text  # not-run.json
     assert "| R26 + R50 as 2+1 | naive |" in text
     outputs = [o for c in nbformat.read(tmp_path / outcome.ipynb, as_version=4).cells if c.cell_type == "code"
                for o in c.outputs]
