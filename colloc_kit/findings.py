@@ -122,7 +122,7 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
     models = models or MIX_MODELS
     part = results.of_experiments([experiment])
     if part.runs.empty:
-        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset",
+        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "amp", "batch_size",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
     own = analysis.with_baselines(part.jobs)
@@ -138,7 +138,8 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
     per_run = _run_evidence(part, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
     stats = per_run.groupby(keys, dropna=False).agg(
-        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"),
+        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"), amp=("amp", "first"),
+        batch_size=("batch_size", "first"),
         **{f"{e}_{s}": (e, s) for e in EVIDENCE for s in ("mean", "std")}).reset_index()
     out = summary.merge(stats, on=keys, how="left")
     kinds = [kind_of(m, label) for m, label in zip(out["mode"], out["mode_label"])]
@@ -155,7 +156,8 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
         names = Counter(name_of(m, models) for m in run["model"])
         first = run.iloc[0]
         rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
-                     "model": first["model"], "dataset": first["dataset"],
+                     "model": first["model"], "dataset": first["dataset"], "amp": first["amp"],
+                     "batch_size": first["batch_size"],
                      "input_wait_share": _mean(run, "input_wait_share"),
                      "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
                      "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum()) if "error_kind" in run else 0.0})

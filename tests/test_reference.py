@@ -170,3 +170,24 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
     for file in TEST_SET.iterdir():
         assert f"colloc_kit/reference/some-set/{file.name}" in names
     assert "colloc_kit/reference/__init__.py" in names and "colloc_kit/reference/cli.py" in names
+
+
+@pytest.mark.skipif(reference.DEFAULT not in reference.available(),
+                    reason=f"the H100 set ({reference.DEFAULT}) is not in colloc_kit/reference/ yet")
+def test_the_shipped_h100_set_covers_the_seed_matrix_with_cis_gpm_and_energy():
+    from colloc_kit import findings
+
+    shipped, not_run = reference.load(), reference.not_run()
+    assert {"seed-33", "seed-37"} <= set(shipped.runs["experiment"])
+    cells, _ = findings.configurations(shipped, "seed-33")
+    assert set(cells["amp"]) >= {"off", "bf16"} and set(cells["batch_size"]) == {128}
+    missing = findings.missing_cells(cells, not_run)
+    assert (missing["state"] != "not run").all(), missing[missing["state"] == "not run"]  # run, or why it was not
+    ran = cells[cells["kind"] != findings.ALONE]
+    assert ran["normalized_throughput_mean"].notna().all() and ran["normalized_throughput_ci"].notna().all()
+    jobs = shipped.jobs[shipped.jobs["status"] == "complete"]
+    for column in ("sm_util_pct_mean", "sm_occupancy_pct_mean", "dram_bw_util_pct_mean", "energy_per_image_j",
+                   "steady_gpu_memory_mb"):
+        assert jobs[column].notna().all(), column
+    assert reference.monitor()["energy_j"].notna().any()
+    assert sum(p.stat().st_size for p in reference.folder(reference.DEFAULT).iterdir()) < 10 * 2**20
