@@ -22,7 +22,6 @@ import pandas as pd
 
 from . import analysis, seed
 from .errors import BadInput
-from .mig import planner
 from .results import Results
 from .statuses import COMPLETE
 
@@ -235,19 +234,19 @@ def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def gain_table(cells: pd.DataFrame, copies: tuple[int, ...] = (2, 3, 7)) -> pd.DataFrame:
-    """Per workload and copies: the gain under each way of sharing as 'gain +- CI (bound_by)'."""
+    """Per workload and copies: the gain under each way of sharing as 'gain +- CI x (bound by ...)'."""
     shared = cells[cells["kind"].isin(KINDS) & cells["copies"].isin(copies)]
     rows = []
     for (workload, n), group in shared.groupby(["workloads", "copies"], sort=True):
         row = {"workload": workload, "copies": int(n)}
         for _, cell in group.iterrows():
-            row[cell["kind"]] = f"{gain_text(cell)} ({cell['bound_by'] or 'bound_by unknown'})"
+            row[cell["kind"]] = f"{gain_text(cell)} (bound by {_bound(cell)})"
         rows.append(row)
     return pd.DataFrame(rows, columns=["workload", "copies", *KINDS]).dropna(axis=1, how="all")
 
 
 def gain_text(cell: pd.Series) -> str:
-    """'2.31 +- 0.05 x' (95 % CI), or '2.31 x (one run)', or 'no baseline'."""
+    """'2.31 +- 0.05 x' (95 % CI), '2.31 x (no CI)', or 'no baseline'."""
     mean, ci = cell["normalized_throughput_mean"], cell["normalized_throughput_ci"]
     if not _number(mean):
         return "no baseline"
@@ -277,7 +276,7 @@ def _claim_gain(cells: pd.DataFrame) -> dict:
     shows = (f"the largest gain is {gain_text(best)} ({best['workloads']}, {int(best['copies'])} copies, {best['kind']}), "
              f"each job's epoch {best['epoch_time_growth_mean']:.2f} x as long as alone")
     evidence = [f"{row['workloads']}: best {gain_text(row)} at {int(row['copies'])} copies ({row['kind']}), "
-                f"epoch x {row['epoch_time_growth_mean']:.2f}, bound by {row['bound_by']}; alone: "
+                f"epoch x {row['epoch_time_growth_mean']:.2f}, bound by {_bound(row)}; alone: "
                 f"{_alone_evidence(cells, row['workloads'])}" for _, row in per_workload.iterrows()]
     return _verdict(claim, verdict, shows, evidence)
 
@@ -404,7 +403,7 @@ def _alone_evidence(cells: pd.DataFrame, workload: str) -> str:
     if alone.empty:
         return "no lone run"
     row = alone.iloc[0]
-    parts = [f"bound by {row['bound_by']}"]
+    parts = [f"bound by {_bound(row)}"]
     for column, text in (("sm_util_pct_mean", "SMs {:.0f} % active"), ("input_wait_share_mean", "waited for data {:.0%}"),
                          ("host_cpu_util_pct_mean", "host CPU {:.0f} % busy")):
         if column in row and _number(row[column]):
@@ -497,6 +496,10 @@ def _table(frame: pd.DataFrame) -> str:
 
 def _mean(frame: pd.DataFrame, column: str) -> float:
     return frame[column].astype(float).mean() if column in frame and frame[column].notna().any() else math.nan
+
+
+def _bound(row: pd.Series) -> str:
+    return row["bound_by"] if isinstance(row["bound_by"], str) else "unknown"
 
 
 def _number(value) -> bool:

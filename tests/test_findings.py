@@ -78,7 +78,7 @@ def test_gains_verdicts_and_missing_cells_come_from_the_data():
     assert mps["verdict"] == "agrees" and "in 1 of 1 cells" in mps["shows"]
     assert "equal copies on partitions trained 0.89 x what MPS did" in mig["shows"]  # 1.6 / 1.8
     row = findings.gain_table(cells).iloc[0]
-    assert row["copies"] == 2 and row[findings.MPS] == "1.80 +- 0.00 x (bound_by unknown)"
+    assert row["copies"] == 2 and row[findings.MPS] == "1.80 +- 0.00 x (bound by unknown)"
 
 
 def test_a_workload_without_a_lone_run_borrows_its_baseline_and_says_so():
@@ -100,7 +100,7 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
     summary = analysis.summarize(reference.load(TEST_SET))
     shared = summary[(summary["experiment"] == "seed-33") & (summary["mode"] == "naive")]
     for row in shared.itertuples():
-        assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x" in text
+        assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x (bound by cpu)" in text
     assert "| smallcnn bs16 | naive | 7 |  | did not fit: 7 of 7 jobs out of memory |" in text
     assert "| smallcnn bs16 | MPS | 2 |  | not run |" in text
     assert "| mobilenet_v3_small bs8 | naive | 7 |  | not run, does not fit: STAND-IN reason" in text  # not-run.json
