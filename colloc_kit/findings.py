@@ -112,11 +112,13 @@ def name_of(model: str, models: dict[str, str]) -> str | None:
     return None
 
 
-def configurations(results: Results, experiment: str, models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str | None]:
+def configurations(results: Results, experiment: str,
+                   models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str | None]:
     """One row per cell of `experiment` (`analysis.summarize`'s columns) with its kind and layout, the workload or
-    mix it trained in the study's terms, and the evidence beside summarize's SM activity: input wait share, host
-    CPU, jobs out of memory (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none
-    there they are borrowed from the other experiments of `results`, and the note says so (else None).
+    mix it trained in the study's terms (`models`: {'R26': model, ...}, the study's timm models by default), and
+    the evidence beside summarize's SM activity: input wait share, host CPU, jobs, failed jobs and jobs out of memory
+    (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none there they
+    are borrowed from the other experiments of `results`, and the note says so (else None).
     """
     models = models or MIX_MODELS
     part = results.of_experiments([experiment])
@@ -159,10 +161,12 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
                      "batch_size": first["batch_size"],
                      "input_wait_share": _mean(run, "input_wait_share"),
                      "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
-                     "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum()) if "error_kind" in run else 0.0})
+                     "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum())
+                     if "error_kind" in run else 0.0})
     evidence = pd.DataFrame(rows)
+    host_cpu = results.runs.get("host_cpu_util_pct_mean", pd.Series(math.nan, index=results.runs.index))
     runs = results.runs[["run_id", "experiment", "mode", "mode_label", "copies"]].assign(
-        host_cpu_util_pct=results.runs.get("host_cpu_util_pct_mean", pd.Series(math.nan, index=results.runs.index)).astype(float))
+        host_cpu_util_pct=host_cpu.astype(float))
     return runs.merge(evidence, on="run_id")
 
 
@@ -273,8 +277,8 @@ def _claim_gain(cells: pd.DataFrame) -> dict:
     ci = ci if _number(ci) else 0.0
     verdict = ("agrees" if gain - ci >= CLAIMED_GAIN else "cannot tell" if gain + ci >= CLAIMED_GAIN  # CI spans 3x
                else "partly" if gain >= 1.5 else "disagrees")
-    shows = (f"the largest gain is {gain_text(best)} ({best['workloads']}, {int(best['copies'])} copies, {best['kind']}), "
-             f"each job's epoch {best['epoch_time_growth_mean']:.2f} x as long as alone")
+    shows = (f"the largest gain is {gain_text(best)} ({best['workloads']}, {int(best['copies'])} copies, "
+             f"{best['kind']}), each job's epoch {best['epoch_time_growth_mean']:.2f} x as long as alone")
     evidence = [f"{row['workloads']}: best {gain_text(row)} at {int(row['copies'])} copies ({row['kind']}), "
                 f"epoch x {row['epoch_time_growth_mean']:.2f}, bound by {_bound(row)}; alone: "
                 f"{_alone_evidence(cells, row['workloads'])}" for _, row in per_workload.iterrows()]
@@ -288,7 +292,8 @@ def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | N
     evidence = [f"{r.workload}: {r.kind} x{r.copies}{' on ' + r.layout if r.layout else ''}: {r.state}"
                 for r in oom.itertuples()]
     known = fit.dropna(subset=["copies_fit"]) if len(fit) else fit
-    known = known[known["capacity"].str.endswith(" card") | known["capacity"].str.contains(" 1g.")] if len(known) else known
+    if len(known):  # the cards and the smallest shares
+        known = known[known["capacity"].str.endswith(" card") | known["capacity"].str.contains(" 1g.")]
     evidence += [f"{r.workload}: {r.steady_gpu_memory_mb:,.0f} MiB steady alone; {int(r.copies_fit)} copies fit in "
                  f"{r.capacity}" for r in known.itertuples()]
     lines, compute_binds = _saturation(cells)
@@ -311,7 +316,8 @@ def _saturation(cells: pd.DataFrame) -> tuple[list[str], bool | None]:
         alone = group[group["kind"] == ALONE]
         shared = group[group["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
         if len(alone) and len(shared) and _number(alone["sm_util_pct_mean"].iloc[0]):
-            rows.append((workload, float(alone["sm_util_pct_mean"].iloc[0]), shared["normalized_throughput_mean"].max()))
+            rows.append((workload, float(alone["sm_util_pct_mean"].iloc[0]),
+                         shared["normalized_throughput_mean"].max()))
     lines = [f"{w}: alone its SMs were {sm:.0f} % active; the best gain from copies was {gain:.2f} x"
              for w, sm, gain in rows]
     if len(rows) < 2:
@@ -404,7 +410,8 @@ def _alone_evidence(cells: pd.DataFrame, workload: str) -> str:
         return "no lone run"
     row = alone.iloc[0]
     parts = [f"bound by {_bound(row)}"]
-    for column, text in (("sm_util_pct_mean", "SMs {:.0f} % active"), ("input_wait_share_mean", "waited for data {:.0%}"),
+    for column, text in (("sm_util_pct_mean", "SMs {:.0f} % active"),
+                         ("input_wait_share_mean", "waited for data {:.0%}"),
                          ("host_cpu_util_pct_mean", "host CPU {:.0f} % busy")):
         if column in row and _number(row[column]):
             parts.append(text.format(row[column]))
@@ -420,8 +427,8 @@ def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
     from .mig.profiles import gpu_model
 
     here, there = gpu_model(gpu), gpu_model(STUDY_GPU)
-    lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs and "
-             f"{here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "
+    lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs "
+             f"and {here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "
              "smaller card busier still, so its copies gain no more there; a job that leaves SMs idle here (host- or "
              "input-bound) leaves them idle there too, and copies gain on both."]
     a100 = fit[fit["capacity"].astype(str).str.startswith(STUDY_GPU)].dropna(subset=["copies_fit"]) if len(fit) else fit
@@ -435,7 +442,8 @@ def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
     from .mig.profiles import gpu_model
 
     out = {}
-    for model in [gpu_model(gpu)] + ([gpu_model(STUDY_GPU)] if with_study_gpu and gpu_model(gpu).name != STUDY_GPU else []):
+    models = [gpu_model(gpu)] + ([gpu_model(STUDY_GPU)] if with_study_gpu and gpu_model(gpu).name != STUDY_GPU else [])
+    for model in models:
         out[f"{model.name} card"] = float(model.total_memory_mib)
         out.update({f"{model.name} {p.name}": float(p.memory_mib) for p in model.profiles
                     if not p.media_extensions and p.compute_slices in (1, 2, 3, 4)})
@@ -463,7 +471,8 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     for i, claim in enumerate(found, 1):
         lines += [f"{i}. **{claim['claim']}**", f"   - *{claim['verdict']}*: {claim['shows']}.",
                   *(f"   - {e}" for e in claim["evidence"]), ""]
-    differ = sorted((c for c in found if c["verdict"] in ("disagrees", "partly")), key=lambda c: c["verdict"] != "disagrees")
+    differ = sorted((c for c in found if c["verdict"] in ("disagrees", "partly")),
+                    key=lambda c: c["verdict"] != "disagrees")
     lines += ["## Where the data differs most from the paper", "",
               *([f"- {c['claim']} *{c['verdict']}*: {c['shows']}." for c in differ[:3]] or
                 ["- nowhere that the data can tell"]), ""]

@@ -93,8 +93,8 @@ def test_a_workload_without_a_lone_run_borrows_its_baseline_and_says_so():
 def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
     """Notebook 08 on the CPU stand-in set: it runs, lists the cells that did not fit or did not run, and every gain
     it writes is the one analysis.summarize computes from the same data."""
-    outcome = batch.execute(Path(batch.default_notebooks_dir()) / "08_seed_reproduction.ipynb",
-                            {"DATA": str(TEST_SET), "MIX_MODELS": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}, tmp_path)
+    parameters = {"DATA": str(TEST_SET), "MIX_MODELS": CPU_MODELS, "PLOTLY_RENDERER": "plotly_mimetype"}
+    outcome = batch.execute(Path(batch.default_notebooks_dir()) / "08_seed_reproduction.ipynb", parameters, tmp_path)
     assert outcome.status == "ok", outcome.error
     text = (tmp_path / "findings.md").read_text()
     summary = analysis.summarize(reference.load(TEST_SET))
@@ -122,3 +122,28 @@ def test_compute_must_fit_holds_where_the_busiest_lone_job_gains_least():
                           pd.DataFrame(columns=["capacity", "copies_fit"]), "H100-80GB")[1]
     assert fit["verdict"] == "agrees" and "kept the SMs busiest gained least" in fit["shows"]
     assert "resnet152 bs128: alone its SMs were 95 % active; the best gain from copies was 1.10 x" in fit["evidence"]
+
+
+def test_mixes_are_compared_across_ways_of_sharing_in_the_findings():
+    """Made-up rates (not measured): R26 + R50 alone at 100 and 50 images/s; together naive, MPS and on partitions."""
+    rows = []
+    r26, r50 = "timm.resnet26", "timm.resnet50"
+    for run_id, mode, label, rates in (("a26", "exclusive", "exclusive", {r26: 100.0}),
+                                       ("a50", "exclusive", "exclusive", {r50: 50.0}),
+                                       ("n", "naive", "naive", {r26: 60.0, r50: 30.0}),
+                                       ("m", "mps", "mps", {r26: 80.0, r50: 40.0}),
+                                       ("p", "mps", "mps(partitions=1g+2g)", {r26: 50.0, r50: 30.0})):
+        for i, (model, rate) in enumerate(rates.items()):
+            (row,) = job_rows(run_id, mode, 1, [rate], model=model, batch_size=128)
+            rows.append({**row, "job": f"j{i}", "experiment": "seed-37", "mode_label": label,
+                         "alone": mode == "exclusive", "images_per_s_overlap": None if mode == "exclusive" else rate})
+    results = fake_results(rows)
+    cells, note = findings.configurations(results, "seed-37")
+    shared = cells[cells["kind"] != findings.ALONE].set_index("kind")
+    assert note is None and set(shared["mix"]) == {"R26 + R50 as 1+1"}
+    assert shared.loc[findings.MPS, "normalized_throughput_mean"] == pytest.approx(1.6)  # 80/100 + 40/50
+    assert shared.loc[findings.PARTITION, "layout"] == "2g+1g"
+    text = findings.markdown(results, "H100-80GB")
+    assert "mixes on partitions trained 0.69 x what MPS did" in text  # (0.5 + 0.6) / 1.6
+    assert "| R26 + R50 as 1+1 | MPS | 1.60 +- 0.00 x |  |" in text  # the made-up runs have no bound_by
+    assert "R26 + R50 as 1+1: MPS 1.60 +- 0.00 x" in text and "No shared cell of experiment 33" in text

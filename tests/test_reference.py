@@ -92,14 +92,15 @@ def _stand_in_run(root, rate, power_w, sm_pct):
         events.append({"type": "end", "job": job, "t": 111.0, "status": "complete", "images_per_s": rate,
                        "steady_s": 10.0, "steady_images": rate * 10})
         run.events_path(job).write_text("".join(json.dumps(e) + "\n" for e in events))
-        entries.append({"job": job, "group": 0, "outcome": None, "spec": {"model": "resnet18", "dataset": "synthetic",
-                                                                           "batch_size": 64, "amp": "bf16", "device": "cuda"}})
+        spec = {"model": "resnet18", "dataset": "synthetic", "batch_size": 64, "amp": "bf16", "device": "cuda"}
+        entries.append({"job": job, "group": 0, "outcome": None, "spec": spec})
     run.write_manifest({"run_id": run.run_id, "experiment": "exp", "status": "complete", "copies": 2, "repeat": 0,
                         "mode": {"name": "mps", "label": "mps"}, "sequential": False, "jobs": entries})
     t = [100.0 + 0.5 * i for i in range(25)]
     run.monitor_dir.mkdir()
-    pd.DataFrame({"t": t, "gpu": 0, "power_w": power_w, "sm_util_pct": sm_pct,
-                  "energy_mj": [1e6 + power_w * 1000 * (x - 100) for x in t]}).to_parquet(run.monitor_dir / "samples_gpu.parquet")
+    samples = pd.DataFrame({"t": t, "gpu": 0, "power_w": power_w, "sm_util_pct": sm_pct,
+                            "energy_mj": [1e6 + power_w * 1000 * (x - 100) for x in t]})
+    samples.to_parquet(run.monitor_dir / "samples_gpu.parquet")
     return run
 
 

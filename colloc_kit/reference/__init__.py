@@ -50,6 +50,7 @@ NOT_RUN = "not_run"  # cells an experiment did not run, and why
 NOT_RUN_FILE = "not-run.json"  # where `colloc_kit.seed.run` names them in an experiment folder
 README = "README.md"
 COMPRESSION = "zstd"
+HOST_NOT_FIGURES = ("energy", "avg_power", "sampled")  # a window summary's GPU-only keys, left out for the host
 
 
 def available(root: str | Path | None = None) -> list[str]:
@@ -153,7 +154,7 @@ def run_monitor(results: Results) -> pd.DataFrame:
                 row.update(summarize(gpu, *span))
             if len(host):
                 row.update({f"host_{k}": v for k, v in summarize(host, *span).items()
-                            if k not in ("window_s", "samples") and not k.startswith(("energy", "avg_power", "sampled"))})
+                            if k not in ("window_s", "samples") and not k.startswith(HOST_NOT_FIGURES)})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -174,7 +175,8 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
         sources = [source] if isinstance(source, (str, Path)) else list(source)
         missing = [str(s) for s in sources if not Path(s).exists()]
         if missing:
-            raise BadInput(f"run folder(s) {', '.join(missing)} do not exist; give experiment folders such as runs/seed-33")
+            raise BadInput(f"run folder(s) {', '.join(missing)} do not exist; give experiment folders such as "
+                           "runs/seed-33")
         results = load_runs([Path(s) for s in sources])
     if results.runs.empty:
         raise BadInput(f"no runs to export (in {', '.join(map(str, sources)) or 'the Results given'}); give folders "
@@ -219,7 +221,8 @@ def render_readme(name: str, results: Results, facts: Mapping, sources: list, sk
         lines += [f"## {key[:1].upper()}{key[1:]}", "", *(f"- {v}" for v in values), ""]
     lines += ["## Where and when", "", *(f"- {m}" for m in machines(runs)),
               f"- runs from {_utc(runs['started_at'].min())} to {_utc(runs['ended_at'].max())}", ""]
-    lines += ["## The cells that ran", "", "| experiment | mode | copies | jobs | runs | complete |", "|---|---|---|---|---|---|"]
+    lines += ["## The cells that ran", "", "| experiment | mode | copies | jobs | runs | complete |",
+              "|---|---|---|---|---|---|"]
     mixes = jobs.groupby("run_id").apply(job_mix_label).rename("jobs") if len(jobs) else pd.Series(name="jobs")
     cells = runs.join(mixes, on="run_id").assign(done=runs["status"].eq("complete"))
     for keys, group in cells.groupby(["experiment", "mode_label", "copies", "jobs"], dropna=False, sort=True):
