@@ -42,7 +42,7 @@ stop)
   runs=$2
   touch "$runs.stop"
   kill -INT -- -"$(cat "$runs.pid")" 2>/dev/null
-  for _ in $(seq 90); do kill -0 "$(cat "$runs.pid")" 2>/dev/null || break; sleep 1; done
+  for _ in $(seq 120); do pgrep -s "$(cat "$runs.pid")" > /dev/null || break; sleep 1; done  # the kit too, not bash
   tail -5 "$runs.log"
   echo "MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
   ;;
