@@ -126,15 +126,17 @@ def configurations(results: Results, experiment: str,
         columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "amp", "batch_size",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
+    part, superseded = _without_superseded(part)
     own = analysis.with_baselines(part.jobs)
     lacking = own[own["baseline_note"].notna()]
-    note = None
+    notes = [f"{superseded} run(s) that did not complete, of cells a later run completed, left out"] if superseded else []
     reference = None
     if len(lacking):
         names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
         reference = results.jobs
-        note = (f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads in "
-                f"{', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
+        notes.append(f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads "
+                     f"in {', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
+    note = "; ".join(notes) or None
     summary = analysis.summarize(part, reference)
     per_run = _run_evidence(part, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
@@ -147,6 +149,21 @@ def configurations(results: Results, experiment: str,
     out["kind"] = [k for k, _ in kinds]
     out["layout"] = [layout or "" for _, layout in kinds]  # "" where the kind has no layout
     return out, note
+
+
+def _without_superseded(results: Results) -> tuple[Results, int]:
+    """The runs, less those that did not complete of cells that a run completed (a resumed experiment reruns a
+    failed or interrupted cell: its completed run replaces the earlier one); and how many were left out."""
+    runs = results.runs
+    if "cell_id" not in runs or runs.empty:
+        return results, 0
+    done = set(runs.loc[runs["status"] == COMPLETE, "cell_id"].dropna())
+    drop = runs["cell_id"].isin(done) & (runs["status"] != COMPLETE)
+    if not drop.any():
+        return results, 0
+    keep = set(runs.loc[~drop, "run_id"])
+    return Results(*(frame[frame["run_id"].isin(keep)] if "run_id" in frame else frame
+                     for frame in (results.jobs, results.epochs, results.runs))), int(drop.sum())
 
 
 def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
@@ -193,10 +210,11 @@ def mig_placements(gpus: list[str]) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()))
 
 
-def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, study: list = STUDY_33) -> pd.DataFrame:
+def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, fit: pd.DataFrame | None = None,
+                  gpu: str = "H100-80GB", study: list = STUDY_33) -> pd.DataFrame:
     """Per workload of experiment 33, the study's cells the data lacks (with the reason where the experiment's
-    not-run list gives one, e.g. that they cannot fit in memory), the cells whose jobs ran out of memory and those
-    whose jobs failed otherwise (means over repeats)."""
+    not-run list gives one, or where `fit`, `analysis.memory_fit` on `gpu`'s capacities, says its jobs cannot fit),
+    the cells whose jobs ran out of memory and those whose jobs failed otherwise (means over repeats)."""
     skipped = _skipped(not_run, cells["experiment"].iloc[0] if len(cells) else "seed-33")
     rows = [{"workload": "any", "kind": kind, "copies": copies, "layout": layout or "", "state": "not run"}
             for kind, copies, layout in study] if cells.empty else []
@@ -205,7 +223,7 @@ def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, stud
         model = group["model"].iloc[0]
         for kind, copies, layout in study:
             if (kind, copies, layout or "") not in present:
-                why = skipped.get((model, kind, copies, layout or ""))
+                why = skipped.get((model, kind, copies, layout or "")) or _too_big(fit, workload, copies, layout, gpu)
                 rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
                              "state": f"not run, does not fit: {why}" if why else "not run"})
         for _, row in group[group["failed_jobs_mean"].fillna(0) > 0].iterrows():
@@ -215,6 +233,26 @@ def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, stud
             rows.append({"workload": workload, "kind": row["kind"], "copies": int(row["copies"]),
                          "layout": row["layout"], "state": state})
     return pd.DataFrame(rows, columns=["workload", "kind", "copies", "layout", "state"])
+
+
+def _too_big(fit: pd.DataFrame | None, workload: str, copies: int, layout: str | None, gpu: str) -> str | None:
+    """Why `copies` jobs of `workload` cannot fit the card (or one its layout's shares), by their steady footprint
+    alone (`fit`: analysis.memory_fit on `capacities(gpu)`); None where they fit or nothing is known."""
+    from .mig.profiles import resolve
+
+    if fit is None or fit.empty:
+        return None
+    capacity, needed = (f"{gpu} {resolve(layout.split('+')[0], gpu).name}", 1) if layout else (f"{gpu} card", copies)
+    found = fit[(fit["workload"] == workload) & (fit["capacity"] == capacity)].dropna(subset=["copies_fit"])
+    if found.empty or found["copies_fit"].iloc[0] >= needed:
+        return None
+    row = found.iloc[0]
+    return (f"by its steady footprint alone ({row['steady_gpu_memory_mb']:,.0f} MiB), {_copies(row['copies_fit'])} "
+            f"fit in {capacity} ({row['capacity_mb']:,.0f} MiB)")
+
+
+def _copies(n) -> str:
+    return f"{int(n)} cop{'y' if int(n) == 1 else 'ies'}"
 
 
 def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
@@ -261,7 +299,7 @@ def claims(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFram
            gpu: str, not_run: pd.DataFrame | None = None) -> list[dict]:
     """Each claim of the paper with what the data shows, a verdict (agrees / partly / disagrees / cannot tell) and
     the evidence, all computed from the frames given."""
-    return [_claim_gain(cells33), _claim_fit(cells33, fit, not_run), _claim_mig(cells33, cells37, placements, gpu),
+    return [_claim_gain(cells33), _claim_fit(cells33, fit, not_run, gpu), _claim_mig(cells33, cells37, placements, gpu),
             _claim_mps(cells33, cells37)]
 
 
@@ -285,16 +323,16 @@ def _claim_gain(cells: pd.DataFrame) -> dict:
     return _verdict(claim, verdict, shows, evidence)
 
 
-def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | None) -> dict:
+def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | None, gpu: str) -> dict:
     claim = "The collocated models' aggregate memory footprint and compute needs must fit the GPU."
-    missing = missing_cells(cells, not_run)
+    missing = missing_cells(cells, not_run, fit, gpu)
     oom = missing[missing["state"].str.contains("not fit")]
     evidence = [f"{r.workload}: {r.kind} x{r.copies}{' on ' + r.layout if r.layout else ''}: {r.state}"
                 for r in oom.itertuples()]
     known = fit.dropna(subset=["copies_fit"]) if len(fit) else fit
     if len(known):  # the cards and the smallest shares
         known = known[known["capacity"].str.endswith(" card") | known["capacity"].str.contains(" 1g.")]
-    evidence += [f"{r.workload}: {r.steady_gpu_memory_mb:,.0f} MiB steady alone; {int(r.copies_fit)} copies fit in "
+    evidence += [f"{r.workload}: {r.steady_gpu_memory_mb:,.0f} MiB steady alone; {_copies(r.copies_fit)} fit in "
                  f"{r.capacity}" for r in known.itertuples()]
     lines, compute_binds = _saturation(cells)
     evidence += lines
@@ -432,7 +470,7 @@ def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
              "smaller card busier still, so its copies gain no more there; a job that leaves SMs idle here (host- or "
              "input-bound) leaves them idle there too, and copies gain on both."]
     a100 = fit[fit["capacity"].astype(str).str.startswith(STUDY_GPU)].dropna(subset=["copies_fit"]) if len(fit) else fit
-    lines += [f"{r.workload}: {int(r.copies_fit)} copies fit in {r.capacity} (steady {r.steady_gpu_memory_mb:,.0f} MiB "
+    lines += [f"{r.workload}: {_copies(r.copies_fit)} fit in {r.capacity} (steady {r.steady_gpu_memory_mb:,.0f} MiB "
               "measured here)" for r in a100.itertuples()]
     return lines
 
@@ -479,7 +517,7 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     gains = gain_table(cells33)
     lines += ["## Experiment 33: gain at 2, 3 and 7 copies", "",
               _table(gains) if len(gains) else "No shared cell of experiment 33 in the data.", ""]
-    missing = missing_cells(cells33, not_run)
+    missing = missing_cells(cells33, not_run, fit, gpu)
     lines += ["### Cells not run or that did not fit", "",
               _table(missing) if len(missing) else "Every cell of the study ran.", ""]
     mixes = cells37[cells37["kind"].isin(KINDS)] if len(cells37) else cells37

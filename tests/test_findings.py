@@ -147,3 +147,29 @@ def test_mixes_are_compared_across_ways_of_sharing_in_the_findings():
     assert "mixes on partitions trained 0.69 x what MPS did" in text  # (0.5 + 0.6) / 1.6
     assert "| R26 + R50 as 1+1 | MPS | 1.60 +- 0.00 x |  |" in text  # the made-up runs have no bound_by
     assert "R26 + R50 as 1+1: MPS 1.60 +- 0.00 x" in text and "No shared cell of experiment 33" in text
+
+
+def test_a_failed_run_of_a_cell_a_later_run_completed_is_left_out_and_counted():
+    jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("mps", "mps", 2): [90.0, 90.0]})
+    failed = jobs[jobs["mode"] == "mps"].assign(run_id="mps-x2-first", status="failed", images_per_s=5.0,
+                                                images_per_s_overlap=5.0)
+    results = fake_results(pd.concat([failed, jobs]).to_dict("records"))
+    results.runs["cell_id"] = results.runs["mode_label"] + "-x" + results.runs["copies"].astype(str)
+    results.runs["status"] = ["failed_jobs", "complete", "complete"]
+    cells, note = findings.configurations(results, "seed-33")
+    mps = cells[cells["kind"] == findings.MPS].iloc[0]
+    assert note == "1 run(s) that did not complete, of cells a later run completed, left out"
+    assert mps["repeats"] == 1 and mps["normalized_throughput_mean"] == pytest.approx(1.8)
+
+
+def test_a_cell_not_run_is_explained_by_the_steady_footprint_where_it_cannot_fit():
+    jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0]})
+    cells, _ = findings.configurations(fake_results(jobs.to_dict("records")), "seed-33")
+    fit = pd.DataFrame({"workload": ["resnet26 bs128"] * 2, "capacity": ["H100-80GB card", "H100-80GB 1g.10gb"],
+                        "capacity_mb": [81559.0, 9984.0], "steady_gpu_memory_mb": [14000.0] * 2,
+                        "copies_fit": [5, 0]})  # made up: as analysis.memory_fit gives them
+    states = findings.missing_cells(cells, None, fit, "H100-80GB").set_index(["kind", "copies"])["state"]
+    assert states[(findings.NAIVE, 7)] == ("not run, does not fit: by its steady footprint alone (14,000 MiB), "
+                                           "5 copies fit in H100-80GB card (81,559 MiB)")
+    assert states[(findings.PARTITION, 7)].endswith("0 copies fit in H100-80GB 1g.10gb (9,984 MiB)")
+    assert states[(findings.MPS, 3)] == "not run"  # 3 copies fit the card
