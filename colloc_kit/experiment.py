@@ -43,6 +43,7 @@ from .results import Results, RunReading, assemble, read_run
 from .rundir import RunDir, check_out, safe_name
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
+from .zygote import Zygote
 
 SPECS_DIR, MACHINES_DIR = "specs", "machines"
 EXIT_ERROR = 3  # a cell process whose run raised (the error is in its manifest and on its stderr)
@@ -153,8 +154,9 @@ def _run_here(spec: ExperimentSpec, spec_file: Path, todo: list[Cell], gpus: lis
             return readings
         bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(todo), enabled=progress)
         try:
-            for cell in todo:
-                readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar)
+            with Zygote.for_experiment() as zygote:  # imports once here, while the first cell sets up
+                for cell in todo:
+                    readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar, zygote)
         finally:
             bar.close()
     return readings
@@ -223,9 +225,11 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     return planned
 
 
-def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress) -> RunReading:
+def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress,
+             zygote: Zygote | None = None) -> RunReading:
     """One cell: its run directory, its mode entered and left on the placement's GPU, its jobs launched (in waves if
-    the mode is sequential), its host CPU use recorded; returns the run as `read_run` reads it back."""
+    the mode is sequential; forked from `zygote` if given), its host CPU use recorded; returns the run as `read_run`
+    reads it back."""
     planned = plan_jobs(spec, cell.copies)
     mode_spec = cell.mode
     run = RunDir.create(out, spec.name, cell.label)
@@ -260,7 +264,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
-                                on_start=watch)
+                                on_start=watch, zygote=zygote)
                     try:
                         wave.run()
                     finally:

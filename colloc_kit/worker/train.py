@@ -103,13 +103,12 @@ def _job_id(argv: list[str]) -> str:
 
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
-    import psutil
     import torch
 
     from .loaders import build_feed
     from .models import build_model
 
-    launched_at = psutil.Process().create_time()  # where a run's set-up time goes: the `ready` event says
+    launched_at = _started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
 
     if os.environ.get("OMP_NUM_THREADS"):
@@ -306,6 +305,14 @@ def _inject_fault(torch: Any, kind: str, step: int, device: Any) -> None:
         free_bytes, _ = torch.cuda.mem_get_info(device)
         torch.empty(free_bytes + 2 ** 30, dtype=torch.uint8, device=device)
     raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected at step {step}; the CPU has no CUDA allocator)")
+
+
+def _started_at() -> float:
+    """When this process started (was forked, for one forked from the zygote), on the kit's clock, to a clock tick
+    (psutil's create_time can be a second off: it adds whole seconds of boot time)."""
+    with open("/proc/self/stat") as stat:
+        ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime: clock ticks after boot
+    return events.now() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def _peak_rss_mb() -> float:
