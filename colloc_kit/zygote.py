@@ -254,13 +254,13 @@ def _become_worker(request: dict, fds: list[int]) -> int:
     for fd, std in zip(fds, (0, 1, 2)):
         os.dup2(fd, std)
         os.close(fd)
+    import setproctitle
+
+    setproctitle.setproctitle(request["title"])  # first: it finds the room for the title through the environment
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     os.sched_setaffinity(0, request["cores"])
-    import setproctitle
-
-    setproctitle.setproctitle(request["title"])
     sys.argv = [importlib.util.find_spec(f"{WORKER_MODULE}.__main__").origin, *request["args"]]  # as `-m` sets it
     from colloc_kit.worker.train import main
 
