@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO
+from typing import IO, NoReturn
 
 PRELOAD = ("torch", "torchvision", "setproctitle", "colloc_kit.worker.train", "colloc_kit.worker.loaders",
            "colloc_kit.worker.models")
@@ -206,9 +206,9 @@ def _preload() -> str | None:
     return None
 
 
-def _serve(sock: socket.socket) -> tuple[dict, list[int]] | None:
+def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:
     """Fork a worker per request until the kit closes the socket (then None). Returns, in each forked worker, its
-    request and file descriptors (stdin, stdout, stderr)."""
+    request, its file descriptors (stdin, stdout, stderr) and the one to close once it has taken them."""
     while True:
         readable = select.select([sock], [], [], POLL_S)[0]
         try:
@@ -218,16 +218,16 @@ def _serve(sock: socket.socket) -> tuple[dict, list[int]] | None:
             message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
             if not message:
                 return None
+            set_up_r, set_up_w = os.pipe()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 sock.close()
-                os.setpgid(0, 0)
-                return json.loads(message), fds
-            try:
-                os.setpgid(pid, pid)  # here too, so that the kit can signal the worker's group once it has the pid
-            except (ProcessLookupError, PermissionError):  # it ended already, or set it itself
-                pass
+                os.close(set_up_r)
+                return json.loads(message), fds, set_up_w
+            os.close(set_up_w)
+            os.read(set_up_r, 1)  # EOF once the worker has its group, streams, name...: Popen returns after exec too
+            os.close(set_up_r)
             pidfd = os.pidfd_open(pid)  # our unreaped child: this pidfd is that process, whatever happens to us
             try:
                 socket.send_fds(sock, [json.dumps({"started": pid}).encode()], [pidfd])
@@ -249,8 +249,10 @@ def _report_exits(sock: socket.socket) -> None:
         sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _become_worker(request: dict, fds: list[int]) -> int:
-    """In a forked child: take the job's streams, environment, cores, directory and name; run the worker."""
+def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
+    """In a forked child: take the job's group, streams, name, environment, cores and directory (then close `set_up`
+    to say so); run the worker."""
+    os.setpgid(0, 0)
     for fd, std in zip(fds, (0, 1, 2)):
         os.dup2(fd, std)
         os.close(fd)
@@ -262,21 +264,25 @@ def _become_worker(request: dict, fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.sched_setaffinity(0, request["cores"])
     sys.argv = [importlib.util.find_spec(f"{WORKER_MODULE}.__main__").origin, *request["args"]]  # as `-m` sets it
-    from colloc_kit.worker.train import main
+    os.close(set_up)
+    from colloc_kit.worker.train import leave, main
 
-    return main(request["args"])
+    leave(main(request["args"]))
 
 
-def main(fd: int) -> int:
+def main(fd: int) -> NoReturn:
     """The zygote process: import, say whether forking is safe, then fork workers until the kit goes."""
     sock = socket.socket(fileno=fd)
     why = _preload()
-    sock.send(json.dumps({"ok": why is None, "why": why}).encode())
-    if why is not None:
-        return 0
-    forked = _serve(sock)
-    return 0 if forked is None else _become_worker(*forked)
+    try:
+        sock.send(json.dumps({"ok": why is None, "why": why}).encode())
+    except OSError:  # the kit is gone already
+        why = "the kit is gone"
+    forked = _serve(sock) if why is None else None
+    if forked is None:  # nothing to flush, and tearing down torch's modules would only cost time
+        os._exit(0)
+    _become_worker(*forked)
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1])))
+    main(int(sys.argv[1]))
