@@ -98,7 +98,7 @@ def main() -> None:
            "seconds": args.seconds, "warmup_steps": args.warmup_steps, "channels_last": args.device == "cuda"}
     if args.image_size:
         job["image_size"] = args.image_size
-    runs_dir = args.out.with_suffix("")
+    runs_dir = args.out.with_suffix("") / time.strftime("%Y%m%d-%H%M%S")  # new experiments: none resumed
     rows = [experiment(job, runs_dir, f"overhead-{i}", 1)[0] for i in range(args.repeats)]
     report = {"label": args.label, "job": job, "runs": rows, "mean": mean(rows)}
     lines = [say(args.label or "single", report["mean"], len(rows))]
