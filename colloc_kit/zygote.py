@@ -34,10 +34,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, NoReturn
+from typing import IO, Iterable, NoReturn
+
+from .worker.models import TIMM_PREFIX
 
 PRELOAD = ("torch", "torchvision", "setproctitle", "colloc_kit.worker.train", "colloc_kit.worker.loaders",
-           "colloc_kit.worker.models")
+           "colloc_kit.worker.models", "colloc_kit.worker.recipes")
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
                                           # calls it); the zygote must have one thread when it forks
 WORKER_MODULE = "colloc_kit.worker"
@@ -56,9 +58,12 @@ class Zygote:
     """The kit's side: starts the zygote process, asks it for workers, hears how they end. A context manager; leaving
     it closes the socket, which ends the zygote (its workers run on until they end or their stdin closes)."""
 
-    def __init__(self):
+    def __init__(self, models: Iterable[str] = ()):
+        """`models`: the names the jobs will build, so that a library only some need (timm) is imported too."""
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+        extra = ["timm"] if any(name.startswith(TIMM_PREFIX) for name in models) else []
+        self._proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno()), *extra],
+                                      pass_fds=[theirs.fileno()],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       env={**os.environ, **ONE_THREAD, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
         theirs.close()
@@ -76,9 +81,9 @@ class Zygote:
         self.close()
 
     @classmethod
-    def for_experiment(cls) -> "contextlib.AbstractContextManager[Zygote | None]":
+    def for_experiment(cls, models: Iterable[str]) -> "contextlib.AbstractContextManager[Zygote | None]":
         """A zygote for an experiment's runs, or None where it is turned off or the system lacks pidfds."""
-        return cls() if enabled() else contextlib.nullcontext()
+        return cls(models) if enabled() else contextlib.nullcontext()
 
     def close(self) -> None:
         """End the zygote: close its socket and reap it."""
@@ -190,16 +195,16 @@ class ForkedWorker:
 # ---------------------------------------------------------------- the zygote process
 
 
-def _preload() -> str | None:
-    """Import what every worker needs; why forking would be unsafe now, or None."""
-    for name in PRELOAD:
+def _preload(extra: Iterable[str] = ()) -> str | None:
+    """Import what every worker needs (and `extra`); why forking would be unsafe now, or None."""
+    for name in (*PRELOAD, *extra):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the worker meets the same error itself and reports it as an event
             pass
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "an import initialised CUDA, which a forked process cannot use"
+    with open("/proc/self/maps") as maps:
+        if "libcuda.so" in maps.read():  # the driver is loaded only to be initialised, and a fork cannot use it then
+            return "an import loaded the CUDA driver"
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:
         return f"{threads} threads after the imports (a fork copies one)"
@@ -270,10 +275,10 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     leave(main(request["args"]))
 
 
-def main(fd: int) -> NoReturn:
+def main(fd: int, extra: list[str]) -> NoReturn:
     """The zygote process: import, say whether forking is safe, then fork workers until the kit goes."""
     sock = socket.socket(fileno=fd)
-    why = _preload()
+    why = _preload(extra)
     try:
         sock.send(json.dumps({"ok": why is None, "why": why}).encode())
     except OSError:  # the kit is gone already
@@ -285,4 +290,4 @@ def main(fd: int) -> NoReturn:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), sys.argv[2:])

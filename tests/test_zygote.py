@@ -122,7 +122,7 @@ def test_a_zygote_that_would_fork_threads_refuses():
 def test_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("COLLOC_KIT_ZYGOTE", "0")
     assert not enabled()
-    assert Zygote.for_experiment().__enter__() is None
+    assert Zygote.for_experiment(["smallcnn"]).__enter__() is None
 
 
 def test_an_experiment_forks_its_workers_from_one_zygote(tmp_path):
