@@ -202,6 +202,8 @@ def _preload(extra: Iterable[str] = ()) -> str | None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the worker meets the same error itself and reports it as an event
             pass
+    if "setproctitle" not in sys.modules:
+        return "setproctitle is not installed (pip install setproctitle), so a forked worker could not name itself"
     with open("/proc/self/maps") as maps:
         if "libcuda.so" in maps.read():  # the driver is loaded only to be initialised, and a fork cannot use it then
             return "an import loaded the CUDA driver"

@@ -128,9 +128,13 @@ def test_the_switch_turns_it_off(monkeypatch):
 def test_an_experiment_forks_its_workers_from_one_zygote(tmp_path):
     job = dict(model="smallcnn", device="cpu", image_size=16, steps=2, warmup_steps=1, synthetic_samples=32,
                batch_size=8, workers=0)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # another test's zygote may be running
     results = colloc_kit.run([job], mode="naive", copies=2, repeats=2, out=tmp_path, monitor=False, progress=False)
     assert list(results.jobs["status"]) == ["complete"] * 4
     assert (results.jobs["imports_s"] < 1.0).all()  # every run's workers, the first's included, came imported
+    left = [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and "colloc_kit" in " ".join(p.cmdline())]
+    assert not left, "the experiment left its zygote or a worker running"
 
 
 @pytest.mark.gpu
