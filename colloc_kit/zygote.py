@@ -91,6 +91,8 @@ class Zygote:
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the listener; the zygote reads EOF
         except OSError:
             pass
+        if self._hello is None:  # nobody asked for a worker (so it forked none): no need to wait for its imports
+            self._proc.kill()
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

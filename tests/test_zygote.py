@@ -144,3 +144,10 @@ def test_a_forked_worker_trains_on_the_gpu(zygote, tmp_path):
     evs = read_events(proc)
     assert proc.wait(timeout=300) == 0, (tmp_path / "stderr.log").read_text()
     assert evs[-1]["type"] == events.END and evs[0]["device"] != "cpu"
+
+
+def test_a_zygote_asked_for_nothing_is_not_waited_for():
+    """Closed before any worker was asked for (e.g. the mode failed to start), the zygote is stopped mid-import."""
+    zygote = Zygote()
+    zygote.close()
+    assert zygote._proc.returncode == -signal.SIGKILL
