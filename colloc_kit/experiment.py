@@ -154,7 +154,8 @@ def _run_here(spec: ExperimentSpec, spec_file: Path, todo: list[Cell], gpus: lis
             return readings
         bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(todo), enabled=progress)
         try:
-            with Zygote.for_experiment(job.model for job in spec.jobs) as zygote:  # imports once here, while the first cell sets up
+            # one process imports torch for every run's workers, while the first cell sets up (zygote.py)
+            with Zygote.for_experiment(job.model for job in spec.jobs) as zygote:
                 for cell in todo:
                     readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar, zygote)
         finally:
