@@ -97,8 +97,9 @@ def test_a_worker_outliving_its_zygote_is_seen_to_end(tmp_path):
 
 def test_the_zygote_leaves_with_a_sigkilled_kit(tmp_path):
     """The kit's end of the socket closes with the kit; the zygote then ends, and so does a worker at its barrier."""
+    argv = command("--steps", "5", "--barrier", "stdin")
     script = ("import json, os, sys; from colloc_kit.zygote import Zygote; z = Zygote(); "
-              f"w = z.spawn({command('--steps', '5', '--barrier', 'stdin')!r}, dict(os.environ), [0], '.', sys.stderr); "
+              f"w = z.spawn({argv!r}, dict(os.environ), [0], '.', sys.stderr); "
               "w.stdout.readline(); print(json.dumps([z._proc.pid, w.pid]), flush=True); sys.stdin.read()")
     kit = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, cwd=tmp_path)
