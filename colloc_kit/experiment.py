@@ -254,7 +254,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
     bar.run_started(f"{mode_spec.label} x{cell.copies} r{cell.repeat}", len(planned))
     outcomes: list[Outcome] = []
     status, problems = INTERRUPTED, []
-    cpu_before = _children_cpu_s()
+    cpu_before = _children_cpu_s(zygote)
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -277,7 +277,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
-        manifest["host_cpu"]["cpu_s"] = round(_children_cpu_s() - cpu_before, 3)
+        manifest["host_cpu"]["cpu_s"] = round(_children_cpu_s(zygote) - cpu_before, 3)
         run.update_manifest(host_cpu=manifest["host_cpu"])
         _finish(run, manifest, outcomes, status, problems)
         reading = read_run(run)
@@ -323,10 +323,11 @@ def _visible_gpu(machine_info: dict, default: int) -> int:
     return next((g["index"] for g in machine_info["gpus"] if g["uuid"] == first), default)
 
 
-def _children_cpu_s() -> float:
-    """User + system CPU seconds of this process's finished children (the workers and their loader processes)."""
+def _children_cpu_s(zygote: Zygote | None = None) -> float:
+    """User + system CPU seconds of this process's finished children (the workers and their loader processes), and
+    of the workers `zygote` forked."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime + (zygote.children_cpu_s if zygote else 0.0)
 
 
 def cell_main(argv: list[str] | None = None) -> int:

@@ -55,8 +55,9 @@ def enabled() -> bool:
 
 
 class Zygote:
-    """The kit's side: starts the zygote process, asks it for workers, hears how they end. A context manager; leaving
-    it closes the socket, which ends the zygote (its workers run on until they end or their stdin closes)."""
+    """The kit's side: starts the zygote process, asks it for workers, hears how they end (exit code, CPU time). A
+    context manager; leaving it closes the socket, which ends the zygote (its workers run on until they end or their
+    stdin closes)."""
 
     def __init__(self, models: Iterable[str] = ()):
         """`models`: the names the jobs will build, so that a library only some need (timm) is imported too."""
@@ -69,6 +70,7 @@ class Zygote:
         theirs.close()
         self._started: queue.Queue = queue.Queue()  # (pid, pidfd) per spawn, or None when the zygote is gone
         self._exit_codes: dict[int, int] = {}
+        self.children_cpu_s = 0.0  # user + system CPU seconds of the workers that ended (their loader processes too)
         self._lost = threading.Event()
         self._hello: dict | None = None
         self._lock = threading.Lock()
@@ -159,6 +161,7 @@ class Zygote:
                     break
                 said = json.loads(message)
                 if "exited" in said:
+                    self.children_cpu_s += said["cpu_s"]  # before the exit code: who sees the one sees the other
                     self._exit_codes[said["exited"]] = said["code"]
                 elif "started" in said:
                     self._started.put((said["started"], fds[0]))
@@ -250,12 +253,13 @@ def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:
 def _report_exits(sock: socket.socket) -> None:
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status),
+                              "cpu_s": usage.ru_utime + usage.ru_stime}).encode())
 
 
 def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:

@@ -133,6 +133,7 @@ def test_an_experiment_forks_its_workers_from_one_zygote(tmp_path):
     results = colloc_kit.run([job], mode="naive", copies=2, repeats=2, out=tmp_path, monitor=False, progress=False)
     assert list(results.jobs["status"]) == ["complete"] * 4
     assert (results.jobs["imports_s"] < 1.0).all()  # every run's workers, the first's included, came imported
+    assert (results.runs["host_cpu_s"] > 0).all()  # the forked workers' CPU time, which the zygote reaped, counts
     left = [p for p in psutil.Process().children(recursive=True)
             if p.pid not in before and "colloc_kit" in " ".join(p.cmdline())]
     assert not left, "the experiment left its zygote or a worker running"
