@@ -29,7 +29,6 @@ from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
-MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -37,7 +36,11 @@ RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except BadInput as exc:  # a mode plug-in (COLLOC_KIT_MODES) that does not load
+        print(f"colloc-kit: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
@@ -63,6 +66,9 @@ def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag; `run`'s mode options come from the registered modes' declarations."""
+    from .modes import registered
+
     parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
     run.add_argument("spec", nargs="?", help="YAML experiment spec (see README)")
-    run.add_argument("--mode", type=_csv(str), help="sharing mode(s): exclusive, naive, mps, mig (comma-separated)")
+    run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(registered())} (comma-separated)")
     run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
     run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
     run.add_argument("--name", help="experiment name (folder under --out)")
@@ -90,15 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--partition", help="Slurm partition")
     for flag in SLURM_FLAGS[1:]:
         slurm.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, help=f"Slurm: {flag.replace('_', ' ')}")
-    modes = run.add_argument_group("sharing-mode options")
-    modes.add_argument("--thread-percentage", type=_csv(int), help="MPS: active thread %% per job (one, or one per job)")
-    modes.add_argument("--memory-limit-mb", type=_csv(int), help="MPS: pinned device memory limit per job, MiB")
-    modes.add_argument("--partitions", type=_csv(str), help="MPS: MIG-like layout, e.g. 3g,2g,1g,1g")
-    modes.add_argument("--layout", type=_csv(str), help="MIG: layout, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb")
-    modes.add_argument("--mps", action="store_true", default=None, help="MIG: one MPS daemon per instance")
-    modes.add_argument("--allow-destroy", action="store_true", default=None, help="MIG: may destroy existing instances")
-    modes.add_argument("--dry-run", action="store_true", default=None, help="MIG: print the commands, change nothing")
+    modes = run.add_argument_group("sharing-mode options (a flag goes to the modes of the run that take it)")
     JobSpec.add_arguments(run.add_argument_group("job options"))
+    add_mode_options(modes, taken=set(run._option_string_actions))
     run.set_defaults(handler=cmd_run)
 
     demo = sub.add_parser("demo", help="the default experiment: gpu-demo on a GPU machine, else cpu-smoke")
@@ -134,10 +134,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_mode_options(group: argparse._ArgumentGroup, taken: set[str]) -> None:
+    """One flag per option the registered modes declare (an option several modes take: one flag, each named)."""
+    from .modes import registered
+
+    owners: dict[str, list] = {}
+    for name, cls in registered().items():
+        for option in cls.takes:
+            owners.setdefault(option.name, []).append((name, option))
+    for key, declared in owners.items():
+        option = declared[0][1]
+        if option.flag in taken:
+            raise BadInput(f"mode {declared[0][0]}'s option {key} clashes with the flag {option.flag} of "
+                           f"`colloc-kit run`; rename the option")
+        text = "; ".join(f"{name}: {o.help}" for name, o in declared).replace("%", "%%")
+        if option.type is bool:
+            group.add_argument(option.flag, dest=key, action="store_true", default=None, help=text)
+        else:
+            group.add_argument(option.flag, dest=key, type=_csv(option.type) if option.many else option.type,
+                               help=text)
+
+
+def mode_option_names() -> set[str]:
+    """Every option name some registered mode takes."""
+    from .modes import registered
+
+    return {name for cls in registered().values() for name in cls.option_names}
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from . import machine
+    from .modes import availability
 
     info = machine.describe()
+    info["modes"] = availability(device="cuda" if info["gpus"] else "cpu")
     if args.models:
         from .worker import MODEL_NAMES
 
@@ -161,6 +191,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     mps, daemons = info["mps"]["control_binary"], info["mps"]["daemons_running"]
     print(f"MPS       {'control at ' + mps if mps else 'nvidia-cuda-mps-control not found'}; "
           f"{len(daemons)} daemon process(es) running" + "".join(f"\n          {d}" for d in daemons))
+    for row in info["modes"]:
+        print(f"mode      {row['mode']:<10} {'runs here' if row['runs_here'] else 'not here: ' + row['why_not']}; "
+              f"{row['summary']}" + (f" Options: {', '.join(row['options'])}." if row["options"] else ""))
     if args.models:
         print("models    " + ", ".join(info["models"]))
     return EXIT_OK
@@ -196,7 +229,8 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
                                         "monitor_interval_s", "gpus") if getattr(args, k) is not None}
     slurm = {k: getattr(args, k) for k in SLURM_FLAGS if getattr(args, k) is not None}
-    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
+    option_names = mode_option_names()
+    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
     if args.spec:
         data = read_yaml(args.spec)
         if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
@@ -221,13 +255,13 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
 def _with_options(modes: list[dict], options: dict) -> list[dict]:
     """Each mode with the command line's options that it takes (`--mode naive,mps --thread-percentage 50` limits
     MPS only); an option that none of the modes takes is refused."""
-    from .modes import MODES, mode_class
+    from .modes import mode_class, registered
 
     takes = {m["name"]: mode_class(m["name"]).option_names for m in modes}
     unused = sorted(k for k in options if not any(k in names for names in takes.values()))
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in unused)
-        owners = ", ".join(sorted(name for name, cls in MODES.items() if set(unused) & set(cls.option_names)))
+        owners = ", ".join(name for name, cls in registered().items() if set(unused) & set(cls.option_names))
         raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it; "
                        f"add that mode to --mode or drop {flags}")
     return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]

@@ -348,6 +348,16 @@ def default_pipe_daemons() -> list[RunningDaemon]:
     return [d for d in detect_running_daemons(DEFAULT_PIPE_DIR) if d.pipe_dir == str(DEFAULT_PIPE_DIR)]
 
 
+def describe_daemons(daemons: Iterable[RunningDaemon]) -> str:
+    """The daemons in a few words, e.g. 'MPS control pid 4121 of ana, pipe dir /tmp/nvidia-mps'.
+
+    >>> describe_daemons([RunningDaemon(4121, "control", "ana", "/tmp/nvidia-mps")])
+    'MPS control pid 4121 of ana, pipe dir /tmp/nvidia-mps'
+    """
+    return "; ".join(f"MPS {d.kind} pid {d.pid} of {d.user or 'an unknown user'}, pipe dir {d.pipe_dir or 'unknown'}"
+                     for d in daemons)
+
+
 def refuse_running_daemons(daemons: Iterable[RunningDaemon], mode: str = "mps") -> None:
     """Raise GpuStateError naming each daemon and how to stop it; for mode mps, also how to reuse it explicitly."""
     daemons = list(daemons)

@@ -23,20 +23,25 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
+from .. import nvml
 from ..errors import BadInput
 from ..mig.apply import MigLayout
 from ..mig.profiles import GPU_MODELS, parse_layout
 from ..mps import MpsDaemon, find_control
-from .base import SharingMode, Slot
-
-OPTIONS = ("layout", "mps", "allow_destroy", "dry_run")
+from .base import Option, SharingMode, Slot
 
 
 class MigMode(SharingMode):
     """Jobs on MIG instances created for the run (hardware-isolated compute, memory and caches)."""
 
     name = "mig"
-    option_names = OPTIONS
+    takes = (
+        Option("layout", str, "MIG profiles, one per job, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb", many=True,
+               required=True),
+        Option("mps", bool, "one MPS daemon per instance; jobs go round-robin over the instances"),
+        Option("allow_destroy", bool, "MIG instances already on the GPU may be destroyed (recreated on exit)"),
+        Option("dry_run", bool, "print the equivalent nvidia-smi commands, change nothing"),
+    )
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -64,6 +69,26 @@ class MigMode(SharingMode):
         for key in ("mps", "allow_destroy", "dry_run"):
             if not isinstance(options.get(key, False), bool):
                 raise BadInput(f"mode mig: {key} is true or false, got {options[key]!r}")
+
+    @classmethod
+    def unavailable_here(cls, device: str = "cuda", gpu: int = 0) -> str | None:
+        """Why not here: no CUDA GPU, a GPU that is not MIG-capable, or MIG mode disabled. Root (or the MIG
+        capability) is needed too, and is checked when a run starts."""
+        if device != "cuda":
+            return f"needs a MIG-capable CUDA GPU; the jobs run on {device!r}"
+        try:
+            with nvml.session() as lib:
+                if gpu >= lib.nvmlDeviceGetCount():
+                    return f"GPU {gpu} does not exist"
+                handle = lib.nvmlDeviceGetHandleByIndex(gpu)
+                name, mig = nvml.text(lib.nvmlDeviceGetName(handle)), nvml.optional(lib.nvmlDeviceGetMigMode, handle)
+        except nvml.NvmlUnavailable as exc:
+            return str(exc)
+        if mig.value is None:
+            return f"GPU {gpu} ({name}) is not MIG-capable ({mig.reason}); planning and the simulator work anywhere"
+        if not mig.value[0]:
+            return f"MIG mode is disabled on GPU {gpu} ({name}); an administrator enables it (nvidia-smi -i {gpu} -mig 1)"
+        return None
 
     def check(self, n_jobs: int) -> None:
         """Plan on this GPU (read-only) and refuse a job count the layout cannot serve."""

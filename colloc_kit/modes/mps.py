@@ -26,15 +26,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import nvml
-from ..errors import BadInput, GpuStateError
+from ..errors import BadInput, CollocKitError, GpuStateError
 from ..mig.profiles import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
-from ..mps import MpsDaemon, blocking_daemons, find_control, refuse_running_daemons
-from .base import SharingMode, Slot
+from ..mps import MpsDaemon, blocking_daemons, describe_daemons, find_control, refuse_running_daemons
+from .base import Option, SharingMode, Slot
 
 PARTITION_KIND = "MPS partition (not MIG)"
 COMPUTE_MODE_GUARD = "COLLOC_KIT_ALLOW_COMPUTE_MODE"
 GENERIC_MIG_SHAPE = "H100-80GB"  # slices used for MIG-like partitions on a GPU without a built-in MIG table
-OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "exclusive_process", "control", "reuse_pipe_dir")
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,15 @@ class MpsMode(SharingMode):
     """Jobs share the GPU through a private MPS daemon (one CUDA context for all; kernels of all jobs run at once)."""
 
     name = "mps"
-    option_names = OPTIONS
+    takes = (
+        Option("thread_percentage", int, "active thread % per job, 1-100 (one, or one per job)", many=True),
+        Option("memory_limit_mb", int, "pinned device memory limit per job, MiB (one, or one per job)", many=True),
+        Option("partitions", str, "MIG-like layout, e.g. 3g,2g,1g,1g (an MPS partition, not MIG)", many=True),
+        Option("exclusive_process", bool, "compute mode EXCLUSIVE_PROCESS while the mode runs (root, with "
+                                          f"{COMPUTE_MODE_GUARD}=1; never needed)"),
+        Option("control", str, "the MPS control program (default: nvidia-cuda-mps-control from PATH)"),
+        Option("reuse_pipe_dir", str, "use the MPS daemon already running with this pipe directory"),
+    )
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -89,6 +96,19 @@ class MpsMode(SharingMode):
         for key in ("control", "reuse_pipe_dir"):
             if options.get(key) is not None and not isinstance(options[key], str):
                 raise BadInput(f"mode mps: {key} is a path, got {options[key]!r}")
+
+    @classmethod
+    def unavailable_here(cls, device: str = "cuda", gpu: int = 0) -> str | None:
+        """Why not here: no CUDA GPU, a GPU in MIG mode, no MPS control program, or an MPS daemon in the way."""
+        if device != "cuda":
+            return f"needs a CUDA GPU; the jobs run on {device!r}"
+        try:
+            card = cls(workdir=".", gpu=gpu, device=device)._read_card()
+            find_control()
+        except CollocKitError as exc:
+            return str(exc)
+        daemons = blocking_daemons(device=card.uuid)
+        return f"an MPS daemon already runs here ({describe_daemons(daemons)})" if daemons else None
 
     def check(self, n_jobs: int) -> None:
         """Refuse what cannot run, before anything changes: limits for n_jobs, the card, the machine's MPS state."""
