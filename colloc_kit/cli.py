@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     make.set_defaults(handler=cmd_data_make)
 
     from .batch import add_subcommand as add_batch
-    from .mig.cli import add_subcommands as add_mig
+    from .mig_cli import add_subcommands as add_mig
 
     add_mig(sub)
     add_batch(sub)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import psutil
 
-from . import __version__, nvml
+from . import __version__
 from .errors import BadInput
-from .mps import control_status
+from .gpu import nvml
+from .gpu.mps_detect import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
 

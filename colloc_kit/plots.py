@@ -168,11 +168,11 @@ MIG_ROW_PX, MIG_MIN_HEIGHT_PX = 80, 280  # one layout row stays readable (a sing
 def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] | None = None) -> go.Figure:
     """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
-    `plans`: {label: colloc_kit.mig.planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
+    `plans`: {label: colloc_kit.gpu.mig_planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
     the job each instance serves (instance i serves job i), drawn on it, so that layouts that differ only in which
     job gets which instance look different.
 
-    >>> from colloc_kit.mig import planner
+    >>> from colloc_kit.gpu import mig_planner as planner
     >>> fig = mig_layouts({"3g+3g": planner.plan(["3g", "3g"], "H100-80GB")}, job_labels=["job 0", "job 1"])
     >>> fig.layout.height, [a.text.split("<br>")[0] for a in fig.layout.annotations][:2]
     (280, ['job 0', 'job 1'])

@@ -153,7 +153,7 @@ def test_figures_carry_one_trace_per_mode(jobs):
 
 
 def test_mig_layouts_draw_one_box_per_instance_and_name_idle_compute_slices():
-    from colloc_kit.mig.planner import plan
+    from colloc_kit.gpu.mig_planner import plan
 
     fig = plots.mig_layouts({"2x3g": plan("3g,3g", "H100-80GB"), "7x1g": plan(["1g"] * 7, "H100-80GB")})
     assert len(fig.layout.shapes) == 9

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from colloc_kit import nvml
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput, GpuStateError
-from colloc_kit.mig import apply as mig_apply
-from colloc_kit.mig.simulator import simulated_gpu
+from colloc_kit.gpu import mig_apply
+from colloc_kit.gpu.mig_simulator import simulated_gpu
 from colloc_kit.modes import make_mode, validate_mode_spec
 from colloc_kit.modes import mig as mig_mode
 from colloc_kit.spec import ModeSpec

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from colloc_kit import events, nvml
+from colloc_kit import events
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job

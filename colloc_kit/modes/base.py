@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput
-from .. import nvml
+from ..gpu import nvml
 from . import registry
 
 TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}  # the option types

@@ -23,11 +23,11 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
-from .. import nvml
 from ..errors import BadInput
-from ..mig.apply import MigLayout
-from ..mig.profiles import GPU_MODELS, parse_layout
-from ..mps import MpsDaemon, find_control
+from ..gpu import nvml
+from ..gpu.mig_apply import MigLayout
+from ..gpu.mig_catalogue import GPU_MODELS, parse_layout
+from ..gpu.mps_daemon import MpsDaemon, find_control
 from .base import Option, SharingMode, Slot
 
 

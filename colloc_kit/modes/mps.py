@@ -25,10 +25,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .. import nvml
 from ..errors import BadInput, CollocKitError, GpuStateError
-from ..mig.profiles import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
-from ..mps import MpsDaemon, blocking_daemons, describe_daemons, find_control, refuse_running_daemons
+from ..gpu import nvml
+from ..gpu.mig_catalogue import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
+from ..gpu.mps_daemon import MpsDaemon, find_control
+from ..gpu.mps_detect import blocking_daemons, describe_daemons, refuse_running_daemons
 from .base import Option, SharingMode, Slot
 
 PARTITION_KIND = "MPS partition (not MIG)"

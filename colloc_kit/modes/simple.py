@@ -7,8 +7,8 @@ building block they share: `PlainCudaMode`, whose jobs are plain CUDA clients.
 
 from __future__ import annotations
 
-from ..mps import default_pipe_daemons, describe_daemons, refuse_running_daemons
-from ..nvml import require_gpu_index
+from ..gpu.mps_detect import default_pipe_daemons, describe_daemons, refuse_running_daemons
+from ..gpu.nvml import require_gpu_index
 from .base import SharingMode
 
 

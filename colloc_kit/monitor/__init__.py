@@ -7,7 +7,7 @@
     >>> summarize(samples.gpu, start, end)["sm_occupancy_pct_mean"]
 """
 
-from .monitor import Monitor
+from .run_monitor import Monitor
 from .store import Samples, read_samples
 from .summary import summarize
 from .window import EnergyMeter, Measurement, measure

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from .. import nvml
-from .gpu import probe
+from ..gpu import nvml
+from .gpu_source import probe
 
 MIN_INTERVAL_S = 0.1  # NVML: the two samples of a GPM query must be more than 100 ms apart
 

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pyarrow as pa
 
-from .gpu import MB, call, probe
+from .gpu_source import MB, call, probe
 from .host import JobProcesses
 
 SCHEMA = pa.schema([

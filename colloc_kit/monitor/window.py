@@ -22,9 +22,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Iterator
 
-from .. import events, nvml
+from .. import events
+from ..gpu import nvml
 from ..errors import BadInput, NvmlUnavailable
-from .gpu import DeviceSource, device_handle
+from .gpu_source import DeviceSource, device_handle
 from .sampler import Sampler, SourceLost
 from .store import MemoryStore
 from .summary import window_energy

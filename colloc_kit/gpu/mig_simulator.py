@@ -9,7 +9,7 @@ while something is inside (IN_USE); MIG devices with MIG-simulated-<uuid> UUIDs 
 NOT_SUPPORTED on a GPU without MIG. GPU-instance ids follow what A100s report (7g: 0, halves 1-2, quarters 3-6,
 eighths 7-14); real code must read them back, never assume them. Device names say "(simulated)".
 
-    >>> from colloc_kit import nvml
+    >>> from colloc_kit.gpu import nvml
     >>> with simulated("H100-80GB") as sim, nvml.session() as lib:
     ...     h = lib.nvmlDeviceGetHandleByIndex(0)
     ...     lib.nvmlDeviceGetName(h), lib.nvmlDeviceGetMigMode(h)
@@ -31,8 +31,8 @@ from typing import Any, Iterator
 
 import psutil
 
-from .. import nvml
-from .profiles import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
+from . import nvml
+from .mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 
 # -- pynvml's constants (values as in nvidia-ml-py's pynvml.py) ----------------------------------------------------
 NVML_SUCCESS = 0

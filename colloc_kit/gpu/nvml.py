@@ -4,7 +4,7 @@ The backend is the real `pynvml` module (from nvidia-ml-py) unless a stand-in wi
 with `use_backend` (the MIG simulator, tests' fakes). Initialisation is reference-counted, so nested sessions
 (monitor inside launcher inside a notebook) share one `nvmlInit`.
 
-    >>> from colloc_kit import nvml
+    >>> from colloc_kit.gpu import nvml
     >>> with nvml.session() as lib:                      # doctest: +SKIP
     ...     h = lib.nvmlDeviceGetHandleByIndex(0)
     ...     nvml.optional(lib.nvmlDeviceGetPowerUsage, h)
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .errors import BadInput, NvmlUnavailable
+from ..errors import BadInput, NvmlUnavailable
 
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use

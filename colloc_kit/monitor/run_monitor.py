@@ -17,10 +17,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .. import events, nvml
+from .. import events
+from ..gpu import nvml
 from ..errors import BadInput, NvmlUnavailable
 from .gpm import GPM_COLUMNS, MIN_INTERVAL_S, GpmCounter, MigGpmSource, gpm_unsupported
-from .gpu import DeviceSource, device_handle, mig_devices, probe
+from .gpu_source import DeviceSource, device_handle, mig_devices, probe
 from .host import HostJobSource, HostSource, JobProcesses
 from .processes import GpuProcessSource, processes_unsupported
 from .sampler import Sampler, Source, SourceLost

@@ -23,7 +23,7 @@ import ctypes
 import re
 from dataclasses import dataclass, field
 
-from .. import nvml
+from . import nvml
 from ..errors import BadInput, GpuStateError
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
