@@ -22,7 +22,8 @@ from . import figures
 from .results import Results
 from .statuses import COMPLETE
 
-WORKLOAD = ["model", "dataset", "batch_size", "amp", "device"]  # jobs with equal values here do the same work
+# jobs with equal values here do the same work
+WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device"]
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -92,6 +93,7 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     keys = BASELINE_KEYS if reference is None else WORKLOAD
     if reference is not None:  # one baseline per workload over the reference's experiments
         base = base.drop(columns="experiment").drop_duplicates(WORKLOAD, keep="last")
+    base = base.astype({k: jobs[k].dtype for k in keys})  # an all-empty key (data_root of synthetic data) as the jobs'
     out = jobs.merge(base, on=keys, how="left")
     out.index = jobs.index
     counted = in_figures(out)
@@ -210,9 +212,10 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
 
 
 def workload_label(row) -> str:
-    """A short label such as 'resnet18 bs64 bf16'."""
-    amp = row.get("amp")
-    return f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
+    """A short label such as 'resnet18 bs64 bf16' ('... seed' for the seed study's recipe)."""
+    amp, recipe = row.get("amp"), row.get("recipe")
+    return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
+            + (f" {recipe}" if recipe and recipe != "kit" else ""))
 
 
 def job_mix_label(run: pd.DataFrame) -> str:

@@ -3,6 +3,7 @@
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
     colloc-kit run SPEC.yaml --gpus 0,1          (or --slurm --partition gpu --time-min 30)
+    colloc-kit run seed-33 --data-root DIR [--plan]   (the seed study's experiments 33-37, see colloc_kit/seed.py)
     colloc-kit show runs/experiment
     colloc-kit status runs/experiment
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--gpus", type=_gpus, help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
+    run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
+                                                         "estimated time; run nothing (no GPU needed)")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
     slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
     slurm.add_argument("--partition", help="Slurm partition")
@@ -202,7 +205,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from .experiment import run_spec
 
-    spec = experiment_from_args(args)
+    data = read_yaml(args.spec) if args.spec else None
+    if isinstance(data, dict) and "seed" in data:
+        return cmd_seed(args, data)
+    spec = experiment_from_args(args, data)
+    if args.plan:
+        return print_plan(spec, args.out)
     results = run_spec(spec, out=args.out, progress=not args.quiet)
     if spec.slurm is not None:
         return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
@@ -222,8 +230,56 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_run(build_parser().parse_args(["run", name, "--out", args.out]))
 
 
-def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
-    """The experiment the flags describe: a YAML spec with flags on top, or flags alone."""
+def cmd_seed(args: argparse.Namespace, data: dict) -> int:
+    """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (colloc_kit/seed.py)."""
+    import pandas as pd
+
+    from . import seed as study
+
+    flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
+    takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | set(MODE_OPTIONS) | set(SLURM_FLAGS) | {"copies", "gpus",
+                                                                                                      "time_limit_s"})
+    if given - takes:
+        raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
+                       f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
+                       f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
+    seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
+    card = study.Card.here(seed.gpu)
+    if args.plan:
+        rows = pd.DataFrame(study.plan_rows(seed, card))
+        with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
+            print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
+        cannot = int((~rows["runs"]).sum())
+        print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} run here, {cannot} cannot be placed), "
+              f"{seed.repeats} repeat(s) each; about {study.estimate_s(study.plan_rows(seed, card)) / 3600:.1f} h on "
+              f"the GPU; card: {card.note}; cells already complete under {args.out}/{seed.experiment} are skipped")
+        return EXIT_OK
+    results = study.run(seed, out=args.out, progress=not args.quiet)
+    print_tables(results)
+    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    return EXIT_OK if complete else EXIT_FAILED_JOBS
+
+
+def print_plan(spec: ExperimentSpec, out: str) -> int:
+    """The cells of `spec`, each done or to run under out/<name> (what `colloc-kit run` would do), and how long."""
+    from .cells import cell_states, cells
+    from .rundir import safe_name
+    from .statuses import COMPLETE
+
+    states = cell_states(Path(out) / safe_name(spec.name))
+    todo = 0
+    for cell in cells(spec):
+        done = cell.cell_id in states and states[cell.cell_id].status == COMPLETE
+        todo += not done
+        print(f"{cell.label:50s} {'done (skipped)' if done else 'to run'}")
+    print(f"\n{spec.name}: {todo} of {len(cells(spec))} cells to run under {out}/{safe_name(spec.name)}")
+    return EXIT_OK
+
+
+def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> ExperimentSpec:
+    """The experiment the flags describe: a YAML spec (its mapping `data`, else read from args.spec) with flags on
+    top, or flags alone."""
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
@@ -232,7 +288,7 @@ def experiment_from_args(args: argparse.Namespace) -> ExperimentSpec:
     option_names = mode_option_names()
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
     if args.spec:
-        data = read_yaml(args.spec)
+        data = read_yaml(args.spec) if data is None else data
         if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
             data["jobs"] = [_override(group, job_flags) for group in data["jobs"]]
     else:

@@ -161,8 +161,10 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
     gpu_peak = end.get("peak_allocated_mb")
     row = {
         **base, "job": entry["job"], "group": entry.get("group"), "slot_label": slot.get("label"),
-        "model": spec["model"], "dataset": spec["dataset"], "batch_size": spec["batch_size"], "amp": spec["amp"],
-        "device": spec["device"], "interval_s": spec.get("interval_s"), "status": outcome["status"],
+        "model": spec["model"], "dataset": spec["dataset"], "data_root": spec.get("data_root"),
+        "batch_size": spec["batch_size"], "amp": spec["amp"],
+        "recipe": spec.get("recipe", "kit"), "image_size": ready.get("image_size", spec.get("image_size")),
+        "dataset_label": ready.get("dataset_label"), "device": spec["device"], "interval_s": spec.get("interval_s"), "status": outcome["status"],
         "error_kind": outcome.get("error_kind"), "error": outcome.get("error") or error.get("message"),
         "exit_code": outcome.get("exit_code"), "mode_problem": outcome.get("mode_problem"),
         "images_per_s": window.get("images_per_s"),

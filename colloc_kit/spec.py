@@ -37,6 +37,10 @@ from .modes.registry import validate_mode_spec
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
 FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
+RECIPE_CHOICES = ("kit", "seed")
+# what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
+# no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
+RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
 BUNDLED_DIR = Path(__file__).parent / "experiments"
 MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
 YAML_MAX_BYTES = 1_000_000
@@ -83,6 +87,9 @@ class JobSpec:
     pin_memory: bool = _opt("pin host memory of batches (CUDA only)", default=True)
     seed: int = _opt("random seed", default=0)
     lr: float = _opt("SGD learning rate", default=0.01)
+    recipe: str = _opt("training recipe: kit (light augmentation, plain SGD) | seed (the seed study's timm train.py as "
+                       "run: timm's training transform to 224 px on the CPU, 4 loader workers, weight decay, label "
+                       "smoothing; sets image_size 224, workers 4, no pinned memory unless given)", default="kit")
     device: str = _opt("cuda | cpu", default="cuda")
     interval_s: float = _opt("seconds between progress events", default=1.0)
     fail_at_step: int | None = _opt("FAULT INJECTION for tests: fail at this step", default=None)
@@ -90,7 +97,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
-        for name in ("dataset", "amp", "device", "fail_kind"):
+        for name in ("dataset", "amp", "device", "fail_kind", "recipe"):
             value = getattr(self, name)
             _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
         _require(self.data_root is None or isinstance(self.data_root, str),
@@ -114,16 +121,25 @@ class JobSpec:
         _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
         _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
+        _require(self.recipe in RECIPE_CHOICES,
+                 f"recipe must be one of {', '.join(RECIPE_CHOICES)}, got {_excerpt(self.recipe)}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "job") -> "JobSpec":
-        """Build from a dict (YAML, widgets); unknown keys are refused with the list of valid ones."""
+        """Build from a dict (YAML, widgets); unknown keys are refused with the list of valid ones. A recipe's
+        defaults (RECIPE_DEFAULTS) fill the keys the mapping leaves out.
+
+        >>> JobSpec.from_mapping({"model": "resnet26", "recipe": "seed"}).workers
+        4
+        """
         known = {f.name for f in fields(cls)}
         unknown = _listed(set(data) - known)
         _require(not unknown, f"{where}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
         _require("model" in data, f"{where}: 'model' is required")
+        recipe = data.get("recipe")
+        defaults = RECIPE_DEFAULTS.get(recipe, {}) if isinstance(recipe, str) else {}
         try:
-            return cls(**dict(data))
+            return cls(**{**defaults, **data})
         except BadInput as exc:
             raise BadInput(f"{where}: {exc}") from None
 

@@ -13,7 +13,8 @@ def job_rows(run_id: str, mode: str, copies: int, rates: list[float], model: str
     """One run's jobs; the first gets `status` and `error`, the others complete."""
     return [{"run_id": run_id, "experiment": "t", "mode": mode, "mode_label": mode, "copies": copies, "repeat": 0,
              "sequential": mode == "exclusive", "alone": copies == 1, "job": f"j{i}", "slot_label": f"s{i}",
-             "model": model, "dataset": "synthetic", "batch_size": batch_size, "amp": "off", "device": "cpu",
+             "model": model, "dataset": "synthetic", "data_root": None, "image_size": 32, "batch_size": batch_size,
+             "amp": "off", "recipe": "kit", "device": "cpu",
              "status": status if i == 0 else "complete", "error": error if i == 0 else None, "images_per_s": rate,
              "images_per_s_overlap": None if copies == 1 else rate, "epoch_time_s": None, "step_time_s": 0.1,
              "steady_s": 5.0, "peak_memory_mb": 100.0, "sm_util_pct_mean": 50.0}

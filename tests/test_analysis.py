@@ -32,8 +32,8 @@ def job(run_id, mode, copies, images_per_s, epoch_time_s, model="resnet18", batc
         repeat=0, peak_memory_mb=1000.0, steady_s=4.0, **extra):
     return {"run_id": run_id, "experiment": "e", "mode": mode, "mode_label": mode, "copies": copies, "repeat": repeat,
             "sequential": mode == "exclusive", "job": f"{run_id}-{extra.pop('i', 0)}", "slot_label": f"{mode}-0",
-            "model": model, "dataset": "synthetic",
-            "batch_size": batch_size, "amp": "bf16", "device": "cuda", "status": status,
+            "model": model, "dataset": "synthetic", "data_root": None, "image_size": 224,
+            "batch_size": batch_size, "amp": "bf16", "recipe": "kit", "device": "cuda", "status": status,
             "images_per_s": images_per_s, "epoch_time_s": epoch_time_s, "peak_memory_mb": peak_memory_mb,
             "steady_s": steady_s, "step_time_s": batch_size / images_per_s if images_per_s else None,
             "alone": mode == "exclusive" or extra.pop("alone", False), **extra}

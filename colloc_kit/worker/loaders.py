@@ -25,9 +25,9 @@ from ..spec import JobSpec
 from ..standin import LABEL as STANDIN_LABEL
 from ..standin import is_standin
 from .datasets import HOW_TO_GET, NUM_CLASSES, image_side, imagenet64_files, locate
+from .recipes import IMAGENET_NORM, RECIPES, device_normaliser, seed_transform
 
 CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
-IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 IMAGENET64_SIDE = 64
 
 
@@ -49,15 +49,16 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
     memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
     if folder is None:
         return _synthetic(spec, size, device, memory_format)
+    transform = _train_transform(spec.recipe, spec.dataset, size)
     if spec.dataset == "cifar10":
-        dataset = CIFAR10Files(str(folder.parent), train=True, transform=_small_image_transform(32, size, CIFAR10_NORM))
+        dataset = CIFAR10Files(str(folder.parent), train=True, transform=transform)
         label = f"cifar10 ({len(dataset)} training images from {folder})"
     elif spec.dataset == "imagenet64":
-        dataset = ImageNet64(imagenet64_files(folder), _small_image_transform(IMAGENET64_SIDE, size, IMAGENET_NORM))
+        dataset = ImageNet64(imagenet64_files(folder), transform)
         label = f"imagenet64 ({len(dataset)} training images, downsampled ImageNet 64x64, from {folder})"
     else:
         try:
-            dataset = ImageFolder(str(folder), transform=_imagefolder_transform(size))
+            dataset = ImageFolder(str(folder), transform=transform)
         except FileNotFoundError as exc:
             raise BadInput(f"{exc}; {HOW_TO_GET['imagefolder']}") from None
         label = f"imagefolder ({len(dataset)} images in {len(dataset.classes)} classes from {folder})"
@@ -69,11 +70,18 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
         dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=spec.workers,
         pin_memory=spec.pin_memory and device.type == "cuda", persistent_workers=spec.workers > 0,
         generator=torch.Generator().manual_seed(spec.seed))
+    if RECIPES[spec.recipe].normalise_on_device:  # uint8 over the bus, converted and normalised on the device
+        normalise = device_normaliser(device, memory_format)
+
+        def to_device(images: torch.Tensor) -> torch.Tensor:
+            return normalise(images.to(device, non_blocking=True))
+    else:
+        def to_device(images: torch.Tensor) -> torch.Tensor:
+            return images.to(device, non_blocking=True, memory_format=memory_format)
 
     def epoch() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for images, labels in loader:
-            yield (images.to(device, non_blocking=True, memory_format=memory_format),
-                   labels.to(device, non_blocking=True))
+            yield to_device(images), labels.to(device, non_blocking=True)
 
     num_classes = NUM_CLASSES.get(spec.dataset) or len(dataset.classes)
     return Feed(epoch, len(loader), num_classes, size, label)
@@ -171,6 +179,17 @@ def _npz_memmap(path: Path, key: str) -> np.ndarray | None:
         shape, fortran_order, dtype = read_header(f)
         offset = f.tell()
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran_order else "C")
+
+
+def _train_transform(recipe: str, dataset: str, size: int) -> v2.Compose:
+    """The recipe's training transform for `dataset` at `size` pixels (see recipes.py)."""
+    if recipe == "seed":
+        return seed_transform(size)
+    if dataset == "cifar10":
+        return _small_image_transform(32, size, CIFAR10_NORM)
+    if dataset == "imagenet64":
+        return _small_image_transform(IMAGENET64_SIDE, size, IMAGENET_NORM)
+    return _imagefolder_transform(size)
 
 
 def _small_image_transform(native: int, size: int, norm: tuple) -> v2.Compose:

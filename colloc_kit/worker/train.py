@@ -108,6 +108,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
 
     from .loaders import build_feed
     from .models import build_model
+    from .recipes import RECIPES
 
     launched_at = psutil.Process().create_time()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
@@ -125,10 +126,11 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9)
+    recipe = RECIPES[spec.recipe]
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, weight_decay=recipe.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=spec.amp == "fp16")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.amp)
-    criterion = torch.nn.CrossEntropyLoss()
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
 
     def train_step(images: Any, labels: Any) -> Any:
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
@@ -148,7 +150,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
                 primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
-                image_size=feed.image_size, amp=spec.amp, channels_last=spec.channels_last,
+                image_size=feed.image_size, amp=spec.amp, recipe=spec.recipe, channels_last=spec.channels_last,
                 params=sum(p.numel() for p in model.parameters()), num_classes=feed.num_classes,
                 steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps, threads=torch.get_num_threads(),
                 cores=sorted(os.sched_getaffinity(0)),

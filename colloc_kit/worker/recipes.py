@@ -1,0 +1,64 @@
+"""Training recipes: how a job turns files into batches and batches into updates, beyond its model and budget.
+
+- `kit`: the kit's own light recipe. Each dataset's usual augmentation at its own size (CIFAR-style crop and flip,
+  ImageNet-style random resized crop), normalised on the CPU; SGD with momentum; plain cross-entropy.
+- `seed`: the seed study's timm `train.py` as it was run (../shared/SEED_ARTIFACT.md). timm's default training
+  transform on the CPU (random resized crop to 224 with scale 0.08-1 and a random choice of bilinear or bicubic
+  interpolation, horizontal flip 0.5, colour jitter 0.4), the loader yielding uint8 images that the GPU converts and
+  normalises (timm's "prefetcher"); SGD with momentum 0.9 and weight decay 2e-5; label smoothing 0.1. Written with
+  torchvision's transforms, so timm is not needed for it; the learning rate does not change throughput and stays
+  the job's own.
+
+    >>> RECIPES["seed"].weight_decay, RECIPES["seed"].label_smoothing
+    (2e-05, 0.1)
+    >>> transform = seed_transform(224)                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+SEED_SCALE, SEED_RATIO, SEED_FLIP, SEED_JITTER = (0.08, 1.0), (3 / 4, 4 / 3), 0.5, 0.4  # timm's training defaults
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a recipe sets besides the transform: the optimizer's weight decay, the loss's label smoothing, and
+    whether the loader hands uint8 images to the device to convert and normalise there."""
+
+    name: str
+    weight_decay: float
+    label_smoothing: float
+    normalise_on_device: bool
+
+
+RECIPES = {
+    "kit": Recipe("kit", weight_decay=0.0, label_smoothing=0.0, normalise_on_device=False),
+    "seed": Recipe("seed", weight_decay=2e-5, label_smoothing=0.1, normalise_on_device=True),
+}
+
+
+def seed_transform(size: int):
+    """timm's default training transform (`create_transform(size, is_training=True)` with train.py's
+    `--train-interpolation random`), ending in a uint8 CHW tensor as timm's prefetching loader yields it."""
+    import torch
+    from torchvision.transforms import InterpolationMode, v2
+
+    crops = [v2.RandomResizedCrop(size, scale=SEED_SCALE, ratio=SEED_RATIO, interpolation=mode, antialias=True)
+             for mode in (InterpolationMode.BILINEAR, InterpolationMode.BICUBIC)]
+    return v2.Compose([v2.ToImage(), v2.RandomChoice(crops), v2.RandomHorizontalFlip(SEED_FLIP),
+                       v2.ColorJitter(SEED_JITTER, SEED_JITTER, SEED_JITTER), v2.ToDtype(torch.uint8)])
+
+
+def device_normaliser(device, memory_format):
+    """uint8 images on the device -> float, ImageNet-normalised, in `memory_format` (timm's prefetcher step)."""
+    import torch
+
+    mean = torch.tensor([m * 255 for m in IMAGENET_NORM[0]], device=device).view(1, 3, 1, 1)
+    std = torch.tensor([s * 255 for s in IMAGENET_NORM[1]], device=device).view(1, 3, 1, 1)
+
+    def normalise(images):
+        return ((images.float() - mean) / std).contiguous(memory_format=memory_format)
+
+    return normalise
