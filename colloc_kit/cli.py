@@ -238,7 +238,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
-    given = set(flags) & ({f.name for f in fields(JobSpec)} | set(MODE_OPTIONS) | set(SLURM_FLAGS) | {"copies", "gpus",
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | set(SLURM_FLAGS) | {"copies", "gpus",
                                                                                                       "time_limit_s"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "

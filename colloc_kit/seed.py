@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from .errors import BadInput
-from .mig.planner import ImpossibleLayout, plan
-from .mig.profiles import GpuModel, gpu_model, model_for_device
+from .gpu.mig_planner import ImpossibleLayout, plan
+from .gpu.mig_catalogue import GpuModel, gpu_model, model_for_device
 from .spec import AMP_CHOICES, ExperimentSpec, ModeSpec
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
@@ -260,7 +260,7 @@ def _does_not_fit(exp_dir, spec: ExperimentSpec, mode: ModeSpec, card: Card) -> 
     from . import figures
     from .analysis import baselines
     from .modes.mps import partition_share
-    from .mig.profiles import resolve
+    from .gpu.mig_catalogue import resolve
     from .results import load
 
     if not exp_dir.exists() or mode.name == "exclusive":
