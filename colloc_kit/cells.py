@@ -27,7 +27,7 @@ import psutil
 from .errors import BrokenRun
 from .rundir import RunDir, find_runs, safe_name
 from .spec import ExperimentSpec, ModeSpec
-from .statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING
+from .statuses import COMPLETE, DONE, FAILED, INTERRUPTED, PENDING, RUNNING
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def cell_states(experiment_dir: str | Path) -> dict[str, CellState]:
 def _status(manifest: dict) -> str:
     status = manifest.get("status", RUNNING)
     if status == RUNNING and not _alive(manifest.get("runner_pid"), (manifest.get("machine") or {}).get("hostname")):
-        return "interrupted"  # the process that ran it died before completing the manifest
+        return INTERRUPTED  # the process that ran it died before completing the manifest
     return status
 
 

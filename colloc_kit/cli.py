@@ -27,6 +27,7 @@ from typing import Any
 
 from .errors import BadInput, CollocKitError
 from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
+from .statuses import COMPLETE
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
@@ -217,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_tables(results)
     folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
     print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
-    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 
@@ -257,7 +258,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
         return EXIT_OK
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
-    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 

@@ -276,8 +276,8 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
         run.update_manifest(host_cpu=manifest["host_cpu"])
         _finish(run, manifest, outcomes, status, problems)
         reading = read_run(run)
-        jobs, _, summary, _ = reading
-        _write_jobs_csv(run, jobs)
+        summary = reading.summary
+        _write_jobs_csv(run, reading.jobs)
         bar.run_finished(f"{summary['n_complete']}/{summary['n_jobs']} complete, "
                          f"{summary['aggregate_images_per_s'] or 0:,.0f} img/s")
     return reading
@@ -298,7 +298,7 @@ def run_cell_task(spec_file: str, cell_id: str, out: str) -> str:
     with _sigterm_as_interrupt():
         reading = run_cell(spec, cell, Placement.on(machine_info, machine_file, gpu, spec.device), Path(out),
                            Progress(total_runs=1, enabled=False))
-    return reading[2]["status"]
+    return reading.summary["status"]
 
 
 def slurm_job_id() -> str | None:

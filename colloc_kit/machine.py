@@ -72,23 +72,21 @@ def gpu_list() -> tuple[list[dict], str | None]:
     """One dict per GPU (name, memory, UUID, MIG and GPM support, compute mode), or [] and why there are none."""
     try:
         with nvml.session() as lib:
-            driver = _optional(lib, "nvmlSystemGetDriverVersion")
-            cuda = _optional(lib, "nvmlSystemGetCudaDriverVersion_v2")
+            driver = nvml.optional_named(lib, "nvmlSystemGetDriverVersion")
+            cuda = nvml.optional_named(lib, "nvmlSystemGetCudaDriverVersion_v2")
             return [_gpu(lib, i, driver, cuda) for i in range(lib.nvmlDeviceGetCount())], None
     except nvml.NvmlUnavailable as exc:
         return [], str(exc)
 
 
 def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
-    handle = lib.nvmlDeviceGetHandleByIndex(index)
-    memory = lib.nvmlDeviceGetMemoryInfo(handle)
-    mig = _optional(lib, "nvmlDeviceGetMigMode", handle)
-    gpm = _optional(lib, "nvmlGpmQueryDeviceSupport", handle)
-    compute_mode = _optional(lib, "nvmlDeviceGetComputeMode", handle)
-    uuid = _optional(lib, "nvmlDeviceGetUUID", handle)
+    device = nvml.Device.at(lib, index)
+    memory = lib.nvmlDeviceGetMemoryInfo(device.handle)
+    mig, gpm = device.read("nvmlDeviceGetMigMode"), device.read("nvmlGpmQueryDeviceSupport")
+    compute_mode, uuid = device.read("nvmlDeviceGetComputeMode"), device.read("nvmlDeviceGetUUID")
     return {
         "index": index,
-        "name": nvml.text(lib.nvmlDeviceGetName(handle)),
+        "name": device.name,
         "uuid": nvml.text(uuid.value) if uuid.value else None,
         "memory_mb": round(memory.total / 2**20),
         "driver": nvml.text(driver.value) if driver.value else None,
@@ -100,12 +98,6 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
         "gpm_reason": gpm.reason,
         "compute_mode": compute_mode.value,
     }
-
-
-def _optional(lib, name: str, *args) -> nvml.Reading:
-    """`nvml.optional` of a function the bindings (older ones, a simulator) may not have: then absent, with why."""
-    fn = getattr(lib, name, None)
-    return nvml.optional(fn, *args) if fn is not None else nvml.Reading(None, f"{name} is not in these NVML bindings")
 
 
 def versions() -> dict:

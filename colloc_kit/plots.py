@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from .analysis import workload_label
+from .statuses import COMPLETE
 
 TEMPLATE = "plotly_white"
 
@@ -128,7 +129,7 @@ def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
     """One job alone: images/s (left) and peak memory (right) against batch size, one line per model."""
     from plotly.subplots import make_subplots
 
-    data = jobs[jobs["status"] == "complete"].sort_values("batch_size") if not jobs.empty else jobs
+    data = jobs[jobs["status"] == COMPLETE].sort_values("batch_size") if not jobs.empty else jobs
     if data.empty:
         return empty("One job alone", "no complete job to draw")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -34,7 +35,15 @@ from .rundir import RunDir, find_runs, read_events
 from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
 HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
-RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
+
+
+class RunReading(NamedTuple):
+    """One run as `read_run` reads it: its job rows, its epoch rows, its summary row and the monitor's samples."""
+
+    jobs: list[dict]
+    epochs: list[dict]
+    summary: dict
+    samples: Samples
 
 
 @dataclass
@@ -146,7 +155,7 @@ def read_run(run: RunDir) -> RunReading:
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
                "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
-    return jobs, epochs, summary, samples
+    return RunReading(jobs, epochs, summary, samples)
 
 
 def job_row(entry: dict, stream: list[dict], base: dict) -> dict:

@@ -80,8 +80,8 @@ class MigMode(SharingMode):
             with nvml.session() as lib:
                 if gpu >= lib.nvmlDeviceGetCount():
                     return f"GPU {gpu} does not exist"
-                handle = lib.nvmlDeviceGetHandleByIndex(gpu)
-                name, mig = nvml.text(lib.nvmlDeviceGetName(handle)), nvml.optional(lib.nvmlDeviceGetMigMode, handle)
+                device = nvml.Device.at(lib, gpu)
+                name, mig = device.name, device.read("nvmlDeviceGetMigMode")
         except nvml.NvmlUnavailable as exc:
             return str(exc)
         if mig.value is None:

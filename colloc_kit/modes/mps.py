@@ -135,19 +135,17 @@ class MpsMode(SharingMode):
         if self._card is None:
             with nvml.session() as lib:
                 try:
-                    handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+                    device = nvml.Device.at(lib, self.gpu)
                 except Exception as exc:
                     if not nvml.is_nvml_error(exc):
                         raise
                     raise BadInput(f"GPU {self.gpu} does not exist ({nvml.describe_error(exc)}); this machine has "
                                    f"{lib.nvmlDeviceGetCount()} GPU(s), numbered from 0") from None
-                name = nvml.text(lib.nvmlDeviceGetName(handle))
-                mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle).value
+                name, mig = device.name, device.read("nvmlDeviceGetMigMode").value
                 if mig and mig[0]:
                     raise GpuStateError(f"GPU {self.gpu} ({name}) is in MIG mode: a daemon for the whole GPU serves no "
                                         f"client; use mode mig with its mps option (one MPS daemon per instance)")
-                self._card = _Card(uuid=nvml.text(lib.nvmlDeviceGetUUID(handle)), name=name,
-                                   memory_mib=int(lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20),
+                self._card = _Card(uuid=device.uuid, name=name, memory_mib=device.memory_mib,
                                    mig_shape=model_for_device(name) or gpu_model(GENERIC_MIG_SHAPE))
         return self._card
 
