@@ -4,11 +4,12 @@ A cell is one (mode, copies, repeat) of a spec, in the order `ExperimentSpec.run
 A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs, so the same
 command into the same folder finds the cells it already ran, and a changed job (steps, batch size) makes new ones.
 
+    >>> from colloc_kit.spec import JobSpec
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2])
     >>> [c.cell_id for c in cells(spec)]                                    # doctest: +ELLIPSIS
     ['naive-x1-r0-...', 'naive-x2-r0-...']
     >>> states = cell_states("runs/experiment")                              # doctest: +SKIP
-    >>> states["naive-x1-r0-3f9a..."].status
+    >>> states["naive-x1-r0-3f9a..."].status                                 # doctest: +SKIP
     'complete'
     >>> experiment_status("runs/experiment")[0]["status"]                    # doctest: +SKIP
     'done'

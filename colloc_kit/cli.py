@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.add_argument("--gpus", type=_gpus, help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
+    run.add_argument("--gpus", type=_gpus,
+                     help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
                                                          "estimated time; run nothing (no GPU needed)")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
@@ -187,7 +188,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"GPUs      none ({info['gpu_reason']}); jobs can run with --device cpu")
     for gpu in info["gpus"]:
         mig = gpu["mig_mode"]
-        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}" + (" (change pending)" if mig["current"] != mig["pending"] else "")
+        pending = " (change pending)" if mig and mig["current"] != mig["pending"] else ""
+        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}{pending}"
                     if mig else f"no MIG ({gpu['mig_reason']})")
         gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
         print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
@@ -227,7 +229,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     gpus, reason = machine.gpu_list()
     name = "gpu-demo" if gpus else "cpu-smoke"
-    print(f"colloc-kit demo: running the bundled spec {name!r} " + (f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"))
+    where = f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"
+    print(f"colloc-kit demo: running the bundled spec {name!r} {where}")
     return cmd_run(build_parser().parse_args(["run", name, "--out", args.out]))
 
 
@@ -239,8 +242,8 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
-    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | set(SLURM_FLAGS) | {"copies", "gpus",
-                                                                                                      "time_limit_s"})
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | set(SLURM_FLAGS)
+                          | {"copies", "gpus", "time_limit_s"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
@@ -304,8 +307,8 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     if args.mode:
         data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
-        data["modes"] = _with_options([m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]],
-                                      mode_options)
+        named = [m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]]
+        data["modes"] = _with_options(named, mode_options)
     return ExperimentSpec.from_mapping(data)
 
 
@@ -364,7 +367,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     rows = experiment_status(args.path)
     if not rows:
-        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` wrote")
+        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
+                       "wrote")
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))

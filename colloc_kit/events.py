@@ -24,7 +24,7 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 - `error`:    `kind` (one of ERROR_KINDS), `message`.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
-    >>> w.emit(READY, device="cuda:0")
+    >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Run an experiment: its cells (mode x copies x repeat), each preparing its mode, starting its jobs, monitoring, recording.
+"""Run an experiment: its cells (mode x copies x repeat), each preparing its mode, starting its jobs, monitoring,
+recording.
 
     >>> import colloc_kit
     >>> results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "steps": 40}],

@@ -27,7 +27,8 @@ def use_renderer(name: str) -> None:
 
 def empty(title: str, note: str) -> go.Figure:
     """A figure that says why there is nothing to draw (instead of an error)."""
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False},
+                            "yaxis": {"visible": False}})
     fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
     return fig
 

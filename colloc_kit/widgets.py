@@ -5,7 +5,8 @@
     >>> panel            # the last expression of a cell shows the panel                              # doctest: +SKIP
 
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
-modes, then every other registered mode that runs here without options; copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
+modes, then every other registered mode that runs here without options; copies and batch size). Run measures one
+copy count after another (`colloc_kit.run`, or the `run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
 after each. While a run goes on, live figures draw each job's images/s as the jobs report it and the GPU's SM
 activity, memory and power as the monitor samples it (about once a second); `panel.live_history()` and
@@ -115,7 +116,8 @@ class ExperimentPanel:
         if problem:
             self._finish(f"<b>not run</b>: {html.escape(problem)}", "danger")
             return
-        copies, jobs, mode, limit = sorted(self.copies.value), self.chosen_jobs(), self.mode.value, self.time_limit.value
+        copies, jobs = sorted(self.copies.value), self.chosen_jobs()
+        mode, limit = self.mode.value, self.time_limit.value
         self.button.disabled, self.stop_button.disabled = True, False
         self.progress.max, self.progress.value, self.progress.bar_style = len(copies), 0, "info"
         self.log.clear_output()

@@ -77,7 +77,8 @@ def test_normalized_throughput_sums_relative_rates_of_complete_jobs(jobs):
 def test_an_exclusive_run_averages_its_jobs_in_turn_instead_of_adding_them(jobs):
     """Two jobs trained one after another (6 s and 2 s steady) did one job's worth of work at a time."""
     jobs = pd.concat([jobs, pd.DataFrame([job("seq", "exclusive", 1, 1000.0, 10.0, i=0, steady_s=6.0),
-                                          job("seq", "exclusive", 1, 600.0, 16.0, i=1, model="resnet50", steady_s=2.0)])],
+                                          job("seq", "exclusive", 1, 600.0, 16.0, i=1, model="resnet50",
+                                              steady_s=2.0)])],
                      ignore_index=True)
     runs = analysis.run_summary(results_of(jobs)).set_index("run_id")
     assert runs.loc["seq", "aggregate_images_per_s"] == pytest.approx((1000 * 6 + 600 * 2) / 8)

@@ -58,7 +58,8 @@ def test_slots_select_the_planned_instances(tmp_path):
         assert [s.info["profile"] for s in slots] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
         assert [s.info["placement"] for s in slots] == ["4:4", "0:2", "2:1", "3:1"]
         for slot in slots:
-            assert uuid_profile(sim, slot.env["CUDA_VISIBLE_DEVICES"]).endswith(f"MIG {slot.info['profile']} (simulated)")
+            profile = uuid_profile(sim, slot.env["CUDA_VISIBLE_DEVICES"])
+            assert profile.endswith(f"MIG {slot.info['profile']} (simulated)")
         state = m.state()
         assert [i["uuid"] for i in state["instances"]] == [s.env["CUDA_VISIBLE_DEVICES"] for s in slots]
         assert state["found"]["mig_mode"] == "disabled"

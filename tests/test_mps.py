@@ -478,7 +478,8 @@ def test_a_daemon_pinned_to_another_gpu_does_not_block_a_cell_on_this_one(tmp_pa
     """Cells on several GPUs each run a private daemon: GPU 1's daemon (by UUID) leaves GPU 0's mode free to start."""
     with MpsDaemon("GPU-another-card", tmp_path / "other", control, **FAST) as other:
         with mode(tmp_path, control) as m:
-            assert m.daemon.pipe_dir != other.pipe_dir and m.slots(1)[0].env["CUDA_VISIBLE_DEVICES"] == "GPU-0b1e2f3a-fake"
+            assert m.daemon.pipe_dir != other.pipe_dir
+            assert m.slots(1)[0].env["CUDA_VISIBLE_DEVICES"] == "GPU-0b1e2f3a-fake"
         assert other.alive()
     with MpsDaemon("GPU-0b1e2f3a-fake", tmp_path / "same", control, **FAST):
         with pytest.raises(GpuStateError, match="already running"):

@@ -243,7 +243,8 @@ def propose_layouts(jobs_memory_mb: Sequence[float], gpu: str | GpuModel, headro
     needs = [float(m) + headroom_mib for m in jobs_memory_mb]
     if not needs:
         raise BadInput("propose_layouts needs at least one job's memory need")
-    plain = sorted((p for p in model.profiles if not p.media_extensions), key=lambda p: (p.memory_mib, p.compute_slices))
+    plain = sorted((p for p in model.profiles if not p.media_extensions),
+                   key=lambda p: (p.memory_mib, p.compute_slices))
     choices = []
     for n, need in enumerate(needs):
         fitting = [p for p in plain if p.memory_mib >= need]

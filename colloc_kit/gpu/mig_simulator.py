@@ -5,7 +5,8 @@ Modelled: current and pending MIG mode (enabling needs an idle GPU and, with `ne
 simulator, like the kit, never performs); profile info and placements in memory slices; GPU-instance creation
 at a placement (INVALID_ARGUMENT for a start the profile does not allow, INSUFFICIENT_RESOURCES for overlapping
 memory slices, spent compute slices or the profile's instance limit); compute instances; destruction refused
-while something is inside (IN_USE); MIG devices with MIG-simulated-<uuid> UUIDs (GPUs: GPU-simulated-<uuid>); NO_PERMISSION without privilege;
+while something is inside (IN_USE); MIG devices with MIG-simulated-<uuid> UUIDs (GPUs: GPU-simulated-<uuid>);
+NO_PERMISSION without privilege;
 NOT_SUPPORTED on a GPU without MIG. GPU-instance ids follow what A100s report (7g: 0, halves 1-2, quarters 3-6,
 eighths 7-14); real code must read them back, never assume them. Device names say "(simulated)".
 

@@ -50,7 +50,8 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
         words = " ".join([name, *(proc.info["cmdline"] or [])])
         try:
             env = proc.environ()
-            pipe_dir, device = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR)), env.get("CUDA_VISIBLE_DEVICES")
+            pipe_dir = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
+            device = env.get("CUDA_VISIBLE_DEVICES")
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             pipe_dir = device = None
         found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",

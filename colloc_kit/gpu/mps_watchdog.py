@@ -25,8 +25,8 @@ from .pids import alive, kill, read_pid, wait_gone
 def start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:
     """A process in its own session that quits the daemon if this process dies first (a kernel restarted or killed
     mid-run), so no daemon outlives the kit. `stop()` ends it before quitting the daemon itself."""
-    return subprocess.Popen([sys.executable, "-m", "colloc_kit.gpu.mps_watchdog", "--watch", str(os.getpid()), "--control", control,
-                             "--pipe-dir", str(pipe_dir)], env=env, stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-m", "colloc_kit.gpu.mps_watchdog", "--watch", str(os.getpid()),
+                             "--control", control, "--pipe-dir", str(pipe_dir)], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -94,7 +94,8 @@ def _is_mps_process(process: psutil.Process) -> bool:
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m colloc_kit.gpu.mps_watchdog", description="the MPS daemon's watchdog")
+    parser = argparse.ArgumentParser(prog="python -m colloc_kit.gpu.mps_watchdog",
+                                     description="the MPS daemon's watchdog")
     parser.add_argument("--watch", type=int, required=True, help="pid whose death makes the daemon quit")
     parser.add_argument("--control", required=True)
     parser.add_argument("--pipe-dir", type=Path, required=True)

@@ -71,7 +71,8 @@ def session() -> Iterator[Any]:
             try:
                 lib.nvmlInit()
             except Exception as exc:  # NVMLError subclasses, or OSError when libnvidia-ml.so is missing
-                raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; is an NVIDIA driver installed?") from exc
+                raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; "
+                                      "is an NVIDIA driver installed?") from exc
         _init_count += 1
     try:
         yield lib

@@ -56,7 +56,8 @@ class MigMode(SharingMode):
             raise BadInput(f"mode mig needs a MIG-capable CUDA GPU, but the jobs run on {device!r}")
         layout = options.get("layout")
         if not layout or not isinstance(layout, (str, list, tuple)):
-            raise BadInput("mode mig needs a layout, e.g. layout: 3g.40gb,2g.20gb,1g.10gb,1g.10gb (one profile per job)")
+            raise BadInput("mode mig needs a layout, e.g. layout: 3g.40gb,2g.20gb,1g.10gb,1g.10gb "
+                           "(one profile per job)")
         errors = []
         for model in GPU_MODELS.values():  # the GPU is not read here: the names must exist on some MIG GPU
             try:
@@ -87,7 +88,8 @@ class MigMode(SharingMode):
         if mig.value is None:
             return f"GPU {gpu} ({name}) is not MIG-capable ({mig.reason}); planning and the simulator work anywhere"
         if not mig.value[0]:
-            return f"MIG mode is disabled on GPU {gpu} ({name}); an administrator enables it (nvidia-smi -i {gpu} -mig 1)"
+            return (f"MIG mode is disabled on GPU {gpu} ({name}); an administrator enables it "
+                    f"(nvidia-smi -i {gpu} -mig 1)")
         return None
 
     def check(self, n_jobs: int) -> None:

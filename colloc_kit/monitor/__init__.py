@@ -3,8 +3,8 @@
     >>> from colloc_kit.monitor import Monitor, read_samples, summarize, measure
     >>> with Monitor(run_dir / "monitor", gpu=0, job_pids=lambda: pids):      # doctest: +SKIP
     ...     run_jobs()
-    >>> samples = read_samples(run_dir / "monitor")
-    >>> summarize(samples.gpu, start, end)["sm_occupancy_pct_mean"]
+    >>> samples = read_samples(run_dir / "monitor")                           # doctest: +SKIP
+    >>> summarize(samples.gpu, start, end)["sm_occupancy_pct_mean"]           # doctest: +SKIP
 """
 
 from .run_monitor import Monitor

@@ -6,7 +6,7 @@ Reads sooner than MIN_INTERVAL_S after the last one give None for every metric (
 about every fifth row has GPM values).
 
     >>> counter, absent = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))  # doctest: +SKIP
-    >>> dict(zip(counter.columns, counter.read()))
+    >>> dict(zip(counter.columns, counter.read()))                                                     # doctest: +SKIP
     {'sm_util_pct': 92.1, 'sm_occupancy_pct': 47.9, 'tensor_util_pct': 18.5, ...}
 """
 

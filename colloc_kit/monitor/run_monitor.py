@@ -6,7 +6,7 @@ in monitor.json, with every column left out and why. See `store` for the files w
 
     >>> with Monitor(run_dir / "monitor", gpu=0, job_pids=lambda: {worker.pid: "j0-resnet50"}):   # doctest: +SKIP
     ...     run_the_jobs()
-    >>> read_samples(run_dir / "monitor").gpu[["t", "sm_util_pct", "power_w"]]
+    >>> read_samples(run_dir / "monitor").gpu[["t", "sm_util_pct", "power_w"]] # doctest: +SKIP
 """
 
 from __future__ import annotations
