@@ -16,7 +16,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "run": "experiment", "run_spec": "experiment", "load": "results", "Results": "results", "combine": "results",
+    "run": "experiment", "run_spec": "experiment", "sweep": "experiment",
+    "load": "results", "Results": "results", "combine": "results",
     "JobSpec": "spec", "ModeSpec": "spec", "ExperimentSpec": "spec",
     "CollocKitError": "errors", "BadInput": "errors", "GpuStateError": "errors",
 }
