@@ -175,14 +175,13 @@ GPU_MODELS: dict[str, GpuModel] = {
                 ("1g.18gb+me", 16384, 16),
                 ("1g.35gb", 33280, 26),
                 ("2g.35gb", 33280, 32),
-                ("3g.71gb", 71680, 60),
-                ("4g.71gb", 71680, 64),
+                ("3g.71gb", 71424, 60),
+                ("4g.71gb", 71424, 64),
                 ("7g.141gb", 143360, 132),
             ]),
-            source="NVIDIA MIG user guide (Supported MIG Profiles: H200, fractions and instance counts); "
-                   "`nvidia-smi mig -lgip` listing for 1g.18gb/2g.35gb/7g.141gb (16.00/32.50/140.00 GiB). "
-                   "ESTIMATED, not seen in a listing: 3g/4g.71gb memory (half of 7g.141gb) and the 1g.35gb SM count "
-                   "(as H100's 1g.20gb); the live catalogue replaces them on a real H200",
+            source="NVML's live catalogue on an H200 (driver 580.159.04, MIG disabled, read-only; "
+                   "benchmarks/results/h200x2/h200_live_mig_catalogue.json): every profile's slices, memory, SMs, "
+                   "instance count and placements",
             nvml_names=("NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA H200 141GB HBM3e"),
         ),
         GpuModel(

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The seed study on a lent GPU, across several device calls: stand-in data, then the experiments in a background
+# runner (its own session, so it outlives one call), polled, stopped cleanly. Resumable: run `start` again into the
+# same RUNS folder and only missing or failed cells run.
+#   bash benchmarks/seed_h100.sh start DATA RUNS "seed-33 --amp off" "seed-37" ...   # data, then the runner; returns
+#   bash benchmarks/seed_h100.sh wait RUNS SECONDS       # progress every minute for SECONDS or until the runner ends
+#   bash benchmarks/seed_h100.sh stop RUNS               # interrupt the runner (its MPS daemons quit) and wait for it
+# Each experiment runs `colloc-kit run <args> --repeats 1 --data-root DATA --out RUNS --quiet` from a private copy
+# of the kit (/tmp/kit), so later calls that change the working tree do not change the running code.
+set -u
+what=$1
+case $what in
+start)
+  data=$2 runs=$3; shift 3
+  rm -rf /tmp/kit && cp -r "$PWD" /tmp/kit && export PYTHONPATH=/tmp/kit
+  for d in ${SEED_IMAGES:-cifar10:50000 imagenet64:100000 imagenet:20000}; do  # dataset:images
+    set -- ${d%%:*} ${d##*:} "$@"
+    start=$(date +%s)
+    python3 -m colloc_kit.cli data make "$1" --root "$data" --images "$2" --quiet
+    echo "stand-in $1: $2 images in $(( $(date +%s) - start )) s"
+    shift 2
+  done
+  mkdir -p "$runs"
+  rm -f "$runs.stop"
+  runner="cd /tmp/kit; for e in $(printf '%q ' "$@"); do [ -e $runs.stop ] && break; start=\$(date +%s);
+    python3 -m colloc_kit.cli run \$e --repeats 1 --data-root $data --out $runs --quiet;
+    echo \"== \$e: exit \$? after \$(( \$(date +%s) - start )) s\"; done"
+  setsid nohup bash -c "$runner" > "$runs.log" 2>&1 < /dev/null &
+  echo $! > "$runs.pid"
+  echo "runner $(cat "$runs.pid") started: $*"
+  ;;
+wait)
+  runs=$2 until=$(( $(date +%s) + $3 ))
+  while [ "$(date +%s)" -lt "$until" ] && kill -0 "$(cat "$runs.pid")" 2>/dev/null; do
+    sleep 60
+    for exp in "$runs"/*/; do echo "$(date +%T) $(basename "$exp"): $(PYTHONPATH=/tmp/kit python3 -m colloc_kit.cli \
+      status "$exp" 2>/dev/null | tail -1)"; done
+  done
+  tail -5 "$runs.log"
+  ;;
+stop)
+  runs=$2
+  touch "$runs.stop"
+  kill -INT -- -"$(cat "$runs.pid")" 2>/dev/null
+  for _ in $(seq 90); do kill -0 "$(cat "$runs.pid")" 2>/dev/null || break; sleep 1; done
+  tail -5 "$runs.log"
+  echo "MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
+  ;;
+esac

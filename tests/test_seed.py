@@ -1,0 +1,108 @@
+"""The seed study's matrix (colloc_kit/seed.py), its recipe on real files, and `colloc-kit run seed-NN --plan`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from colloc_kit import seed as study
+from colloc_kit.cli import main
+from colloc_kit.errors import BadInput
+from colloc_kit.spec import JobSpec, bundled_specs, read_yaml
+
+H100 = study.Card.planned("H100-80GB")
+
+
+def test_experiment_33_has_the_artifacts_thirteen_workloads_per_model_and_precision():
+    rows = pd.DataFrame(study.plan_rows(study.SeedSpec(33, amp=["off", "bf16"]), H100))
+    assert len(rows) == 3 * 13 * 2 and rows["runs"].all()
+    r26 = rows[(rows["workload"] == "resnet26 on cifar10, batch 128") & (rows["amp"] == "off")]
+    assert list(r26["artifact"]) == ["1 x exclusive", "1 x 7g.40gb", "1 x 4g.20gb", "1 x MPS", "2 x naive",
+                                     "2 x 3g.20gb", "2 x MPS", "3 x naive", "3 x 2g.10gb", "3 x MPS", "7 x naive",
+                                     "7 x 1g.5gb", "7 x MPS"]
+    assert "MPS partition (not MIG): 7 x 1g" in set(r26["runs_as"])
+    assert r26[r26["artifact"] == "2 x 3g.20gb"]["mig_layout_here"].item() == "3g.40gb@0 + 3g.40gb@4"
+
+
+def test_experiment_37_names_the_mig_mixes_that_need_more_than_seven_slices():
+    rows = pd.DataFrame(study.plan_rows(study.SeedSpec(37), H100))
+    cannot = rows[~rows["runs"]]
+    assert list(cannot["workload"]) == ["R152 + R50 as 1+2", "R152 + R50 + R26 as 1+1+2", "R152 + R50 + R26 as 1+1+3"]
+    assert all("compute slices; H100-80GB has 7" in text for text in cannot["mig_layout_here"])
+    assert rows.iloc[0]["runs_as"] == "exclusive"  # the gains' baselines: each model alone
+
+
+def test_experiments_share_one_folder_and_run_lone_cells_first():
+    specs = study.experiments(study.SeedSpec(33, data_root="/d", seconds=5), H100)
+    assert {s.name for s in specs} == {"seed-33"}
+    first = specs[0]
+    assert first.copies == [1] and first.modes[0].name == "exclusive"
+    job = first.jobs[0]
+    assert (job.model, job.recipe, job.image_size, job.workers, job.pin_memory, job.data_root) == (
+        "timm.resnet26", "seed", 224, 4, False, "/d/cifar10")
+    assert sum(len(s.modes) for s in specs) == 39
+
+
+def test_mig_rows_run_as_mig_where_mig_is_enabled():
+    card = study.Card(H100.model, mig_enabled=True, memory_mib=81559)
+    modes = [m for s in study.experiments(study.SeedSpec(33), card) for m in s.modes]
+    assert {"name": "mig", "layout": ["1g.10gb"] * 7} in [{"name": m.name, **m.options} for m in modes]
+
+
+@pytest.mark.parametrize("mapping, words", [({"seed": 32}, "33, 34, 35, 36 and 37"),
+                                            ({"seed": 33, "amp": ["fp8"]}, "amp"),
+                                            ({"seed": 33, "copies": 3}, "unknown key(s) copies")])
+def test_bad_seed_specs_are_refused(mapping, words):
+    with pytest.raises(BadInput, match=words.replace("(", r"\(").replace(")", r"\)")):
+        study.SeedSpec.from_mapping(mapping)
+
+
+def test_bundled_seed_specs_read_as_seed_specs():
+    for n in (33, 34, 35, 36, 37):
+        seed = study.SeedSpec.from_mapping(read_yaml(f"seed-{n}"))
+        assert seed.seed == n and "off" in seed.amp
+    assert {f"seed-{n}" for n in range(33, 38)} <= set(bundled_specs())
+
+
+def test_plan_needs_no_gpu(capsys):
+    assert main(["run", "seed-37", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "MPS partition (not MIG)" in out and "3 cannot be placed" in out
+
+
+def test_seed_refuses_flags_that_change_the_study(capsys):
+    assert main(["run", "seed-33", "--model", "resnet18", "--plan"]) == 2
+    assert "--model" in capsys.readouterr().err
+
+
+def test_the_recipe_fills_its_defaults_but_keeps_what_the_job_says():
+    job = JobSpec.from_mapping({"model": "resnet26", "recipe": "seed", "workers": 2})
+    assert (job.image_size, job.workers, job.pin_memory) == (224, 2, False)
+    with pytest.raises(BadInput, match="recipe must be one of kit, seed"):
+        JobSpec(model="resnet26", recipe="timm")
+
+
+def test_seed_transform_yields_224_uint8_images_from_a_small_png(tmp_path):
+    from PIL import Image
+    import numpy as np
+    import torch
+
+    from colloc_kit.worker.recipes import seed_transform
+
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8))
+    out = seed_transform(224)(image)
+    assert out.shape == (3, 224, 224) and out.dtype == torch.uint8
+
+
+@pytest.mark.slow
+def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_path):
+    import colloc_kit
+    from colloc_kit.standin import LABEL, make
+
+    folder = make("cifar10", tmp_path / "data", images=200, progress=False)
+    results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "recipe": "seed", "dataset": "imagefolder",
+                               "data_root": str(folder), "batch_size": 8, "steps": 3, "warmup_steps": 1,
+                               "workers": 1}], out=tmp_path / "runs", progress=False)
+    job = results.jobs.iloc[0]
+    assert job["status"] == "complete" and job["recipe"] == "seed" and job["image_size"] == 224
+    assert job["dataset_label"].startswith(LABEL)
