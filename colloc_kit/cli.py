@@ -38,6 +38,7 @@ RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `colloc-kit` command: parse, run the subcommand, turn errors into one line and an exit code."""
     try:
         parser = build_parser()
     except BadInput as exc:  # a mode plug-in (COLLOC_KIT_MODES) that does not load
@@ -168,6 +169,7 @@ def mode_option_names() -> set[str]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """`colloc-kit info`: the host, GPUs, MPS, every sharing mode and whether it runs here."""
     from . import machine
     from .modes import availability
 
@@ -206,6 +208,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
     from .experiment import run_spec
 
     data = read_yaml(args.spec) if args.spec else None
@@ -225,6 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`colloc-kit demo`: the bundled gpu-demo spec on a GPU machine, else cpu-smoke."""
     from . import machine
 
     gpus, reason = machine.gpu_list()
@@ -335,6 +339,7 @@ def _override(group: Any, job_flags: dict) -> Any:
 
 
 def cmd_data_make(args: argparse.Namespace) -> int:
+    """`colloc-kit data make`: a stand-in dataset in the real format."""
     from .standin import make
 
     folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
@@ -343,6 +348,7 @@ def cmd_data_make(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped."""
     from .results import load
 
     if not Path(args.path).exists():
@@ -360,6 +366,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """`colloc-kit status`: an experiment folder's cells and their statuses."""
     import pandas as pd
 
     from .cells import experiment_status
@@ -378,6 +385,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def print_tables(results) -> None:
+    """The runs and jobs tables of `results`, as `run` and `show` print them."""
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):

@@ -59,6 +59,7 @@ def chosen_gpus(request: str | list[int], described: list[dict], reason: str | N
 
 
 def host() -> dict:
+    """Hostname, platform, CPU model, logical cores and memory."""
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -101,6 +102,7 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
 
 
 def versions() -> dict:
+    """Python's, the kit's and its main packages' versions (None where one is missing)."""
     found = {"python": platform.python_version(), "colloc_kit": __version__}
     for name in PACKAGES:
         try:

@@ -188,6 +188,7 @@ class MpsDaemon:
         return pids
 
     def clients(self, server: int) -> list[int]:
+        """PIDs of the clients connected to MPS server `server`."""
         return _pids(self.command(f"get_client_list {server}") or "")
 
     def client_env(self) -> dict[str, str]:
@@ -217,6 +218,7 @@ class MpsDaemon:
         return self.control_pid is not None and alive(self.control_pid)
 
     def state(self) -> dict[str, Any]:
+        """What the daemon was and did, for the run's manifest."""
         return {"device": self.device, "control": self.control, "owned": self.owned, "control_pid": self.control_pid,
                 "server_pids": sorted(self.server_pids), "pipe_dir": str(self.pipe_dir), "log_dir": str(self.log_dir),
                 "fault": self.fault, "shutdown_notes": list(self.notes)}

@@ -51,6 +51,7 @@ class MigMode(SharingMode):
 
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
+        """Refuse a missing or unknown layout, a CPU run and non-boolean switches, before the GPU is read."""
         super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mig needs a MIG-capable CUDA GPU, but the jobs run on {device!r}")
@@ -124,6 +125,7 @@ class MigMode(SharingMode):
             stack.__exit__(*exc_info)  # MPS daemons quit first, then the MIG layout is undone
 
     def slots(self, n_jobs: int) -> list[Slot]:
+        """One slot per job on the created instances, round-robin (with mps: through each instance's daemon)."""
         if self.options.get("dry_run"):
             raise BadInput("mode mig ran as a dry run: nothing was applied, so there are no MIG devices for jobs")
         created = self.mig.created
@@ -142,6 +144,7 @@ class MigMode(SharingMode):
         return slots
 
     def state(self) -> dict[str, Any]:
+        """The layout found, destroyed and created, each instance's placement and UUID, the MPS daemons."""
         mig = self.mig
         return {
             "name": self.name, "options": self.options,
@@ -156,6 +159,7 @@ class MigMode(SharingMode):
         }
 
     def problems(self) -> list[str]:
+        """What applying or restoring the layout ran into, and any MPS server fault."""
         found = list(self.mig.problems)
         for daemon in self.daemons:
             fault = daemon.server_fault()

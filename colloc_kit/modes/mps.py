@@ -75,6 +75,7 @@ class MpsMode(SharingMode):
     # -- validation, before anything changes --------------------------------------------------------------------
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
+        """Refuse limits out of range, partitions beside limits, a CPU run, before anything is read."""
         super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mps needs a CUDA GPU, but the jobs run on {device!r}; use device cuda, or mode naive")
@@ -187,6 +188,7 @@ class MpsMode(SharingMode):
 
     # -- slots and records -------------------------------------------------------------------------------------
     def slots(self, n_jobs: int) -> list[Slot]:
+        """One client slot per job of the running daemon, with its thread and memory limits."""
         if self.daemon is None:
             raise RuntimeError("MpsMode.slots() is called inside `with mode:`")
         slots = []
@@ -204,6 +206,7 @@ class MpsMode(SharingMode):
         return slots
 
     def state(self) -> dict[str, Any]:
+        """MPS or MPS partitions, the daemon's state, the slices the partitions were cut from."""
         partitioned = self.options.get("partitions") is not None
         state: dict[str, Any] = {"name": self.name, "options": self.options,
                                  "kind": PARTITION_KIND if partitioned else "MPS",
