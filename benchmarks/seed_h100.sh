@@ -4,7 +4,7 @@
 # same RUNS folder and only missing or failed cells run.
 #   bash benchmarks/seed_h100.sh start DATA RUNS "seed-33 --amp off" "seed-37" ...   # data, then the runner; returns
 #   bash benchmarks/seed_h100.sh wait RUNS SECONDS       # progress every minute for SECONDS or until the runner ends
-#   bash benchmarks/seed_h100.sh stop RUNS               # interrupt the runner (its MPS daemons quit) and wait for it
+#   bash benchmarks/seed_h100.sh stop RUNS               # interrupt the runner (SIGTERM; its MPS daemons quit), wait
 # Each experiment runs `colloc-kit run <args> --repeats 1 --data-root DATA --out RUNS --quiet` from a private copy
 # of the kit (/tmp/kit), so later calls that change the working tree do not change the running code.
 set -u
@@ -41,8 +41,9 @@ wait)
 stop)
   runs=$2
   touch "$runs.stop"
-  kill -INT -- -"$(cat "$runs.pid")" 2>/dev/null
-  for _ in $(seq 90); do kill -0 "$(cat "$runs.pid")" 2>/dev/null || break; sleep 1; done
+  kill -TERM -- -"$(cat "$runs.pid")" 2>/dev/null  # the kit takes SIGTERM as an interrupt; a job started with &
+                                                   # by a non-interactive shell ignores SIGINT
+  for _ in $(seq 120); do pgrep -s "$(cat "$runs.pid")" > /dev/null || break; sleep 1; done  # the kit too, not bash
   tail -5 "$runs.log"
   echo "MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
   ;;

@@ -69,7 +69,8 @@ class Window:
 
     @property
     def seconds(self) -> float:
-        return self.end - self.start if self.start is not None else 0.0
+        """Its length; 0.0 without a start or an end (a run killed before it wrote its end)."""
+        return self.end - self.start if self.start is not None and self.end is not None else 0.0
 
     def __bool__(self) -> bool:
         return self.start is not None

@@ -247,12 +247,11 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
             if why:
                 not_run[f"{' + '.join(j.model for j in spec.jobs)} {mode.label} x{spec.copies[0]}"] = why
                 print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
+                (exp_dir / "not-run.json").write_text(json.dumps(not_run, indent=1) + "\n")  # kept if stopped later
             else:
                 fitting.append(mode)
         if fitting:
             parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
-    if not_run:
-        (exp_dir / "not-run.json").write_text(json.dumps(not_run, indent=1) + "\n")
     return combine(parts)
 
 
