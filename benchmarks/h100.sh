@@ -7,6 +7,7 @@
 #   workerbench                    the worker against a plain PyTorch loop, and the start skew of 7 jobs
 #   monitor                        the monitor's plausibility check and its overhead
 #   mps-oom                        an MPS memory limit makes one job fail out of memory while its neighbours finish
+#   overhead                       a run's cost beyond its window (ResNet-50 bs128 bf16), with and without the zygote
 # Every stage ends by showing that no MPS daemon is left (pgrep -a nvidia-cuda-mps prints nothing).
 set -uo pipefail
 stage=$1; shift
@@ -17,7 +18,7 @@ echo "== $(date +%T) $stage $*"
 case $stage in
   gputests)
     python3 -m pytest -q -m gpu -rs tests/test_worker.py tests/test_monitor_gpu.py tests/test_mig_gpu.py \
-      tests/test_mps_gpu.py 2>&1 | tee "$out/gputests.txt" | tail -25 ;;
+      tests/test_mps_gpu.py tests/test_zygote.py 2>&1 | tee "$out/gputests.txt" | tail -25 ;;
   matrix)
     python3 benchmarks/collocation_matrix.py run ${1//,/ } --models "$2" --batch-sizes "$3" --repeats 3 \
       --seconds "${SECONDS_PER_JOB:-4}" --out "$out/matrix" | tail -30 ;;
@@ -29,6 +30,13 @@ case $stage in
     python3 benchmarks/monitor_overhead.py --out "$out/monitor_overhead" | tail -12 ;;
   mps-oom)
     python3 benchmarks/mps_memory_limit.py --out "$out/mps_memory_limit" | tail -12 ;;
+  overhead)
+    mkdir -p "$out/issue10"
+    for zygote in 1 0; do
+      COLLOC_KIT_ZYGOTE=$zygote python3 benchmarks/run_overhead.py --device cuda --model resnet50 --batch-size 128 \
+        --amp bf16 --seconds 5 --repeats 3 --runs 3 --label "zygote=$zygote" \
+        --out "$out/issue10/overhead_$([ $zygote = 1 ] && echo zygote || echo no_zygote).json" 2>&1 | tail -4
+    done ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 echo "== $(date +%T) MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"

@@ -44,6 +44,7 @@ from .results import Results, RunReading, assemble, combine, read_run
 from .rundir import RunDir, check_out, safe_name
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
+from .zygote import Zygote
 
 SPECS_DIR, MACHINES_DIR = "specs", "machines"
 EXIT_ERROR = 3  # a cell process whose run raised (the error is in its manifest and on its stderr)
@@ -182,8 +183,10 @@ def _run_here(spec: ExperimentSpec, spec_file: Path, todo: list[Cell], gpus: lis
             return readings
         bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(todo), enabled=progress)
         try:
-            for cell in todo:
-                readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar)
+            # one process imports torch for every run's workers, while the first cell sets up (zygote.py)
+            with Zygote.for_experiment(job.model for job in spec.jobs) as zygote:
+                for cell in todo:
+                    readings[cell.cell_id] = run_cell(spec, cell, placements[0], out, bar, zygote)
         finally:
             bar.close()
     return readings
@@ -252,9 +255,11 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     return planned
 
 
-def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress) -> RunReading:
+def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress,
+             zygote: Zygote | None = None) -> RunReading:
     """One cell: its run directory, its mode entered and left on the placement's GPU, its jobs launched (in waves if
-    the mode is sequential), its host CPU use recorded; returns the run as `read_run` reads it back."""
+    the mode is sequential; forked from `zygote` if given), its host CPU use recorded; returns the run as `read_run`
+    reads it back."""
     planned = plan_jobs(spec, cell.copies)
     mode_spec = cell.mode
     run = RunDir.create(out, spec.name, cell.label)
@@ -278,7 +283,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
     bar.run_started(f"{mode_spec.label} x{cell.copies} r{cell.repeat}", len(planned))
     outcomes: list[Outcome] = []
     status, problems = INTERRUPTED, []
-    cpu_before = _children_cpu_s()
+    cpu_before = _children_cpu_s(zygote)
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -289,7 +294,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
-                                on_start=watch)
+                                on_start=watch, zygote=zygote)
                     try:
                         wave.run()
                     finally:
@@ -301,7 +306,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
-        manifest["host_cpu"]["cpu_s"] = round(_children_cpu_s() - cpu_before, 3)
+        manifest["host_cpu"]["cpu_s"] = round(_children_cpu_s(zygote) - cpu_before, 3)
         run.update_manifest(host_cpu=manifest["host_cpu"])
         _finish(run, manifest, outcomes, status, problems)
         reading = read_run(run)
@@ -347,10 +352,11 @@ def _visible_gpu(machine_info: dict, default: int) -> int:
     return next((g["index"] for g in machine_info["gpus"] if g["uuid"] == first), default)
 
 
-def _children_cpu_s() -> float:
-    """User + system CPU seconds of this process's finished children (the workers and their loader processes)."""
+def _children_cpu_s(zygote: Zygote | None = None) -> float:
+    """User + system CPU seconds of this process's finished children (the workers and their loader processes), and
+    of the workers `zygote` forked."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime + (zygote.children_cpu_s if zygote else 0.0)
 
 
 def cell_main(argv: list[str] | None = None) -> int:

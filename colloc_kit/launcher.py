@@ -4,7 +4,8 @@ Jobs that started together also stop together: a job whose budget is met (its `m
 every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
 always lie inside one span in which all of them trained (the run's common window).
 
-Each job is a `python -m colloc_kit.worker` process in its own process group. Its stdout (the event stream) is
+Each job is a `python -m colloc_kit.worker` process in its own process group (forked from the experiment's zygote
+where there is one, zygote.py, so that its imports are already done). Its stdout (the event stream) is
 copied line by line to `jobs/<job>.events.jsonl`; its stderr to `jobs/<job>.stderr.log`. A job that crashes, runs
 out of memory, overruns its time limit or is killed is recorded with its reason; the others run on. An interrupt
 (Ctrl-C, or "interrupt kernel" in Jupyter) stops every job and re-raises after recording what was measured.
@@ -31,6 +32,7 @@ from .modes import Slot
 from .rundir import events_file, stderr_file
 from .spec import JobSpec
 from .statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
+from .zygote import ForkedWorker, Zygote
 
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
@@ -66,7 +68,7 @@ class Outcome:
 @dataclass
 class _Job:
     item: LaunchItem
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedWorker
     events_path: Path
     ready: threading.Event = field(default_factory=threading.Event)
     last: dict = field(default_factory=dict)  # last event of each type
@@ -112,14 +114,14 @@ class Wave:
     an interrupt cuts it short, so the caller can record what was measured before the interrupt propagates.
 
     `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
-    started (the monitor uses it to attribute GPU memory to jobs).
+    started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it.
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
                  on_event: Callable[[dict], None] | None = None,
-                 on_start: Callable[[dict[int, str]], None] | None = None):
+                 on_start: Callable[[dict[int, str]], None] | None = None, zygote: Zygote | None = None):
         self.items, self.jobs_dir, self.time_limit_s = items, jobs_dir, time_limit_s
-        self.on_event, self.on_start = on_event, on_start
+        self.on_event, self.on_start, self.zygote = on_event, on_start, zygote
         self.released_at: float | None = None
         self.outcomes: list[Outcome] = []
 
@@ -128,7 +130,7 @@ class Wave:
         jobs: list[_Job] = []
         try:
             for item, cores in zip(self.items, host_shares(len(self.items), self.items[0].spec.device)):
-                jobs.append(_start(item, self.jobs_dir, cores, self.on_event))
+                jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
                 self.on_start({job.proc.pid: job.item.job_id for job in jobs})
             _wait_until_ready(jobs)
@@ -145,17 +147,19 @@ class Wave:
         return self.outcomes
 
 
-def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event) -> _Job:
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event, zygote: Zygote | None) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
     env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
-        proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                env=env, start_new_session=True)
+        proc = zygote.spawn(worker_command(item), env, cores, os.getcwd(), stderr) if zygote else None
+        if proc is None:
+            proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=stderr, env=env, start_new_session=True)
     finally:
         stderr.close()
     try:
-        os.sched_setaffinity(proc.pid, cores)  # before it imports torch: its threads and loader workers inherit it
+        os.sched_setaffinity(proc.pid, cores)  # early: its threads and loader workers inherit it (a forked one set it)
     except OSError:  # it already died: its outcome says why
         pass
     job = _Job(item, proc, events_file(jobs_dir, item.job_id))

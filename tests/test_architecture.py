@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "colloc_kit"
 ROWS = {  # docs/architecture.md's table: a module may import only from its own row or the rows above
     0: ["__init__", "errors", "statuses", "events"],
     1: ["gpu"],
-    2: ["modes", "spec", "worker", "monitor", "standin"],
+    2: ["modes", "spec", "worker", "zygote", "monitor", "standin"],
     3: ["rundir", "figures", "results"],
     4: ["launcher", "cells", "experiment", "dispatch", "slurm", "progress", "machine"],
     5: ["analysis", "plots", "seed", "notebook", "background", "widgets", "batch", "cli", "mig_cli"],

@@ -1,7 +1,5 @@
 """`python -m colloc_kit.worker --help` lists the options; see colloc_kit.worker.train."""
 
-import sys
+from .train import leave, main
 
-from .train import main
-
-sys.exit(main())
+leave(main())
