@@ -50,7 +50,8 @@ def summarize(folder: Path) -> pd.DataFrame:
     runs = analysis.run_summary(results).join(first_job, on="run_id")
     keys = runs.groupby(["experiment", "mode_label", "copies", "jobs_label"])[["model", "batch_size"]].first()
     table = table.join(keys, on=["experiment", "mode_label", "copies", "jobs_label"])
-    columns = KEYS + ["repeats", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci", "normalized_throughput_mean",
+    columns = KEYS + ["repeats", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci",
+                      "normalized_throughput_mean",
                       "normalized_throughput_ci", "epoch_time_growth_mean", "bound_by", "flags"]
     return table[columns].sort_values(KEYS)
 

@@ -39,7 +39,8 @@ def checks(samples, summary: dict | None) -> list[tuple[str, bool, str]]:
                 ("SM occupancy at or below SM util", bool((occupancy <= sm + 0.5).all()),
                  f"means: occupancy {occupancy.mean():.1f} %, SM util {sm.mean():.1f} %; "
                  f"rows above: {int((occupancy > sm + 0.5).sum())}")]
-    out.append(("energy counter increasing", energy is not None and len(energy) > 1 and bool((energy.diff() >= 0)[1:].all()),
+    increasing = energy is not None and len(energy) > 1 and bool((energy.diff() >= 0)[1:].all())
+    out.append(("energy counter increasing", increasing,
                 f"{0 if energy is None else len(energy)} readings"))
     out.append((f"GPU memory attributed to all {COPIES} jobs", len(jobs) == COPIES, f"jobs in samples_process: {jobs}"))
     counter = summary and summary["energy_j"]

@@ -32,7 +32,8 @@ def measure(copies: int, interval_s: float | None, seconds: float, out: Path, jo
     run = results.runs.iloc[0]
     tick_ms = read_samples(Path(run["run_dir"]) / "monitor").info.get("tick_ms_mean") if interval_s else None
     return {"copies": copies, "aggregate_images_per_s": run["aggregate_images_per_s"],
-            "throughput_window": run["throughput_window"], "failed_jobs": int((results.jobs["status"] != "complete").sum()),
+            "throughput_window": run["throughput_window"],
+            "failed_jobs": int((results.jobs["status"] != "complete").sum()),
             "tick_ms_mean": tick_ms, "run_dir": run["run_dir"]}
 
 

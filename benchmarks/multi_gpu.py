@@ -44,7 +44,8 @@ def compare(one: Path, two: Path) -> None:
         print(f"| {','.join(map(str, wall['gpus']))} | {wall['complete']}/{wall['cells_run']} | {wall['wall_s']} |")
     frames = [colloc_kit.load(p).runs.groupby(["mode_label", "copies"])["aggregate_images_per_s"] for p in (one, two)]
     stats = [f.agg(["mean", "min", "max", "count"]) for f in frames]
-    print("\n| mode | copies | 1 GPU mean [min, max] | 2 GPUs mean [min, max] | ranges overlap |\n|---|---|---|---|---|")
+    print("\n| mode | copies | 1 GPU mean [min, max] | 2 GPUs mean [min, max] | ranges overlap |\n"
+          "|---|---|---|---|---|")
     for key in stats[0].index:
         a, b = stats[0].loc[key], stats[1].loc[key] if key in stats[1].index else None
         right = f"{b['mean']:,.0f} [{b['min']:,.0f}, {b['max']:,.0f}]" if b is not None else "missing"

@@ -72,7 +72,8 @@ def run_plain(args: argparse.Namespace, model: str) -> dict:
     """The plain loop in a fresh process, as the worker gets one."""
     config = [model, args.batch_size, args.image_size, args.amp, args.channels_last, args.device, args.warmup_steps,
               args.seconds]
-    out = subprocess.run([sys.executable, __file__, "--plain-child", json.dumps(config)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--plain-child", json.dumps(config)], capture_output=True,
+                         text=True)
     if out.returncode != 0:
         raise SystemExit(f"the plain loop failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -9,7 +9,7 @@ one job alone; the seed study's "up to 4x" is 4.0).
 
     >>> results = colloc_kit.load("runs")                                          # doctest: +SKIP
     >>> summary = summarize(results)                                               # doctest: +SKIP
-    >>> summary[["mode_label", "copies", "normalized_throughput_mean", "normalized_throughput_ci", "flags"]]   # doctest: +SKIP
+    >>> summary[["mode_label", "copies", "normalized_throughput_mean", "flags"]]   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
 
     The CI is over the lone jobs (repeats) where there are several, else the single job's within-run CI.
 
-    >>> baselines(colloc_kit.load("runs").jobs)[["model", "baseline_images_per_s", "baseline_images_per_s_ci"]]   # doctest: +SKIP
+    >>> baselines(colloc_kit.load("runs").jobs)[["model", "baseline_images_per_s"]]   # doctest: +SKIP
     """
     columns = BASELINE_KEYS + ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s",
                                "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs"]
@@ -156,7 +156,7 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
     the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `flags` (every repeat's, plus
     "wide CI" past +-3 %) and the most frequent `bound_by`.
 
-    >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci"]]   # doctest: +SKIP
+    >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean"]]   # doctest: +SKIP
     """
     runs = run_summary(results, reference)
     stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI]
@@ -174,11 +174,13 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
         if len(group) > 1:  # the repeats share one baseline: its uncertainty does not average out
             base_rel = group["baseline_rel_ci"].astype(float).mean()
             mean, ci = row["normalized_throughput_mean"], row["normalized_throughput_ci"]
-            row["normalized_throughput_ci"] = mean * figures.relative_ci((mean, ci), (1.0, base_rel if base_rel == base_rel else 0.0))
+            base_part = (1.0, base_rel if base_rel == base_rel else 0.0)  # NaN: no baseline CI
+            row["normalized_throughput_ci"] = mean * figures.relative_ci((mean, ci), base_part)
         flags = [f for run_flags in group["flags"].dropna() for f in run_flags.split("; ")
                  if len(group) == 1 or not f.startswith("wide CI")]  # over repeats, the repeats' CI counts
         if len(group) > 1 and figures.wide(row["aggregate_images_per_s_mean"], row["aggregate_images_per_s_ci"]):
-            flags.append(f"wide CI (+-{100 * row['aggregate_images_per_s_ci'] / row['aggregate_images_per_s_mean']:.1f} %)")
+            width = 100 * row["aggregate_images_per_s_ci"] / row["aggregate_images_per_s_mean"]
+            flags.append(f"wide CI (+-{width:.1f} %)")
         row["flags"] = "; ".join(dict.fromkeys(flags)) or None
         verdicts = group["bound_by"].dropna()
         row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
@@ -202,7 +204,8 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
     rows = []
     for _, row in base.iterrows():
         footprint = row["baseline_steady_gpu_memory_mb"]
-        note = None if footprint == footprint and footprint else "no steady GPU memory measured (CPU job, or no monitor)"
+        measured = footprint == footprint and footprint  # not NaN, not 0
+        note = None if measured else "no steady GPU memory measured (CPU job, or no monitor)"
         for name, capacity in capacities_mb.items():
             rows.append({**{k: row[k] for k in WORKLOAD}, "workload": workload_label(row),
                          "steady_gpu_memory_mb": footprint, "peak_memory_mb": row["baseline_peak_memory_mb"],

@@ -46,7 +46,8 @@ class Background:
         if self.stop_requested or not self.running:
             return
         self.stop_requested = True
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt))
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
+                                                   ctypes.py_object(KeyboardInterrupt))
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the work to end; True if it has."""

@@ -4,11 +4,12 @@ A cell is one (mode, copies, repeat) of a spec, in the order `ExperimentSpec.run
 A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs, so the same
 command into the same folder finds the cells it already ran, and a changed job (steps, batch size) makes new ones.
 
+    >>> from colloc_kit.spec import JobSpec
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2])
     >>> [c.cell_id for c in cells(spec)]                                    # doctest: +ELLIPSIS
     ['naive-x1-r0-...', 'naive-x2-r0-...']
     >>> states = cell_states("runs/experiment")                              # doctest: +SKIP
-    >>> states["naive-x1-r0-3f9a..."].status
+    >>> states["naive-x1-r0-3f9a..."].status                                 # doctest: +SKIP
     'complete'
     >>> experiment_status("runs/experiment")[0]["status"]                    # doctest: +SKIP
     'done'
@@ -27,7 +28,7 @@ import psutil
 from .errors import BrokenRun
 from .rundir import RunDir, find_runs, safe_name
 from .spec import ExperimentSpec, ModeSpec
-from .statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING
+from .statuses import COMPLETE, DONE, FAILED, INTERRUPTED, PENDING, RUNNING
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def cell_states(experiment_dir: str | Path) -> dict[str, CellState]:
 def _status(manifest: dict) -> str:
     status = manifest.get("status", RUNNING)
     if status == RUNNING and not _alive(manifest.get("runner_pid"), (manifest.get("machine") or {}).get("hostname")):
-        return "interrupted"  # the process that ran it died before completing the manifest
+        return INTERRUPTED  # the process that ran it died before completing the manifest
     return status
 
 

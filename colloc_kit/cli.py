@@ -28,10 +28,10 @@ from typing import Any
 
 from .errors import BadInput, CollocKitError
 from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
+from .statuses import COMPLETE
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
-MODE_OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "layout", "mps", "allow_destroy", "dry_run")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -39,7 +39,12 @@ RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    """The `colloc-kit` command: parse, run the subcommand, turn errors into one line and an exit code."""
+    try:
+        parser = build_parser()
+    except BadInput as exc:  # a mode plug-in (COLLOC_KIT_MODES) that does not load
+        print(f"colloc-kit: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
@@ -65,6 +70,9 @@ def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag; `run`'s mode options come from the registered modes' declarations."""
+    from .modes import registered
+
     parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -76,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
     run.add_argument("spec", nargs="?", help="YAML experiment spec (see README)")
-    run.add_argument("--mode", type=_csv(str), help="sharing mode(s): exclusive, naive, mps, mig (comma-separated)")
+    run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(registered())} (comma-separated)")
     run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
     run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
     run.add_argument("--name", help="experiment name (folder under --out)")
@@ -86,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.add_argument("--gpus", type=_gpus, help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
+    run.add_argument("--gpus", type=_gpus,
+                     help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
                                                          "estimated time; run nothing (no GPU needed)")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
@@ -94,15 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--partition", help="Slurm partition")
     for flag in SLURM_FLAGS[1:]:
         slurm.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, help=f"Slurm: {flag.replace('_', ' ')}")
-    modes = run.add_argument_group("sharing-mode options")
-    modes.add_argument("--thread-percentage", type=_csv(int), help="MPS: active thread %% per job (one, or one per job)")
-    modes.add_argument("--memory-limit-mb", type=_csv(int), help="MPS: pinned device memory limit per job, MiB")
-    modes.add_argument("--partitions", type=_csv(str), help="MPS: MIG-like layout, e.g. 3g,2g,1g,1g")
-    modes.add_argument("--layout", type=_csv(str), help="MIG: layout, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb")
-    modes.add_argument("--mps", action="store_true", default=None, help="MIG: one MPS daemon per instance")
-    modes.add_argument("--allow-destroy", action="store_true", default=None, help="MIG: may destroy existing instances")
-    modes.add_argument("--dry-run", action="store_true", default=None, help="MIG: print the commands, change nothing")
+    modes = run.add_argument_group("sharing-mode options (a flag goes to the modes of the run that take it)")
     JobSpec.add_arguments(run.add_argument_group("job options"))
+    add_mode_options(modes, taken=set(run._option_string_actions))
     run.set_defaults(handler=cmd_run)
 
     demo = sub.add_parser("demo", help="the default experiment: gpu-demo on a GPU machine, else cpu-smoke")
@@ -131,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     make.set_defaults(handler=cmd_data_make)
 
     from .batch import add_subcommand as add_batch
-    from .mig.cli import add_subcommands as add_mig
+    from .mig_cli import add_subcommands as add_mig
     from .reference.cli import add_subcommands as add_reference
 
     add_mig(sub)
@@ -140,10 +143,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_mode_options(group: argparse._ArgumentGroup, taken: set[str]) -> None:
+    """One flag per option the registered modes declare (an option several modes take: one flag, each named)."""
+    from .modes import registered
+
+    owners: dict[str, list] = {}
+    for name, cls in registered().items():
+        for option in cls.takes:
+            owners.setdefault(option.name, []).append((name, option))
+    for key, declared in owners.items():
+        option = declared[0][1]
+        if option.flag in taken:
+            raise BadInput(f"mode {declared[0][0]}'s option {key} clashes with the flag {option.flag} of "
+                           f"`colloc-kit run`; rename the option")
+        text = "; ".join(f"{name}: {o.help}" for name, o in declared).replace("%", "%%")
+        if option.type is bool:
+            group.add_argument(option.flag, dest=key, action="store_true", default=None, help=text)
+        else:
+            group.add_argument(option.flag, dest=key, type=_csv(option.type) if option.many else option.type,
+                               help=text)
+
+
+def mode_option_names() -> set[str]:
+    """Every option name some registered mode takes."""
+    from .modes import registered
+
+    return {name for cls in registered().values() for name in cls.option_names}
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    """`colloc-kit info`: the host, GPUs, MPS, every sharing mode and whether it runs here."""
     from . import machine
+    from .modes import availability
 
     info = machine.describe()
+    info["modes"] = availability(device="cuda" if info["gpus"] else "cpu")
     if args.models:
         from .worker import MODEL_NAMES
 
@@ -159,7 +193,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"GPUs      none ({info['gpu_reason']}); jobs can run with --device cpu")
     for gpu in info["gpus"]:
         mig = gpu["mig_mode"]
-        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}" + (" (change pending)" if mig["current"] != mig["pending"] else "")
+        pending = " (change pending)" if mig and mig["current"] != mig["pending"] else ""
+        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}{pending}"
                     if mig else f"no MIG ({gpu['mig_reason']})")
         gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
         print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
@@ -167,12 +202,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     mps, daemons = info["mps"]["control_binary"], info["mps"]["daemons_running"]
     print(f"MPS       {'control at ' + mps if mps else 'nvidia-cuda-mps-control not found'}; "
           f"{len(daemons)} daemon process(es) running" + "".join(f"\n          {d}" for d in daemons))
+    for row in info["modes"]:
+        print(f"mode      {row['mode']:<10} {'runs here' if row['runs_here'] else 'not here: ' + row['why_not']}; "
+              f"{row['summary']}" + (f" Options: {', '.join(row['options'])}." if row["options"] else ""))
     if args.models:
         print("models    " + ", ".join(info["models"]))
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
     from .experiment import run_spec
 
     data = read_yaml(args.spec) if args.spec else None
@@ -187,16 +226,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_tables(results)
     folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
     print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
-    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """`colloc-kit demo`: the bundled gpu-demo spec on a GPU machine, else cpu-smoke."""
     from . import machine
 
     gpus, reason = machine.gpu_list()
     name = "gpu-demo" if gpus else "cpu-smoke"
-    print(f"colloc-kit demo: running the bundled spec {name!r} " + (f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"))
+    where = f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"
+    print(f"colloc-kit demo: running the bundled spec {name!r} {where}")
     return cmd_run(build_parser().parse_args(["run", name, "--out", args.out]))
 
 
@@ -208,8 +249,8 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
-    given = set(flags) & ({f.name for f in fields(JobSpec)} | set(MODE_OPTIONS) | set(SLURM_FLAGS) | {"copies", "gpus",
-                                                                                                      "time_limit_s"})
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | set(SLURM_FLAGS)
+                          | {"copies", "gpus", "time_limit_s"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
@@ -227,7 +268,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
         return EXIT_OK
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
-    complete = "status" in results.jobs and (results.jobs["status"] == "complete").all()
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
 
@@ -255,7 +296,8 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
                                         "monitor_interval_s", "gpus") if getattr(args, k) is not None}
     slurm = {k: getattr(args, k) for k in SLURM_FLAGS if getattr(args, k) is not None}
-    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in MODE_OPTIONS and v is not None}
+    option_names = mode_option_names()
+    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
     if args.spec:
         data = read_yaml(args.spec) if data is None else data
         if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
@@ -272,21 +314,21 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     if args.mode:
         data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
-        data["modes"] = _with_options([m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]],
-                                      mode_options)
+        named = [m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]]
+        data["modes"] = _with_options(named, mode_options)
     return ExperimentSpec.from_mapping(data)
 
 
 def _with_options(modes: list[dict], options: dict) -> list[dict]:
     """Each mode with the command line's options that it takes (`--mode naive,mps --thread-percentage 50` limits
     MPS only); an option that none of the modes takes is refused."""
-    from .modes import MODES, mode_class
+    from .modes import mode_class, registered
 
     takes = {m["name"]: mode_class(m["name"]).option_names for m in modes}
     unused = sorted(k for k in options if not any(k in names for names in takes.values()))
     if unused:
         flags = ", ".join("--" + k.replace("_", "-") for k in unused)
-        owners = ", ".join(sorted(name for name, cls in MODES.items() if set(unused) & set(cls.option_names)))
+        owners = ", ".join(name for name, cls in registered().items() if set(unused) & set(cls.option_names))
         raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it; "
                        f"add that mode to --mode or drop {flags}")
     return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]
@@ -300,6 +342,7 @@ def _override(group: Any, job_flags: dict) -> Any:
 
 
 def cmd_data_make(args: argparse.Namespace) -> int:
+    """`colloc-kit data make`: a stand-in dataset in the real format."""
     from .standin import make
 
     folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
@@ -308,6 +351,7 @@ def cmd_data_make(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped."""
     from .results import load
 
     if not Path(args.path).exists():
@@ -325,6 +369,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """`colloc-kit status`: an experiment folder's cells and their statuses."""
     import pandas as pd
 
     from .cells import experiment_status
@@ -332,7 +377,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     rows = experiment_status(args.path)
     if not rows:
-        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` wrote")
+        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
+                       "wrote")
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))
@@ -342,6 +388,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def print_tables(results) -> None:
+    """The runs and jobs tables of `results`, as `run` and `show` print them."""
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):

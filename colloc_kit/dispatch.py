@@ -7,7 +7,8 @@ divided among the GPUs (each cell process and its workers are pinned to their sh
 threads within it). Ctrl-C or SIGTERM interrupts every cell process once and waits for each to stop its jobs and
 restore its GPU; a dispatcher killed outright takes its cells with it (they get SIGTERM from the kernel).
 
-    >>> dispatch(spec_file, todo, [Placement.on(info, machine_file, g, "cuda") for g in (0, 1)], Path("runs"))  # doctest: +SKIP
+    >>> places = [Placement.on(info, machine_file, g, "cuda") for g in (0, 1)]   # doctest: +SKIP
+    >>> dispatch(spec_file, todo, places, Path("runs"))                           # doctest: +SKIP
 """
 
 from __future__ import annotations

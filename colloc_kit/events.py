@@ -6,9 +6,9 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 - `ready`:    model built, first batch loaded, one priming step trained (cuDNN autotuning, lazy set-up: `primed_s`);
               the worker now waits at the start barrier (if it has one). Where its set-up time went: `launched_at`
               (the process's start, its fork for a worker forked from the zygote), `imports_s` (interpreter and
-              torch; about 0 when forked), `build_s` (CUDA, model, data, first batch), `primed_s`. Also: model, dataset, dataset_label,
-              device, batch_size, image_size, amp, channels_last, params, num_classes, steps_per_epoch,
-              warmup_steps, threads, torch, pid.
+              torch; about 0 when forked), `build_s` (CUDA, model, data, first batch), `primed_s`. Also: model,
+              dataset, dataset_label, device, batch_size, image_size, amp, channels_last, params, num_classes,
+              steps_per_epoch, warmup_steps, threads, torch, pid.
 - `start`:    released from the barrier; training begins.
 - `interval`: periodic progress: `step`, `images`, `loss`, `step_time_s` (mean over the interval), `data_wait_s`
               (time spent waiting for the loader in the interval), `warmup` (true while in warm-up), `held`
@@ -24,7 +24,7 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 - `error`:    `kind` (one of ERROR_KINDS), `message`.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
-    >>> w.emit(READY, device="cuda:0")
+    >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Run an experiment: its cells (mode x copies x repeat), each preparing its mode, starting its jobs, monitoring, recording.
+"""Run an experiment: its cells (mode x copies x repeat), each preparing its mode, starting its jobs, monitoring,
+recording.
 
     >>> import colloc_kit
     >>> results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "steps": 40}],
@@ -39,7 +40,7 @@ from .cells import Cell, cell_states, cells
 from .launcher import LaunchItem, Outcome, Wave
 from .modes import make_mode
 from .progress import Progress
-from .results import Results, RunReading, assemble, read_run
+from .results import Results, RunReading, assemble, combine, read_run
 from .rundir import RunDir, check_out, safe_name
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
@@ -84,6 +85,34 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
         monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm)
     return run_spec(spec, out=out, progress=progress)
+
+
+def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], copies: int | list[int] = 1,
+          baseline: Any = "exclusive", separately: bool = True, **options: Any) -> Results:
+    """The notebooks' pattern in one call: each job group alone under `baseline` (one copy), then under every mode
+    at its copy counts, all in one experiment folder; one Results of all of it, baselines included, ready for
+    `analysis.summarize`.
+
+    `modes`: names, dicts or ModeSpecs as `run` takes them; a pair (mode, copies) gives a mode its own copy counts
+    (an MPS partition layout of three: 3). `separately` (the default) measures each job group on its own, N copies
+    of one model at a time against its own baseline; False runs the groups together (a mixed workload).
+    `baseline=None` runs no baseline. `options`: the rest of `run`'s arguments (repeats, out, name, time_limit_s, ...).
+
+    >>> results = sweep([{"model": "resnet18"}, {"model": "resnet50"}], ["naive", ({"name": "mps",  # doctest: +SKIP
+    ...                 "partitions": ["3g", "3g"]}, 2)], copies=[1, 2, 4], out="runs", name="study")
+    >>> analysis.summarize(results)[["mode_label", "copies", "normalized_throughput_mean"]]     # doctest: +SKIP
+    """
+    groups = [[job] for job in jobs] if separately else [list(jobs)]
+    shared = [m for m in modes if not isinstance(m, tuple)]  # one run call: their repeats interleave (A B A B)
+    own = [m for m in modes if isinstance(m, tuple)]
+    parts = []
+    for group in groups:
+        if baseline is not None:
+            parts.append(run(group, mode=baseline, copies=1, **options))
+        if shared:
+            parts.append(run(group, mode=shared, copies=copies, **options))
+        parts += [run(group, mode=mode, copies=counts, **options) for mode, counts in own]
+    return combine(parts)
 
 
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True) -> Results:
@@ -281,8 +310,8 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
         run.update_manifest(host_cpu=manifest["host_cpu"])
         _finish(run, manifest, outcomes, status, problems)
         reading = read_run(run)
-        jobs, _, summary, _ = reading
-        _write_jobs_csv(run, jobs)
+        summary = reading.summary
+        _write_jobs_csv(run, reading.jobs)
         bar.run_finished(f"{summary['n_complete']}/{summary['n_jobs']} complete, "
                          f"{summary['aggregate_images_per_s'] or 0:,.0f} img/s")
     return reading
@@ -303,7 +332,7 @@ def run_cell_task(spec_file: str, cell_id: str, out: str) -> str:
     with _sigterm_as_interrupt():
         reading = run_cell(spec, cell, Placement.on(machine_info, machine_file, gpu, spec.device), Path(out),
                            Progress(total_runs=1, enabled=False))
-    return reading[2]["status"]
+    return reading.summary["status"]
 
 
 def slurm_job_id() -> str | None:

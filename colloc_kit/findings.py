@@ -67,7 +67,7 @@ def read(data: str) -> tuple[Results, pd.DataFrame, str]:
 
 def gpu_of(results: Results, gpu: str = "") -> str:
     """The MIG table to plan with: `gpu` where given, else the built-in one of the GPU the runs used, else H100-80GB."""
-    from .mig.profiles import gpu_model, model_for_device
+    from .gpu.mig_catalogue import gpu_model, model_for_device
 
     if gpu:
         return gpu_model(gpu).name
@@ -238,7 +238,7 @@ def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, fit:
 def _too_big(fit: pd.DataFrame | None, workload: str, copies: int, layout: str | None, gpu: str) -> str | None:
     """Why `copies` jobs of `workload` cannot fit the card (or one its layout's shares), by their steady footprint
     alone (`fit`: analysis.memory_fit on `capacities(gpu)`); None where they fit or nothing is known."""
-    from .mig.profiles import resolve
+    from .gpu.mig_catalogue import resolve
 
     if fit is None or fit.empty:
         return None
@@ -462,7 +462,7 @@ def _verdict(claim: str, verdict: str, shows: str, evidence: list[str]) -> dict:
 
 def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
     """What a user of the study's A100-40GB should expect, from the card tables and the measured footprints."""
-    from .mig.profiles import gpu_model
+    from .gpu.mig_catalogue import gpu_model
 
     here, there = gpu_model(gpu), gpu_model(STUDY_GPU)
     lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs "
@@ -477,7 +477,7 @@ def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
 
 def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
     """Memory capacities to count copies against: the card and its MIG profiles (and the study's A100-40GB)."""
-    from .mig.profiles import gpu_model
+    from .gpu.mig_catalogue import gpu_model
 
     out = {}
     models = [gpu_model(gpu)] + ([gpu_model(STUDY_GPU)] if with_study_gpu and gpu_model(gpu).name != STUDY_GPU else [])

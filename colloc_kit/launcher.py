@@ -11,7 +11,7 @@ out of memory, overruns its time limit or is killed is recorded with its reason;
 (Ctrl-C, or "interrupt kernel" in Jupyter) stops every job and re-raises after recording what was measured.
 
     >>> outcomes = Wave([LaunchItem("job0", job, slot)], jobs_dir=Path("runs/x/jobs")).run()   # doctest: +SKIP
-    >>> outcomes[0].status
+    >>> outcomes[0].status                                                                     # doctest: +SKIP
     'complete'
 """
 

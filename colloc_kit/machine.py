@@ -19,9 +19,10 @@ from pathlib import Path
 
 import psutil
 
-from . import __version__, nvml
+from . import __version__
 from .errors import BadInput
-from .mps import control_status
+from .gpu import nvml
+from .gpu.mps_detect import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
 
@@ -58,6 +59,7 @@ def chosen_gpus(request: str | list[int], described: list[dict], reason: str | N
 
 
 def host() -> dict:
+    """Hostname, platform, CPU model, logical cores and memory."""
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -71,23 +73,21 @@ def gpu_list() -> tuple[list[dict], str | None]:
     """One dict per GPU (name, memory, UUID, MIG and GPM support, compute mode), or [] and why there are none."""
     try:
         with nvml.session() as lib:
-            driver = _optional(lib, "nvmlSystemGetDriverVersion")
-            cuda = _optional(lib, "nvmlSystemGetCudaDriverVersion_v2")
+            driver = nvml.optional_named(lib, "nvmlSystemGetDriverVersion")
+            cuda = nvml.optional_named(lib, "nvmlSystemGetCudaDriverVersion_v2")
             return [_gpu(lib, i, driver, cuda) for i in range(lib.nvmlDeviceGetCount())], None
     except nvml.NvmlUnavailable as exc:
         return [], str(exc)
 
 
 def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
-    handle = lib.nvmlDeviceGetHandleByIndex(index)
-    memory = lib.nvmlDeviceGetMemoryInfo(handle)
-    mig = _optional(lib, "nvmlDeviceGetMigMode", handle)
-    gpm = _optional(lib, "nvmlGpmQueryDeviceSupport", handle)
-    compute_mode = _optional(lib, "nvmlDeviceGetComputeMode", handle)
-    uuid = _optional(lib, "nvmlDeviceGetUUID", handle)
+    device = nvml.Device.at(lib, index)
+    memory = lib.nvmlDeviceGetMemoryInfo(device.handle)
+    mig, gpm = device.read("nvmlDeviceGetMigMode"), device.read("nvmlGpmQueryDeviceSupport")
+    compute_mode, uuid = device.read("nvmlDeviceGetComputeMode"), device.read("nvmlDeviceGetUUID")
     return {
         "index": index,
-        "name": nvml.text(lib.nvmlDeviceGetName(handle)),
+        "name": device.name,
         "uuid": nvml.text(uuid.value) if uuid.value else None,
         "memory_mb": round(memory.total / 2**20),
         "driver": nvml.text(driver.value) if driver.value else None,
@@ -101,13 +101,8 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
     }
 
 
-def _optional(lib, name: str, *args) -> nvml.Reading:
-    """`nvml.optional` of a function the bindings (older ones, a simulator) may not have: then absent, with why."""
-    fn = getattr(lib, name, None)
-    return nvml.optional(fn, *args) if fn is not None else nvml.Reading(None, f"{name} is not in these NVML bindings")
-
-
 def versions() -> dict:
+    """Python's, the kit's and its main packages' versions (None where one is missing)."""
     found = {"python": platform.python_version(), "colloc_kit": __version__}
     for name in PACKAGES:
         try:

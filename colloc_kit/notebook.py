@@ -39,7 +39,8 @@ class Setup:
 
 
 def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = "") -> Setup:
-    """Resolve DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU, set the renderer."""
+    """Resolve DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU, set the
+    renderer."""
     import torch
 
     plots.use_renderer(plotly_renderer)
@@ -115,9 +116,10 @@ def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit
     `analysis.summarize` of the same results) N copies "gaining" more than N times one job alone: too short a
     steady window. None when neither happens.
 
-    >>> noise_warning(pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
-    ...                             "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]}))
-    'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes (gains under 2.1x are noise)'
+    >>> jobs = pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
+    ...                      "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]})
+    >>> noise_warning(jobs)                                               # doctest: +ELLIPSIS
+    'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes ...'
     """
     done = jobs[(jobs["status"] == analysis.COMPLETE) & jobs["images_per_s"].notna()] if len(jobs) else jobs
     if done.empty:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from .analysis import workload_label
+from .statuses import COMPLETE
 
 TEMPLATE = "plotly_white"
 
@@ -26,7 +27,8 @@ def use_renderer(name: str) -> None:
 
 def empty(title: str, note: str) -> go.Figure:
     """A figure that says why there is nothing to draw (instead of an error)."""
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False}, "yaxis": {"visible": False}})
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False},
+                            "yaxis": {"visible": False}})
     fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
     return fig
 
@@ -128,7 +130,7 @@ def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
     """One job alone: images/s (left) and peak memory (right) against batch size, one line per model."""
     from plotly.subplots import make_subplots
 
-    data = jobs[jobs["status"] == "complete"].sort_values("batch_size") if not jobs.empty else jobs
+    data = jobs[jobs["status"] == COMPLETE].sort_values("batch_size") if not jobs.empty else jobs
     if data.empty:
         return empty("One job alone", "no complete job to draw")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"))
@@ -168,11 +170,11 @@ MIG_ROW_PX, MIG_MIN_HEIGHT_PX = 80, 280  # one layout row stays readable (a sing
 def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] | None = None) -> go.Figure:
     """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
-    `plans`: {label: colloc_kit.mig.planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
+    `plans`: {label: colloc_kit.gpu.mig_planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
     the job each instance serves (instance i serves job i), drawn on it, so that layouts that differ only in which
     job gets which instance look different.
 
-    >>> from colloc_kit.mig import planner
+    >>> from colloc_kit.gpu import mig_planner as planner
     >>> fig = mig_layouts({"3g+3g": planner.plan(["3g", "3g"], "H100-80GB")}, job_labels=["job 0", "job 1"])
     >>> fig.layout.height, [a.text.split("<br>")[0] for a in fig.layout.annotations][:2]
     (280, ['job 0', 'job 1'])

@@ -1,7 +1,8 @@
 """Progress of an experiment, in a terminal or a Jupyter notebook (tqdm picks the right display).
 
     >>> progress = Progress(total_runs=4)          # doctest: +SKIP
-    >>> progress.run_started("naive x2 r0", n_jobs=2); progress.on_event(event); progress.run_finished("2/2 complete")
+    >>> progress.run_started("naive x2 r0", n_jobs=2)                       # doctest: +SKIP
+    >>> progress.on_event(event); progress.run_finished("2/2 complete")     # doctest: +SKIP
 
 `on_rate(run, job, t, images_per_s)` hears every job's throughput as it is measured (the panel's live view), from
 the launcher's event threads; `on_gpu(run, sample)` every sample of the run's GPU (the monitor's thread).
@@ -10,7 +11,7 @@ With several GPUs, each cell runs in its own process and reports its lines (`rep
 `GpuBoard` shows one line per GPU under a bar over the cells:
 
     >>> board = GpuBoard(["GPU 0", "GPU 1"], total_cells=8)   # doctest: +SKIP
-    >>> board.show("GPU 1", "mps x2 r0: steady, 9,120 img/s"); board.cell_finished()
+    >>> board.show("GPU 1", "mps x2 r0: steady, 9,120 img/s"); board.cell_finished() # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ class Progress:
             self.write(f"{self.label}: job {event['job']} failed ({event.get('kind')}): {event.get('message')}")
 
     def gpu_sample(self, sample: dict) -> None:
-        """One sample of the run's GPU (the monitor's columns: t, gpu_util_pct, sm_util_pct, mem_used_mb, power_w...)."""
+        """One sample of the run's GPU (the monitor's columns: t, gpu_util_pct, sm_util_pct, mem_used_mb,
+        power_w...)."""
         if self.on_gpu:
             self.on_gpu(self.label, sample)
 

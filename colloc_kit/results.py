@@ -4,9 +4,9 @@ Everything is derived from the manifests and the raw event logs, so analysis can
 killed half-way is still read (its status says so).
 
     >>> results = load("runs/demo")                                      # doctest: +SKIP
-    >>> results.runs[["mode", "copies", "aggregate_images_per_s", "aggregate_images_per_s_ci", "flags"]]
-    >>> results.jobs[["job", "status", "images_per_s", "images_per_s_overlap", "bound_by"]]
-    >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]]
+    >>> results.runs[["mode", "copies", "aggregate_images_per_s", "flags"]]  # doctest: +SKIP
+    >>> results.jobs[["job", "status", "images_per_s", "images_per_s_overlap", "bound_by"]] # doctest: +SKIP
+    >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]] # doctest: +SKIP
 
 The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `colloc_kit.figures`; this
 module only gathers their inputs. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -34,7 +35,15 @@ from .rundir import RunDir, find_runs, read_events
 from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
 
 HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
-RunReading = tuple[list[dict], list[dict], dict, Samples]  # one run's job rows, epoch rows, summary, samples
+
+
+class RunReading(NamedTuple):
+    """One run as `read_run` reads it: its job rows, its epoch rows, its summary row and the monitor's samples."""
+
+    jobs: list[dict]
+    epochs: list[dict]
+    summary: dict
+    samples: Samples
 
 
 @dataclass
@@ -55,7 +64,8 @@ class Results:
                          for frame in (self.jobs, self.epochs, self.runs, self.samples, self.host_samples)))
 
     def __repr__(self) -> str:
-        return f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, {len(self.samples)} samples)"
+        return (f"Results({len(self.runs)} runs, {len(self.jobs)} jobs, {len(self.epochs)} epochs, "
+                f"{len(self.samples)} samples)")
 
 
 def load(path: str | Path | list, strict: bool = False) -> Results:
@@ -127,15 +137,16 @@ def read_run(run: RunDir) -> RunReading:
     alone_in_turn = sequential or len(entries) == 1  # each job measured on its own window
     for row in jobs:
         stream = streams[row["job"]]
-        own = figures.Window(*figures.steady_span(stream, held=False)) if alone_in_turn and row["images_per_s"] else None
+        alone_window = alone_in_turn and row["images_per_s"]
+        own = figures.Window(*figures.steady_span(stream, held=False)) if alone_window else None
         row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
         row["run_status"] = status
         row["run_dir"] = str(run.path)
         row.update(gpu_summary(samples.gpu, own, [stream]) if monitored and own else shared)
         row["steady_gpu_memory_mb"] = _steady_memory(samples.process, row["job"], own or window)
         row.update(_why(row))
-    epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"), "images": e.get("images"),
-               "images_per_s": e.get("images_per_s"), "t": e["t"]}
+    epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"),
+               "images": e.get("images"), "images_per_s": e.get("images_per_s"), "t": e["t"]}
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     n_complete = sum(r["status"] == COMPLETE for r in jobs)
     throughput.pop("job_rates")
@@ -146,7 +157,7 @@ def read_run(run: RunDir) -> RunReading:
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
                "problems": "; ".join(manifest.get("problems") or []) or None,
                "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
-    return jobs, epochs, summary, samples
+    return RunReading(jobs, epochs, summary, samples)
 
 
 def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
@@ -164,7 +175,8 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
         "model": spec["model"], "dataset": spec["dataset"], "data_root": spec.get("data_root"),
         "batch_size": spec["batch_size"], "amp": spec["amp"],
         "recipe": spec.get("recipe", "kit"), "image_size": ready.get("image_size", spec.get("image_size")),
-        "dataset_label": ready.get("dataset_label"), "device": spec["device"], "interval_s": spec.get("interval_s"), "status": outcome["status"],
+        "dataset_label": ready.get("dataset_label"), "device": spec["device"], "interval_s": spec.get("interval_s"),
+        "status": outcome["status"],
         "error_kind": outcome.get("error_kind"), "error": outcome.get("error") or error.get("message"),
         "exit_code": outcome.get("exit_code"), "mode_problem": outcome.get("mode_problem"),
         "images_per_s": window.get("images_per_s"),
@@ -178,7 +190,8 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
         "peak_gpu_allocated_mb": gpu_peak, "peak_gpu_reserved_mb": end.get("peak_reserved_mb"),
         "peak_host_rss_mb": end.get("peak_rss_mb"),
         "launched_at": ready.get("launched_at"), "imports_s": ready.get("imports_s"), "build_s": ready.get("build_s"),
-        "primed_s": ready.get("primed_s"), "ready_at": ready.get("t"), "started_at": last.get(events.START, {}).get("t"),
+        "primed_s": ready.get("primed_s"), "ready_at": ready.get("t"),
+        "started_at": last.get(events.START, {}).get("t"),
         "ended_at": end.get("t"),
     }
     row.update({f"slot_{k}": v for k, v in (slot.get("info") or {}).items()})

@@ -13,7 +13,7 @@ The manifest is written before the first job starts with status "running" and co
 killed. The statuses and their meanings: colloc_kit.statuses.
 
     >>> run = RunDir.create("runs", experiment="demo", label="naive-x2-r0")     # doctest: +SKIP
-    >>> run.write_manifest({"status": "running"})
+    >>> run.write_manifest({"status": "running"})                               # doctest: +SKIP
 """
 
 from __future__ import annotations

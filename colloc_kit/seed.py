@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from .errors import BadInput
-from .mig.planner import ImpossibleLayout, plan
-from .mig.profiles import GpuModel, gpu_model, model_for_device
+from .gpu.mig_planner import ImpossibleLayout, plan
+from .gpu.mig_catalogue import GpuModel, gpu_model, model_for_device
 from .spec import AMP_CHOICES, ExperimentSpec, ModeSpec
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
@@ -67,7 +67,8 @@ class SeedSpec:
             raise BadInput(f"seed: the study's experiments are 33, 34, 35, 36 and 37, got {self.seed!r}")
         amps = tuple(a.strip() for a in self.amp.split(",")) if isinstance(self.amp, str) else tuple(self.amp)
         if not amps or any(a not in AMP_CHOICES for a in amps):
-            raise BadInput(f"amp: one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), got {self.amp!r}")
+            raise BadInput(f"amp: one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
+                           f"got {self.amp!r}")
         object.__setattr__(self, "amp", amps)
 
     @property
@@ -259,7 +260,7 @@ def _does_not_fit(exp_dir, spec: ExperimentSpec, mode: ModeSpec, card: Card) -> 
     from . import figures
     from .analysis import baselines
     from .modes.mps import partition_share
-    from .mig.profiles import resolve
+    from .gpu.mig_catalogue import resolve
     from .results import load
 
     if not exp_dir.exists() or mode.name == "exclusive":

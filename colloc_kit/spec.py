@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import BadInput
+from .modes.registry import validate_mode_spec
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
@@ -261,8 +262,6 @@ class ExperimentSpec:
             validate_options(self.slurm)
         devices = {j.device for j in self.jobs}
         _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
-        from .modes import validate_mode_spec  # modes import spec: import here to keep the graph one-way
-
         for mode in self.modes:
             validate_mode_spec(mode, device=self.device)
 

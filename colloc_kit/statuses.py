@@ -1,29 +1,45 @@
-"""Every status a run or a job can have, with its meaning: the one table the manifest, the frames and the docs use.
+"""Every status a run, a job or a cell can have, with its meaning: the one table the manifest, the frames, the CLI
+and the docs use.
 
 A run's status is in its `manifest.json` (`status`) and in `load(...).runs`; a job's in the manifest's
-`jobs[].outcome.status` and in `load(...).jobs`. No other value is ever written.
+`jobs[].outcome.status` and in `load(...).jobs`; a cell's in `colloc-kit status`. No other value is ever written.
+A `Status` is a `str`: it compares equal to its value, and JSON, CSV and Parquet store the value.
 
-    >>> from colloc_kit.statuses import JOB_STATUSES, COMPLETE
-    >>> JOB_STATUSES[COMPLETE]
+    >>> from colloc_kit.statuses import JOB_STATUSES, Status
+    >>> JOB_STATUSES[Status.COMPLETE]
     'trained its whole budget and reported its throughput'
+    >>> Status("failed_jobs") == "failed_jobs", f"{Status.TIMED_OUT}"
+    (True, 'timed_out')
 """
 
 from __future__ import annotations
 
-# job statuses
-COMPLETE = "complete"
-FAILED = "failed"
-TIMED_OUT = "timed_out"
-INTERRUPTED = "interrupted"
+from enum import Enum
 
-# run statuses (COMPLETE and INTERRUPTED too)
-RUNNING = "running"
-FAILED_JOBS = "failed_jobs"
-RUN_ERROR = "error"
 
-# cell statuses, in an experiment folder (`colloc-kit status`; RUNNING and FAILED too)
-DONE = "done"
-PENDING = "pending"
+class Status(str, Enum):
+    """A run's, a job's or a cell's status; which apply to which, and what each means: JOB_STATUSES, RUN_STATUSES,
+    CELL_STATUSES."""
+
+    COMPLETE = "complete"        # job, run
+    FAILED = "failed"            # job, cell
+    TIMED_OUT = "timed_out"      # job
+    INTERRUPTED = "interrupted"  # job, run
+    RUNNING = "running"          # run, cell
+    FAILED_JOBS = "failed_jobs"  # run
+    RUN_ERROR = "error"          # run
+    DONE = "done"                # cell
+    PENDING = "pending"          # cell
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__  # f"{status}" is the value on every Python version
+
+
+COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = Status.COMPLETE, Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED
+RUNNING, FAILED_JOBS, RUN_ERROR = Status.RUNNING, Status.FAILED_JOBS, Status.RUN_ERROR
+DONE, PENDING = Status.DONE, Status.PENDING
 
 JOB_STATUSES = {
     COMPLETE: "trained its whole budget and reported its throughput",

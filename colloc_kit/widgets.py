@@ -5,7 +5,8 @@
     >>> panel            # the last expression of a cell shows the panel                              # doctest: +SKIP
 
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
-modes, copies and batch size). Run measures one copy count after another (`colloc_kit.run`, or the `run_fn` given)
+modes, then every other registered mode that runs here without options; copies and batch size). Run measures one
+copy count after another (`colloc_kit.run`, or the `run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
 after each. While a run goes on, live figures draw each job's images/s as the jobs report it and the GPU's SM
 activity, memory and power as the monitor samples it (about once a second); `panel.live_history()` and
@@ -61,7 +62,8 @@ class ExperimentPanel:
         options = list(dict.fromkeys([*models, *sorted(set(more_models) - set(models))]))
         self.models = w.SelectMultiple(options=options, value=tuple(models), description="models",
                                        rows=min(6, max(2, len(options))))
-        self.mode = w.Dropdown(options=[(m.label, m) for m in map(ModeSpec.parse, modes)], description="mode")
+        self.mode = w.Dropdown(options=[(m.label, m) for m in mode_choices(modes, self.job.get("device", "cuda"))],
+                               description="mode")
         self.copies = w.SelectMultiple(options=sorted(set(COPY_CHOICES) | set(copies)), value=tuple(copies),
                                        description="copies", rows=4)
         batch = self.job.get("batch_size") or batch_sizes[0]
@@ -114,7 +116,8 @@ class ExperimentPanel:
         if problem:
             self._finish(f"<b>not run</b>: {html.escape(problem)}", "danger")
             return
-        copies, jobs, mode, limit = sorted(self.copies.value), self.chosen_jobs(), self.mode.value, self.time_limit.value
+        copies, jobs = sorted(self.copies.value), self.chosen_jobs()
+        mode, limit = self.mode.value, self.time_limit.value
         self.button.disabled, self.stop_button.disabled = True, False
         self.progress.max, self.progress.value, self.progress.bar_style = len(copies), 0, "info"
         self.log.clear_output()
@@ -243,6 +246,22 @@ class ExperimentPanel:
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)
         previous.close()
+
+
+def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:
+    """The panel's modes: the notebook's (first is preselected), then every other registered mode that needs no option
+    and runs on `device` here (a mode of your own in COLLOC_KIT_MODES included).
+
+    >>> [m.label for m in mode_choices(["naive"], device="cpu")][:2]
+    ['naive', 'exclusive']
+    """
+    from .modes import registered
+
+    chosen = [ModeSpec.parse(m) for m in modes]
+    names = {m.name for m in chosen}
+    return chosen + [ModeSpec(name) for name, cls in registered().items()
+                     if name not in names and not any(o.required for o in cls.takes)
+                     and cls.unavailable_here(device=device) is None]
 
 
 def _gpu_panels() -> go.Figure:

@@ -5,7 +5,7 @@ GPM present or absent (and per-metric support), MIG GPU instances, compute proce
 over wall-clock time, so tests can compare the counter with the power readings.
 
     >>> fake = FakeNvml(power_w=300.0, unsupported={"nvmlDeviceGetTemperature"})
-    >>> with nvml.use_backend(fake):
+    >>> with nvml.use_backend(fake):                                    # doctest: +SKIP
     ...     Monitor(tmp_path).start().stop()
 """
 

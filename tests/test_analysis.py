@@ -77,7 +77,8 @@ def test_normalized_throughput_sums_relative_rates_of_complete_jobs(jobs):
 def test_an_exclusive_run_averages_its_jobs_in_turn_instead_of_adding_them(jobs):
     """Two jobs trained one after another (6 s and 2 s steady) did one job's worth of work at a time."""
     jobs = pd.concat([jobs, pd.DataFrame([job("seq", "exclusive", 1, 1000.0, 10.0, i=0, steady_s=6.0),
-                                          job("seq", "exclusive", 1, 600.0, 16.0, i=1, model="resnet50", steady_s=2.0)])],
+                                          job("seq", "exclusive", 1, 600.0, 16.0, i=1, model="resnet50",
+                                              steady_s=2.0)])],
                      ignore_index=True)
     runs = analysis.run_summary(results_of(jobs)).set_index("run_id")
     assert runs.loc["seq", "aggregate_images_per_s"] == pytest.approx((1000 * 6 + 600 * 2) / 8)
@@ -153,7 +154,7 @@ def test_figures_carry_one_trace_per_mode(jobs):
 
 
 def test_mig_layouts_draw_one_box_per_instance_and_name_idle_compute_slices():
-    from colloc_kit.mig.planner import plan
+    from colloc_kit.gpu.mig_planner import plan
 
     fig = plots.mig_layouts({"2x3g": plan("3g,3g", "H100-80GB"), "7x1g": plan(["1g"] * 7, "H100-80GB")})
     assert len(fig.layout.shapes) == 9

@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
+ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
+                               Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_naive_collocation.ipynb"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 INTERRUPT_WITHIN_S = 10

@@ -1,6 +1,6 @@
 """Cells, resume and the dispatcher over several GPUs, on the CPU.
 
-The GPUs here are STAND-INS: the MIG simulator (colloc_kit/mig/simulator.py) plays an NVML with two simulated
+The GPUs here are STAND-INS: the MIG simulator (colloc_kit/gpu/mig_simulator.py) plays an NVML with two simulated
 H100s, so the kit chooses, names and pins GPUs as on a real host, while the jobs (smallcnn) train on the CPU in real
 worker processes. One cell per stand-in GPU runs at a time, each in its own real process with its own cores.
 """
@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 import colloc_kit
-from colloc_kit import nvml
+from colloc_kit.gpu import nvml
 from colloc_kit.cells import cell_states, cells, experiment_status
 from colloc_kit.cli import main
-from colloc_kit.mig.simulator import SimulatedNvml
+from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
 from colloc_kit.rundir import find_runs
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
@@ -197,8 +197,8 @@ def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path)
 
     script = (
         "import colloc_kit\n"
-        "from colloc_kit import nvml\n"
-        "from colloc_kit.mig.simulator import SimulatedNvml\n"
+        "from colloc_kit.gpu import nvml\n"
+        "from colloc_kit.gpu.mig_simulator import SimulatedNvml\n"
         "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):  # stand-in GPUs\n"
         f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
         "                   monitor=False, progress=False, gpus=[0, 1])\n")

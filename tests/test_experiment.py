@@ -182,7 +182,8 @@ def test_sigterm_stops_the_run_cleanly(tmp_path):
     import sys
 
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", "--model", "smallcnn", "--device", "cpu", "--steps", "100000",
-           "--image-size", "32", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet", "--out", str(tmp_path)]
+           "--image-size", "32", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet",
+           "--out", str(tmp_path)]
     kit = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")):

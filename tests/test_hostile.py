@@ -626,7 +626,7 @@ def test_a_gpu_index_the_machine_lacks_is_refused_before_anything_starts(tmp_pat
     """On a stand-in NVML (labelled: tests/fake_nvml.py) with one GPU, --gpu 3 is refused; no worker is started."""
     from fake_nvml import FakeNvml
 
-    from colloc_kit import nvml
+    from colloc_kit.gpu import nvml
 
     flags = [f if f != "cpu" else "cuda" for f in TINY_FLAGS]  # --device cuda
     with nvml.use_backend(FakeNvml(gpus=1)):

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from colloc_kit import nvml
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput, GpuStateError
-from colloc_kit.mig import apply as mig_apply
-from colloc_kit.mig.simulator import simulated_gpu
+from colloc_kit.gpu import mig_apply
+from colloc_kit.gpu.mig_simulator import simulated_gpu
 from colloc_kit.modes import make_mode, validate_mode_spec
 from colloc_kit.modes import mig as mig_mode
 from colloc_kit.spec import ModeSpec
@@ -58,7 +58,8 @@ def test_slots_select_the_planned_instances(tmp_path):
         assert [s.info["profile"] for s in slots] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
         assert [s.info["placement"] for s in slots] == ["4:4", "0:2", "2:1", "3:1"]
         for slot in slots:
-            assert uuid_profile(sim, slot.env["CUDA_VISIBLE_DEVICES"]).endswith(f"MIG {slot.info['profile']} (simulated)")
+            profile = uuid_profile(sim, slot.env["CUDA_VISIBLE_DEVICES"])
+            assert profile.endswith(f"MIG {slot.info['profile']} (simulated)")
         state = m.state()
         assert [i["uuid"] for i in state["instances"]] == [s.env["CUDA_VISIBLE_DEVICES"] for s in slots]
         assert state["found"]["mig_mode"] == "disabled"

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from colloc_kit import nvml
-from colloc_kit.mig.profiles import GPU_MODELS, live_catalogue
-from colloc_kit.mig.simulator import simulated_gpu
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS, live_catalogue
+from colloc_kit.gpu.mig_simulator import simulated_gpu
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from colloc_kit import nvml
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
 from colloc_kit.monitor import Monitor, read_samples, summarize
 from colloc_kit.monitor.gpm import GPM_COLUMNS

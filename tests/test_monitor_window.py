@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from colloc_kit import nvml
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
 from colloc_kit.monitor import EnergyMeter, measure
 from fake_nvml import FakeNvml

@@ -17,12 +17,13 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from colloc_kit import mps, nvml
+from colloc_kit.gpu import mps_daemon, mps_detect, nvml
+from colloc_kit.gpu.pids import alive, wait_gone
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.modes import make_mode
 from colloc_kit.modes import mps as mps_mode
 from colloc_kit.modes.mps import PARTITION_KIND
-from colloc_kit.mps import MpsDaemon
+from colloc_kit.gpu.mps_daemon import MpsDaemon
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 FAKE = Path(__file__).with_name("fake_mps_control.py")
@@ -43,7 +44,7 @@ def control(tmp_path: Path) -> str:
 def no_leftovers(tmp_path: Path):
     """Fail a test that leaves an MPS process (of a daemon under its tmp_path) running, and end those processes."""
     yield
-    left = [d for d in mps.detect_running_daemons(default_pipe_dir=None)
+    left = [d for d in mps_detect.detect_running_daemons(default_pipe_dir=None)
             if (d.pipe_dir or "").startswith(str(tmp_path))]
     for d in left:
         os.kill(d.pid, signal.SIGKILL)
@@ -53,7 +54,7 @@ def no_leftovers(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def only_this_tests_daemons(tmp_path: Path, monkeypatch):
     """The mode refuses this test's other daemons, not the MPS processes of a test run beside it on this machine."""
-    blocking = mps.blocking_daemons
+    blocking = mps_detect.blocking_daemons
     monkeypatch.setattr(mps_mode, "blocking_daemons", lambda **kw: [
         d for d in blocking(**kw) if (d.pipe_dir or "").startswith(str(tmp_path))])
 
@@ -108,7 +109,7 @@ def client(*code: str) -> subprocess.Popen:
 
 
 def gone(*pids: int) -> bool:
-    return not any(mps._alive(p) for p in pids)
+    return not any(alive(p) for p in pids)
 
 
 def eventually(condition, timeout_s: float = 5.0) -> bool:
@@ -192,15 +193,15 @@ def test_ctrl_c_during_shutdown_kills_the_daemon_at_once(tmp_path, control, monk
     daemon = MpsDaemon("0", tmp_path / "mps", control, **{**FAST, "quit_timeout_s": 60.0})
     daemon.start()
     daemon.command("start_server -uid 0")
-    waits, wait_gone = [], mps._wait_gone
+    waits, real_wait_gone = [], wait_gone
 
     def interrupted_wait(pids, timeout_s):  # Ctrl-C while waiting for the daemon to quit
         waits.append(timeout_s)
         if len(waits) == 1:
             raise KeyboardInterrupt
-        return wait_gone(pids, timeout_s)
+        return real_wait_gone(pids, timeout_s)
 
-    monkeypatch.setattr(mps, "_wait_gone", interrupted_wait)
+    monkeypatch.setattr(mps_daemon, "wait_gone", interrupted_wait)
     with pytest.raises(KeyboardInterrupt):
         daemon.stop()
     assert waits[0] == 60.0 and gone(daemon.control_pid, *daemon.server_pids)
@@ -219,7 +220,7 @@ def test_daemon_is_shut_down_when_the_block_raises(tmp_path, control, interrupt)
 def test_long_run_directory_puts_the_sockets_in_a_short_private_temp_dir(tmp_path, control):
     deep = tmp_path / ("d" * 60) / "run" / "mps"
     with MpsDaemon("0", deep, control, **FAST) as daemon:
-        assert daemon.alive() and len(str(daemon.pipe_dir)) <= mps.MAX_PIPE_DIR_CHARS
+        assert daemon.alive() and len(str(daemon.pipe_dir)) <= mps_daemon.MAX_PIPE_DIR_CHARS
         assert stat.S_IMODE(daemon.pipe_dir.stat().st_mode) == 0o700
         pipe_dir = daemon.pipe_dir
     assert not pipe_dir.exists() and (deep / "log" / "control.log").is_file()
@@ -231,9 +232,9 @@ def test_running_daemons_are_detected_and_refused_with_how_to_stop_them(tmp_path
         expected = {(daemon.control_pid, "control", str(daemon.pipe_dir)),
                     (daemon.servers()[0], "server", str(daemon.pipe_dir))}
         assert eventually(lambda: expected <= {(d.pid, d.kind, d.pipe_dir)
-                                               for d in mps.detect_running_daemons(default_pipe_dir=None)})
+                                               for d in mps_detect.detect_running_daemons(default_pipe_dir=None)})
         with pytest.raises(GpuStateError) as refused:
-            mps.refuse_running_daemons(mps_mode.blocking_daemons(default_pipe_dir=tmp_path / "none"))
+            mps_detect.refuse_running_daemons(mps_mode.blocking_daemons(default_pipe_dir=tmp_path / "none"))
     text = str(refused.value)
     assert f"echo quit | CUDA_MPS_PIPE_DIRECTORY={daemon.pipe_dir} nvidia-cuda-mps-control" in text
     assert f"reuse_pipe_dir={daemon.pipe_dir}" in text
@@ -242,10 +243,10 @@ def test_running_daemons_are_detected_and_refused_with_how_to_stop_them(tmp_path
 def test_daemon_in_the_default_pipe_dir_is_found_by_its_pid_file(tmp_path):
     default = tmp_path / "nvidia-mps"
     default.mkdir()
-    (default / mps.PID_FILE).write_text(f"{os.getpid()}\n")  # a live pid, whatever its name
-    [found] = [d for d in mps.detect_running_daemons(default_pipe_dir=default) if d.pid == os.getpid()]
+    (default / mps_detect.PID_FILE).write_text(f"{os.getpid()}\n")  # a live pid, whatever its name
+    [found] = [d for d in mps_detect.detect_running_daemons(default_pipe_dir=default) if d.pid == os.getpid()]
     assert found.pipe_dir == str(default) and found.kind == "control"
-    assert found in mps.blocking_daemons(default_pipe_dir=default)
+    assert found in mps_detect.blocking_daemons(default_pipe_dir=default)
 
 
 def test_a_root_daemon_whose_environment_is_unreadable_is_placed_by_the_default_pid_file(tmp_path, monkeypatch):
@@ -256,12 +257,12 @@ def test_a_root_daemon_whose_environment_is_unreadable_is_placed_by_the_default_
         def environ(self):
             raise psutil.AccessDenied(os.getpid())
 
-    monkeypatch.setattr(mps.psutil, "process_iter", lambda attrs: [RootsDaemon()])
+    monkeypatch.setattr(mps_detect.psutil, "process_iter", lambda attrs: [RootsDaemon()])
     default = tmp_path / "nvidia-mps"
-    assert [d.pipe_dir for d in mps.detect_running_daemons(default_pipe_dir=default)] == [None]
+    assert [d.pipe_dir for d in mps_detect.detect_running_daemons(default_pipe_dir=default)] == [None]
     default.mkdir()
-    (default / mps.PID_FILE).write_text(f"{os.getpid()}\n")
-    assert [d.pipe_dir for d in mps.detect_running_daemons(default_pipe_dir=default)] == [str(default)]
+    (default / mps_detect.PID_FILE).write_text(f"{os.getpid()}\n")
+    assert [d.pipe_dir for d in mps_detect.detect_running_daemons(default_pipe_dir=default)] == [str(default)]
 
 
 def test_reusing_a_running_daemon_neither_starts_nor_stops_it(tmp_path, control):
@@ -277,14 +278,14 @@ def test_reusing_a_running_daemon_neither_starts_nor_stops_it(tmp_path, control)
 def test_missing_control_program_is_bad_input(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BadInput, match="nvidia-cuda-mps-control is not on the PATH"):
-        mps.find_control()
-    assert mps.control_status()["control_binary"] is None
+        mps_daemon.find_control()
+    assert mps_detect.control_status()["control_binary"] is None
 
 
 def test_control_status_reports_binary_and_running_daemons(tmp_path, control, monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(control).parent}{os.pathsep}{os.environ['PATH']}")
     with MpsDaemon("0", tmp_path / "mps", control, **FAST) as daemon:
-        status = mps.control_status()
+        status = mps_detect.control_status()
     assert status["control_binary"] == control
     assert {"pid": daemon.control_pid, "kind": "control", "user": status["daemons_running"][0]["user"],
             "pipe_dir": str(daemon.pipe_dir), "device": "0"} in status["daemons_running"]
@@ -404,7 +405,7 @@ def test_server_fault_becomes_a_problem_of_the_run(tmp_path, control, card, monk
 def test_daemon_dying_mid_run_becomes_a_problem(tmp_path, control, card):
     with mode(tmp_path, control) as m:
         os.kill(m.daemon.control_pid, signal.SIGKILL)
-        assert mps._wait_gone([m.daemon.control_pid], 5) == []
+        assert wait_gone([m.daemon.control_pid], 5) == []
         assert any("exited during the run" in p for p in m.problems())
 
 
@@ -434,7 +435,7 @@ def test_compute_mode_is_restored_when_the_daemon_fails_to_start(tmp_path, contr
 def test_daemon_is_quit_when_the_process_that_started_it_is_killed(tmp_path, control):
     """A kernel restarted or killed mid-run cannot run its `finally`: the watchdog quits the daemon instead."""
     owner = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from colloc_kit.mps import MpsDaemon\n"
+        "import sys, time; from pathlib import Path; from colloc_kit.gpu.mps_daemon import MpsDaemon\n"
         f"d = MpsDaemon('GPU-x', Path({str(tmp_path / 'mps')!r}), {control!r}, start_timeout_s=5)\n"
         "d.start(); print(d.control_pid, flush=True); time.sleep(60)")], stdout=subprocess.PIPE, text=True)
     control_pid = int(owner.stdout.readline())
@@ -448,11 +449,11 @@ def test_daemon_is_quit_when_the_process_that_started_it_is_killed(tmp_path, con
 @pytest.mark.parametrize("name", ["naive", "exclusive"])
 def test_plain_modes_refuse_a_daemon_in_the_default_pipe_dir_their_jobs_would_join(tmp_path, monkeypatch, name):
     default = tmp_path / "nvidia-mps"
-    monkeypatch.setattr(mps, "DEFAULT_PIPE_DIR", default)
+    monkeypatch.setattr(mps_detect, "DEFAULT_PIPE_DIR", default)
     plain = make_mode(ModeSpec(name), workdir=tmp_path, gpu=0, device="cuda")
     plain.check(2)  # no daemon yet
     default.mkdir()
-    (default / mps.PID_FILE).write_text(f"{os.getpid()}\n")  # a live pid, as the daemon writes it
+    (default / mps_detect.PID_FILE).write_text(f"{os.getpid()}\n")  # a live pid, as the daemon writes it
     with pytest.raises(GpuStateError, match=f"would measure MPS, not {name}") as refused:
         plain.check(2)
     assert f"echo quit | CUDA_MPS_PIPE_DIRECTORY={default} nvidia-cuda-mps-control" in str(refused.value)
@@ -477,7 +478,8 @@ def test_a_daemon_pinned_to_another_gpu_does_not_block_a_cell_on_this_one(tmp_pa
     """Cells on several GPUs each run a private daemon: GPU 1's daemon (by UUID) leaves GPU 0's mode free to start."""
     with MpsDaemon("GPU-another-card", tmp_path / "other", control, **FAST) as other:
         with mode(tmp_path, control) as m:
-            assert m.daemon.pipe_dir != other.pipe_dir and m.slots(1)[0].env["CUDA_VISIBLE_DEVICES"] == "GPU-0b1e2f3a-fake"
+            assert m.daemon.pipe_dir != other.pipe_dir
+            assert m.slots(1)[0].env["CUDA_VISIBLE_DEVICES"] == "GPU-0b1e2f3a-fake"
         assert other.alive()
     with MpsDaemon("GPU-0b1e2f3a-fake", tmp_path / "same", control, **FAST):
         with pytest.raises(GpuStateError, match="already running"):

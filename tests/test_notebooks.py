@@ -71,8 +71,12 @@ def test_every_profile_names_only_declared_parameters(profile):
                          ids=lambda p: p.stem)
 def test_exercise_sheets_hand_out_no_answers(path):
     solution = path.parent / "solutions" / path.name
-    code = lambda nb: [c.source for c in nbformat.read(nb, as_version=4).cells if c.cell_type == "code"]
-    exercise, answer = code(path), code(solution)
+    exercise, answer = code_cells(path), code_cells(solution)
     tasks = exercise[2:]  # after the parameters and setup cells
     assert tasks and all("..." in t or t.lstrip().startswith("#") for t in tasks)
     assert exercise[:2] == answer[:2] and tasks != answer[2:]
+
+
+def code_cells(path) -> list[str]:
+    """The sources of a notebook's code cells."""
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]

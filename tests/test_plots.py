@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit import analysis, plots
-from colloc_kit.mig import planner
+from colloc_kit.gpu import mig_planner as planner
 from fake_results import fake_results, job_rows
 
 MIN_HEIGHT_PX = 250  # below this a figure collapses (a one-row MIG layout used to be 180 px: a line)

@@ -21,9 +21,11 @@ def _write_run(tmp_path, jobs, sequential=False, status="complete"):
     for job_id, stream in jobs.items():
         run.jobs_dir.mkdir(exist_ok=True)
         run.events_path(job_id).write_text("".join(json.dumps(e) + "\n" for e in stream))
-        entries.append({"job": job_id, "group": 0, "spec": spec, "slot": {"label": "s", "info": {"thread_percentage": 50}},
+        entries.append({"job": job_id, "group": 0, "spec": spec,
+                        "slot": {"label": "s", "info": {"thread_percentage": 50}},
                         "outcome": None})
-    run.write_manifest({"run_id": run.run_id, "experiment": "exp", "status": status, "mode": {"name": "naive", "label": "naive"},
+    run.write_manifest({"run_id": run.run_id, "experiment": "exp", "status": status,
+                        "mode": {"name": "naive", "label": "naive"},
                         "copies": len(jobs), "repeat": 0, "sequential": sequential, "jobs": entries})
     return run
 

@@ -7,7 +7,6 @@ import signal
 import threading
 import time
 
-import pandas as pd
 import psutil
 import pytest
 
@@ -111,7 +110,8 @@ def test_jobs_that_did_not_complete_show_their_reason_and_turn_the_bar_red():
 
 
 def test_identical_jobs_that_differ_too_much_get_a_noise_warning():
-    panel = ExperimentPanel(models=["smallcnn"], copies=(2,), job=dict(TINY_CPU_JOB), run_fn=fake_run([], rates=[50, 150]))
+    panel = ExperimentPanel(models=["smallcnn"], copies=(2,), job=dict(TINY_CPU_JOB),
+                            run_fn=fake_run([], rates=[50, 150]))
     panel.run()
     assert panel.wait(10)
     assert "<b>warning</b>: identical jobs of one run differ 3.0x" in panel.status.value

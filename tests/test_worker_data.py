@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from colloc_kit import events, nvml
+from colloc_kit import events
+from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job
@@ -164,12 +165,14 @@ def test_synthetic_images_are_32_px_for_smallcnn_and_on_the_cpu_unless_asked(mod
 
     assert image_side("synthetic", None, model, device) == side
     assert image_side("synthetic", 64, model, device) == 64
-    assert image_side("cifar10", None, "resnet18", "cpu") == 32 and image_side("imagenet64", None, "smallcnn", "cpu") == 64
+    assert image_side("cifar10", None, "resnet18", "cpu") == 32
+    assert image_side("imagenet64", None, "smallcnn", "cpu") == 64
 
 
 @pytest.mark.slow
 def test_the_readmes_quick_cpu_command_trains_on_32_px_synthetic_images(tmp_path):
-    """`colloc-kit run --mode naive --model smallcnn --copies 2 --device cpu --epochs 1` (its time: benchmarks/quick_cpu.py)."""
+    """`colloc-kit run --mode naive --model smallcnn --copies 2 --device cpu --epochs 1` (its time:
+    benchmarks/quick_cpu.py)."""
     command = [sys.executable, "-m", "colloc_kit.cli", "run", "--mode", "naive", "--model", "smallcnn", "--copies", "2",
                "--device", "cpu", "--epochs", "1", "--out", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=280)

@@ -1,38 +1,30 @@
-"""Sharing modes by name. Each mode module registers its class in MODES.
+"""Sharing modes: each a `SharingMode` subclass that registers itself under its `name` (see `registry`).
 
-    >>> mode = make_mode(ModeSpec("naive"), workdir="runs/x", gpu=0, device="cuda")   # doctest: +SKIP
+Adding a mode is one file: subclass `SharingMode` (or `PlainCudaMode`, `NaiveMode`, ...) with a `name`, a one-line
+docstring and its options in `takes`, and name the file or its module in COLLOC_KIT_MODES (README, "Your own mode").
+
+    >>> from colloc_kit.modes import mode_class
+    >>> mode_class("mps").option_names[:2]
+    ('thread_percentage', 'memory_limit_mb')
+
+Names are imported on first use, so the worker, which imports `spec`, never loads the modes.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
+from typing import Any
 
-from ..errors import BadInput
-from ..spec import ModeSpec
-from .base import SharingMode, Slot
-from .mig import MigMode
-from .mps import MpsMode
-from .simple import ExclusiveMode, NaiveMode
-
-MODES: dict[str, type[SharingMode]] = {cls.name: cls for cls in (ExclusiveMode, NaiveMode, MpsMode, MigMode)}
-
-
-def mode_class(name: str) -> type[SharingMode]:
-    try:
-        return MODES[name]
-    except KeyError:
-        raise BadInput(f"unknown sharing mode {name!r}; choose one of {', '.join(sorted(MODES))}") from None
+_LAZY = {
+    "Option": "base", "SharingMode": "base", "Slot": "base",
+    "availability": "registry", "make_mode": "registry", "mode_class": "registry", "registered": "registry",
+    "validate_mode_spec": "registry",
+    "PlainCudaMode": "simple", "ExclusiveMode": "simple", "NaiveMode": "simple", "MpsMode": "mps", "MigMode": "mig",
+}
+__all__ = sorted(_LAZY)
 
 
-def validate_mode_spec(spec: ModeSpec, device: str) -> None:
-    """Refuse an unknown mode or bad options before anything is built."""
-    mode_class(spec.name).validate_options(dict(spec.options), device)
-
-
-def make_mode(spec: ModeSpec, workdir: Path, gpu: int, device: str) -> SharingMode:
-    cls = mode_class(spec.name)
-    cls.validate_options(dict(spec.options), device)
-    return cls(workdir=Path(workdir), gpu=gpu, device=device, **spec.options)
-
-
-__all__ = ["MODES", "SharingMode", "Slot", "make_mode", "mode_class", "validate_mode_spec"]
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'colloc_kit.modes' has no attribute {name!r}")

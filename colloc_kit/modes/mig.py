@@ -24,19 +24,24 @@ from contextlib import ExitStack
 from typing import Any
 
 from ..errors import BadInput
-from ..mig.apply import MigLayout
-from ..mig.profiles import GPU_MODELS, parse_layout
-from ..mps import MpsDaemon, find_control
-from .base import SharingMode, Slot
-
-OPTIONS = ("layout", "mps", "allow_destroy", "dry_run")
+from ..gpu import nvml
+from ..gpu.mig_apply import MigLayout
+from ..gpu.mig_catalogue import GPU_MODELS, parse_layout
+from ..gpu.mps_daemon import MpsDaemon, find_control
+from .base import Option, SharingMode, Slot
 
 
 class MigMode(SharingMode):
     """Jobs on MIG instances created for the run (hardware-isolated compute, memory and caches)."""
 
     name = "mig"
-    option_names = OPTIONS
+    takes = (
+        Option("layout", str, "MIG profiles, one per job, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb", many=True,
+               required=True),
+        Option("mps", bool, "one MPS daemon per instance; jobs go round-robin over the instances"),
+        Option("allow_destroy", bool, "MIG instances already on the GPU may be destroyed (recreated on exit)"),
+        Option("dry_run", bool, "print the equivalent nvidia-smi commands, change nothing"),
+    )
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -46,12 +51,14 @@ class MigMode(SharingMode):
 
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
+        """Refuse a missing or unknown layout, a CPU run and non-boolean switches, before the GPU is read."""
         super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mig needs a MIG-capable CUDA GPU, but the jobs run on {device!r}")
         layout = options.get("layout")
         if not layout or not isinstance(layout, (str, list, tuple)):
-            raise BadInput("mode mig needs a layout, e.g. layout: 3g.40gb,2g.20gb,1g.10gb,1g.10gb (one profile per job)")
+            raise BadInput("mode mig needs a layout, e.g. layout: 3g.40gb,2g.20gb,1g.10gb,1g.10gb "
+                           "(one profile per job)")
         errors = []
         for model in GPU_MODELS.values():  # the GPU is not read here: the names must exist on some MIG GPU
             try:
@@ -64,6 +71,27 @@ class MigMode(SharingMode):
         for key in ("mps", "allow_destroy", "dry_run"):
             if not isinstance(options.get(key, False), bool):
                 raise BadInput(f"mode mig: {key} is true or false, got {options[key]!r}")
+
+    @classmethod
+    def unavailable_here(cls, device: str = "cuda", gpu: int = 0) -> str | None:
+        """Why not here: no CUDA GPU, a GPU that is not MIG-capable, or MIG mode disabled. Root (or the MIG
+        capability) is needed too, and is checked when a run starts."""
+        if device != "cuda":
+            return f"needs a MIG-capable CUDA GPU; the jobs run on {device!r}"
+        try:
+            with nvml.session() as lib:
+                if gpu >= lib.nvmlDeviceGetCount():
+                    return f"GPU {gpu} does not exist"
+                device = nvml.Device.at(lib, gpu)
+                name, mig = device.name, device.read("nvmlDeviceGetMigMode")
+        except nvml.NvmlUnavailable as exc:
+            return str(exc)
+        if mig.value is None:
+            return f"GPU {gpu} ({name}) is not MIG-capable ({mig.reason}); planning and the simulator work anywhere"
+        if not mig.value[0]:
+            return (f"MIG mode is disabled on GPU {gpu} ({name}); an administrator enables it "
+                    f"(nvidia-smi -i {gpu} -mig 1)")
+        return None
 
     def check(self, n_jobs: int) -> None:
         """Plan on this GPU (read-only) and refuse a job count the layout cannot serve."""
@@ -97,6 +125,7 @@ class MigMode(SharingMode):
             stack.__exit__(*exc_info)  # MPS daemons quit first, then the MIG layout is undone
 
     def slots(self, n_jobs: int) -> list[Slot]:
+        """One slot per job on the created instances, round-robin (with mps: through each instance's daemon)."""
         if self.options.get("dry_run"):
             raise BadInput("mode mig ran as a dry run: nothing was applied, so there are no MIG devices for jobs")
         created = self.mig.created
@@ -115,6 +144,7 @@ class MigMode(SharingMode):
         return slots
 
     def state(self) -> dict[str, Any]:
+        """The layout found, destroyed and created, each instance's placement and UUID, the MPS daemons."""
         mig = self.mig
         return {
             "name": self.name, "options": self.options,
@@ -129,6 +159,7 @@ class MigMode(SharingMode):
         }
 
     def problems(self) -> list[str]:
+        """What applying or restoring the layout ran into, and any MPS server fault."""
         found = list(self.mig.problems)
         for daemon in self.daemons:
             fault = daemon.server_fault()

@@ -25,16 +25,16 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .. import nvml
-from ..errors import BadInput, GpuStateError
-from ..mig.profiles import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
-from ..mps import MpsDaemon, blocking_daemons, find_control, refuse_running_daemons
-from .base import SharingMode, Slot
+from ..errors import BadInput, CollocKitError, GpuStateError
+from ..gpu import nvml
+from ..gpu.mig_catalogue import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
+from ..gpu.mps_daemon import MpsDaemon, find_control
+from ..gpu.mps_detect import blocking_daemons, describe_daemons, refuse_running_daemons
+from .base import Option, SharingMode, Slot
 
 PARTITION_KIND = "MPS partition (not MIG)"
 COMPUTE_MODE_GUARD = "COLLOC_KIT_ALLOW_COMPUTE_MODE"
 GENERIC_MIG_SHAPE = "H100-80GB"  # slices used for MIG-like partitions on a GPU without a built-in MIG table
-OPTIONS = ("thread_percentage", "memory_limit_mb", "partitions", "exclusive_process", "control", "reuse_pipe_dir")
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,15 @@ class MpsMode(SharingMode):
     """Jobs share the GPU through a private MPS daemon (one CUDA context for all; kernels of all jobs run at once)."""
 
     name = "mps"
-    option_names = OPTIONS
+    takes = (
+        Option("thread_percentage", int, "active thread % per job, 1-100 (one, or one per job)", many=True),
+        Option("memory_limit_mb", int, "pinned device memory limit per job, MiB (one, or one per job)", many=True),
+        Option("partitions", str, "MIG-like layout, e.g. 3g,2g,1g,1g (an MPS partition, not MIG)", many=True),
+        Option("exclusive_process", bool, "compute mode EXCLUSIVE_PROCESS while the mode runs (root, with "
+                                          f"{COMPUTE_MODE_GUARD}=1; never needed)"),
+        Option("control", str, "the MPS control program (default: nvidia-cuda-mps-control from PATH)"),
+        Option("reuse_pipe_dir", str, "use the MPS daemon already running with this pipe directory"),
+    )
 
     def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
         super().__init__(workdir, gpu, device, **options)
@@ -67,6 +75,7 @@ class MpsMode(SharingMode):
     # -- validation, before anything changes --------------------------------------------------------------------
     @classmethod
     def validate_options(cls, options: dict, device: str) -> None:
+        """Refuse limits out of range, partitions beside limits, a CPU run, before anything is read."""
         super().validate_options(options, device)
         if device != "cuda":
             raise BadInput(f"mode mps needs a CUDA GPU, but the jobs run on {device!r}; use device cuda, or mode naive")
@@ -89,6 +98,19 @@ class MpsMode(SharingMode):
         for key in ("control", "reuse_pipe_dir"):
             if options.get(key) is not None and not isinstance(options[key], str):
                 raise BadInput(f"mode mps: {key} is a path, got {options[key]!r}")
+
+    @classmethod
+    def unavailable_here(cls, device: str = "cuda", gpu: int = 0) -> str | None:
+        """Why not here: no CUDA GPU, a GPU in MIG mode, no MPS control program, or an MPS daemon in the way."""
+        if device != "cuda":
+            return f"needs a CUDA GPU; the jobs run on {device!r}"
+        try:
+            card = cls(workdir=".", gpu=gpu, device=device)._read_card()
+            find_control()
+        except CollocKitError as exc:
+            return str(exc)
+        daemons = blocking_daemons(device=card.uuid)
+        return f"an MPS daemon already runs here ({describe_daemons(daemons)})" if daemons else None
 
     def check(self, n_jobs: int) -> None:
         """Refuse what cannot run, before anything changes: limits for n_jobs, the card, the machine's MPS state."""
@@ -114,19 +136,17 @@ class MpsMode(SharingMode):
         if self._card is None:
             with nvml.session() as lib:
                 try:
-                    handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
+                    device = nvml.Device.at(lib, self.gpu)
                 except Exception as exc:
                     if not nvml.is_nvml_error(exc):
                         raise
                     raise BadInput(f"GPU {self.gpu} does not exist ({nvml.describe_error(exc)}); this machine has "
                                    f"{lib.nvmlDeviceGetCount()} GPU(s), numbered from 0") from None
-                name = nvml.text(lib.nvmlDeviceGetName(handle))
-                mig = nvml.optional(lib.nvmlDeviceGetMigMode, handle).value
+                name, mig = device.name, device.read("nvmlDeviceGetMigMode").value
                 if mig and mig[0]:
                     raise GpuStateError(f"GPU {self.gpu} ({name}) is in MIG mode: a daemon for the whole GPU serves no "
                                         f"client; use mode mig with its mps option (one MPS daemon per instance)")
-                self._card = _Card(uuid=nvml.text(lib.nvmlDeviceGetUUID(handle)), name=name,
-                                   memory_mib=int(lib.nvmlDeviceGetMemoryInfo(handle).total // 2**20),
+                self._card = _Card(uuid=device.uuid, name=name, memory_mib=device.memory_mib,
                                    mig_shape=model_for_device(name) or gpu_model(GENERIC_MIG_SHAPE))
         return self._card
 
@@ -168,6 +188,7 @@ class MpsMode(SharingMode):
 
     # -- slots and records -------------------------------------------------------------------------------------
     def slots(self, n_jobs: int) -> list[Slot]:
+        """One client slot per job of the running daemon, with its thread and memory limits."""
         if self.daemon is None:
             raise RuntimeError("MpsMode.slots() is called inside `with mode:`")
         slots = []
@@ -185,6 +206,7 @@ class MpsMode(SharingMode):
         return slots
 
     def state(self) -> dict[str, Any]:
+        """MPS or MPS partitions, the daemon's state, the slices the partitions were cut from."""
         partitioned = self.options.get("partitions") is not None
         state: dict[str, Any] = {"name": self.name, "options": self.options,
                                  "kind": PARTITION_KIND if partitioned else "MPS",

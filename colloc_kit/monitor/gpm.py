@@ -6,7 +6,7 @@ Reads sooner than MIN_INTERVAL_S after the last one give None for every metric (
 about every fifth row has GPM values).
 
     >>> counter, absent = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))  # doctest: +SKIP
-    >>> dict(zip(counter.columns, counter.read()))
+    >>> dict(zip(counter.columns, counter.read()))                                                     # doctest: +SKIP
     {'sm_util_pct': 92.1, 'sm_occupancy_pct': 47.9, 'tensor_util_pct': 18.5, ...}
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from .. import nvml
-from .gpu import probe
+from ..gpu import nvml
+from .gpu_source import probe
 
 MIN_INTERVAL_S = 0.1  # NVML: the two samples of a GPM query must be more than 100 ms apart
 

@@ -4,7 +4,7 @@
 descendants (data-loader workers, compile workers), refreshed at most once a second since walking /proc costs.
 
     >>> jobs = JobProcesses(lambda: {4242: "j0-resnet18"})                # doctest: +SKIP
-    >>> HostJobSource(jobs).read(events.now())
+    >>> HostJobSource(jobs).read(events.now())                            # doctest: +SKIP
     [(1763640000.1, 'j0-resnet18', 3, 131.5, 2871.2)]
 """
 

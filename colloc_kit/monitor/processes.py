@@ -7,7 +7,7 @@ Processes are matched to jobs by pid (`host.JobProcesses`: workers and their chi
 - in a container with its own PID namespace, NVML reports host pids: no row matches a job (monitor.json notes it).
 
     >>> source = GpuProcessSource(lib, 0, [(None, handle)], jobs)        # doctest: +SKIP
-    >>> source.read(events.now())
+    >>> source.read(events.now())                                        # doctest: +SKIP
     [(1763640000.1, 0, None, 4242, 'j0-resnet50', 'python', 3421.0, 38.0, 12.0)]
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pyarrow as pa
 
-from .gpu import MB, call, probe
+from .gpu_source import MB, call, probe
 from .host import JobProcesses
 
 SCHEMA = pa.schema([

@@ -5,7 +5,7 @@ column is `t`), `absent` ({column: reason}), `notes` (list of texts), `read(t) -
 Rows go to a store's `write(series, rows)` every `flush_every_s`, and once more on `stop()`.
 
     >>> sampler = Sampler([HostSource()], interval_s=0.15, store=MemoryStore())   # doctest: +SKIP
-    >>> sampler.start(); run_something(); sampler.stop()
+    >>> sampler.start(); run_something(); sampler.stop()                          # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ While a run goes on, rows are flushed as small files under `<series>.parts/`; `c
 A run killed before that still reads: `read_samples` falls back to the parts.
 
     >>> samples = read_samples("runs/demo/20261120-1200-naive-x4-r0")     # doctest: +SKIP
-    >>> samples.gpu[["t", "sm_util_pct", "power_w"]]
+    >>> samples.gpu[["t", "sm_util_pct", "power_w"]]                      # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ edges, so a window between two samples is cut exactly. The window is clipped to 
 readings (`sampled_s`).
 
     >>> s = summarize(samples.gpu, start=t0, end=t1)                     # doctest: +SKIP
-    >>> s["sm_occupancy_pct_mean"], s["energy_j"], s["avg_power_w"]
+    >>> s["sm_occupancy_pct_mean"], s["energy_j"], s["avg_power_w"]      # doctest: +SKIP
     (47.9, 10234.5, 402.1)
 """
 

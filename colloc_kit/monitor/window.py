@@ -5,13 +5,13 @@ edge takes one more sample at once, so windows shorter than the interval are cut
 is still measured and `reason` says why energy is missing.
 
     >>> meter = EnergyMeter(gpu=0)                                    # doctest: +SKIP
-    >>> meter.begin_window("epoch")
-    >>> train_one_epoch()
-    >>> meter.end_window("epoch")
+    >>> meter.begin_window("epoch")                                   # doctest: +SKIP
+    >>> train_one_epoch()                                             # doctest: +SKIP
+    >>> meter.end_window("epoch")                                     # doctest: +SKIP
     Measurement(gpu=0, time_s=41.2, energy_j=16583.0, avg_power_w=402.5, reason=None)
-    >>> with measure(gpu=0) as m:
+    >>> with measure(gpu=0) as m:                                     # doctest: +SKIP
     ...     train_one_epoch()
-    >>> m.energy_j
+    >>> m.energy_j                                                    # doctest: +SKIP
     16583.0
 """
 
@@ -22,9 +22,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Iterator
 
-from .. import events, nvml
+from .. import events
+from ..gpu import nvml
 from ..errors import BadInput, NvmlUnavailable
-from .gpu import DeviceSource, device_handle
+from .gpu_source import DeviceSource, device_handle
 from .sampler import Sampler, SourceLost
 from .store import MemoryStore
 from .summary import window_energy

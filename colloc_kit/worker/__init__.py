@@ -34,7 +34,7 @@ def check_job(spec: JobSpec) -> None:
 
 def _require_gpu() -> None:
     """Ask NVML, not CUDA: initialising CUDA in the launcher would make it a client of whatever mode runs next."""
-    from .. import nvml
+    from ..gpu import nvml
 
     try:
         with nvml.session() as lib:

@@ -3,7 +3,7 @@
 A Feed hands out one epoch at a time as an iterator of (images, labels) already on the device::
 
     >>> feed = build_feed(JobSpec(model="smallcnn", device="cpu", batch_size=32), torch.device("cpu"))  # doctest: +SKIP
-    >>> feed.label, feed.steps_per_epoch
+    >>> feed.label, feed.steps_per_epoch                                                                # doctest: +SKIP
     ('synthetic (random tensors made once on the device, 2048 images per epoch)', 64)
 """
 
@@ -122,7 +122,7 @@ class ImageNet64(torch.utils.data.Dataset):
     instead of each holding the 15 GB of images; compressed ones (np.savez_compressed) are read into memory.
 
     >>> ds = ImageNet64(imagenet64_files(Path("/data/imagenet64")))   # doctest: +SKIP
-    >>> image, label = ds[0]                                          # (3, 64, 64) uint8 tensor, label in 0..999
+    >>> image, label = ds[0]     # (3, 64, 64) uint8 tensor, label in 0..999   # doctest: +SKIP
     """
 
     def __init__(self, files: list[Path], transform: Callable | None = None):

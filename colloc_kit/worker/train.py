@@ -2,7 +2,8 @@
 
 Stdout carries events only (colloc_kit.events); everything else a library prints goes to stderr. Exit codes:
 0 complete, 1 error (an `error` event says which), 2 bad input, 3 the launcher went away (stdin EOF at the barrier
-or while training), 130 interrupted (SIGINT; no event). Help (--help) goes to stderr, like all text that is not an event.
+or while training), 130 interrupted (SIGINT; no event). Help (--help) goes to stderr, like all text that is not an
+event.
 
 The budget (`--steps`, `--seconds`, `--epochs`) counts the measured window, after warm-up. With `--barrier stdin`
 the worker, once its window is measured (`measured` event), trains on until the launcher writes `stop` (every job of
@@ -164,7 +165,8 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     train_step(*first)  # cuDNN autotuning and lazy set-up happen here, before the barrier, not in the timed steps
     sync()
     writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
-                primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
+                primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset,
+                dataset_label=feed.label,
                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
                 image_size=feed.image_size, amp=spec.amp, recipe=spec.recipe, channels_last=spec.channels_last,
                 params=sum(p.numel() for p in model.parameters()), num_classes=feed.num_classes,

@@ -26,10 +26,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import nvml
+from . import nvml
 from ..errors import BadInput, GpuStateError
-from .planner import Plan, PlacedInstance, plan
-from .profiles import GpuModel, live_catalogue
+from .mig_planner import Plan, PlacedInstance, plan
+from .mig_catalogue import GpuModel, live_catalogue
 
 MIG_CONFIG_CAPABILITY = "/proc/driver/nvidia/capabilities/mig/config"
 IN_USE_RETRY_S = 10.0  # a killed process's CUDA context can take a moment to leave the GPU

@@ -14,42 +14,24 @@ processes are killed, which `notes` records. The logs stay in `<directory>/log`.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-import psutil
+from ..errors import BadInput, GpuStateError
+from .mps_detect import CONTROL_BINARY, PID_FILE, RunningDaemon, detect_running_daemons
+from .mps_watchdog import reap_exited_daemon_processes, set_subreaper, start_watchdog
+from .pids import alive, kill, read_pid, wait_gone
 
-from .errors import BadInput, GpuStateError
-
-CONTROL_BINARY = "nvidia-cuda-mps-control"
-DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")
-PID_FILE = "nvidia-cuda-mps-control.pid"
-PROCESS_PREFIX = "nvidia-cuda-mps"  # what `pgrep nvidia-cuda-mps` matches: the control daemon and its servers
 # The daemon listens on Unix sockets in its pipe directory, and a socket path holds at most 107 bytes on Linux;
 # this leaves room for the longest name MPS puts there.
 MAX_PIPE_DIR_CHARS = 80
 _FAULT_LINE = re.compile(r"\bfault|\bfatal", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class RunningDaemon:
-    """An MPS process found on the machine: `kind` is "control" or "server"; `pipe_dir` is None where unreadable;
-    `device` is its CUDA_VISIBLE_DEVICES (the GPU it serves), None where unset or unreadable."""
-
-    pid: int
-    kind: str
-    user: str | None
-    pipe_dir: str | None
-    device: str | None = None
 
 
 class MpsDaemon:
@@ -97,14 +79,14 @@ class MpsDaemon:
             self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
         if self.owned:
             private_dir(self.pipe_dir)
-            self._was_subreaper = _set_subreaper(True)
+            self._was_subreaper = set_subreaper(True)
         self._running = True
         try:
             if self.owned:
                 self._start_daemon()
             self._wait_until_answering()
             if self.owned:
-                self._watchdog = _start_watchdog(self.control, self._env(), self.pipe_dir)
+                self._watchdog = start_watchdog(self.control, self._env(), self.pipe_dir)
         except BaseException:
             self.stop()
             raise
@@ -121,7 +103,7 @@ class MpsDaemon:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             self._silent = False  # a slow first answer is tried again until the deadline
-            self.control_pid = self.control_pid or _read_pid(self.pipe_dir / PID_FILE)
+            self.control_pid = self.control_pid or read_pid(self.pipe_dir / PID_FILE)
             if (self.control_pid or not self.owned) and self.command("get_server_list") is not None:
                 return
             time.sleep(0.1)
@@ -154,37 +136,37 @@ class MpsDaemon:
             if self.owned:  # only sockets and the pid file of a daemon that is gone: nothing to keep
                 shutil.rmtree(self.pipe_dir, ignore_errors=True)
             if self._was_subreaper is not None:
-                _reap_exited_daemon_processes([self.control_pid, *self.server_pids])
-                _set_subreaper(self._was_subreaper)
+                reap_exited_daemon_processes([self.control_pid, *self.server_pids])
+                set_subreaper(self._was_subreaper)
 
     def _shut_down(self) -> None:
         self._end_clients()
-        if self.control_pid is not None and _alive(self.control_pid) and not self._silent:  # a hung one is killed
+        if self.control_pid is not None and alive(self.control_pid) and not self._silent:  # a hung one is killed
             self.command("quit")
-            _wait_gone([self.control_pid], self.quit_timeout_s)
+            wait_gone([self.control_pid], self.quit_timeout_s)
         self.server_pids |= {p.pid for p in self._processes_of_this_daemon() if p.kind == "server"}
-        _wait_gone(self.server_pids, self.client_timeout_s)
+        wait_gone(self.server_pids, self.client_timeout_s)
         self._force(f"after they did not exit within {self.quit_timeout_s:.0f} s of `quit`")
 
     def _force(self, why: str) -> None:
         """Kill the daemon's processes that still run (control, servers), and note it."""
-        leftover = [pid for pid in (self.control_pid, *sorted(self.server_pids)) if pid and _alive(pid)]
+        leftover = [pid for pid in (self.control_pid, *sorted(self.server_pids)) if pid and alive(pid)]
         leftover += [p.pid for p in self._processes_of_this_daemon() if p.pid not in leftover]
         if leftover:
-            _kill(leftover)
+            kill(leftover)
             self.notes.append(f"MPS processes {leftover} were killed {why}; see {self.log_dir}")
 
     def _end_clients(self) -> None:
-        connected = [(server, client) for server in self.servers() for client in self.clients(server) if _alive(client)]
+        connected = [(server, client) for server in self.servers() for client in self.clients(server) if alive(client)]
         if not connected:
             return
         for server, client in connected:
             self.command(f"terminate_client {server} {client}")
         clients = sorted({client for _, client in connected})
-        stuck = _wait_gone(clients, self.client_timeout_s)
+        stuck = wait_gone(clients, self.client_timeout_s)
         self.notes.append(f"MPS clients {clients} were still connected at shutdown and were ended with "
                           f"terminate_client" + (f"; {stuck} did not exit and were killed" if stuck else ""))
-        _kill(stuck)
+        kill(stuck)
 
     # -- talking to the daemon ---------------------------------------------------------------------------------------
     def command(self, line: str) -> str | None:
@@ -206,6 +188,7 @@ class MpsDaemon:
         return pids
 
     def clients(self, server: int) -> list[int]:
+        """PIDs of the clients connected to MPS server `server`."""
         return _pids(self.command(f"get_client_list {server}") or "")
 
     def client_env(self) -> dict[str, str]:
@@ -232,9 +215,10 @@ class MpsDaemon:
 
     def alive(self) -> bool:
         """Whether the control daemon process still runs."""
-        return self.control_pid is not None and _alive(self.control_pid)
+        return self.control_pid is not None and alive(self.control_pid)
 
     def state(self) -> dict[str, Any]:
+        """What the daemon was and did, for the run's manifest."""
         return {"device": self.device, "control": self.control, "owned": self.owned, "control_pid": self.control_pid,
                 "server_pids": sorted(self.server_pids), "pipe_dir": str(self.pipe_dir), "log_dir": str(self.log_dir),
                 "fault": self.fault, "shutdown_notes": list(self.notes)}
@@ -260,33 +244,6 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def _start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:
-    """A process in its own session that quits the daemon if this process dies first (a kernel restarted or killed
-    mid-run), so no daemon outlives the kit. `stop()` ends it before quitting the daemon itself."""
-    return subprocess.Popen([sys.executable, "-m", "colloc_kit.mps", "--watch", str(os.getpid()), "--control", control,
-                             "--pipe-dir", str(pipe_dir)], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-
-
-def watch(owner_pid: int, control: str, pipe_dir: Path, poll_s: float = 0.5, quit_timeout_s: float = 15.0) -> None:
-    """Wait for `owner_pid` to die; then quit the daemon at `pipe_dir` (kill it if it does not go) and remove the pipes.
-
-    >>> watch(12345, "nvidia-cuda-mps-control", Path("/tmp/colloc-mps-x"))    # doctest: +SKIP
-    """
-    control_pid = _read_pid(pipe_dir / PID_FILE)
-    while _alive(owner_pid):
-        if control_pid is None or not _alive(control_pid):
-            return
-        time.sleep(poll_s)
-    try:
-        subprocess.run([control], input="quit\n", text=True, capture_output=True, timeout=quit_timeout_s)
-    except subprocess.TimeoutExpired:
-        pass
-    left = _wait_gone([control_pid], quit_timeout_s) if control_pid else []
-    _kill(left + [d.pid for d in detect_running_daemons(default_pipe_dir=None) if d.pipe_dir == str(pipe_dir)])
-    shutil.rmtree(pipe_dir, ignore_errors=True)
-
-
 def find_control(control: str | None = None) -> str:
     """The control binary: `control` if given, else `nvidia-cuda-mps-control` from PATH; BadInput if missing."""
     path = shutil.which(control or CONTROL_BINARY)
@@ -297,87 +254,6 @@ def find_control(control: str | None = None) -> str:
     return path
 
 
-def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> list[RunningDaemon]:
-    """MPS control daemons and servers running now: processes named nvidia-cuda-mps-*, and the daemon whose pid
-    file sits in the default pipe directory (/tmp/nvidia-mps).
-
-    >>> detect_running_daemons()   # doctest: +SKIP
-    [RunningDaemon(pid=4121, kind='control', user='ana', pipe_dir='/tmp/nvidia-mps')]
-    """
-    found: dict[int, RunningDaemon] = {}
-    for proc in psutil.process_iter(["pid", "name", "cmdline", "username", "status"]):
-        name = proc.info["name"] or ""
-        if not name.startswith(PROCESS_PREFIX) or proc.info["status"] == psutil.STATUS_ZOMBIE:
-            continue
-        words = " ".join([name, *(proc.info["cmdline"] or [])])
-        try:
-            env = proc.environ()
-            pipe_dir, device = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR)), env.get("CUDA_VISIBLE_DEVICES")
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            pipe_dir = device = None
-        found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",
-                                        proc.info["username"], pipe_dir, device)
-    if default_pipe_dir is not None:
-        pid = _read_pid(Path(default_pipe_dir) / PID_FILE)
-        if pid is not None and _alive(pid) and (pid not in found or found[pid].pipe_dir is None):  # root's: no environ
-            found[pid] = RunningDaemon(pid, "control", _username(pid), str(default_pipe_dir))
-    return sorted(found.values(), key=lambda d: d.pid)
-
-
-def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: str | None = None,
-                     device: str | None = None) -> list[RunningDaemon]:
-    """The running MPS daemons a new run on `device` (a GPU UUID; None: any GPU) must not share the GPU with: this
-    user's, and the default pipe dir's; a daemon pinned by UUID to another GPU (a cell on another GPU) does not
-    block (one named by index may be this GPU: it blocks)."""
-    me = psutil.Process().username()
-    return [d for d in detect_running_daemons(default_pipe_dir)
-            if (d.user == me or d.pipe_dir == str(default_pipe_dir)) and d.pipe_dir != allow_pipe_dir
-            and not (device and _is_uuid(d.device) and d.device != device)]
-
-
-def _is_uuid(device: str | None) -> bool:
-    return bool(device) and device.startswith(("GPU-", "MIG-"))
-
-
-def default_pipe_daemons() -> list[RunningDaemon]:
-    """The daemon of the default pipe directory, if one runs: every CUDA process outside an MPS slot becomes its client.
-
-    >>> default_pipe_daemons()   # doctest: +SKIP
-    []
-    """
-    return [d for d in detect_running_daemons(DEFAULT_PIPE_DIR) if d.pipe_dir == str(DEFAULT_PIPE_DIR)]
-
-
-def refuse_running_daemons(daemons: Iterable[RunningDaemon], mode: str = "mps") -> None:
-    """Raise GpuStateError naming each daemon and how to stop it; for mode mps, also how to reuse it explicitly."""
-    daemons = list(daemons)
-    if not daemons:
-        return
-    lines = []
-    for d in daemons:
-        how = (f"stop it with `echo quit | CUDA_MPS_PIPE_DIRECTORY={d.pipe_dir} {CONTROL_BINARY}`" if d.pipe_dir
-               else f"stop it with `kill {d.pid}` (as {d.user or 'its owner'})")
-        lines.append(f"MPS {d.kind} pid {d.pid} (user {d.user}, pipe dir {d.pipe_dir or 'unknown'}): {how}")
-    reuse = next((d.pipe_dir for d in daemons if d.kind == "control" and d.pipe_dir and mode == "mps"), None)
-    consequence = ("a run beside it would share the GPU with its jobs" if mode == "mps" else
-                   f"mode {mode}'s jobs would become its clients, and the run would measure MPS, not {mode}")
-    raise GpuStateError(
-        f"an MPS daemon is already running, and {consequence}:\n  "
-        + "\n  ".join(lines)
-        + ("\nor reuse it explicitly with the mps option reuse_pipe_dir="
-           f"{reuse} (the kit then neither starts nor stops it)" if reuse else ""))
-
-
-def control_status() -> dict[str, Any]:
-    """For `colloc-kit info`: whether MPS control is available and which MPS daemons run.
-
-    >>> control_status()   # doctest: +SKIP
-    {'control_binary': '/usr/bin/nvidia-cuda-mps-control', 'daemons_running': []}
-    """
-    return {"control_binary": shutil.which(CONTROL_BINARY),
-            "daemons_running": [asdict(d) for d in detect_running_daemons()]}
-
-
 def _pipe_dir_inside(directory: Path) -> Path | None:
     """`<directory>/pipe`, or None where that path is too long for the daemon's sockets (a temp dir is used)."""
     path = directory / "pipe"
@@ -386,96 +262,3 @@ def _pipe_dir_inside(directory: Path) -> Path | None:
 
 def _pids(text: str) -> list[int]:
     return [int(word) for word in text.split() if word.isdigit()]
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _username(pid: int) -> str | None:
-    try:
-        return psutil.Process(pid).username()
-    except psutil.Error:
-        return None
-
-
-def _wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
-    """Wait until every pid has exited (zombies count as exited); the ones still alive at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    left = [p for p in pids if _alive(p)]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = [p for p in left if _alive(p)]
-    return left
-
-
-def _set_subreaper(on: bool) -> bool | None:
-    """Make this process the reaper of its orphaned descendants (Linux), so that the daemon, which detaches itself,
-    is reaped here when it exits instead of lingering as a zombie where init does not reap (containers).
-    Returns the previous setting (None where prctl is unavailable)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        previous = ctypes.c_int(0)
-        if libc.prctl(37, ctypes.byref(previous), 0, 0, 0) != 0:  # PR_GET_CHILD_SUBREAPER
-            return None
-        libc.prctl(36, int(on), 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        return bool(previous.value)
-    except (OSError, AttributeError):
-        return None
-
-
-def _reap_exited_daemon_processes(pids: Iterable[int | None], timeout_s: float = 2.0) -> None:
-    """Collect the exit status of MPS processes that became children of this process (see _set_subreaper): the
-    daemon, its servers, and any intermediate process of the daemon's own detaching, whose pids the kit never saw.
-    Waits (at most `timeout_s`) for `pids`, this daemon's processes, to exit; the live processes of another daemon
-    (MIG with MPS runs one per instance) are left alone. Only processes named nvidia-cuda-mps* are touched, so the
-    launcher's own children keep their exit status."""
-    deadline, pids = time.monotonic() + timeout_s, [pid for pid in pids if pid]
-    while True:
-        waiting = [pid for pid in pids if _alive(pid)]
-        for child in psutil.Process().children():
-            try:
-                if _is_mps_process(child) and child.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(child.pid, 0)
-            except (psutil.Error, ChildProcessError):
-                pass
-        if not waiting or time.monotonic() > deadline:
-            return
-        time.sleep(0.05)
-
-
-def _is_mps_process(process: psutil.Process) -> bool:
-    try:
-        return process.name().startswith(PROCESS_PREFIX)
-    except psutil.Error:
-        return False
-
-
-def _kill(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            psutil.Process(pid).kill()
-        except psutil.Error:
-            pass
-    _wait_gone(pids, 5.0)
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m colloc_kit.mps", description="the MPS daemon's watchdog")
-    parser.add_argument("--watch", type=int, required=True, help="pid whose death makes the daemon quit")
-    parser.add_argument("--control", required=True)
-    parser.add_argument("--pipe-dir", type=Path, required=True)
-    args = parser.parse_args()
-    watch(args.watch, args.control, args.pipe_dir)

@@ -11,7 +11,7 @@ so that small ones do not fragment the GPU), tries starts in ascending order and
     >>> plan("4g,4g", "A100-40GB")
     Traceback (most recent call last):
     ...
-    colloc_kit.mig.planner.ImpossibleLayout: MIG layout 4g.20gb + 4g.20gb does not fit on A100-40GB: ...
+    colloc_kit.gpu.mig_planner.ImpossibleLayout: MIG layout 4g.20gb + 4g.20gb does not fit on A100-40GB: ...
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..errors import BadInput
-from .profiles import GpuModel, Profile, gpu_model, parse_layout
+from .mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
 
 @dataclass(frozen=True)
 class PlacedInstance:
@@ -243,7 +243,8 @@ def propose_layouts(jobs_memory_mb: Sequence[float], gpu: str | GpuModel, headro
     needs = [float(m) + headroom_mib for m in jobs_memory_mb]
     if not needs:
         raise BadInput("propose_layouts needs at least one job's memory need")
-    plain = sorted((p for p in model.profiles if not p.media_extensions), key=lambda p: (p.memory_mib, p.compute_slices))
+    plain = sorted((p for p in model.profiles if not p.media_extensions),
+                   key=lambda p: (p.memory_mib, p.compute_slices))
     choices = []
     for n, need in enumerate(needs):
         fitting = [p for p in plain if p.memory_mib >= need]

@@ -15,10 +15,10 @@ import json
 import math
 import sys
 
-from .. import nvml
-from ..errors import BadInput, GpuStateError, NvmlUnavailable
-from .planner import plan, propose_layouts
-from .profiles import GPU_MODELS, GpuModel, gpu_model, live_catalogue
+from .gpu import nvml
+from .errors import BadInput, GpuStateError, NvmlUnavailable
+from .gpu.mig_planner import plan, propose_layouts
+from .gpu.mig_catalogue import GPU_MODELS, GpuModel, gpu_model, live_catalogue
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_MODEL = "H100-80GB"
@@ -92,7 +92,7 @@ def _model(name: str | None) -> GpuModel:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .apply import read_state
+    from .gpu.mig_apply import read_state
 
     try:
         with nvml.session() as lib:

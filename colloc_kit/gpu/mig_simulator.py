@@ -1,15 +1,17 @@
-"""A simulated NVML for MIG: pynvml's names, constants, error classes and ctypes structures, over a state machine
-built from the profile tables. The kit code that drives a real GPU drives this one unchanged.
+"""A simulated NVML for MIG: pynvml's own constants, error classes and ctypes structures (imported from
+nvidia-ml-py; only the opaque handles are the simulator's: a key into its state) over a state machine built from
+the profile tables. The kit code that drives a real GPU drives this one unchanged.
 
 Modelled: current and pending MIG mode (enabling needs an idle GPU and, with `needs_reset`, a GPU reset that the
 simulator, like the kit, never performs); profile info and placements in memory slices; GPU-instance creation
 at a placement (INVALID_ARGUMENT for a start the profile does not allow, INSUFFICIENT_RESOURCES for overlapping
 memory slices, spent compute slices or the profile's instance limit); compute instances; destruction refused
-while something is inside (IN_USE); MIG devices with MIG-simulated-<uuid> UUIDs (GPUs: GPU-simulated-<uuid>); NO_PERMISSION without privilege;
+while something is inside (IN_USE); MIG devices with MIG-simulated-<uuid> UUIDs (GPUs: GPU-simulated-<uuid>);
+NO_PERMISSION without privilege;
 NOT_SUPPORTED on a GPU without MIG. GPU-instance ids follow what A100s report (7g: 0, halves 1-2, quarters 3-6,
 eighths 7-14); real code must read them back, never assume them. Device names say "(simulated)".
 
-    >>> from colloc_kit import nvml
+    >>> from colloc_kit.gpu import nvml
     >>> with simulated("H100-80GB") as sim, nvml.session() as lib:
     ...     h = lib.nvmlDeviceGetHandleByIndex(0)
     ...     lib.nvmlDeviceGetName(h), lib.nvmlDeviceGetMigMode(h)
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import string
 import uuid as uuidlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,121 +31,43 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 import psutil
+import pynvml
+from pynvml import (  # pynvml's own constants, error class and structures: those the simulator uses itself
+    NVML_DEVICE_MIG_DISABLE,
+    NVML_DEVICE_MIG_ENABLE,
+    NVML_ERROR_IN_USE,
+    NVML_ERROR_INSUFFICIENT_RESOURCES,
+    NVML_ERROR_INSUFFICIENT_SIZE,
+    NVML_ERROR_INVALID_ARGUMENT,
+    NVML_ERROR_INVALID_STATE,
+    NVML_ERROR_NO_PERMISSION,
+    NVML_ERROR_NOT_FOUND,
+    NVML_ERROR_NOT_SUPPORTED,
+    NVML_ERROR_RESET_REQUIRED,
+    NVML_ERROR_UNINITIALIZED,
+    NVML_ERROR_UNKNOWN,
+    NVML_GPU_INSTANCE_PROFILE_COUNT,
+    NVML_SUCCESS,
+    NVMLError,
+    c_nvmlComputeInstancePlacement_t,
+    c_nvmlComputeInstanceProfileInfo_v2_t,
+    c_nvmlGpuInstancePlacement_t,
+    c_nvmlGpuInstanceProfileInfo_v2_t,
+)
 
-from .. import nvml
-from .profiles import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
+from . import nvml
+from .mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 
-# -- pynvml's constants (values as in nvidia-ml-py's pynvml.py) ----------------------------------------------------
-NVML_SUCCESS = 0
-NVML_ERROR_UNINITIALIZED = 1
-NVML_ERROR_INVALID_ARGUMENT = 2
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_NOT_FOUND = 6
-NVML_ERROR_INSUFFICIENT_SIZE = 7
-NVML_ERROR_RESET_REQUIRED = 16
-NVML_ERROR_IN_USE = 19
-NVML_ERROR_INSUFFICIENT_RESOURCES = 23
-NVML_ERROR_INVALID_STATE = 29
-NVML_ERROR_UNKNOWN = 999
-
-NVML_DEVICE_MIG_DISABLE = 0
-NVML_DEVICE_MIG_ENABLE = 1
-NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0
-NVML_GPU_INSTANCE_PROFILE_2_SLICE = 1
-NVML_GPU_INSTANCE_PROFILE_3_SLICE = 2
-NVML_GPU_INSTANCE_PROFILE_4_SLICE = 3
-NVML_GPU_INSTANCE_PROFILE_7_SLICE = 4
-NVML_GPU_INSTANCE_PROFILE_8_SLICE = 5
-NVML_GPU_INSTANCE_PROFILE_6_SLICE = 6
-NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 7
-NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 8
-NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 9
-NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12
-NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0
-NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 1
-NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 2
-NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 3
-NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 4
-NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 5
-NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 6
-NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 9
-NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0
-
-_ERROR_TEXT = {
-    NVML_ERROR_UNINITIALIZED: "Uninitialized", NVML_ERROR_INVALID_ARGUMENT: "Invalid Argument",
-    NVML_ERROR_NOT_SUPPORTED: "Not Supported", NVML_ERROR_NO_PERMISSION: "Insufficient Permissions",
-    NVML_ERROR_NOT_FOUND: "Not Found", NVML_ERROR_INSUFFICIENT_SIZE: "Insufficient Size",
-    NVML_ERROR_RESET_REQUIRED: "GPU requires restart", NVML_ERROR_IN_USE: "In use by another client",
-    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient resources", NVML_ERROR_INVALID_STATE: "Invalid state",
-    NVML_ERROR_UNKNOWN: "Unknown Error",
-}
+# Three codes the simulator raises have no text in pynvml, which asks the driver for it (nvmlErrorString); the
+# simulator stands in for the driver, so it gives the driver's strings, as a real GPU would.
+for _code, _text in ((NVML_ERROR_IN_USE, "In use by another client"),
+                     (NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources"),
+                     (NVML_ERROR_INVALID_STATE, "Invalid state")):
+    NVMLError._errcode_to_string.setdefault(_code, _text)
 
 
-class NVMLError(Exception):
-    """pynvml's error: NVMLError(code) builds the subclass for the code (NVMLError_InUse, ...); `.value` is the code."""
-
-    _valClassMapping: dict[int, type] = {}
-
-    def __new__(cls, value: int):
-        if cls is NVMLError:
-            cls = NVMLError._valClassMapping.get(value, cls)
-        obj = Exception.__new__(cls)
-        obj.value = value
-        return obj
-
-    def __init__(self, value: int):
-        super().__init__(value)
-
-    def __str__(self) -> str:
-        return _ERROR_TEXT.get(self.value, f"NVML Error with code {self.value}")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, NVMLError) and self.value == other.value
-
-    __hash__ = Exception.__hash__
-
-
-def _error_classes() -> dict[str, type]:
-    classes = {}
-    for const, value in list(globals().items()):
-        if const.startswith("NVML_ERROR_"):
-            name = "NVMLError_" + string.capwords(const[len("NVML_ERROR_"):], "_").replace("_", "")
-            cls = type(name, (NVMLError,), {"__module__": __name__})
-            NVMLError._valClassMapping[value] = cls
-            classes[name] = cls
-    return classes
-
-
-globals().update(_error_classes())
-
-
-# -- pynvml's ctypes structures (same field names) ----------------------------------------------------------------
-class c_nvmlGpuInstancePlacement_t(ctypes.Structure):
-    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
-
-
-class c_nvmlComputeInstancePlacement_t(ctypes.Structure):
-    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
-
-
-class c_nvmlGpuInstanceProfileInfo_v2_t(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("id", ctypes.c_uint), ("isP2pSupported", ctypes.c_uint),
-                ("sliceCount", ctypes.c_uint), ("instanceCount", ctypes.c_uint),
-                ("multiprocessorCount", ctypes.c_uint), ("copyEngineCount", ctypes.c_uint),
-                ("decoderCount", ctypes.c_uint), ("encoderCount", ctypes.c_uint), ("jpegCount", ctypes.c_uint),
-                ("ofaCount", ctypes.c_uint), ("memorySizeMB", ctypes.c_ulonglong), ("name", ctypes.c_char * 96)]
-
-
-class c_nvmlComputeInstanceProfileInfo_v2_t(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("id", ctypes.c_uint), ("sliceCount", ctypes.c_uint),
-                ("instanceCount", ctypes.c_uint), ("multiprocessorCount", ctypes.c_uint),
-                ("sharedCopyEngineCount", ctypes.c_uint), ("sharedDecoderCount", ctypes.c_uint),
-                ("sharedEncoderCount", ctypes.c_uint), ("sharedJpegCount", ctypes.c_uint),
-                ("sharedOfaCount", ctypes.c_uint), ("name", ctypes.c_char * 96)]
-
-
-# Opaque handles, as in pynvml: pointers to structures. Here the structure carries a key into the simulator.
+# Opaque handles, as in pynvml: pointers to structures. Here the structure carries a key into the simulator,
+# so the two info structures that hold handles are declared here too (same field names as pynvml's).
 class struct_c_nvmlDevice_t(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint)]
 
@@ -686,8 +609,9 @@ class SimulatedNvml:
         self._objects.pop(ci.mig_device_struct.key, None)
 
 
-# pynvml's module-level names, reachable as attributes like `pynvml.NVML_DEVICE_MIG_ENABLE`
-for _name, _value in list(globals().items()):
+# pynvml's module-level names, reachable as attributes like `pynvml.NVML_DEVICE_MIG_ENABLE`: its own constants and
+# error classes (NVMLError_InUse, ...), its structures, and the simulator's handle types
+for _name, _value in [*vars(pynvml).items(), *list(globals().items())]:
     if _name.startswith(("NVML_", "NVMLError", "c_nvml", "struct_c_nvml")):
         setattr(SimulatedNvml, _name, _value)
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from .. import nvml
+from ..gpu import nvml
 from ..errors import BadInput
 from .sampler import SourceLost
 

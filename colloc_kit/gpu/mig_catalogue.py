@@ -23,7 +23,7 @@ import ctypes
 import re
 from dataclasses import dataclass, field
 
-from .. import nvml
+from . import nvml
 from ..errors import BadInput, GpuStateError
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
@@ -100,7 +100,8 @@ _SEVEN = range(7)
 # (e.g. H100 NVL, Colfax Research "MIG and vGPU" 2024): 1g {0..6}:1, 1g with 2 memory slices {0,2,4,6}:2,
 # 2g {0,2,4}:2, 3g {0,4}:4, 4g {0}:4, 7g {0}:8. A30: 1g {0,1,2,3}:1, 2g {0,2}:2, 4g {0}:4.
 _SEVEN_SLICE_SHAPE = [(1, 1, 7, 0, 19, _SEVEN), (1, 1, 1, 7, 20, _SEVEN), (1, 2, 4, 9, 15, (0, 2, 4, 6)),
-                      (2, 2, 3, 1, 14, (0, 2, 4)), (3, 4, 2, 2, 9, (0, 4)), (4, 4, 1, 3, 5, (0,)), (7, 8, 1, 4, 0, (0,))]
+                      (2, 2, 3, 1, 14, (0, 2, 4)), (3, 4, 2, 2, 9, (0, 4)), (4, 4, 1, 3, 5, (0,)),
+                      (7, 8, 1, 4, 0, (0,))]
 # `_table` columns: name, compute slices, memory slices, memory MiB, SMs, max instances, NVML profile enum,
 # profile id, placements (start memory slices); `_seven_slice_table` takes name, memory MiB, SMs.
 # Memory MiB is nvidia-smi's GiB column x 1024; it moves by a few hundred MiB between drivers, so on a real GPU

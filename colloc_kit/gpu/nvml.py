@@ -4,7 +4,7 @@ The backend is the real `pynvml` module (from nvidia-ml-py) unless a stand-in wi
 with `use_backend` (the MIG simulator, tests' fakes). Initialisation is reference-counted, so nested sessions
 (monitor inside launcher inside a notebook) share one `nvmlInit`.
 
-    >>> from colloc_kit import nvml
+    >>> from colloc_kit.gpu import nvml
     >>> with nvml.session() as lib:                      # doctest: +SKIP
     ...     h = lib.nvmlDeviceGetHandleByIndex(0)
     ...     nvml.optional(lib.nvmlDeviceGetPowerUsage, h)
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from .errors import BadInput, NvmlUnavailable
+from ..errors import BadInput, NvmlUnavailable
 
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use
@@ -71,7 +71,8 @@ def session() -> Iterator[Any]:
             try:
                 lib.nvmlInit()
             except Exception as exc:  # NVMLError subclasses, or OSError when libnvidia-ml.so is missing
-                raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; is an NVIDIA driver installed?") from exc
+                raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; "
+                                      "is an NVIDIA driver installed?") from exc
         _init_count += 1
     try:
         yield lib
@@ -116,6 +117,52 @@ def optional(fn: Callable[..., Any], *args: Any) -> Reading:
         return Reading(None, describe_error(exc))
 
 
+def optional_named(lib: Any, function: str, *args: Any) -> Reading:
+    """`optional` of the function named `function`; absent, with why, where the bindings (older ones, a simulator)
+    lack it."""
+    fn = getattr(lib, function, None)
+    return optional(fn, *args) if fn is not None else Reading(None, f"{function} is not in these NVML bindings")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU as NVML sees it, inside a `session()`: its index and handle, and what the kit reads of it.
+
+    >>> with session() as lib:                                           # doctest: +SKIP
+    ...     gpu = Device.at(lib, 0)
+    ...     gpu.name, gpu.memory_mib, gpu.read("nvmlDeviceGetMigMode")
+    ('NVIDIA H100 80GB HBM3', 81559, Reading(value=[0, 0], reason=None))
+    """
+
+    lib: Any
+    index: int
+    handle: Any
+
+    @classmethod
+    def at(cls, lib: Any, index: int) -> "Device":
+        """GPU `index` of the session's backend `lib` (an NVML error where there is none)."""
+        return cls(lib, index, lib.nvmlDeviceGetHandleByIndex(index))
+
+    @property
+    def name(self) -> str:
+        """The product name, e.g. 'NVIDIA H100 80GB HBM3'."""
+        return text(self.lib.nvmlDeviceGetName(self.handle))
+
+    @property
+    def uuid(self) -> str:
+        """'GPU-...': what CUDA_VISIBLE_DEVICES names unambiguously."""
+        return text(self.lib.nvmlDeviceGetUUID(self.handle))
+
+    @property
+    def memory_mib(self) -> int:
+        """Total memory in MiB."""
+        return int(self.lib.nvmlDeviceGetMemoryInfo(self.handle).total // 2**20)
+
+    def read(self, function: str, *args: Any) -> Reading:
+        """The device function `function` (e.g. "nvmlDeviceGetMigMode") as a Reading: a value, or None and why."""
+        return optional_named(self.lib, function, self.handle, *args)
+
+
 def is_nvml_error(exc: BaseException) -> bool:
     """True for the backend's NVMLError (real or simulated; pynvml raises NVMLError_FunctionNotFound for a function
     the driver lacks). Not for an AttributeError: a typo in a reader must fail loudly, not become an absent column."""
@@ -141,4 +188,4 @@ def device_uuid(index: int) -> str:
     'GPU-5d3f0c52-...'
     """
     with session() as lib:
-        return text(lib.nvmlDeviceGetUUID(lib.nvmlDeviceGetHandleByIndex(index)))
+        return Device.at(lib, index).uuid

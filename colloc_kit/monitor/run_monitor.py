@@ -6,7 +6,7 @@ in monitor.json, with every column left out and why. See `store` for the files w
 
     >>> with Monitor(run_dir / "monitor", gpu=0, job_pids=lambda: {worker.pid: "j0-resnet50"}):   # doctest: +SKIP
     ...     run_the_jobs()
-    >>> read_samples(run_dir / "monitor").gpu[["t", "sm_util_pct", "power_w"]]
+    >>> read_samples(run_dir / "monitor").gpu[["t", "sm_util_pct", "power_w"]] # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .. import events, nvml
+from .. import events
+from ..gpu import nvml
 from ..errors import BadInput, NvmlUnavailable
 from .gpm import GPM_COLUMNS, MIN_INTERVAL_S, GpmCounter, MigGpmSource, gpm_unsupported
-from .gpu import DeviceSource, device_handle, mig_devices, probe
+from .gpu_source import DeviceSource, device_handle, mig_devices, probe
 from .host import HostJobSource, HostSource, JobProcesses
 from .processes import GpuProcessSource, processes_unsupported
 from .sampler import Sampler, Source, SourceLost

@@ -1,0 +1,17 @@
+"""The hardware: everything that talks to NVML, the MPS control daemon or MIG. The sharing modes (`colloc_kit.modes`)
+and the monitor build on it; nothing here knows about runs, jobs or notebooks.
+
+    nvml           the one door to NVML (real pynvml or a stand-in), `Reading`s, a small `Device`
+    pids           process utilities: pid files, alive, wait, kill
+    mps_detect     which MPS daemons run here, which block a run, and the refusal that says how to stop them
+    mps_daemon     one private MPS control daemon: started, handed to jobs, always shut down
+    mps_watchdog   the watchdog and subreaper that keep a daemon from outliving the kit
+    mig_catalogue  MIG profile tables of each GPU model, names resolved, the live catalogue
+    mig_planner    exact MIG placements (`plan`), explained impossibilities, proposed layouts
+    mig_apply      `MigLayout`: apply a layout and restore what was there (an undo journal)
+    mig_simulator  a simulated NVML of a MIG GPU, built from the real profile tables (clearly labelled)
+
+    >>> from colloc_kit.gpu import mig_planner
+    >>> [i.label() for i in mig_planner.plan("4g,2g,1g", "A100-40GB").instances]
+    ['4g.20gb@0', '2g.10gb@4', '1g.5gb@6']
+"""

@@ -1,0 +1,133 @@
+"""Every sharing mode by name: the built-in ones (each module of `colloc_kit.modes`) and plug-ins.
+
+A mode registers itself by subclassing `SharingMode` with its own `name`; nothing lists modes by hand. The
+registry is filled on first use by importing every module of `colloc_kit.modes`, then each entry of the
+environment variable COLLOC_KIT_MODES (comma-separated): a module name importable from `sys.path`
+(`mylab.modes`, a package's modules included), or the path of a `.py` file or of a folder of them.
+
+    >>> sorted(registered())[:4]
+    ['exclusive', 'mig', 'mps', 'naive']
+    >>> mode_class("naive").summary()
+    'All jobs at once on one GPU; the driver time-slices between their contexts.'
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import pkgutil
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadInput
+
+if TYPE_CHECKING:
+    from .base import SharingMode
+
+PLUGIN_VARIABLE = "COLLOC_KIT_MODES"
+_INTERNAL = {"base", "registry"}  # modules of the package that hold no mode
+_modes: dict[str, type[SharingMode]] = {}
+_loaded: set[str] = set()  # "built-in", and each plug-in entry already imported
+_lock = threading.RLock()
+
+
+def register(cls: type[SharingMode]) -> None:
+    """Record a mode class under its name (called by `SharingMode.__init_subclass__`); a second class with the name
+    of another is refused (the same class imported again replaces itself)."""
+    with _lock:
+        old = _modes.get(cls.name)
+        if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise BadInput(f"two sharing modes are named {cls.name!r}: {_where(old)} and {_where(cls)}; rename one")
+        _modes[cls.name] = cls
+
+
+def registered() -> dict[str, type[SharingMode]]:
+    """Every mode this process knows, by name, in alphabetical order (built-ins and COLLOC_KIT_MODES plug-ins)."""
+    load()
+    with _lock:
+        return dict(sorted(_modes.items()))
+
+
+def mode_class(name: str) -> type[SharingMode]:
+    """The class of mode `name`, or BadInput naming the modes there are."""
+    modes = registered()
+    try:
+        return modes[name]
+    except KeyError:
+        raise BadInput(f"unknown sharing mode {name!r}; choose one of {', '.join(modes)} (a mode of your own: "
+                       f"name its module or file in {PLUGIN_VARIABLE})") from None
+
+
+def validate_mode_spec(spec: Any, device: str) -> None:
+    """Refuse an unknown mode or bad options (`spec`: a ModeSpec, with .name and .options) before anything is built."""
+    mode_class(spec.name).validate_options(dict(spec.options), device)
+
+
+def make_mode(spec: Any, workdir: Path, gpu: int, device: str) -> SharingMode:
+    """The mode a ModeSpec names, validated and constructed (nothing on the GPU changes until `with mode:`).
+
+    >>> mode = make_mode(ModeSpec("naive"), workdir="runs/x", gpu=0, device="cuda")   # doctest: +SKIP
+    """
+    cls = mode_class(spec.name)
+    cls.validate_options(dict(spec.options), device)
+    return cls(workdir=Path(workdir), gpu=gpu, device=device, **spec.options)
+
+
+def availability(device: str = "cuda", gpu: int = 0) -> list[dict]:
+    """One record per mode: whether it runs jobs on `device` (GPU `gpu`) of this machine and why not, what it does,
+    its options. What `colloc-kit info` and the notebooks show.
+
+    >>> [row["mode"] for row in availability(device="cpu") if row["runs_here"]][:2]
+    ['exclusive', 'naive']
+    """
+    return [{"mode": name, "runs_here": why is None, "why_not": why, "summary": cls.summary(),
+             "options": [option.name for option in cls.takes]}
+            for name, cls in registered().items() for why in [cls.unavailable_here(device=device, gpu=gpu)]]
+
+
+def load() -> None:
+    """Import the built-in mode modules once, and each COLLOC_KIT_MODES entry not imported yet."""
+    with _lock:
+        if "built-in" not in _loaded:
+            package = importlib.import_module(__package__)
+            for module in pkgutil.iter_modules(package.__path__):
+                if module.name not in _INTERNAL:
+                    importlib.import_module(f"{__package__}.{module.name}")
+            _loaded.add("built-in")
+        for entry in filter(None, (e.strip() for e in re.split(r"[,%s]" % os.pathsep,
+                                                                os.environ.get(PLUGIN_VARIABLE, "")))):
+            if entry not in _loaded:
+                _load_plugin(entry)
+                _loaded.add(entry)
+
+
+def _load_plugin(entry: str) -> None:
+    """Import one COLLOC_KIT_MODES entry: a .py file, a folder of them, or a module (a package with its modules)."""
+    try:
+        path = Path(entry).expanduser()
+        if entry.endswith(".py") or os.sep in entry:
+            files = sorted(path.glob("[!_]*.py")) if path.is_dir() else [path]
+            if not path.exists():
+                raise FileNotFoundError(f"{path} does not exist")
+            for file in files:
+                name = f"colloc_kit_mode_plugin_{file.stem}"
+                spec = importlib.util.spec_from_file_location(name, file)
+                sys.modules[name] = module = importlib.util.module_from_spec(spec)  # as an import would, for pickle
+                spec.loader.exec_module(module)
+            return
+        module = importlib.import_module(entry)
+        for sub in pkgutil.iter_modules(getattr(module, "__path__", [])):
+            importlib.import_module(f"{entry}.{sub.name}")
+    except BadInput:
+        raise
+    except Exception as exc:  # a plug-in's own error (missing, a syntax error, ...), reported in one line
+        raise BadInput(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({type(exc).__name__}: {exc}); fix it, "
+                       f"or remove it from {PLUGIN_VARIABLE}") from exc
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
