@@ -129,7 +129,8 @@ def configurations(results: Results, experiment: str,
     part, superseded = _without_superseded(part)
     own = analysis.with_baselines(part.jobs)
     lacking = own[own["baseline_note"].notna()]
-    notes = [f"{superseded} run(s) that did not complete, of cells a later run completed, left out"] if superseded else []
+    notes = ([f"{superseded} run(s) that did not complete, of cells a later run completed, left out"]
+             if superseded else [])
     reference = None
     if len(lacking):
         names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
@@ -256,14 +257,15 @@ def _copies(n) -> str:
 
 
 def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
-    """{(first model, kind, copies, layout): why} of the experiment's not-run cells ('timm.resnet152 naive x7')."""
+    """{(first model, kind, copies, layout): why} of the experiment's not-run cells ('timm.resnet152 bs128 off naive
+    x7'; older folders: 'timm.resnet152 naive x7')."""
     found = {}
     rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
     for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
         parts = cell.rsplit(" ", 2)
         if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
             kind, layout = kind_of(parts[1].split("(")[0], parts[1])
-            found[(parts[0].split(" + ")[0], kind, int(parts[2][1:]), layout or "")] = why
+            found[(parts[0].split(" + ")[0].split(" ")[0], kind, int(parts[2][1:]), layout or "")] = why
     return found
 
 

@@ -97,8 +97,8 @@ def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str, x:
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": x.replace("_", " "),
-                            "yaxis_title": y_title, "legend_title": "mode"})
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group",
+                            "xaxis_title": x.replace("_", " "), "yaxis_title": y_title, "legend_title": "mode"})
     for label, rows in data.groupby(series(data), sort=True):
         fig.add_bar(x=rows[x].astype(str), y=rows[mean], name=str(label),
                     error_y={"type": "data", "array": rows[spread].fillna(0)})

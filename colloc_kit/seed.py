@@ -245,7 +245,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
         for mode in spec.modes:
             why = _does_not_fit(exp_dir, spec, mode, card)
             if why:
-                not_run[f"{' + '.join(j.model for j in spec.jobs)} {mode.label} x{spec.copies[0]}"] = why
+                workload = f"{' + '.join(j.model for j in spec.jobs)} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}"
+                not_run[f"{workload} {mode.label} x{spec.copies[0]}"] = why  # e.g. 'timm.resnet50 bs128 off mps x7'
                 print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
                 (exp_dir / "not-run.json").write_text(json.dumps(not_run, indent=1) + "\n")  # kept if stopped later
             else:

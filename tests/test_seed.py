@@ -106,3 +106,21 @@ def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_
     job = results.jobs.iloc[0]
     assert job["status"] == "complete" and job["recipe"] == "seed" and job["image_size"] == 224
     assert job["dataset_label"].startswith(LABEL)
+
+
+def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from colloc_kit import analysis, results
+
+    lone = pd.DataFrame([{"model": "timm.resnet50", "data_root": "/d/imagenet64", "batch_size": 128, "amp": "off",
+                          "baseline_steady_gpu_memory_mb": 14016.0}])
+    monkeypatch.setattr(results, "load", lambda path: SimpleNamespace(jobs=None))
+    monkeypatch.setattr(analysis, "baselines", lambda jobs: lone)
+    specs = {(s.jobs[0].model, s.copies[0]): s for s in study.experiments(study.SeedSpec(33, data_root="/d"), H100)}
+    why = {(copies, mode.label): study._does_not_fit(tmp_path, specs["timm.resnet50", copies], mode, H100)
+           for copies in (3, 7) for mode in specs["timm.resnet50", copies].modes}
+    assert why[7, "naive"].startswith("7 jobs need 98,112 MiB") and "81,559 MiB" in why[7, "naive"]
+    assert why[7, "mps(partitions=1g+1g+1g+1g+1g+1g+1g)"].startswith("a 1g partition holds")
+    assert why[3, "naive"] is None and why[3, "mps(partitions=2g+2g+2g)"] is None
+    assert study._does_not_fit(tmp_path, specs["timm.resnet26", 7], specs["timm.resnet26", 7].modes[0], H100) is None
