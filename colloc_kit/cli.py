@@ -258,12 +258,13 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
     card = study.Card.here(seed.gpu)
     if args.plan:
-        rows = pd.DataFrame(study.plan_rows(seed, card))
+        plan = study.plan_rows(seed, card)
+        rows = pd.DataFrame(plan)
         with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
             print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
         cannot = int((~rows["runs"]).sum())
         print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} run here, {cannot} cannot be placed), "
-              f"{seed.repeats} repeat(s) each; about {study.estimate_s(study.plan_rows(seed, card)) / 3600:.1f} h on "
+              f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan) / 3600:.1f} h on "
               f"the GPU; card: {card.note}; cells already complete under {args.out}/{seed.experiment} are skipped")
         return EXIT_OK
     results = study.run(seed, out=args.out, progress=not args.quiet)
@@ -273,7 +274,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:
-    """The cells of `spec`, each done or to run under out/<name> (what `colloc-kit run` would do), and how long."""
+    """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
     from .cells import cell_states, cells
     from .rundir import safe_name
     from .statuses import COMPLETE

@@ -234,13 +234,16 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     import sys
     from pathlib import Path
 
-    from .experiment import run_spec
+    from .experiment import preflight, run_spec
     from .results import combine
 
     card = Card.here(seed.gpu)
     exp_dir = Path(out) / seed.experiment
+    specs = experiments(seed, card)
+    for spec in specs:  # every dataset and mode checked before the first cell starts
+        preflight(spec)
     parts, not_run = [], {}
-    for spec in experiments(seed, card):
+    for spec in specs:
         fitting = []
         for mode in spec.modes:
             why = _does_not_fit(exp_dir, spec, mode, card)

@@ -124,3 +124,8 @@ def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monk
     assert why[7, "mps(partitions=1g+1g+1g+1g+1g+1g+1g)"].startswith("a 1g partition holds")
     assert why[3, "naive"] is None and why[3, "mps(partitions=2g+2g+2g)"] is None
     assert study._does_not_fit(tmp_path, specs["timm.resnet26", 7], specs["timm.resnet26", 7].modes[0], H100) is None
+
+
+def test_a_seed_run_without_its_data_is_refused_before_any_cell_starts(tmp_path, capsys):
+    assert main(["run", "seed-33", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path / "runs")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "runs").exists()
