@@ -256,8 +256,8 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
-    card = study.Card.here(seed.gpu)
     if args.plan:
+        card = study.Card.here(seed.gpu)
         plan = study.plan_rows(seed, card)
         rows = pd.DataFrame(plan)
         with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):

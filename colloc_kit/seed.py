@@ -244,9 +244,9 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
         preflight(spec)
     parts, not_run = [], {}
     for spec in specs:
-        fitting = []
+        fitting, need = [], _lone_footprints(exp_dir, spec)  # the folder read once per spec, not once per mode
         for mode in spec.modes:
-            why = _does_not_fit(exp_dir, spec, mode, card)
+            why = _does_not_fit(need, mode, card)
             if why:
                 workload = f"{' + '.join(j.model for j in spec.jobs)} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}"
                 not_run[f"{workload} {mode.label} x{spec.copies[0]}"] = why  # e.g. 'timm.resnet50 bs128 off mps x7'
@@ -259,15 +259,13 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     return combine(parts)
 
 
-def _does_not_fit(exp_dir, spec: ExperimentSpec, mode: ModeSpec, card: Card) -> str | None:
-    """Why the lone runs in `exp_dir` say this run's jobs cannot fit in memory, or None (fits, or not known yet)."""
-    from . import figures
+def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
+    """Each job's steady GPU memory alone (MiB) as the lone runs in `exp_dir` measured it, one entry per job of a
+    run of `spec`; None where a lone run is still missing."""
     from .analysis import baselines
-    from .modes.mps import partition_share
-    from .gpu.mig_catalogue import resolve
     from .results import load
 
-    if not exp_dir.exists() or mode.name == "exclusive":
+    if not exp_dir.exists():
         return None
     base = baselines(load(exp_dir).jobs)
     need = []
@@ -278,6 +276,17 @@ def _does_not_fit(exp_dir, spec: ExperimentSpec, mode: ModeSpec, card: Card) -> 
         if not footprint > 0:
             return None  # no lone run measured yet: run it and see
         need += [footprint] * spec.copies[0]
+    return need
+
+
+def _does_not_fit(need: list[float] | None, mode: ModeSpec, card: Card) -> str | None:
+    """Why jobs with these lone footprints cannot fit in memory under `mode`, or None (they fit, or not known)."""
+    from . import figures
+    from .gpu.mig_catalogue import resolve
+    from .modes.mps import partition_share
+
+    if need is None or mode.name == "exclusive":
+        return None
     partitions = mode.options.get("partitions")
     if partitions:
         for name, footprint in zip(partitions, need):

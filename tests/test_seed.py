@@ -118,12 +118,15 @@ def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monk
     monkeypatch.setattr(results, "load", lambda path: SimpleNamespace(jobs=None))
     monkeypatch.setattr(analysis, "baselines", lambda jobs: lone)
     specs = {(s.jobs[0].model, s.copies[0]): s for s in study.experiments(study.SeedSpec(33, data_root="/d"), H100)}
-    why = {(copies, mode.label): study._does_not_fit(tmp_path, specs["timm.resnet50", copies], mode, H100)
+    def does_not_fit(spec, mode):
+        return study._does_not_fit(study._lone_footprints(tmp_path, spec), mode, H100)
+
+    why = {(copies, mode.label): does_not_fit(specs["timm.resnet50", copies], mode)
            for copies in (3, 7) for mode in specs["timm.resnet50", copies].modes}
     assert why[7, "naive"].startswith("7 jobs need 98,112 MiB") and "81,559 MiB" in why[7, "naive"]
     assert why[7, "mps(partitions=1g+1g+1g+1g+1g+1g+1g)"].startswith("a 1g partition holds")
     assert why[3, "naive"] is None and why[3, "mps(partitions=2g+2g+2g)"] is None
-    assert study._does_not_fit(tmp_path, specs["timm.resnet26", 7], specs["timm.resnet26", 7].modes[0], H100) is None
+    assert does_not_fit(specs["timm.resnet26", 7], specs["timm.resnet26", 7].modes[0]) is None
 
 
 def test_a_seed_run_without_its_data_is_refused_before_any_cell_starts(tmp_path, capsys):

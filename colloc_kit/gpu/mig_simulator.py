@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Iterator
 
-import psutil
 import pynvml
 from pynvml import (  # pynvml's own constants, error class and structures: those the simulator uses itself
     NVML_DEVICE_MIG_DISABLE,
@@ -56,6 +55,7 @@ from pynvml import (  # pynvml's own constants, error class and structures: thos
 )
 
 from . import nvml
+from .pids import alive
 from .mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 
 # Three codes the simulator raises have no text in pynvml, which asks the driver for it (nvmlErrorString); the
@@ -529,7 +529,7 @@ class SimulatedNvml:
 
     def _processes(self, gpu: _Gpu, mig: _ComputeInstance | None = None) -> list:
         """The GPU's (or MIG device's) processes that still run: a process that exited leaves the GPU."""
-        gpu.processes = [p for p in gpu.processes if _running(p.pid)]
+        gpu.processes = [p for p in gpu.processes if alive(p.pid)]
         return [p for p in gpu.processes if mig is None or p.device_uuid == mig.uuid]
 
     def _ids_of_uuid(self, gpu: _Gpu, device_uuid: str) -> tuple[int | None, int | None]:
@@ -655,11 +655,6 @@ def _fill(array, count, handles: list) -> int:
     return NVML_SUCCESS
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _uuid(text: str) -> str:
