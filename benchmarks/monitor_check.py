@@ -65,7 +65,7 @@ def main() -> int:
                              monitor=True, progress=False)
     run = RunDir(results.runs["run_dir"].iloc[0])
     samples = read_samples(run.monitor_dir)
-    found = common_window({e["job"]: read_events(run.events_path(e["job"])) for e in run.read_manifest()["jobs"]})
+    found = common_window({e.job: read_events(run.events_path(e.job)) for e in run.read_manifest().jobs})
     window = (found.start, found.end) if found else None
     summary = summarize(samples.gpu, *window) if window else None
     outcome = checks(samples, summary)

@@ -26,9 +26,10 @@ from pathlib import Path
 import psutil
 
 from .errors import BrokenRun
+from .manifest import Manifest
 from .rundir import RunDir, find_runs, safe_name
 from .spec import ExperimentSpec, ModeSpec
-from .statuses import COMPLETE, DONE, FAILED, INTERRUPTED, PENDING, RUNNING
+from .statuses import COMPLETE, DONE, FAILED, INTERRUPTED, PENDING, RUNNING, Status
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Cell:
 
     @property
     def label(self) -> str:
+        """The cell as people read it: `<mode label>-x<copies>-r<repeat>` (its run folders end with it)."""
         return f"{self.mode.label}-x{self.copies}-r{self.repeat}"
 
 
@@ -51,7 +53,7 @@ class CellState:
     latest), that run, and the GPU and host it ran on."""
 
     cell_id: str
-    status: str
+    status: Status
     run: RunDir
     gpu: int | None
     host: str | None
@@ -80,22 +82,20 @@ def cell_states(experiment_dir: str | Path) -> dict[str, CellState]:
             manifest = run.read_manifest()
         except BrokenRun:
             continue  # not a run of any cell: `load()` names it; its cell, if any, runs again
-        cell_id = manifest.get("cell_id")
-        if cell_id is None:
+        if manifest.cell_id is None:
             continue
-        state = CellState(cell_id, _status(manifest), run, manifest.get("gpu"),
-                          (manifest.get("machine") or {}).get("hostname"))
-        previous = found.get(cell_id)
+        state = CellState(manifest.cell_id, _status(manifest), run, manifest.gpu, manifest.machine.hostname)
+        previous = found.get(manifest.cell_id)
         if previous is None or previous.status != COMPLETE:  # runs are sorted by path: by start time
-            found[cell_id] = state
+            found[manifest.cell_id] = state
     return found
 
 
-def _status(manifest: dict) -> str:
-    status = manifest.get("status", RUNNING)
-    if status == RUNNING and not _alive(manifest.get("runner_pid"), (manifest.get("machine") or {}).get("hostname")):
+def _status(manifest: Manifest) -> Status:
+    """The run's status, "running" only while the process that runs it lives."""
+    if manifest.status == RUNNING and not _alive(manifest.runner_pid, manifest.machine.hostname):
         return INTERRUPTED  # the process that ran it died before completing the manifest
-    return status
+    return manifest.status
 
 
 def _alive(pid: int | None, hostname: str | None) -> bool:
@@ -105,9 +105,6 @@ def _alive(pid: int | None, hostname: str | None) -> bool:
     if hostname and hostname != socket.gethostname():
         return True
     return psutil.pid_exists(pid)
-
-
-
 
 
 def experiment_status(experiment_dir: str | Path) -> list[dict]:

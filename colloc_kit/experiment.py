@@ -30,20 +30,21 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import events, machine
 from .errors import BrokenRun
 from .cells import Cell, cell_states, cells
-from .launcher import LaunchItem, Outcome, Wave
+from .launcher import LaunchItem, Wave
+from .manifest import HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord
 from .modes import make_mode
 from .progress import Progress
 from .results import Results, RunReading, assemble, combine, read_run
 from .rundir import RunDir, check_out, safe_name
 from .spec import ExperimentSpec, JobSpec, ModeSpec
-from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING
+from .statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, RUNNING, Status
 from .zygote import Zygote
 
 SPECS_DIR, MACHINES_DIR = "specs", "machines"
@@ -265,32 +266,29 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
     run = RunDir.create(out, spec.name, cell.label)
     mode = make_mode(mode_spec, workdir=run.mode_dir, gpu=placement.gpu, device=spec.device)
     cuda = spec.device == "cuda"
-    manifest = {
-        "run_id": run.run_id, "experiment": spec.name, "cell_id": cell.cell_id, "status": RUNNING,
-        "started_at": events.now(), "ended_at": None,
-        "mode": {"name": mode_spec.name, "options": mode_spec.options, "label": mode_spec.label},
-        "copies": cell.copies, "repeat": cell.repeat, "sequential": mode.sequential, "spec": spec.to_dict(),
-        "gpu": placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
-        "runner_pid": os.getpid(), "slurm_job_id": slurm_job_id(),
-        "machine": {"hostname": placement.hostname, "gpu_name": placement.gpu_name, "gpu_uuid": placement.gpu_uuid,
-                    "description": os.path.relpath(placement.machine_file, run.path)},
-        "host_cpu": {"cores": sorted(os.sched_getaffinity(0))}, "mode_state": None, "problems": [],
-        "monitor": {"enabled": spec.monitor, "interval_s": spec.monitor_interval_s},
-        "jobs": [{"job": job_id, "group": group, "spec": job.to_dict(), "slot": None, "outcome": None}
-                 for job_id, group, job in planned],
-    }
+    manifest = Manifest(
+        run_id=run.run_id, experiment=spec.name, cell_id=cell.cell_id, started_at=events.now(),
+        mode=ModeRecord(mode_spec.name, mode_spec.options, mode_spec.label),
+        copies=cell.copies, repeat=cell.repeat, sequential=mode.sequential, spec=spec.to_dict(),
+        gpu=placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
+        runner_pid=os.getpid(), slurm_job_id=slurm_job_id(),
+        machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
+                           description=os.path.relpath(placement.machine_file, run.path)),
+        host_cpu=HostCpu(cores=sorted(os.sched_getaffinity(0))),
+        monitor=MonitorSettings(enabled=spec.monitor, interval_s=spec.monitor_interval_s),
+        jobs=[JobEntry(job_id, group=group, spec=job.to_dict()) for job_id, group, job in planned])
     run.write_manifest(manifest)
     bar.run_started(f"{mode_spec.label} x{cell.copies} r{cell.repeat}", len(planned))
-    outcomes: list[Outcome] = []
+    outcomes: list[JobOutcome] = []
     status, problems = INTERRUPTED, []
     cpu_before = _children_cpu_s(zygote)
     try:
         with mode:
             slots = mode.slots(len(planned))
             items = [LaunchItem(job_id, job, slot) for (job_id, _, job), slot in zip(planned, slots)]
-            for entry, slot in zip(manifest["jobs"], slots):
-                entry["slot"] = {"label": slot.label, "info": slot.info}
-            run.update_manifest(jobs=manifest["jobs"], mode_state=mode.state())
+            manifest = replace(manifest, mode_state=mode.state(), jobs=[
+                replace(entry, slot=SlotRecord(slot.label, slot.info)) for entry, slot in zip(manifest.jobs, slots)])
+            run.write_manifest(manifest)
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
@@ -300,15 +298,15 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, 
                     finally:
                         outcomes += wave.outcomes
             problems = mode.problems()
-        run.update_manifest(mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
+        manifest = replace(manifest, mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
+        run.write_manifest(manifest)
         status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
     except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
-        manifest["host_cpu"]["cpu_s"] = round(_children_cpu_s(zygote) - cpu_before, 3)
-        run.update_manifest(host_cpu=manifest["host_cpu"])
-        _finish(run, manifest, outcomes, status, problems)
+        cpu_s = round(_children_cpu_s(zygote) - cpu_before, 3)
+        run.write_manifest(_finished(run, manifest, outcomes, status, problems, cpu_s))
         reading = read_run(run)
         summary = reading.summary
         _write_jobs_csv(run, reading.jobs)
@@ -386,18 +384,22 @@ def cell_main(argv: list[str] | None = None) -> int:
     return 0 if status == COMPLETE else 1
 
 
-def _finish(run: RunDir, manifest: dict, outcomes: list[Outcome], status: str, problems: list[str]) -> None:
-    """Complete the manifest: every job's outcome (jobs never started are marked so), problems, status."""
+def _finished(run: RunDir, manifest: Manifest, outcomes: list[JobOutcome], status: Status, problems: list[str],
+              cpu_s: float) -> Manifest:
+    """The manifest completed: every job's outcome (jobs never started are marked so), problems, status, the host
+    CPU seconds its jobs used, the end time."""
     by_id = {o.job_id: o for o in outcomes}
-    for entry in manifest["jobs"]:
-        outcome = by_id.get(entry["job"])
-        started = run.events_path(entry["job"]).exists()  # no outcome but started: a second interrupt cut the wave
-        entry["outcome"] = outcome.to_dict() if outcome else {
-            "job_id": entry["job"], "status": INTERRUPTED,
-            "error": "stopped by an interrupt" if started else "not started: the run stopped before its turn"}
-        if problems and entry["outcome"]["status"] != COMPLETE:
-            entry["outcome"]["mode_problem"] = "; ".join(problems)
-    run.update_manifest(jobs=manifest["jobs"], status=status, problems=problems, ended_at=events.now())
+    jobs = []
+    for entry in manifest.jobs:
+        started = run.events_path(entry.job).exists()  # no outcome but started: a second interrupt cut the wave
+        outcome = by_id.get(entry.job) or JobOutcome(
+            entry.job, INTERRUPTED,
+            error="stopped by an interrupt" if started else "not started: the run stopped before its turn")
+        if problems and outcome.status != COMPLETE:
+            outcome = replace(outcome, mode_problem="; ".join(problems))
+        jobs.append(replace(entry, outcome=outcome))
+    return replace(manifest, jobs=jobs, status=status, problems=problems, ended_at=events.now(),
+                   host_cpu=replace(manifest.host_cpu, cpu_s=cpu_s))
 
 
 def _write_jobs_csv(run: RunDir, rows: list[dict]) -> None:

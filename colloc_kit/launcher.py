@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import events
+from .manifest import JobOutcome
 from .modes import Slot
 from .rundir import events_file, stderr_file
 from .spec import JobSpec
@@ -46,23 +47,6 @@ class LaunchItem:
     job_id: str
     spec: JobSpec
     slot: Slot
-
-
-@dataclass
-class Outcome:
-    """What became of one job. `status` is complete / failed / timed_out / interrupted."""
-
-    job_id: str
-    status: str
-    error_kind: str | None = None
-    error: str | None = None
-    exit_code: int | None = None
-    released_at: float | None = None
-    ended_at: float | None = None
-    pid: int | None = None
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -123,9 +107,9 @@ class Wave:
         self.items, self.jobs_dir, self.time_limit_s = items, jobs_dir, time_limit_s
         self.on_event, self.on_start, self.zygote = on_event, on_start, zygote
         self.released_at: float | None = None
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[JobOutcome] = []
 
-    def run(self) -> list[Outcome]:
+    def run(self) -> list[JobOutcome]:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
@@ -286,23 +270,24 @@ def _signal(job: _Job, sig: int) -> None:
         pass
 
 
-def _outcome(job: _Job, released_at: float | None) -> Outcome:
+def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
+    """What became of `job`, from how it was stopped, its last events and its exit code."""
     code = job.proc.returncode
     end, error = job.last.get(events.END), job.last.get(events.ERROR)
-    outcome = Outcome(job.item.job_id, FAILED, exit_code=code, released_at=released_at, ended_at=events.now(),
-                      pid=job.proc.pid)
+    status, error_kind, message = FAILED, None, None
     if job.stopped_as == INTERRUPTED:
-        outcome.status, outcome.error = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
+        status, message = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
     elif job.stopped_as == TIMED_OUT:
-        outcome.status, outcome.error_kind = TIMED_OUT, "timeout"
-        outcome.error = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
+        status, error_kind = TIMED_OUT, "timeout"
+        message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
     elif end is not None and code == 0:
-        outcome.status = COMPLETE
+        status = COMPLETE
     elif error is not None:
-        outcome.error_kind, outcome.error = error.get("kind", "other"), error.get("message")
+        error_kind, message = error.get("kind", "other"), error.get("message")
     elif code is not None and code < 0:
         name = signal.Signals(-code).name
-        outcome.error_kind, outcome.error = "killed", f"worker killed by {name} without reporting an error"
+        error_kind, message = "killed", f"worker killed by {name} without reporting an error"
     else:
-        outcome.error_kind, outcome.error = "crashed", f"worker exited with code {code} without reporting an error"
-    return outcome
+        error_kind, message = "crashed", f"worker exited with code {code} without reporting an error"
+    return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
+                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from . import events, figures
 from .errors import BrokenRun
+from .manifest import JobEntry, JobOutcome, SlotRecord
 from .monitor import Samples, read_samples, summarize
 from .rundir import RunDir, find_runs, read_events
 from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
@@ -117,24 +118,23 @@ def assemble(readings: list[RunReading]) -> Results:
 def read_run(run: RunDir) -> RunReading:
     """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples."""
     manifest = run.read_manifest()
-    status = manifest.get("status", RUNNING)
-    if status == RUNNING:
-        status = INTERRUPTED  # the process that ran it died before completing the manifest
-    entries = manifest.get("jobs", [])
-    sequential = bool(manifest.get("sequential"))
-    base = {"run_id": run.run_id, "experiment": manifest.get("experiment"), "mode": manifest["mode"]["name"],
-            "mode_label": manifest["mode"].get("label"), "copies": manifest.get("copies"),
-            "repeat": manifest.get("repeat"), "sequential": sequential,
-            "alone": _alone(manifest["mode"]["name"], len(entries)), **_where(manifest)}
-    streams = {entry["job"]: read_events(run.events_path(entry["job"])) for entry in entries}
-    jobs = [job_row(entry, streams[entry["job"]], base) for entry in entries]
+    status = (INTERRUPTED if manifest.status == RUNNING else manifest.status).value  # running: its process died
+    entries = manifest.jobs
+    base = {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
+            "mode_label": manifest.mode.label, "copies": manifest.copies, "repeat": manifest.repeat,
+            "sequential": manifest.sequential, "alone": _alone(manifest.mode.name, len(entries)),
+            "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
+            "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s}
+    streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
+    jobs = [job_row(entry, streams[entry.job], base) for entry in entries]
     interval_s = min((row["interval_s"] for row in jobs if row["interval_s"]), default=1.0)
-    throughput = figures.run_throughput(streams, {row["job"]: row["status"] for row in jobs}, sequential, interval_s)
+    throughput = figures.run_throughput(streams, {row["job"]: row["status"] for row in jobs}, manifest.sequential,
+                                        interval_s)
     window = figures.Window(throughput["window_start"], throughput["window_end"])
     samples = read_samples(run.path)
     monitored = len(samples.gpu) > 0
     shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
-    alone_in_turn = sequential or len(entries) == 1  # each job measured on its own window
+    alone_in_turn = manifest.sequential or len(entries) == 1  # each job measured on its own window
     for row in jobs:
         stream = streams[row["job"]]
         alone_window = alone_in_turn and row["images_per_s"]
@@ -150,35 +150,35 @@ def read_run(run: RunDir) -> RunReading:
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     n_complete = sum(r["status"] == COMPLETE for r in jobs)
     throughput.pop("job_rates")
-    span = window or figures.Window(manifest.get("started_at"), manifest.get("ended_at"))
+    span = window or figures.Window(manifest.started_at, manifest.ended_at)
     host = summarize(samples.host, span.start, span.end) if len(samples.host) and span and span.seconds > 0 else {}
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
-               "problems": "; ".join(manifest.get("problems") or []) or None,
-               "started_at": manifest.get("started_at"), "ended_at": manifest.get("ended_at"), "run_dir": str(run.path)}
+               "problems": "; ".join(manifest.problems) or None,
+               "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
     return RunReading(jobs, epochs, summary, samples)
 
 
-def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
+def job_row(entry: JobEntry, stream: list[dict], base: dict) -> dict:
     """One job's row from its manifest entry (spec, slot, outcome) and its events."""
     last = {e["type"]: e for e in stream}
     end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
     window = last.get(events.MEASURED) or end  # the measured window's figures (a job that failed after it has them)
-    outcome = entry.get("outcome") or _outcome_from_events(last)
-    spec = entry["spec"]
-    slot = entry.get("slot") or {}  # None until the mode handed out slots
+    outcome = entry.outcome or _outcome_from_events(entry.job, last)
+    spec = entry.spec
+    slot = entry.slot or SlotRecord()  # none until the mode handed out slots
     epoch_times = [e["epoch_time_s"] for e in stream if e["type"] == events.EPOCH and e.get("epoch_time_s")]
     gpu_peak = end.get("peak_allocated_mb")
     row = {
-        **base, "job": entry["job"], "group": entry.get("group"), "slot_label": slot.get("label"),
+        **base, "job": entry.job, "group": entry.group, "slot_label": slot.label,
         "model": spec["model"], "dataset": spec["dataset"], "data_root": spec.get("data_root"),
         "batch_size": spec["batch_size"], "amp": spec["amp"],
         "recipe": spec.get("recipe", "kit"), "image_size": ready.get("image_size", spec.get("image_size")),
         "dataset_label": ready.get("dataset_label"), "device": spec["device"], "interval_s": spec.get("interval_s"),
-        "status": outcome["status"],
-        "error_kind": outcome.get("error_kind"), "error": outcome.get("error") or error.get("message"),
-        "exit_code": outcome.get("exit_code"), "mode_problem": outcome.get("mode_problem"),
+        "status": outcome.status.value,
+        "error_kind": outcome.error_kind, "error": outcome.error or error.get("message"),
+        "exit_code": outcome.exit_code, "mode_problem": outcome.mode_problem,
         "images_per_s": window.get("images_per_s"),
         "images_per_s_ci": figures.ci95(figures.interval_rates(stream))[1],
         "epoch_time_s": _epoch_time(epoch_times),
@@ -194,7 +194,7 @@ def job_row(entry: dict, stream: list[dict], base: dict) -> dict:
         "started_at": last.get(events.START, {}).get("t"),
         "ended_at": end.get("t"),
     }
-    row.update({f"slot_{k}": v for k, v in (slot.get("info") or {}).items()})
+    row.update({f"slot_{k}": v for k, v in (slot.info or {}).items()})
     return row
 
 
@@ -241,18 +241,6 @@ def _alone(mode_name: str, n_jobs: int) -> bool:
         return False
 
 
-def _where(manifest: dict) -> dict:
-    """The run's cell, host, GPU and the host CPU seconds its processes used (older manifests carried the whole
-    machine description instead of a reference to it)."""
-    found = manifest.get("machine") or {}
-    if "host" in found:  # a run written before cells: the full description
-        gpus = {g["index"]: g for g in found.get("gpus") or []}
-        gpu = (manifest.get("spec") or {}).get("gpu", 0)
-        found = {"hostname": found["host"].get("hostname"), "gpu_name": gpus.get(gpu, {}).get("name")}
-    return {"cell_id": manifest.get("cell_id"), "host": found.get("hostname"), "gpu": manifest.get("gpu"),
-            "gpu_name": found.get("gpu_name"), "host_cpu_s": (manifest.get("host_cpu") or {}).get("cpu_s")}
-
-
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -266,9 +254,10 @@ def _epoch_time(times: list[float]) -> float | None:
     return sum(later) / len(later)
 
 
-def _outcome_from_events(last: dict) -> dict:
+def _outcome_from_events(job: str, last: dict) -> JobOutcome:
+    """A job's outcome from its last events, for a manifest that has none (a run killed before it ended)."""
     if events.END in last:
-        return {"status": COMPLETE}
+        return JobOutcome(job, COMPLETE)
     if events.ERROR in last:
-        return {"status": FAILED, "error_kind": last[events.ERROR].get("kind")}
-    return {"status": INTERRUPTED, "error": "the run ended before this job reported an outcome"}
+        return JobOutcome(job, FAILED, error_kind=last[events.ERROR].get("kind"))
+    return JobOutcome(job, INTERRUPTED, error="the run ended before this job reported an outcome")

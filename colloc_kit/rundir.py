@@ -1,38 +1,37 @@
 """The run directory: one folder per run, self-describing, readable even when the run was cut short.
 
     runs/<experiment>/<run_id>/
-        manifest.json          spec, machine, versions, git commit, mode state, per-job outcomes, status
+        manifest.json          spec, cell, host and GPU, mode state, per-job outcomes, status (manifest.py)
         jobs/<job>.events.jsonl  the worker's event stream, as it arrived
         jobs/<job>.stderr.log    the worker's stderr
         jobs.csv               one row per job (written at the end, derived from the events)
         monitor/               GPU and host time series (Parquet), when the monitor ran
         mode/                  the sharing mode's own files (e.g. MPS pipes and logs)
 
-The manifest is written before the first job starts with status "running" and completed at the end with
-"complete", "failed_jobs", "interrupted" or "error"; a manifest still saying "running" belongs to a run that was
-killed. The statuses and their meanings: colloc_kit.statuses.
+The manifest (a `manifest.Manifest`) is written before the first job starts with status "running" and completed at
+the end with "complete", "failed_jobs", "interrupted" or "error"; a manifest still saying "running" belongs to a run
+that was killed. The statuses and their meanings: colloc_kit.statuses.
 
-    >>> run = RunDir.create("runs", experiment="demo", label="naive-x2-r0")     # doctest: +SKIP
-    >>> run.write_manifest({"status": "running"})                               # doctest: +SKIP
+    >>> import tempfile
+    >>> from colloc_kit.manifest import Manifest, ModeRecord
+    >>> run = RunDir.create(tempfile.mkdtemp(), experiment="demo", label="naive-x2-r0")
+    >>> run.write_manifest(Manifest(run_id=run.run_id, mode=ModeRecord("naive"), jobs=[]))
+    >>> run.update_manifest(status="complete").status
+    <Status.COMPLETE: 'complete'>
 """
 
 from __future__ import annotations
 
-import errno
-import json
 import os
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import events
+from . import events, manifest
 from .errors import BadInput, BrokenRun
-from .statuses import JOB_STATUSES, RUN_STATUSES, RUNNING
-
-FORMAT = "colloc-kit-run/1"
-MANIFEST = "manifest.json"
-JOB_SPEC_KEYS = ("model", "dataset", "batch_size", "amp", "device")  # what a reader needs of each job's spec
+from .manifest import MANIFEST, Manifest
 
 
 def events_file(jobs_dir: Path, job_id: str) -> Path:
@@ -68,96 +67,41 @@ class RunDir:
 
     @property
     def run_id(self) -> str:
+        """The run's id: its folder's name (`<time>-<cell label>`)."""
         return self.path.name
 
     @property
     def jobs_dir(self) -> Path:
+        """`jobs/`: each job's event stream and stderr."""
         return self.path / "jobs"
 
     @property
     def monitor_dir(self) -> Path:
+        """`monitor/`: the GPU and host time series (Parquet)."""
         return self.path / "monitor"
 
     @property
     def mode_dir(self) -> Path:
+        """`mode/`: the sharing mode's own files (e.g. MPS pipes and logs)."""
         return self.path / "mode"
 
     def events_path(self, job_id: str) -> Path:
+        """Where job `job_id`'s event stream is kept."""
         return events_file(self.jobs_dir, job_id)
 
-    def read_manifest(self) -> dict:
-        """The manifest; BrokenRun saying what is wrong when it is unreadable, not JSON or not a run's manifest."""
-        path = self.path / MANIFEST
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON (a torn write, a foreign file)
-            raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc})") from None
-        problem = manifest_problem(manifest)
-        if problem:
-            raise BrokenRun(f"{path} is not a colloc-kit run manifest: {problem}")
-        return manifest
+    def read_manifest(self) -> Manifest:
+        """The run's manifest (`manifest.read`); BrokenRun saying what is wrong when it cannot be read."""
+        return manifest.read(self.path / MANIFEST)
 
-    def write_manifest(self, manifest: dict) -> None:
-        """Write atomically (temp file + rename), so a reader never sees half a manifest; a failed write leaves the
-        previous manifest and no temp file. On a full disk the manifest is rewritten compactly in the space it
-        already has, where it fits, so that a run still records how it ended; else the error names the manifest."""
-        path, tmp = self.path / MANIFEST, self.path / (MANIFEST + ".tmp")
-        data = {"format": FORMAT, **manifest}
-        try:
-            tmp.write_text(json.dumps(data, indent=2, default=str))
-            os.replace(tmp, path)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if not isinstance(exc, OSError):
-                raise
-            if exc.errno == errno.ENOSPC and _overwrite_within(path, json.dumps(data, default=str).encode()):
-                return
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a failed flush does not say which file
+    def write_manifest(self, record: Manifest) -> None:
+        """Store the run's manifest (`manifest.write`: atomic, and kept whole on a full disk)."""
+        manifest.write(self.path / MANIFEST, record)
 
-    def update_manifest(self, **changes: Any) -> dict:
-        manifest = self.read_manifest()
-        manifest.update(changes)
-        self.write_manifest(manifest)
-        return manifest
-
-
-def _overwrite_within(path: Path, data: bytes) -> bool:
-    """Overwrite a file with data that fits in the disk blocks it already holds; False where it does not fit (or
-    the file cannot be opened)."""
-    try:
-        held = path.stat()
-        if len(data) > max(held.st_size, held.st_blocks * 512):
-            return False
-        with open(path, "r+b") as file:
-            file.write(data)
-            file.truncate()
-        return True
-    except OSError:
-        return False
-
-
-def manifest_problem(manifest: Any) -> str | None:
-    """What makes `manifest` unreadable as a run's manifest (the keys a reader relies on), or None."""
-    if not isinstance(manifest, dict):
-        return f"a JSON {type(manifest).__name__}, not an object"
-    mode, jobs = manifest.get("mode"), manifest.get("jobs")
-    if not (isinstance(mode, dict) and isinstance(mode.get("name"), str)):
-        return "no mode name (mode.name)"
-    if manifest.get("status", RUNNING) not in RUN_STATUSES:
-        return f"unknown run status {str(manifest.get('status'))[:40]!r}"
-    if not isinstance(jobs, list):
-        return "no job list (jobs)"
-    for i, entry in enumerate(jobs):
-        if not (isinstance(entry, dict) and isinstance(entry.get("job"), str) and entry["job"].strip(".")
-                and "/" not in entry["job"] and isinstance(entry.get("spec"), dict)
-                and all(k in entry["spec"] for k in JOB_SPEC_KEYS)):
-            return f"jobs[{i}] lacks a job id or its spec ({', '.join(JOB_SPEC_KEYS)})"
-        outcome, slot = entry.get("outcome"), entry.get("slot")
-        if outcome is not None and not (isinstance(outcome, dict) and outcome.get("status") in JOB_STATUSES):
-            return f"jobs[{i}] has an outcome without a known status"
-        if slot is not None and not isinstance(slot, dict):
-            return f"jobs[{i}] has a slot that is not an object"
-    return None
+    def update_manifest(self, **changes: Any) -> Manifest:
+        """Read the manifest, change the given fields (`dataclasses.replace`), write it back; returns it."""
+        record = replace(self.read_manifest(), **changes)
+        self.write_manifest(record)
+        return record
 
 
 def read_events(path: Path) -> list[dict]:

@@ -9,7 +9,7 @@ ROWS = {  # docs/architecture.md's table: a module may import only from its own 
     0: ["__init__", "errors", "statuses", "events"],
     1: ["gpu"],
     2: ["modes", "spec", "worker", "zygote", "monitor", "standin"],
-    3: ["rundir", "figures", "results"],
+    3: ["rundir", "manifest", "figures", "results"],
     4: ["launcher", "cells", "experiment", "dispatch", "slurm", "progress", "machine"],
     5: ["analysis", "plots", "seed", "findings", "reference", "notebook", "background", "widgets", "batch", "cli",
         "mig_cli"],

@@ -68,13 +68,13 @@ def test_failed_and_killed_cells_run_again(tmp_path):
     failing = {**TINY, "steps": 30, "fail_at_step": 3, "fail_kind": "crash"}
     colloc_kit.run([failing], mode="naive", out=tmp_path, monitor=False, progress=False)
     (failed,) = find_runs(tmp_path)
-    assert failed.read_manifest()["status"] == "failed_jobs"
+    assert failed.read_manifest().status == "failed_jobs"
     colloc_kit.run([failing], mode="naive", out=tmp_path, monitor=False, progress=False)
     assert len(find_runs(tmp_path)) == 2, "a failed cell runs again"
 
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
     (run,) = find_runs(tmp_path / "k")
-    cell_id = run.read_manifest()["cell_id"]
+    cell_id = run.read_manifest().cell_id
     run.update_manifest(status="running", runner_pid=os.getpid())  # as while another command runs it
     assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "running"
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
@@ -82,7 +82,7 @@ def test_failed_and_killed_cells_run_again(tmp_path):
     run.update_manifest(status="running", runner_pid=2**22 + 12345)  # as a kit killed mid-run leaves it
     assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "interrupted"
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
-    assert [m["status"] for m in manifests(tmp_path / "k")] == ["running", "complete"]
+    assert [m.status for m in manifests(tmp_path / "k")] == ["running", "complete"]
 
 
 def test_plain_modes_pin_jobs_to_their_gpu_by_uuid(tmp_path, two_stand_in_gpus):
@@ -100,12 +100,12 @@ def test_dispatcher_spreads_cells_one_per_gpu_at_a_time_and_resumes(tmp_path, tw
     assert set(runs["gpu"]) == {0, 1} and runs["gpu_name"].isna().all()  # CPU jobs: the stand-in GPU's slot
     assert runs["host"].notna().all() and (runs["host_cpu_s"] > 0).all()
     found = manifests(tmp_path)
-    spans = {gpu: sorted((m["started_at"], m["ended_at"]) for m in found if m["gpu"] == gpu) for gpu in (0, 1)}
+    spans = {gpu: sorted((m.started_at, m.ended_at) for m in found if m.gpu == gpu) for gpu in (0, 1)}
     for gpu, cell_spans in spans.items():
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(cell_spans, cell_spans[1:])), \
             f"two cells at once on GPU {gpu}"
     assert any(s0 < e1 and s1 < e0 for s0, e0 in spans[0] for s1, e1 in spans[1]), "the GPUs ran side by side"
-    cores = {m["gpu"]: tuple(m["host_cpu"]["cores"]) for m in found}
+    cores = {m.gpu: tuple(m.host_cpu.cores) for m in found}
     if len(psutil.Process().cpu_affinity()) >= 2:
         assert not set(cores[0]) & set(cores[1]), "each GPU's cells have cores of their own"
 
@@ -133,9 +133,9 @@ def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_i
         colloc_kit.run([endless], mode="naive", copies=[1, 2], out=tmp_path, monitor=False, progress=False,
                        gpus=[0, 1])
     found = manifests(tmp_path)
-    assert sorted(m["gpu"] for m in found) == [0, 1]
-    assert {m["status"] for m in found} == {"interrupted"}
-    assert {j["outcome"]["status"] for m in found for j in m["jobs"]} == {"interrupted"}
+    assert sorted(m.gpu for m in found) == [0, 1]
+    assert {m.status for m in found} == {"interrupted"}
+    assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}
     assert psutil.Process().children(recursive=True) == [], "no cell process or worker is left"
     assert {r["status"] for r in experiment_status(tmp_path / "experiment")} == {"failed"}
 
@@ -215,5 +215,5 @@ def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path)
     gone, alive = psutil.wait_procs(below, timeout=120)
     assert alive == [], f"left running after the kit was killed: {alive}"
     found = manifests(tmp_path)
-    assert len(found) == 2 and {m["status"] for m in found} == {"interrupted"}
-    assert {j["outcome"]["status"] for m in found for j in m["jobs"]} == {"interrupted"}
+    assert len(found) == 2 and {m.status for m in found} == {"interrupted"}
+    assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}

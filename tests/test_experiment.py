@@ -113,8 +113,8 @@ def test_interrupt_stops_jobs_and_keeps_the_run(tmp_path):
         colloc_kit.run([tiny(steps=100000)], mode="naive", copies=2, out=tmp_path, monitor=False, progress=False)
     (run,) = find_runs(tmp_path)
     manifest = run.read_manifest()
-    assert manifest["status"] == "interrupted"
-    assert {j["outcome"]["status"] for j in manifest["jobs"]} == {"interrupted"}
+    assert manifest.status == "interrupted"
+    assert {j.outcome.status for j in manifest.jobs} == {"interrupted"}
     loaded = colloc_kit.load(tmp_path)
     assert loaded.runs.iloc[0]["status"] == "interrupted" and len(loaded.jobs) == 2
     assert (run.path / "jobs.csv").exists()
@@ -193,8 +193,8 @@ def test_sigterm_stops_the_run_cleanly(tmp_path):
     assert kit.wait(60) == 130
     (run,) = find_runs(tmp_path)
     manifest = run.read_manifest()
-    assert manifest["status"] == "interrupted"
-    assert {j["outcome"]["status"] for j in manifest["jobs"]} == {"interrupted"}
+    assert manifest.status == "interrupted"
+    assert {j.outcome.status for j in manifest.jobs} == {"interrupted"}
 
 
 def test_a_mode_that_fails_to_start_leaves_a_readable_run_and_its_own_error(tmp_path, monkeypatch):

@@ -26,6 +26,7 @@ import colloc_kit.experiment  # noqa: F401 - the same
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.launcher import LaunchItem, Wave
+from colloc_kit.manifest import Manifest
 from colloc_kit.modes import Slot
 from colloc_kit.rundir import MANIFEST, RunDir, find_runs
 from colloc_kit.spec import JobSpec
@@ -440,9 +441,9 @@ def test_two_interrupts_in_a_row_do_not_record_started_jobs_as_not_started(tmp_p
                        progress=False)
     (run,) = find_runs(tmp_path)
     manifest = run.read_manifest()
-    assert manifest["status"] == "interrupted"
-    for entry in manifest["jobs"]:
-        assert entry["outcome"]["status"] == "interrupted" and "not started" not in entry["outcome"]["error"]
+    assert manifest.status == "interrupted"
+    for entry in manifest.jobs:
+        assert entry.outcome.status == "interrupted" and "not started" not in entry.outcome.error
 
 
 # ---------------------------------------------------------------- broken runs beside good ones: none hidden
@@ -586,8 +587,8 @@ def test_show_of_nothing_says_what_to_give(tmp_path, capsys, where):
 def test_every_status_a_run_writes_is_in_the_documented_table(three_runs):
     for run in find_runs(three_runs):
         manifest = run.read_manifest()
-        assert manifest["status"] in RUN_STATUSES
-        assert all(entry["outcome"]["status"] in JOB_STATUSES for entry in manifest["jobs"])
+        assert manifest.status in RUN_STATUSES
+        assert all(entry.outcome.status in JOB_STATUSES for entry in manifest.jobs)
     assert all(RUN_STATUSES.values()) and all(JOB_STATUSES.values())  # each one explained
 
 
@@ -595,15 +596,15 @@ def test_a_manifest_on_a_full_disk_is_rewritten_in_its_own_space_or_kept_whole(t
     """The temp file on a full disk (/dev/full): an update that fits in the manifest's own disk blocks is written
     there; one that does not fit fails naming the manifest, which stays whole. No temp file is left either way."""
     run = RunDir.create(tmp_path, "exp", "naive-x1-r0")
-    run.write_manifest({"status": "running", "mode": {"name": "naive"}, "jobs": []})
+    run.write_manifest(Manifest.from_dict({"status": "running", "mode": {"name": "naive"}, "jobs": []}))
     (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
     run.update_manifest(status="complete")
-    assert run.read_manifest()["status"] == "complete"
+    assert run.read_manifest().status == "complete"
     (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
     with pytest.raises(OSError, match="No space left on device") as raised:
         run.update_manifest(status="failed_jobs", problems=["x" * 100_000])
     assert raised.value.filename == str(run.path / MANIFEST)
-    assert run.read_manifest()["status"] == "complete"
+    assert run.read_manifest().status == "complete"
     assert [p.name for p in run.path.iterdir()] == [MANIFEST]
 
 

@@ -38,16 +38,16 @@ def test_cells_over_two_gpus_each_own_their_gpu(tmp_path):
     spans = []
     for run in find_runs(tmp_path):
         manifest, samples = run.read_manifest(), read_samples(run.path)
-        gpu = manifest["gpu"]
-        assert manifest["machine"]["gpu_uuid"] == uuids[gpu]
+        gpu = manifest.gpu
+        assert manifest.machine.gpu_uuid == uuids[gpu]
         assert samples.info["gpu"] == gpu and len(samples.gpu) > 0  # the monitor sampled the cell's GPU
-        if manifest["mode"]["name"] == "naive":  # the jobs ran on that GPU: NVML lists them there
+        if manifest.mode.name == "naive":  # the jobs ran on that GPU: NVML lists them there
             seen = set(samples.process.dropna(subset=["job"])["job"])
-            assert seen == {j["job"] for j in manifest["jobs"]}
+            assert seen == {j.job for j in manifest.jobs}
         else:
-            daemon = manifest["mode_state"]["daemon"]
+            daemon = manifest.mode_state["daemon"]
             assert daemon["pipe_dir"].startswith(str(run.path)) or "colloc-mps-" in daemon["pipe_dir"]
-        assert manifest["host_cpu"]["cpu_s"] > 0
-        spans.append((gpu, manifest["started_at"], manifest["ended_at"]))
+        assert manifest.host_cpu.cpu_s > 0
+        spans.append((gpu, manifest.started_at, manifest.ended_at))
     assert any(g0 != g1 and s0 < e1 and s1 < e0 for g0, s0, e0 in spans for g1, s1, e1 in spans), \
         "both GPUs ran cells at the same time"

@@ -17,6 +17,7 @@ import colloc_kit
 from colloc_kit import analysis, reference
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput
+from colloc_kit.manifest import Manifest
 from colloc_kit.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,8 +96,9 @@ def _stand_in_run(root, rate, power_w, sm_pct):
         run.events_path(job).write_text("".join(json.dumps(e) + "\n" for e in events))
         spec = {"model": "resnet18", "dataset": "synthetic", "batch_size": 64, "amp": "bf16", "device": "cuda"}
         entries.append({"job": job, "group": 0, "outcome": None, "spec": spec})
-    run.write_manifest({"run_id": run.run_id, "experiment": "exp", "status": "complete", "copies": 2, "repeat": 0,
-                        "mode": {"name": "mps", "label": "mps"}, "sequential": False, "jobs": entries})
+    run.write_manifest(Manifest.from_dict({"run_id": run.run_id, "experiment": "exp", "status": "complete",
+                                           "copies": 2, "repeat": 0, "mode": {"name": "mps", "label": "mps"},
+                                           "sequential": False, "jobs": entries}))
     t = [100.0 + 0.5 * i for i in range(25)]
     run.monitor_dir.mkdir()
     samples = pd.DataFrame({"t": t, "gpu": 0, "power_w": power_w, "sm_util_pct": sm_pct,

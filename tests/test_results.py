@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 import colloc_kit
+from colloc_kit.manifest import Manifest
 from colloc_kit.rundir import RunDir
 
 
@@ -24,9 +25,9 @@ def _write_run(tmp_path, jobs, sequential=False, status="complete"):
         entries.append({"job": job_id, "group": 0, "spec": spec,
                         "slot": {"label": "s", "info": {"thread_percentage": 50}},
                         "outcome": None})
-    run.write_manifest({"run_id": run.run_id, "experiment": "exp", "status": status,
-                        "mode": {"name": "naive", "label": "naive"},
-                        "copies": len(jobs), "repeat": 0, "sequential": sequential, "jobs": entries})
+    run.write_manifest(Manifest.from_dict({"run_id": run.run_id, "experiment": "exp", "status": status,
+                                           "mode": {"name": "naive", "label": "naive"}, "copies": len(jobs),
+                                           "repeat": 0, "sequential": sequential, "jobs": entries}))
     return run
 
 

@@ -66,7 +66,7 @@ def test_slurm_runs_each_cell_as_an_array_task_and_resubmits_only_what_failed(cl
     results = colloc_kit.load(out)
     assert list(results.runs["status"]) == ["complete", "complete"] and (results.jobs["images_per_s"] > 0).all()
     assert results.runs["host"].notna().all()
-    jobs = {run.read_manifest()["slurm_job_id"] for run in find_runs(out)}
+    jobs = {run.read_manifest().slurm_job_id for run in find_runs(out)}
     assert jobs == {first_round["naive-x1"]["slurm_job"], second_round["naive-x2"]["slurm_job"]}
 
     assert main(["status", str(exp_dir)]) == 0

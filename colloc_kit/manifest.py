@@ -1,0 +1,310 @@
+"""A run's manifest (`manifest.json`) as a typed record, with its one reader and its one writer.
+
+The manifest says what a run was asked (spec, mode, copies), where it ran (host, GPU, cores) and what became of it
+(status, each job's outcome, problems). Every key of the JSON file is a field of a record below, with its unit; this
+module is the only place that knows the keys. Times are Unix seconds (`events.now()`).
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / MANIFEST
+    >>> spec = {"model": "smallcnn", "dataset": "synthetic", "batch_size": 64, "amp": "off", "device": "cpu"}
+    >>> write(path, Manifest(mode=ModeRecord("naive"), jobs=[JobEntry("j0-smallcnn", spec=spec)]))
+    >>> manifest = read(path)
+    >>> manifest.status == "running", manifest.jobs[0].spec["model"]
+    (True, 'smallcnn')
+    >>> from dataclasses import replace
+    >>> write(path, replace(manifest, status=Status.COMPLETE))
+    >>> read(path).status
+    <Status.COMPLETE: 'complete'>
+
+The reader takes manifests that older versions of the kit wrote: a missing optional key gets its default, a key it
+does not know is kept (`extra`) and written back, and a run written before cells (its `machine` the whole machine
+description) still names its host and GPU.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from dataclasses import KW_ONLY, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import BrokenRun
+from .statuses import JOB_STATUSES, RUN_STATUSES, RUNNING, Status
+
+__all__ = ["FORMAT", "MANIFEST", "HostCpu", "JobEntry", "JobOutcome", "MachineRef", "Manifest", "ModeRecord",
+           "MonitorSettings", "SlotRecord", "read", "write"]
+
+FORMAT = "colloc-kit-run/1"  # the file's first key
+MANIFEST = "manifest.json"
+JOB_SPEC_KEYS = ("model", "dataset", "batch_size", "amp", "device")  # what a reader needs of each job's spec
+
+
+class _Record:
+    """What every record shares: its JSON object, with the keys this version does not know (`extra`) kept."""
+
+    extra: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON object the manifest holds (nested records as objects, statuses as strings)."""
+        known = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "extra"}
+        return {**known, **{k: v for k, v in self.extra.items() if k not in known}}
+
+    @classmethod
+    def _build(cls, data: dict[str, Any], **converted: Any):
+        """The record of `data`: its known keys as fields (`converted` where a field needs more than the JSON
+        value), a missing key as the field's default, the others into `extra`."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        known = {k: v for k, v in data.items() if k in names}
+        return cls(**{**known, **converted}, extra={k: v for k, v in data.items() if k not in names})
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _Record):
+        return value.to_dict()
+    if isinstance(value, Status):
+        return value.value
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ModeRecord(_Record):
+    """The sharing mode as the run asked for it: its name, its options and its label (e.g. "mps-50")."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class MachineRef(_Record):
+    """Where the run ran: the host, the GPU's name and UUID (None on the CPU), and the machine description
+    (`machines/<host>-<time>.json`, relative to the run directory; None for a run written before cells)."""
+
+    hostname: str | None = None
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    description: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], gpu: int) -> "MachineRef":
+        """The record of the manifest's `machine`; a run written before cells held the whole description there:
+        its host and GPU `gpu` are read from it (and the description kept in `extra`)."""
+        if "host" in data and "hostname" not in data:
+            card = next((g for g in data.get("gpus") or [] if g.get("index") == gpu), {})
+            return cls(hostname=data["host"].get("hostname"), gpu_name=card.get("name"), extra=data)
+        return cls._build(data)
+
+
+@dataclass(frozen=True)
+class HostCpu(_Record):
+    """The host CPU the run had: the cores it was allowed (`sched_getaffinity`) and the CPU seconds (user + system)
+    its jobs used, known at the end."""
+
+    cores: list[int] = field(default_factory=list)
+    cpu_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class MonitorSettings(_Record):
+    """Whether the monitor sampled the run, and its interval in seconds (None: not recorded)."""
+
+    enabled: bool | None = None
+    interval_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class SlotRecord(_Record):
+    """The slot a job was given (`modes.Slot`): its label and what the mode says of it (e.g. a MIG profile)."""
+
+    label: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class JobOutcome(_Record):
+    """What became of one job: its status (`statuses.JOB_STATUSES`) and, where it did not complete, why.
+
+    `error_kind` is out_of_memory, cuda_error, bad_input, crashed, killed, timeout or other; `released_at` is when
+    the start barrier released it and `ended_at` when it ended (Unix seconds); `mode_problem` what the sharing mode
+    saw go wrong (e.g. an MPS server fault), on a job that did not complete.
+
+    >>> JobOutcome("j0", "complete").status
+    <Status.COMPLETE: 'complete'>
+    """
+
+    job_id: str
+    status: Status
+    error_kind: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    released_at: float | None = None
+    ended_at: float | None = None
+    pid: int | None = None
+    mode_problem: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", Status(self.status))
+
+
+@dataclass(frozen=True)
+class JobEntry(_Record):
+    """One job of the run: its id, its job group, its spec as run (`JobSpec.to_dict()`, kept as written, so that a
+    spec of an older kit still reads), its slot (None until the mode handed out slots) and its outcome (None until
+    the run ended)."""
+
+    job: str
+    _: KW_ONLY
+    group: int | None = None
+    spec: dict[str, Any]
+    slot: SlotRecord | None = None
+    outcome: JobOutcome | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobEntry":
+        """The record of one of the manifest's `jobs`."""
+        slot, outcome = data.get("slot"), data.get("outcome")
+        return cls._build(data, slot=SlotRecord._build(slot) if slot is not None else None,
+                          outcome=JobOutcome._build({"job_id": data["job"], **outcome}) if outcome is not None else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest(_Record):
+    """A run's manifest: what it was asked, where it ran, how it ended. A status of "running" that no live process
+    holds belongs to a run that was killed (`cells`, `results` read it so).
+
+    `spec` is the experiment's spec as run (`ExperimentSpec.to_dict()`); `gpu` the GPU index the cell was given
+    (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`;
+    `mode_state` what the mode set up and did (`SharingMode.state()`); `problems` what went wrong outside the jobs.
+    Build one with its fields, change one with `replace`, store it with `write`, read it with `read`.
+    """
+
+    run_id: str | None = None
+    experiment: str | None = None
+    cell_id: str | None = None
+    status: Status = RUNNING
+    started_at: float | None = None
+    ended_at: float | None = None
+    mode: ModeRecord
+    copies: int | None = None
+    repeat: int | None = None
+    sequential: bool = False
+    spec: dict[str, Any] = field(default_factory=dict)
+    gpu: int | None = None
+    runner_pid: int | None = None
+    slurm_job_id: str | None = None
+    machine: MachineRef = field(default_factory=MachineRef)
+    host_cpu: HostCpu = field(default_factory=HostCpu)
+    mode_state: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+    monitor: MonitorSettings = field(default_factory=MonitorSettings)
+    jobs: list[JobEntry]
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", Status(self.status))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Manifest":
+        """The record of a manifest's JSON object; BrokenRun saying what is wrong where it is not a run's manifest.
+
+        >>> Manifest.from_dict({"mode": {"name": "naive"}, "jobs": []}).machine.hostname is None
+        True
+        >>> Manifest.from_dict({"mode": {}, "jobs": []})
+        Traceback (most recent call last):
+        colloc_kit.errors.BrokenRun: no mode name (mode.name)
+        """
+        problem = _problem(data)
+        if problem:
+            raise BrokenRun(problem)
+        data = {k: v for k, v in data.items() if k != "format"}
+        try:
+            return cls._build(
+                data, mode=ModeRecord._build(data["mode"]), jobs=[JobEntry.from_dict(e) for e in data["jobs"]],
+                machine=MachineRef.from_dict(data.get("machine") or {}, (data.get("spec") or {}).get("gpu", 0)),
+                host_cpu=HostCpu._build(data.get("host_cpu") or {}),
+                monitor=MonitorSettings._build(data.get("monitor") or {}))
+        except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type, e.g. a list for an object
+            raise BrokenRun(f"a field of the wrong type ({exc})") from None
+
+
+def read(path: str | Path) -> Manifest:
+    """The manifest at `path`; BrokenRun saying what is wrong when it is unreadable, not JSON or not a run's
+    manifest."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON (a torn write, a foreign file)
+        raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return Manifest.from_dict(data)
+    except BrokenRun as exc:
+        raise BrokenRun(f"{path} is not a colloc-kit run manifest: {exc}") from None
+
+
+def write(path: str | Path, manifest: Manifest) -> None:
+    """Write atomically (temp file + rename), so a reader never sees half a manifest; a failed write leaves the
+    previous manifest and no temp file. On a full disk the manifest is rewritten compactly in the space it already
+    has, where it fits, so that a run still records how it ended; else the error names the manifest."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    data = {"format": FORMAT, **manifest.to_dict()}
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if not isinstance(exc, OSError):
+            raise
+        if exc.errno == errno.ENOSPC and _overwrite_within(path, json.dumps(data, default=str).encode()):
+            return
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a failed flush does not say which file
+
+
+def _overwrite_within(path: Path, data: bytes) -> bool:
+    """Overwrite a file with data that fits in the disk blocks it already holds; False where it does not fit (or
+    the file cannot be opened)."""
+    try:
+        held = path.stat()
+        if len(data) > max(held.st_size, held.st_blocks * 512):
+            return False
+        with open(path, "r+b") as file:
+            file.write(data)
+            file.truncate()
+        return True
+    except OSError:
+        return False
+
+
+def _problem(data: Any) -> str | None:
+    """What makes `data` unreadable as a run's manifest (the keys a reader relies on), or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    mode, jobs = data.get("mode"), data.get("jobs")
+    if not (isinstance(mode, dict) and isinstance(mode.get("name"), str)):
+        return "no mode name (mode.name)"
+    if data.get("status", RUNNING) not in RUN_STATUSES:
+        return f"unknown run status {str(data.get('status'))[:40]!r}"
+    if not isinstance(jobs, list):
+        return "no job list (jobs)"
+    for i, entry in enumerate(jobs):
+        if not (isinstance(entry, dict) and isinstance(entry.get("job"), str) and entry["job"].strip(".")
+                and "/" not in entry["job"] and isinstance(entry.get("spec"), dict)
+                and all(k in entry["spec"] for k in JOB_SPEC_KEYS)):
+            return f"jobs[{i}] lacks a job id or its spec ({', '.join(JOB_SPEC_KEYS)})"
+        outcome, slot = entry.get("outcome"), entry.get("slot")
+        if outcome is not None and not (isinstance(outcome, dict) and outcome.get("status") in JOB_STATUSES):
+            return f"jobs[{i}] has an outcome without a known status"
+        if slot is not None and not isinstance(slot, dict):
+            return f"jobs[{i}] has a slot that is not an object"
+    return None
