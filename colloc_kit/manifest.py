@@ -52,6 +52,11 @@ class _Record:
         return {**known, **{k: v for k, v in self.extra.items() if k not in known}}
 
     @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        """The record of its JSON object: a missing key gets the field's default, an unknown one is kept."""
+        return cls._build(data)
+
+    @classmethod
     def _build(cls, data: dict[str, Any], **converted: Any):
         """The record of `data`: its known keys as fields (`converted` where a field needs more than the JSON
         value), a missing key as the field's default, the others into `extra`."""
@@ -92,7 +97,7 @@ class MachineRef(_Record):
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], gpu: int) -> "MachineRef":
+    def from_dict(cls, data: dict[str, Any], gpu: int = 0) -> "MachineRef":
         """The record of the manifest's `machine`; a run written before cells held the whole description there:
         its host and GPU `gpu` are read from it (and the description kept in `extra`)."""
         if "host" in data and "hostname" not in data:
@@ -174,8 +179,8 @@ class JobEntry(_Record):
     def from_dict(cls, data: dict[str, Any]) -> "JobEntry":
         """The record of one of the manifest's `jobs`."""
         slot, outcome = data.get("slot"), data.get("outcome")
-        return cls._build(data, slot=SlotRecord._build(slot) if slot is not None else None,
-                          outcome=JobOutcome._build({"job_id": data["job"], **outcome}) if outcome is not None else None)
+        return cls._build(data, slot=None if slot is None else SlotRecord.from_dict(slot),
+                          outcome=None if outcome is None else JobOutcome.from_dict({"job_id": data["job"], **outcome}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -230,10 +235,10 @@ class Manifest(_Record):
         data = {k: v for k, v in data.items() if k != "format"}
         try:
             return cls._build(
-                data, mode=ModeRecord._build(data["mode"]), jobs=[JobEntry.from_dict(e) for e in data["jobs"]],
+                data, mode=ModeRecord.from_dict(data["mode"]), jobs=[JobEntry.from_dict(e) for e in data["jobs"]],
                 machine=MachineRef.from_dict(data.get("machine") or {}, (data.get("spec") or {}).get("gpu", 0)),
-                host_cpu=HostCpu._build(data.get("host_cpu") or {}),
-                monitor=MonitorSettings._build(data.get("monitor") or {}))
+                host_cpu=HostCpu.from_dict(data.get("host_cpu") or {}),
+                monitor=MonitorSettings.from_dict(data.get("monitor") or {}))
         except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type, e.g. a list for an object
             raise BrokenRun(f"a field of the wrong type ({exc})") from None
 

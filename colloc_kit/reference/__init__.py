@@ -38,9 +38,9 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from ..errors import BadInput
+from ..errors import BadInput, BrokenRun
 from ..results import Results, load as load_runs
-from ..rundir import MANIFEST, safe_name
+from ..rundir import RunDir, safe_name
 
 SHIPPED = Path(__file__).parent
 DEFAULT = "h100-80gb"  # what notebook 07 and the course sheets show where a folder holds no local runs
@@ -245,11 +245,11 @@ def machines(runs: pd.DataFrame) -> list[str]:
     seen: dict[Path, str] = {}
     for run_dir in runs["run_dir"].dropna().unique():
         try:
-            manifest = json.loads((Path(run_dir) / MANIFEST).read_text())
-            path = (Path(run_dir) / manifest["machine"]["description"]).resolve()
-            if path not in seen:
+            description = RunDir(run_dir).read_manifest().machine.description
+            path = (Path(run_dir) / description).resolve() if description else None
+            if path is not None and path not in seen:
                 seen[path] = _machine_line(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, BrokenRun):  # a run or description unreadable: left out
             continue
     if seen:
         return sorted(set(seen.values()))
