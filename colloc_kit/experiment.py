@@ -64,6 +64,7 @@ class Placement:
 
     @classmethod
     def on(cls, machine_info: dict, machine_file: Path, gpu: int, device: str) -> "Placement":
+        """GPU `gpu` of the machine `machine_info` describes (stored in `machine_file`); no card for CPU jobs."""
         card = next((g for g in machine_info["gpus"] if g["index"] == gpu), {}) if device == "cuda" else {}
         return cls(gpu, card.get("uuid"), card.get("name"), machine_info["host"]["hostname"], Path(machine_file))
 

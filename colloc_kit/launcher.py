@@ -110,6 +110,7 @@ class Wave:
         self.outcomes: list[JobOutcome] = []
 
     def run(self) -> list[JobOutcome]:
+        """Start every job, release them together at the barrier, wait for all to end; their outcomes, in order."""
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
