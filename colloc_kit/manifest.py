@@ -38,6 +38,7 @@ __all__ = ["FORMAT", "MANIFEST", "HostCpu", "JobEntry", "JobOutcome", "MachineRe
 
 FORMAT = "colloc-kit-run/1"  # the file's first key
 MANIFEST = "manifest.json"
+WRITTEN_WHEN_SET = "written_when_set"  # field metadata: a key the JSON holds only where it has a value
 JOB_SPEC_KEYS = ("model", "dataset", "batch_size", "amp", "device")  # what a reader needs of each job's spec
 
 
@@ -48,7 +49,8 @@ class _Record:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the JSON object the manifest holds (nested records as objects, statuses as strings)."""
-        known = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "extra"}
+        known = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "extra"
+                 and not (f.metadata.get(WRITTEN_WHEN_SET) and getattr(self, f.name) is None)}
         return {**known, **{k: v for k, v in self.extra.items() if k not in known}}
 
     @classmethod
@@ -154,7 +156,7 @@ class JobOutcome(_Record):
     released_at: float | None = None
     ended_at: float | None = None
     pid: int | None = None
-    mode_problem: str | None = None
+    mode_problem: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):

@@ -52,6 +52,9 @@ def test_a_manifest_written_reads_back_equal_with_the_keys_the_kit_has_always_wr
     assert on_disk["status"] == "failed_jobs" and on_disk["jobs"][0]["outcome"]["status"] == "failed"
     assert list(on_disk["jobs"][0]) == ["job", "group", "spec", "slot", "outcome"]
     assert on_disk["jobs"][1]["slot"] is None and on_disk["jobs"][1]["outcome"] is None
+    assert "mode_problem" in on_disk["jobs"][0]["outcome"]  # written only where a mode saw a problem
+    full, unset = on_disk["jobs"][0]["outcome"], JobOutcome("j1", Status.COMPLETE).to_dict()
+    assert list(unset) == [k for k in full if k != "mode_problem"]
     assert on_disk["machine"]["description"] == "../machines/node1-20260101-120000.json"
     assert on_disk["host_cpu"] == {"cores": [0, 1, 2, 3], "cpu_s": 12.5}
 
