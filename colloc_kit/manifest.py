@@ -68,6 +68,7 @@ class _Record:
 
 
 def _plain(value: Any) -> Any:
+    """`value` as JSON holds it: records as objects, statuses as their strings."""
     if isinstance(value, _Record):
         return value.to_dict()
     if isinstance(value, Status):
@@ -199,9 +200,9 @@ class Manifest(_Record):
     run_id: str | None = None
     experiment: str | None = None
     cell_id: str | None = None
-    status: Status = RUNNING
-    started_at: float | None = None
-    ended_at: float | None = None
+    status: Status = RUNNING  # statuses.RUN_STATUSES
+    started_at: float | None = None  # Unix seconds
+    ended_at: float | None = None  # Unix seconds; None while it runs
     mode: ModeRecord
     copies: int | None = None
     repeat: int | None = None
