@@ -50,9 +50,11 @@ for _code, _text in ((NVML_ERROR_IN_USE, "In use by another client"),
     NVMLError._errcode_to_string.setdefault(_code, _text)
 
 _SLICES_OF_CI_PROFILE = {profile: slices for slices, profile in FULL_CI_PROFILE.items()}
+# The hardware objects compare by identity (eq=False): an instance recreated at the same place is another one, and
+# a handle to the old one is stale.
 
 
-@dataclass(eq=False)
+@dataclass
 class GpuProcess:
     """A process computing on a GPU, or on one of its MIG devices when `device_uuid` is a MIG device's."""
 
