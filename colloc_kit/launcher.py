@@ -62,6 +62,7 @@ class Outcome:
     pid: int | None = None
 
     def to_dict(self) -> dict:
+        """The outcome as a plain dict (what the manifest keeps per job)."""
         return dict(self.__dict__)
 
 
@@ -126,6 +127,10 @@ class Wave:
         self.outcomes: list[Outcome] = []
 
     def run(self) -> list[Outcome]:
+        """Start every job, hold them at the barrier until all are ready, release them together, wait for
+        all to end (the time limit stops the late ones) and return one Outcome per job, in order. Ctrl-C stops every
+        job.
+        """
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
