@@ -5,6 +5,23 @@
     >>> results = colloc_kit.run([job], mode="naive", copies=2)                # doctest: +SKIP
     >>> results.jobs[["job", "status", "images_per_s"]]                        # doctest: +SKIP
 
+`__all__` is the documented surface, the one notebooks import from (tests/test_notebook_surface.py holds them to it):
+
+    run, run_spec, sweep, panel        run experiments (from a notebook: the panel, one call)
+    JobSpec, ModeSpec, ExperimentSpec  describe them
+    load, combine, Results             read runs back as pandas frames
+    analysis, plots, notebook, widgets summaries with CIs and baselines, figures, notebook helpers, the panel
+    machine, modes                     what this machine offers, the sharing modes and whether each runs here
+    mig_catalogue, mig_planner         MIG profile tables; exact layouts, impossible ones explained, proposals
+    mig_simulator, partition_share     a simulated MIG GPU; the MPS share that mimics a MIG profile
+    monitor                            measure your own code: time, energy, GPU samples
+    reference, findings                the shipped reference data; the seed study's claims beside the data
+    CollocKitError, BadInput, GpuStateError   the kit's errors
+
+    >>> from colloc_kit import mig_planner
+    >>> mig_planner.plan("4g,2g,1g", "A100-40GB").layout()
+    '4g.20gb,2g.10gb,1g.5gb'
+
 Names are imported on first use, so `python -m colloc_kit.worker` starts without loading pandas.
 """
 
@@ -15,16 +32,24 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "run": "experiment", "run_spec": "experiment", "sweep": "experiment",
-    "load": "results", "Results": "results", "combine": "results",
+_LAZY = {  # name -> the module that defines it
+    "run": "experiment", "run_spec": "experiment", "sweep": "experiment", "panel": "widgets",
     "JobSpec": "spec", "ModeSpec": "spec", "ExperimentSpec": "spec",
+    "load": "results", "Results": "results", "combine": "results",
+    "partition_share": "modes.mps",
     "CollocKitError": "errors", "BadInput": "errors", "GpuStateError": "errors",
 }
-__all__ = sorted(_LAZY)
+_MODULES = {  # name -> the module itself
+    "analysis": "analysis", "plots": "plots", "notebook": "notebook", "widgets": "widgets", "machine": "machine",
+    "modes": "modes", "reference": "reference", "findings": "findings", "mig_catalogue": "gpu.mig_catalogue",
+    "mig_planner": "gpu.mig_planner", "mig_simulator": "gpu.mig_simulator", "monitor": "monitor",
+}
+__all__ = sorted([*_LAZY, *_MODULES])
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f".{_MODULES[name]}", __name__)
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'colloc_kit' has no attribute {name!r}")

@@ -32,6 +32,7 @@ class Background:
         self.stop_requested = False
 
     def start(self) -> "Background":
+        """Start the work in its thread; `on_done(result, error)` is called when it ends. Returns self."""
         with _lock:
             _running.add(self)
         self.thread.start()
@@ -39,6 +40,7 @@ class Background:
 
     @property
     def running(self) -> bool:
+        """True while the work's thread is alive."""
         return self.thread.is_alive()
 
     def stop(self) -> None:

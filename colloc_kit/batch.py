@@ -40,7 +40,7 @@ BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"} 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_JS = "plotly.min.js"
-PANEL_CELL = "if INTERACTIVE:"  # cells that show the widget panel in JupyterLab; left out of reports
+PANEL_CELL = "colloc_kit.panel(INTERACTIVE"  # the cell that shows the widget panel in JupyterLab; left out of reports
 OK, FAILED = "ok", "failed"
 REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js -%}<script src="{{ resources.plotly_js }}"></script>{%- endblock html_head_js -%}
@@ -67,6 +67,12 @@ class NotebookOutcome:
 
 @dataclass
 class BatchReport:
+    """What one batch did: its profile, its folder, each notebook's outcome, when, how long, on what machine.
+
+    >>> BatchReport("cpu-smoke", Path("batch-runs/x"), notebooks=[]).failed
+    []
+    """
+
     profile: str
     folder: Path
     notebooks: list[NotebookOutcome]
@@ -77,6 +83,7 @@ class BatchReport:
 
     @property
     def failed(self) -> list[NotebookOutcome]:
+        """The notebooks that did not run through (error, or not run)."""
         return [n for n in self.notebooks if n.status != OK]
 
 
@@ -93,6 +100,11 @@ def default_notebooks_dir() -> Path:
 
 
 def load_profiles(path: Path = PROFILES_FILE) -> dict[str, dict]:
+    """The batch profiles (batch_profiles.yaml): profile name -> its notebook parameters.
+
+    >>> "cpu-smoke" in load_profiles()
+    True
+    """
     return yaml.safe_load(Path(path).read_text())
 
 
@@ -313,6 +325,7 @@ def write_index(report: BatchReport) -> Path:
 
 
 def where(outcome: NotebookOutcome) -> str:
+    """Where a failed notebook broke: its cell's In [n], as the HTML report numbers it."""
     return f"error in cell In [{outcome.error_cell}]" if outcome.error_cell is not None else "error"
 
 

@@ -55,6 +55,12 @@ class EventWriter:
         self._lock = threading.Lock()
 
     def emit(self, type_: str, **fields: Any) -> dict:
+        """Write one event of `type_` (a JSON line with the job and the kit clock) and return it.
+
+        >>> import io
+        >>> EventWriter("j0", io.StringIO()).emit("ready", step=0)["job"]
+        'j0'
+        """
         event = {"type": type_, "job": self.job_id, "t": now(), **fields}
         line = json.dumps(event, default=float)
         with self._lock:

@@ -110,7 +110,10 @@ class Wave:
         self.outcomes: list[JobOutcome] = []
 
     def run(self) -> list[JobOutcome]:
-        """Start every job, release them together at the barrier, wait for all to end; their outcomes, in order."""
+        """Start every job, hold them at the barrier until all are ready, release them together, wait for
+        all to end (the time limit stops the late ones) and return one JobOutcome per job, in order. Ctrl-C stops
+        every job.
+        """
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:

@@ -31,6 +31,13 @@ TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_s
 
 @dataclass(frozen=True)
 class Setup:
+    """What `prepare` resolved for a notebook: the device, the models, the fields of every job, and whether it fell
+    back to the tiny CPU job.
+
+    >>> Setup("cpu", ["smallcnn"], {"device": "cpu"}, tiny=True, gpu=False).models
+    ['smallcnn']
+    """
+
     device: str  # "cuda" or "cpu"
     models: list[str]
     job: dict  # JobSpec fields every job of the notebook gets (device included)

@@ -39,10 +39,12 @@ class Progress:
         self.on_rate, self.on_gpu = on_rate, on_gpu
 
     def run_started(self, label: str, n_jobs: int) -> None:
+        """A run of `n_jobs` jobs named `label` starts: its line says so."""
         self.label, self.rates = label, {}
         self._describe(f"{label}: starting {n_jobs} job(s)")
 
     def on_event(self, event: dict) -> None:
+        """A worker event: throughput intervals update the line (and `on_rate`); errors get a line of their own."""
         kind = event["type"]
         if kind == events.INTERVAL and event.get("interval_s"):
             self.rates[event["job"]] = event["interval_images"] / event["interval_s"]
@@ -60,6 +62,7 @@ class Progress:
             self.on_gpu(self.label, sample)
 
     def run_finished(self, summary: str) -> None:
+        """The run ended: its line shows `summary` and the bar moves on."""
         self._describe(f"{self.label}: {summary}")
         self.bar.update(1)
 
@@ -68,6 +71,7 @@ class Progress:
         (self.report or self.bar.write)(message)
 
     def close(self) -> None:
+        """Close the progress bar."""
         self.bar.close()
 
     def _describe(self, text: str) -> None:
@@ -88,15 +92,19 @@ class GpuBoard:
             line.set_description_str(f"{label}: idle")
 
     def show(self, gpu_label: str, text: str) -> None:
+        """Show `text` on the line of GPU `gpu_label`."""
         self.lines[gpu_label].set_description_str(f"{gpu_label}: {text}")
 
     def cell_finished(self) -> None:
+        """One more cell done: the overall bar moves on."""
         self.bar.update(1)
 
     def write(self, message: str) -> None:
+        """Print `message` above the bars."""
         self.bar.write(message)
 
     def close(self) -> None:
+        """Close every GPU's line and the overall bar."""
         for line in self.lines.values():
             line.close()
         self.bar.close()

@@ -73,6 +73,7 @@ class SeedSpec:
 
     @property
     def experiment(self) -> str:
+        """The experiment folder's name: the spec's own, else `seed-<number>`."""
         return self.name or f"seed-{self.seed}"
 
     @classmethod
@@ -113,6 +114,11 @@ class Card:
 
     @classmethod
     def planned(cls, name: str, note: str = "") -> "Card":
+        """A card planned from the built-in MIG table of `name`, not seen on this machine.
+
+        >>> Card.planned("H100-80GB").note
+        'planned for H100-80GB'
+        """
         model = gpu_model(name)
         return cls(model, False, model.total_memory_mib, note or f"planned for {name}")
 

@@ -144,9 +144,19 @@ class JobSpec:
             raise BadInput(f"{where}: {exc}") from None
 
     def to_dict(self) -> dict:
+        """Every field as a plain dict (the worker's and the manifest's form).
+
+        >>> JobSpec(model="resnet18").to_dict()["model"]
+        'resnet18'
+        """
         return dataclasses.asdict(self)
 
     def with_(self, **changes: Any) -> "JobSpec":
+        """A copy with `changes` (a frozen spec is never edited in place).
+
+        >>> JobSpec(model="resnet18").with_(batch_size=32).batch_size
+        32
+        """
         return dataclasses.replace(self, **changes)
 
     def to_argv(self) -> list[str]:
@@ -179,6 +189,7 @@ class JobSpec:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace, **overrides: Any) -> "JobSpec":
+        """A JobSpec from the CLI's parsed flags (those that are JobSpec fields), with `overrides` on top."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in vars(ns).items() if k in known}
         values.update(overrides)
@@ -267,6 +278,7 @@ class ExperimentSpec:
 
     @property
     def device(self) -> str:
+        """The device of the experiment's jobs (the first job's: all jobs of a spec share it)."""
         return self.jobs[0].device
 
     def runs(self) -> list[tuple[ModeSpec, int, int]]:
@@ -300,6 +312,7 @@ class ExperimentSpec:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ExperimentSpec":
+        """An ExperimentSpec read from a YAML file (safe YAML), checked as `from_mapping` does."""
         return cls.from_mapping(read_yaml(path))
 
     def to_dict(self) -> dict:

@@ -4,6 +4,9 @@
     ...                         copies=[1, 2, 4], job={"device": "cuda", "amp": "bf16", "steps": 60})   # doctest: +SKIP
     >>> panel            # the last expression of a cell shows the panel                              # doctest: +SKIP
 
+A notebook's panel cell is one call, `panel(INTERACTIVE, setup, ...)`: the panel where INTERACTIVE is True, else a
+line saying how to turn it on (papermill batches keep INTERACTIVE False).
+
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
 modes, then every other registered mode that runs here without options; copies and batch size). Run measures one
 copy count after another (`colloc_kit.run`, or the `run_fn` given)
@@ -35,6 +38,9 @@ from .results import Results, combine
 from .spec import ModeSpec, with_changes
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
+BATCH_SIZE_CHOICES = (8, 16, 32, 64, 128, 256)
+OFF_NOTICE = ("INTERACTIVE = False: the panel is off. "
+              "Set INTERACTIVE = True in the parameters cell to try your own settings.")
 PLACEHOLDER = "press Run to measure"
 SHOWN_REASONS = 3  # failed jobs named in the status line; the rest are counted
 LIVE_REDRAW_S = 1.0  # the live figure is redrawn at most this often
@@ -246,6 +252,26 @@ class ExperimentPanel:
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)
         previous.close()
+
+
+def panel(interactive: bool, setup: notebook.Setup, modes: Sequence[Any], copies: Sequence[int], batch_size: int,
+          name: str, out: str = "runs", time_limit_s: float = 600.0) -> ExperimentPanel | None:
+    """A notebook's panel cell: with `interactive` the panel for `setup`'s jobs (its models first, every model the
+    kit knows below them unless the setup is the tiny CPU one), else None after printing OFF_NOTICE.
+
+    >>> setup = notebook.Setup("cpu", ["smallcnn"], {"device": "cpu", "steps": 40}, tiny=True, gpu=False)
+    >>> panel(False, setup, modes=["naive"], copies=[1, 2], batch_size=16, name="demo-panel")
+    INTERACTIVE = False: the panel is off. Set INTERACTIVE = True in the parameters cell to try your own settings.
+    >>> panel(True, setup, modes=["naive"], copies=[1, 2], batch_size=16, name="demo-panel")   # doctest: +SKIP
+    """
+    if not interactive:
+        print(OFF_NOTICE)
+        return None
+    from .worker.models import MODEL_NAMES
+
+    return ExperimentPanel(models=setup.models, more_models=[] if setup.tiny else MODEL_NAMES, modes=modes,
+                           copies=copies, batch_sizes=BATCH_SIZE_CHOICES, job={"batch_size": batch_size, **setup.job},
+                           out=out, name=name, time_limit_s=time_limit_s)
 
 
 def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:

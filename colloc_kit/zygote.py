@@ -182,6 +182,7 @@ class ForkedWorker:
         self._zygote, self._pidfd = zygote, pidfd
 
     def poll(self) -> int | None:
+        """The worker's exit code, or None while it runs (as `subprocess.Popen.poll`)."""
         if self.returncode is None:
             self.returncode = self._zygote.exit_code(self.pid, self._pidfd)
             if self.returncode is not None:
@@ -189,6 +190,7 @@ class ForkedWorker:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """Wait for the worker to end and return its exit code; subprocess.TimeoutExpired after `timeout` s."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:

@@ -52,11 +52,11 @@ def test_parameters_cell_holds_plain_values_that_papermill_reads(path):
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
-def test_experiment_notebooks_gate_their_panel_behind_interactive(path):
+def test_experiment_notebooks_gate_their_panel_behind_interactive_in_one_call(path):
     source = parameters_cell(path).source
     assert "INTERACTIVE = False" in source
-    code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
-    assert "if INTERACTIVE:" in code and "widgets.ExperimentPanel(" in code
+    (cell,) = [c for c in code_cells(path)[1:] if "INTERACTIVE" in c]  # after the parameters cell
+    assert cell.startswith("colloc_kit.panel(INTERACTIVE, setup,") and len(ast.parse(cell).body) == 1
 
 
 @pytest.mark.parametrize("profile", list(batch.load_profiles()))

@@ -11,8 +11,10 @@ import psutil
 import pytest
 
 from colloc_kit.errors import BadInput
+from colloc_kit.notebook import Setup
 from colloc_kit.spec import JobSpec
-from colloc_kit.widgets import PLACEHOLDER, ExperimentPanel
+from colloc_kit.widgets import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
+from colloc_kit.worker.models import MODEL_NAMES
 from fake_results import fake_results, job_rows
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -71,6 +73,26 @@ def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
     assert panel.wait(10)
     assert calls[0]["jobs"] == [{"amp": "bf16", "warmup_steps": 10, "model": "resnet18", "batch_size": 32, "steps": 40}]
     JobSpec.from_mapping(calls[0]["jobs"][0])  # one budget: a valid job
+
+
+def test_the_panel_call_is_off_in_a_batch_and_says_how_to_turn_it_on(capsys):
+    setup = Setup("cpu", ["smallcnn"], dict(TINY_CPU_JOB), tiny=True, gpu=False)
+    assert panel(False, setup, modes=["naive"], copies=[1, 2], batch_size=16, name="p") is None
+    assert capsys.readouterr().out == OFF_NOTICE + "\n"
+
+
+@pytest.mark.parametrize("tiny", [True, False])
+def test_the_panel_call_builds_the_panel_from_the_notebooks_setup(tiny):
+    setup = Setup("cuda", ["resnet18"], {"device": "cuda", "amp": "bf16", "seconds": 8}, tiny=tiny, gpu=True)
+    shown = panel(True, setup, modes=["mps", {"name": "mps", "thread_percentage": 50}], copies=[2, 4], batch_size=64,
+                  name="04-mps-panel", out="elsewhere", time_limit_s=30)
+    assert shown.models.value == ("resnet18",)
+    assert shown.models.options == (("resnet18",) if tiny else ("resnet18", *sorted(set(MODEL_NAMES) - {"resnet18"})))
+    assert [label for label, _ in shown.mode.options[:2]] == ["mps", "mps(thread_percentage=50)"]
+    assert shown.mode.label == "mps"
+    assert shown.copies.value == (2, 4) and shown.batch_size.value == 64 and shown.time_limit.value == 30
+    assert shown.job == {"batch_size": 64, "device": "cuda", "amp": "bf16", "seconds": 8}
+    assert (shown.out, shown.name) == ("elsewhere", "04-mps-panel")
 
 
 def test_bad_input_shows_in_the_status_line_and_the_panel_stays_usable():

@@ -9,7 +9,8 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     mig_catalogue  MIG profile tables of each GPU model, names resolved, the live catalogue
     mig_planner    exact MIG placements (`plan`), explained impossibilities, proposed layouts
     mig_apply      `MigLayout`: apply a layout and restore what was there (an undo journal)
-    mig_simulator  a simulated NVML of a MIG GPU, built from the real profile tables (clearly labelled)
+    mig_state      a simulated MIG GPU: its instances and processes, and the rules (placement, capacity, refusals)
+    mig_simulator  a simulated NVML over `mig_state`: pynvml's functions, handles, structures and errors
 
     >>> from colloc_kit.gpu import mig_planner
     >>> [i.label() for i in mig_planner.plan("4g,2g,1g", "A100-40GB").instances]

@@ -58,6 +58,8 @@ class MigState:
     instances: tuple[ExistingInstance, ...]
 
     def describe(self) -> dict[str, Any]:
+        """Plain values for a manifest or `colloc-kit mig show`: mode names, and per instance its id, profile,
+        placement ('start:size' in memory slices), compute instances and MIG device UUIDs."""
         return {"mig_mode": _mode_name(self.mode), "pending_mode": _mode_name(self.pending),
                 "instances": [{"gpu_instance": i.gi_id, "profile": i.profile, "placement": f"{i.start}:{i.size}",
                                "compute_instances": len(i.compute_instances), "uuids": list(i.uuids)}

@@ -57,6 +57,7 @@ class Profile:
 
     @property
     def media_extensions(self) -> bool:
+        """Whether the profile comes with the media extensions (video decoders, JPEG, OFA): '1g.10gb+me'."""
         return self.name.endswith("+me")
 
     @property
@@ -79,6 +80,11 @@ class GpuModel:
     nvml_names: tuple[str, ...] = field(default=())
 
     def profile_names(self) -> list[str]:
+        """The full names of its profiles, in table order.
+
+        >>> gpu_model("A30").profile_names()[:2]
+        ['1g.6gb', '1g.6gb+me']
+        """
         return [p.name for p in self.profiles]
 
 

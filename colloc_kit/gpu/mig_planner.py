@@ -32,10 +32,12 @@ class PlacedInstance:
 
     @property
     def size(self) -> int:
+        """The memory slices it covers, counted."""
         return self.profile.memory_slices
 
     @property
     def memory_range(self) -> range:
+        """The memory slices it covers: `range(4, 8)` for a 3g at 4."""
         return range(self.start, self.start + self.size)
 
     def label(self) -> str:
@@ -52,10 +54,16 @@ class Plan:
 
     @property
     def compute_slices(self) -> int:
+        """The compute slices the plan uses, all instances together.
+
+        >>> plan("4g,2g,1g", "A100-40GB").compute_slices
+        7
+        """
         return sum(i.profile.compute_slices for i in self.instances)
 
     @property
     def memory_slices(self) -> int:
+        """The memory slices the plan uses, all instances together (3g + 3g: all 8 of 8)."""
         return sum(i.size for i in self.instances)
 
     def layout(self, largest_first: bool = False) -> str:

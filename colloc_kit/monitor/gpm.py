@@ -88,6 +88,7 @@ class GpmCounter:
         return counter, counter.absent
 
     def fields(self) -> list[pa.Field]:
+        """The pyarrow fields of the metrics this GPU gives (float64 each)."""
         return [pa.field(c, pa.float64()) for c in self.columns]
 
     def read(self) -> tuple:
@@ -107,6 +108,7 @@ class GpmCounter:
         self._ref_t = now
 
     def close(self) -> None:
+        """Free the GPM samples (once the GPU is lost there is nothing to free)."""
         for sample in self.samples:
             try:
                 self.lib.nvmlGpmSampleFree(sample)
@@ -140,6 +142,7 @@ class MigGpmSource:
                                  pa.field("gpu_instance_id", pa.int64()), *columns])
 
     def read(self, t: float) -> list[tuple]:
+        """One row per GPU instance: its GPM metrics at `t` (Nones where a read failed)."""
         rows = []
         for gi, counter in self.counters.items():
             values, reason = probe(self.lib, counter.read)
@@ -147,6 +150,7 @@ class MigGpmSource:
         return rows
 
     def close(self) -> None:
+        """Free every instance's GPM samples."""
         for counter in self.counters.values():
             counter.close()
 

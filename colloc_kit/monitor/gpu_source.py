@@ -141,6 +141,7 @@ class DeviceSource:
         self.schema = pa.schema(columns)
 
     def read(self, t: float) -> list[tuple]:
+        """One row of the GPU's fields at `t`; a field that fails this time reads None and is counted."""
         row: list[Any] = [t, self.index]
         for reader, names in self._readers:
             values, reason = probe(self.lib, reader, self.lib, self.handle)
@@ -151,5 +152,6 @@ class DeviceSource:
         return [tuple(row)]
 
     def close(self) -> None:
+        """Free the GPM samples, if GPM was sampled."""
         if self.gpm is not None:
             self.gpm.close()

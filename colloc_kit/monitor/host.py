@@ -97,6 +97,7 @@ class HostSource:
         psutil.cpu_times_percent(None)
 
     def read(self, t: float) -> list[tuple]:
+        """One row at `t`: host CPU busy and steal (%), CPU clock (MHz), memory used and total (MB)."""
         memory = psutil.virtual_memory()
         steal = getattr(psutil.cpu_times_percent(None), "steal", None)
         freq = psutil.cpu_freq()
@@ -104,6 +105,7 @@ class HostSource:
                  (memory.total - memory.available) / MB, memory.total / MB)]
 
     def close(self) -> None:
+        """Nothing to free (psutil keeps no handle)."""
         pass
 
 
@@ -120,6 +122,7 @@ class HostJobSource:
         self.notes: list[str] = []
 
     def read(self, t: float) -> list[tuple]:
+        """One row per job at `t`: its processes, their CPU use (% of one core) and resident memory (MB), summed."""
         totals: dict[str, list[float]] = {}
         for pid, job in self.jobs.current().items():
             proc = self.jobs.processes[pid]
@@ -135,4 +138,5 @@ class HostJobSource:
         return [(t, job, int(n), cpu, rss) for job, (n, cpu, rss) in totals.items()]
 
     def close(self) -> None:
+        """Nothing to free (psutil keeps no handle)."""
         pass

@@ -58,6 +58,7 @@ class GpuProcessSource:
             self.absent = {"sm_util_pct": reason, "mem_util_pct": reason}
 
     def read(self, t: float) -> list[tuple]:
+        """One row per process on the GPU (or its instances) at `t`: pid, job, memory, SM and memory use."""
         lib, by_job = self.lib, self.jobs.current()
         utilization = {} if self.absent else self._utilization()
         rows = []
@@ -97,6 +98,7 @@ class GpuProcessSource:
         return self._names[pid]
 
     def close(self) -> None:
+        """Nothing to free (NVML handles belong to the session)."""
         pass
 
     def unmatched_note(self) -> str | None:

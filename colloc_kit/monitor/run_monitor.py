@@ -59,6 +59,7 @@ class Monitor:
         self.stop()
 
     def start(self) -> "Monitor":
+        """Open the run's sources and store and start sampling; once per Monitor. Returns self."""
         if self.sampler is not None:
             raise RuntimeError("this Monitor was already started; make a new one per run")
         try:

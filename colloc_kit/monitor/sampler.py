@@ -26,18 +26,25 @@ class SourceLost(Exception):
 
 
 class Source(Protocol):
+    """What the sampler reads: a series of rows of one `schema`, with the columns it lacks and why."""
+
     series: str
     schema: pa.Schema
     absent: dict[str, str]
     notes: list[str]
 
-    def read(self, t: float) -> list[tuple]: ...
+    def read(self, t: float) -> list[tuple]:
+        """The rows sampled at `t` (kit clock), in `schema`'s column order; SourceLost when it can read no more."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Free what the source holds; called once, when sampling ends."""
 
 
 class Store(Protocol):
-    def write(self, series: str, rows: list[tuple]) -> None: ...
+    """Where the sampler writes rows, series by series."""
+
+    def write(self, series: str, rows: list[tuple]) -> None:
+        """Keep `rows` of `series` (called from the sampler's thread, every flush)."""
 
 
 class Sampler:
@@ -63,6 +70,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Start sampling on a daemon thread."""
         self._thread = threading.Thread(target=self._loop, name="colloc-kit-monitor", daemon=True)
         self._thread.start()
 
@@ -109,6 +117,7 @@ class Sampler:
             self._guard("write", series, self.store.write, series, rows)
 
     def error_list(self) -> list[dict[str, Any]]:
+        """Each distinct error while sampling: source, error, first_t, last_t and count."""
         return list(self.errors.values())
 
     def _loop(self) -> None:

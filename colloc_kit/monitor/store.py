@@ -50,11 +50,13 @@ class ParquetStore:
             (self.out_dir / f"{series}.parts").mkdir(parents=True, exist_ok=True)
 
     def write(self, series: str, rows: list[tuple]) -> None:
+        """Write `rows` as one more part file of `series`."""
         path = self.out_dir / f"{series}.parts" / f"part-{self._parts[series]:05d}.parquet"
         pq.write_table(table(self.schemas[series], rows), path)
         self._parts[series] += 1
 
     def close(self) -> None:
+        """Merge each series' parts into `<series>.parquet` and remove the parts."""
         for series, schema in self.schemas.items():
             parts_dir = self.out_dir / f"{series}.parts"
             merged = _read_parts(parts_dir, schema)
@@ -72,6 +74,7 @@ class MemoryStore:
         self._lock = threading.Lock()
 
     def write(self, series: str, rows: list[tuple]) -> None:
+        """Keep `rows` of `series`."""
         with self._lock:
             self.rows[series] += rows
 
@@ -81,6 +84,7 @@ class MemoryStore:
             self.rows[series] = self.rows[series][-1:]
 
     def frame(self, series: str) -> pd.DataFrame:
+        """The rows of `series` so far as a DataFrame of its schema."""
         with self._lock:
             rows = list(self.rows[series])
         return table(self.schemas[series], rows).to_pandas()

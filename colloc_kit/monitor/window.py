@@ -104,6 +104,7 @@ class EnergyMeter:
                            else summary["energy_power_integral_j"], avg_power_w=summary["avg_power_w"])
 
     def close(self) -> None:
+        """Stop the background sampler, if one runs, and end the NVML session."""
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None

@@ -31,6 +31,7 @@ def add_subcommands(subparsers) -> argparse.ArgumentParser:
 
 
 def main_reference(args: argparse.Namespace) -> int:
+    """`colloc-kit reference list|export`: list the shipped sets, or export runs as a new one; exit 0."""
     if args.reference_command == "list":
         names = available()
         print("\n".join(names) if names else f"no reference sets in this install ({SHIPPED})")
