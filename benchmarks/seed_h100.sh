@@ -12,7 +12,7 @@ what=$1
 case $what in
 start)
   data=$2 runs=$3; shift 3
-  rm -rf /tmp/kit && cp -r "$PWD" /tmp/kit && export PYTHONPATH=/tmp/kit
+  rm -rf /tmp/kit && cp -r "$PWD" /tmp/kit && export PYTHONPATH=/tmp/kit${PYTHONPATH:+:$PYTHONPATH}  # + e.g. wheels
   for d in ${SEED_IMAGES:-cifar10:50000 imagenet64:100000 imagenet:20000}; do  # dataset:images
     set -- ${d%%:*} ${d##*:} "$@"
     start=$(date +%s)

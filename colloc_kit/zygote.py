@@ -23,6 +23,7 @@ killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_K
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import importlib.util
 import json
@@ -211,13 +212,29 @@ def _preload(extra: Iterable[str] = ()) -> str | None:
             pass
     if "setproctitle" not in sys.modules:
         return "setproctitle is not installed (pip install setproctitle), so a forked worker could not name itself"
-    with open("/proc/self/maps") as maps:
-        if "libcuda.so" in maps.read():  # the driver is loaded only to be initialised, and a fork cannot use it then
-            return "an import loaded the CUDA driver"
+    if _cuda_initialised():
+        return "an import initialised the CUDA driver"
     threads = len(os.listdir("/proc/self/task"))
     if threads > 1:
         return f"{threads} threads after the imports (a fork copies one)"
     return None
+
+
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver (cuInit), after which a forked child cannot use CUDA.
+    Merely loaded is fine: torch 2.11 maps libcuda at import. cuCtxGetCurrent answers without initialising.
+
+    >>> _cuda_initialised()  # the doctest process never touches CUDA
+    False
+    """
+    with open("/proc/self/maps") as maps:
+        if "libcuda.so" not in maps.read():
+            return False
+    current = ctypes.c_void_p()
+    return ctypes.CDLL("libcuda.so.1").cuCtxGetCurrent(ctypes.byref(current)) != CUDA_ERROR_NOT_INITIALIZED
 
 
 def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:

@@ -152,3 +152,12 @@ def test_a_zygote_asked_for_nothing_is_not_waited_for():
     zygote = Zygote()
     zygote.close()
     assert zygote._proc.returncode == -signal.SIGKILL
+
+
+@pytest.mark.gpu
+def test_the_driver_check_tells_loaded_from_initialised():
+    """torch maps libcuda at import (harmless before a fork); only cuInit makes a fork unsafe, and only that counts."""
+    probe = ("import torch\nfrom colloc_kit.zygote import _cuda_initialised\n"
+             "before = _cuda_initialised()\ntorch.cuda.init()\nprint(before, _cuda_initialised())")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True)
+    assert out.stdout.split() == ["False", "True"]
