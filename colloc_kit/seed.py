@@ -23,8 +23,10 @@ files, as the study read them (`colloc-kit data make NAME --root DATA_ROOT` writ
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import BadInput
@@ -236,9 +238,7 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     the card's memory for naive and MPS, the partition's share for partitions) is not run: it is named, with the
     arithmetic, in out/<experiment>/not-run.json and on stderr.
     """
-    import json
     import sys
-    from pathlib import Path
 
     from .experiment import preflight, run_spec
     from .results import combine
@@ -248,21 +248,53 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     specs = experiments(seed, card)
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
-    parts, not_run = [], {}
+    parts = []
     for spec in specs:
         fitting, need = [], _lone_footprints(exp_dir, spec)  # the folder read once per spec, not once per mode
         for mode in spec.modes:
             why = _does_not_fit(need, mode, card)
             if why:
-                workload = f"{' + '.join(j.model for j in spec.jobs)} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}"
-                not_run[f"{workload} {mode.label} x{spec.copies[0]}"] = why  # e.g. 'timm.resnet50 bs128 off mps x7'
+                record_not_run(exp_dir, f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
                 print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
-                (exp_dir / "not-run.json").write_text(json.dumps(not_run, indent=1) + "\n")  # kept if stopped later
             else:
                 fitting.append(mode)
         if fitting:
             parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
+
+
+def record_not_run(exp_dir, cell: str, why: str) -> None:
+    """Add `cell` and why it was not run to exp_dir/not-run.json, keeping what earlier runs into the folder wrote
+    (e.g. seed-33 --amp off, then --amp bf16); written at once, so it is kept if the run is stopped later.
+
+    >>> import tempfile, json, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> record_not_run(folder, "a x7", "too big"); record_not_run(folder, "b x7", "too big")
+    >>> sorted(json.loads((folder / "not-run.json").read_text()))
+    ['a x7', 'b x7']
+    """
+    path = Path(exp_dir) / "not-run.json"
+    not_run = json.loads(path.read_text()) if path.is_file() else {}
+    not_run[cell] = why
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(not_run, indent=1) + "\n")
+
+
+def _workload_label(spec: ExperimentSpec) -> str:
+    """The jobs of a cell with batch size and precision, as not-run.json names them; a batch size or precision per
+    job where the jobs differ.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(name="x", jobs=[JobSpec(model="timm.resnet152", batch_size=32),
+    ...                                       JobSpec(model="timm.resnet26", batch_size=128)])
+    >>> _workload_label(spec)
+    'timm.resnet152 bs32 + timm.resnet26 bs128 off'
+    """
+    sizes = {job.batch_size for job in spec.jobs}
+    models = (" + ".join(j.model for j in spec.jobs) + f" bs{spec.jobs[0].batch_size}" if len(sizes) == 1
+              else " + ".join(f"{j.model} bs{j.batch_size}" for j in spec.jobs))
+    amps = {job.amp for job in spec.jobs}
+    return f"{models} {spec.jobs[0].amp}" if len(amps) == 1 else f"{models} {'/'.join(j.amp for j in spec.jobs)}"
 
 
 def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
@@ -298,7 +330,8 @@ def _does_not_fit(need: list[float] | None, mode: ModeSpec, card: Card) -> str |
         for name, footprint in zip(partitions, need):
             limit = partition_share(resolve(name, card.model), card.model, card.memory_mib)[1]
             if not figures.copies_fit(limit, footprint):
-                return f"a {name} partition holds {limit:,} MiB; one job needs {footprint:,.0f} MiB alone"
+                return (f"a {name} partition holds {limit:,} MiB; one job needs {footprint:,.0f} MiB alone, "
+                        f"{figures.MEMORY_MARGIN:.0%} kept free")
         return None
     if math.fsum(need) > card.memory_mib * (1 - figures.MEMORY_MARGIN):
         return (f"{len(need)} jobs need {math.fsum(need):,.0f} MiB (each its steady footprint alone); the GPU has "
