@@ -183,7 +183,11 @@ def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy
     from colloc_kit import findings
 
     shipped, not_run = reference.load(), reference.not_run()
-    assert "seed-33" in set(shipped.runs["experiment"])  # 37, bf16 and ResNet-152 are issue 15's next sessions
+    assert {"seed-33", "seed-37"} <= set(shipped.runs["experiment"])  # bf16 and 34-36 are issue 15's next sessions
+    mixes, _ = findings.configurations(shipped, "seed-37")
+    collocated = mixes[mixes["kind"] != findings.ALONE]
+    assert {"naive", "MPS", "MPS partition (not MIG)"} <= set(collocated["kind"])
+    assert collocated["normalized_throughput_mean"].notna().all() and collocated["normalized_throughput_ci"].notna().all()
     cells, _ = findings.configurations(shipped, "seed-33")
     assert "off" in set(cells["amp"]) and set(cells["batch_size"]) == {128}
     gpu = findings.gpu_of(shipped, "")
