@@ -241,13 +241,16 @@ def render_readme(name: str, results: Results, facts: Mapping, sources: list, sk
 
 
 def machines(runs: pd.DataFrame) -> list[str]:
-    """One line per machine description the runs' manifests name: host, CPU, GPU, driver, CUDA, versions, commit."""
+    """One line per machine description the runs' manifests name (or hold inline, as runs written before cells do):
+    host, CPU, GPU, driver, CUDA, versions, commit."""
     seen: dict[Path, str] = {}
     for run_dir in runs["run_dir"].dropna().unique():
         try:
-            description = RunDir(run_dir).read_manifest().machine.description
-            path = (Path(run_dir) / description).resolve() if description else None
-            if path is not None and path not in seen:
+            machine = RunDir(run_dir).read_manifest().machine
+            path = (Path(run_dir) / machine.description).resolve() if machine.description else None
+            if path is None and "host" in machine.extra:
+                seen[Path(run_dir)] = _machine_line(machine.extra)
+            elif path is not None and path not in seen:
                 seen[path] = _machine_line(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError, BrokenRun):  # a run or description unreadable: left out
             continue
