@@ -21,6 +21,8 @@ from colloc_kit.manifest import Manifest
 from colloc_kit.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
+MATRIX_RUNS = ROOT / "benchmarks" / "results" / "h100" / "matrix" / "runs"  # the raw runs of the set h100-matrix
+COURSE_SET = "h100-matrix"  # what the course sheets read
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 JOB = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "synthetic_samples": 64, "steps": 16,
        "warmup_steps": 3, "workers": 0, "interval_s": 0.25}
@@ -174,6 +176,10 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for file in TEST_SET.iterdir():
         assert f"colloc_kit/reference/some-set/{file.name}" in names
+    assert {"h100-80gb", COURSE_SET} <= set(reference.available())  # the sets the notebooks and course sheets read
+    for name in reference.available():
+        for file in reference.folder(name).iterdir():
+            assert f"colloc_kit/reference/{name}/{file.name}" in names
     assert "colloc_kit/reference/__init__.py" in names and "colloc_kit/reference/cli.py" in names
 
 
@@ -202,3 +208,27 @@ def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy
         assert jobs[column].notna().all(), column
     assert reference.monitor()["energy_j"].notna().any()
     assert sum(p.stat().st_size for p in reference.folder(reference.DEFAULT).iterdir()) < 10 * 2**20
+
+
+def test_the_course_set_gives_the_figures_of_its_raw_h100_runs():
+    """The shipped h100-matrix is the matrix runs in benchmarks/, exported: every figure the sheets show agrees."""
+    shipped, raw = reference.load(COURSE_SET), colloc_kit.load(MATRIX_RUNS)
+    figures = ["workloads", "mode_label", "copies", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci",
+               "normalized_throughput_mean", "normalized_throughput_ci", "epoch_time_growth_mean"]
+    summaries = [analysis.summarize(r, reference=r.of_experiments(["single-job"]).jobs)[figures] for r in (shipped, raw)]
+    pd.testing.assert_frame_equal(*summaries)
+    pairs = summaries[0][summaries[0]["copies"] == 2]
+    assert set(pairs["mode_label"]) == {"naive", "mps"} and len(pairs) == 8  # 2 models x 2 batch sizes x 2 modes
+    assert pairs[["normalized_throughput_mean", "normalized_throughput_ci"]].notna().all().all()
+    alone = analysis.baselines(shipped.of_experiments(["single-job"]).jobs)
+    assert sorted(zip(alone["model"], alone["batch_size"])) == [("resnet18", 64), ("resnet18", 128),
+                                                                ("resnet50", 64), ("resnet50", 128)]
+    assert sum(p.stat().st_size for p in reference.folder(COURSE_SET).iterdir()) < 2**20  # no raw series
+
+
+def test_the_readme_names_the_machine_of_runs_that_hold_it_in_their_manifest():
+    """Runs written before machine descriptions (the H100 matrix) keep theirs inline in the manifest."""
+    runs = colloc_kit.load(MATRIX_RUNS / "single-job").runs
+    (line,) = set(reference.machines(runs[runs["run_id"].str.startswith("20261121-0025")]))
+    assert line.startswith("vm: Intel(R) Xeon(R) Processor, 16 cores, 128,888 MiB; NVIDIA H100 80GB HBM3 (81,559 MiB), "
+                           "driver 580.159.04, CUDA 13.0; python 3.12.3")
