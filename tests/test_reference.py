@@ -193,7 +193,7 @@ def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy
     mixes, _ = findings.configurations(shipped, "seed-37")
     collocated = mixes[mixes["kind"] != findings.ALONE]
     assert {"naive", "MPS", "MPS partition (not MIG)"} <= set(collocated["kind"])
-    assert collocated["normalized_throughput_mean"].notna().all() and collocated["normalized_throughput_ci"].notna().all()
+    assert collocated[["normalized_throughput_mean", "normalized_throughput_ci"]].notna().all().all()
     cells, _ = findings.configurations(shipped, "seed-33")
     assert "off" in set(cells["amp"]) and set(cells["batch_size"]) == {128}
     gpu = findings.gpu_of(shipped, "")
@@ -215,7 +215,8 @@ def test_the_course_set_gives_the_figures_of_its_raw_h100_runs():
     shipped, raw = reference.load(COURSE_SET), colloc_kit.load(MATRIX_RUNS)
     figures = ["workloads", "mode_label", "copies", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci",
                "normalized_throughput_mean", "normalized_throughput_ci", "epoch_time_growth_mean"]
-    summaries = [analysis.summarize(r, reference=r.of_experiments(["single-job"]).jobs)[figures] for r in (shipped, raw)]
+    summaries = [analysis.summarize(r, reference=r.of_experiments(["single-job"]).jobs)[figures]
+                 for r in (shipped, raw)]
     pd.testing.assert_frame_equal(*summaries)
     pairs = summaries[0][summaries[0]["copies"] == 2]
     assert set(pairs["mode_label"]) == {"naive", "mps"} and len(pairs) == 8  # 2 models x 2 batch sizes x 2 modes
