@@ -47,7 +47,8 @@ MIXES = {("R26", "R50"): ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)),
          ("R152", "R50", "R26"): ((1, 1, 1), (1, 1, 2), (1, 1, 3))}
 PARTITION_LABEL = "MPS partition (not MIG)"
 PLANNED_CARD = "H100-80GB"  # the card --plan assumes on a machine without a GPU
-RUN_OVERHEAD_S = 25.0  # a run's wall time beyond warm-up and window on the H100 (benchmarks/run_overhead.py)
+RUN_OVERHEAD_S = 17.0  # a cell's wall time beyond its window on the H100 with the zygote: seed-37's cells took
+                       # 27 s (naive) and 36 s (MPS: its daemon starts and quits) from start to start, 15 s windows
 
 
 @dataclass(frozen=True)
