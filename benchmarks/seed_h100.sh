@@ -12,6 +12,11 @@ what=$1
 case $what in
 start)
   data=$2 runs=$3; shift 3
+  # two runners would share the GPU and /tmp/kit (last session's 8 failed cells)
+  if [ -e "$runs.pid" ] && kill -0 "$(cat "$runs.pid")" 2>/dev/null; then
+    echo "a runner ($(cat "$runs.pid")) still runs into $runs: stop it first (bash $0 stop $runs)" >&2
+    exit 2
+  fi
   rm -rf /tmp/kit && cp -r "$PWD" /tmp/kit && export PYTHONPATH=/tmp/kit${PYTHONPATH:+:$PYTHONPATH}  # + e.g. wheels
   for d in ${SEED_IMAGES:-cifar10:50000 imagenet64:100000 imagenet:20000}; do  # dataset:images
     set -- ${d%%:*} ${d##*:} "$@"

@@ -35,6 +35,8 @@ STUDY_33 = [cell for copies in seed.SOLO_COPIES for cell in (
     + [(PARTITION, copies, "+".join([slice_] * copies)) for slice_ in seed.SOLO_SLICES[copies]]
     + [(MPS, copies, None)])]
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
+LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
+           "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
 EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
 
 
@@ -492,8 +494,8 @@ def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
 
 def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
              not_run: pd.DataFrame | None = None) -> str:
-    """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33, the mixes of 37, each
-    claim beside what the data shows, and what an A100 user should expect."""
+    """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33 (and of 34-36 where the
+    data has them), the mixes of 37, each claim beside what the data shows, and what an A100 user should expect."""
     from . import notebook
 
     cells33, note33 = configurations(results, "seed-33", models)
@@ -522,6 +524,15 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     missing = missing_cells(cells33, not_run, fit, gpu)
     lines += ["### Cells not run or that did not fit", "",
               _table(missing) if len(missing) else "Every cell of the study ran.", ""]
+    for experiment, what in LIKE_33.items():  # where the data has them, however partly
+        cells, note = configurations(results, experiment, models)
+        measured = cells[cells["normalized_throughput_mean"].notna()]  # a cell with a complete run
+        if len(cells):
+            gains = gain_table(measured)
+            lines += [f"## Experiment {experiment.removeprefix('seed-')}: {what}", "",
+                      *([f"> {note}", ""] if note else []),
+                      f"{len(measured)} of the study's {len(STUDY_33) * 3} cells measured.", "",
+                      _table(gains) if len(gains) else "No shared cell measured yet.", ""]
     mixes = cells37[cells37["kind"].isin(KINDS)] if len(cells37) else cells37
     lines += ["## Experiment 37: mixed workloads", "", _table(pd.DataFrame({
         "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),

@@ -282,8 +282,8 @@ def record_not_run(exp_dir, cell: str, why: str) -> None:
 
 
 def _workload_label(spec: ExperimentSpec) -> str:
-    """The jobs of a cell with batch size and precision, as not-run.json names them; a batch size or precision per
-    job where the jobs differ.
+    """The jobs of a cell with batch size and precision, as not-run.json names them; a batch size per job where the
+    jobs' differ (the seed's mixes train with one precision).
 
     >>> from colloc_kit.spec import JobSpec
     >>> spec = ExperimentSpec(name="x", jobs=[JobSpec(model="timm.resnet152", batch_size=32),
@@ -291,11 +291,9 @@ def _workload_label(spec: ExperimentSpec) -> str:
     >>> _workload_label(spec)
     'timm.resnet152 bs32 + timm.resnet26 bs128 off'
     """
-    sizes = {job.batch_size for job in spec.jobs}
-    models = (" + ".join(j.model for j in spec.jobs) + f" bs{spec.jobs[0].batch_size}" if len(sizes) == 1
-              else " + ".join(f"{j.model} bs{j.batch_size}" for j in spec.jobs))
-    amps = {job.amp for job in spec.jobs}
-    return f"{models} {spec.jobs[0].amp}" if len(amps) == 1 else f"{models} {'/'.join(j.amp for j in spec.jobs)}"
+    same = len({job.batch_size for job in spec.jobs}) == 1
+    models = " + ".join(job.model if same else f"{job.model} bs{job.batch_size}" for job in spec.jobs)
+    return f"{models} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}" if same else f"{models} {spec.jobs[0].amp}"
 
 
 def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:

@@ -173,3 +173,14 @@ def test_a_cell_not_run_is_explained_by_the_steady_footprint_where_it_cannot_fit
                                            "5 copies fit in H100-80GB card (81,559 MiB)")
     assert states[(findings.PARTITION, 7)].endswith("0 copies fit in H100-80GB 1g.10gb (9,984 MiB)")
     assert states[(findings.MPS, 3)] == "not run"  # 3 copies fit the card
+
+
+def test_experiments_34_to_36_get_their_gain_table_where_the_data_has_them():
+    """Made-up rates (not measured): CaiT alone at 100 images/s, two copies naive at 45 each."""
+    jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [45.0, 45.0]})
+    results = fake_results(jobs.assign(experiment="seed-35", model="timm.cait_xxs24_224").to_dict("records"))
+    text = findings.markdown(results, "H100-80GB")
+    assert "## Experiment 35: CaiT-XXS24 on the three datasets" in text
+    assert "2 of the study's 39 cells measured." in text
+    assert "| timm.cait_xxs24_224 bs128 | 2 | 0.90 +- 0.00 x (bound by " in text
+    assert "## Experiment 34" not in text and "## Experiment 36" not in text  # not in the data: no section
