@@ -92,7 +92,6 @@ def code_cells(path, tag: str | None = None) -> list[str]:
 # A measured figure quoted in prose: a rate ("5,827 images/s"), a gain ("1.87x"), a ratio ("ratio 1.78") or a
 # thousands-separated count ("10,348"). A page computes its numbers from its own runs or a shipped reference set.
 QUOTED_FIGURE = re.compile(r"\d[\d,.]*\s*(?:images|img)/s|\b\d+\.\d+\s*x\b|\bratio\s+\d|\b\d{1,3}(?:,\d{3})+\b")
-STILL_QUOTING = {"06_mixed_workloads.ipynb"}  # quotes a gpu-quick batch: its owner moves the figures into a cell
 
 
 def quoted_figures(path) -> list[str]:
@@ -110,9 +109,6 @@ def test_the_figure_check_finds_pasted_numbers():
     assert not QUOTED_FIGURE.search("2 copies at batch 64 on 32x32 images, 95 % CIs, MPS x2, 3g+2g+1g+1g")
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="quotes measured "
-                                                                          "figures; see STILL_QUOTING"))
-                                  if p.name in STILL_QUOTING else p for p in ALL],
-                         ids=lambda p: str(p.relative_to(NOTEBOOKS)))
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
 def test_markdown_quotes_no_measured_figure(path):
     assert quoted_figures(path) == [], f"{path.name}: compute these in a code cell (its runs or reference.load)"
