@@ -22,6 +22,7 @@ from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
 from colloc_kit.rundir import find_runs
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from processes import survivors_of_killed_kit
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64, steps=12)
@@ -209,10 +210,8 @@ def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path)
         time.sleep(0.1)
     below = psutil.Process(kit.pid).children(recursive=True)
     assert len(below) >= 4  # two cell processes and their workers
-    kit.kill()
-    kit.wait()
+    alive = survivors_of_killed_kit(kit, below, timeout=120)
     kit.stderr.close()
-    gone, alive = psutil.wait_procs(below, timeout=120)
     assert alive == [], f"left running after the kit was killed: {alive}"
     found = manifests(tmp_path)
     assert len(found) == 2 and {m.status for m in found} == {"interrupted"}

@@ -31,6 +31,7 @@ from colloc_kit.modes import Slot
 from colloc_kit.rundir import MANIFEST, RunDir, find_runs
 from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED, JOB_STATUSES, RUN_STATUSES
+from processes import survivors_of_killed_kit
 
 TINY_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32", "--steps", "3", "--warmup-steps", "1",
               "--synthetic-samples", "64", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet"]
@@ -417,11 +418,7 @@ def test_workers_die_with_a_sigkilled_kit(tmp_path):
         time.sleep(0.2)
     workers = worker_processes()
     assert len(workers) == 2
-    kit.kill()
-    kit.wait()
-    gone, alive = psutil.wait_procs(workers, timeout=10)
-    for proc in alive:  # ours: do not leave them to the next test
-        proc.kill()
+    alive = survivors_of_killed_kit(kit, workers, timeout=10)
     assert not alive, f"{len(alive)} worker(s) outlived the SIGKILLed kit"
 
 

@@ -15,6 +15,7 @@ import pytest
 import colloc_kit
 from colloc_kit import events
 from colloc_kit.zygote import EXIT_UNKNOWN, Zygote, enabled
+from processes import survivors_of_killed_kit
 
 TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--batch-size", "8",
         "--synthetic-samples", "32", "--workers", "0"]
@@ -103,12 +104,7 @@ def test_the_zygote_leaves_with_a_sigkilled_kit(tmp_path):
     kit = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, cwd=tmp_path)
     pids = json.loads(kit.stdout.readline())
-    left = [psutil.Process(pid) for pid in pids]
-    kit.kill()
-    kit.wait()
-    gone, alive = psutil.wait_procs(left, timeout=20)
-    for proc in alive:  # ours: do not leave them to the next test
-        proc.kill()
+    alive = survivors_of_killed_kit(kit, [psutil.Process(pid) for pid in pids], timeout=20)
     assert not alive, f"{[p.pid for p in alive]} outlived the SIGKILLed kit (zygote, worker)"
 
 
