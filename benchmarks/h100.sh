@@ -8,6 +8,9 @@
 #   monitor                        the monitor's plausibility check and its overhead
 #   mps-oom                        an MPS memory limit makes one job fail out of memory while its neighbours finish
 #   overhead                       a run's cost beyond its window (ResNet-50 bs128 bf16), with and without the zygote
+#   overhead-vs DIR                the same, this checkout against an older one, interleaved (old new old new); DIR
+#                                  holds the older colloc_kit: git archive REV colloc_kit | tar x -C DIR (carry DIR)
+#   priming                        where the first training step's time goes (benchmarks/priming.py)
 # Every stage ends by showing that no MPS daemon is left (pgrep -a nvidia-cuda-mps prints nothing).
 set -uo pipefail
 stage=$1; shift
@@ -37,6 +40,17 @@ case $stage in
         --amp bf16 --seconds 5 --repeats 3 --runs 3 --label "zygote=$zygote" \
         --out "$out/issue10/overhead_$([ $zygote = 1 ] && echo zygote || echo no_zygote).json" 2>&1 | tail -4
     done ;;
+  overhead-vs)
+    mkdir -p "$out/issue10"
+    old=$(cd "$1" && pwd) n=0
+    for checkout in "$old" "$PWD" "$old" "$PWD"; do
+      n=$((n + 1)) label=$([ "$checkout" = "$PWD" ] && echo this || echo older)
+      PYTHONPATH=$checkout${PYTHONPATH#$PWD} python3 benchmarks/run_overhead.py --repeats 1 --runs 5 --label "$label" \
+        --out "$out/issue10/overhead_${label}_$n.json" 2>&1 | tail -3
+    done ;;
+  priming)
+    mkdir -p "$out/issue10"
+    python3 benchmarks/priming.py --repeats 2 --out "$out/issue10/priming.json" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 echo "== $(date +%T) MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
