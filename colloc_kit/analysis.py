@@ -15,6 +15,7 @@ one job alone; the seed study's "up to 4x" is 4.0).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -215,10 +216,27 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
 
 
 def workload_label(row) -> str:
-    """A short label such as 'resnet18 bs64 bf16' ('... seed' for the seed study's recipe)."""
-    amp, recipe = row.get("amp"), row.get("recipe")
+    """A short label such as 'resnet18 bs64 bf16': '... seed' for the seed study's recipe, '... on cifar10' for data
+    other than synthetic (`data_name`), so that one model on two datasets gives two workloads.
+
+    >>> workload_label({"model": "timm.resnet26", "batch_size": 128, "amp": "off", "recipe": "seed",
+    ...                 "dataset": "imagefolder", "data_root": "/tmp/seed-data/cifar10"})
+    'timm.resnet26 bs128 seed on cifar10'
+    """
+    amp, recipe, data = row.get("amp"), row.get("recipe"), data_name(row.get("dataset"), row.get("data_root"))
     return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
-            + (f" {recipe}" if recipe and recipe != "kit" else ""))
+            + (f" {recipe}" if recipe and recipe != "kit" else "") + (f" on {data}" if data else ""))
+
+
+def data_name(dataset, data_root) -> str | None:
+    """The data a job reads, in one word: an image folder's name, or the dataset; None for synthetic images.
+
+    >>> data_name("imagefolder", "/data/imagenet64"), data_name("cifar10", "/data"), data_name("synthetic", None)
+    ('imagenet64', 'cifar10', None)
+    """
+    if dataset == "imagefolder" and isinstance(data_root, str) and data_root:
+        return Path(data_root).name
+    return dataset if isinstance(dataset, str) and dataset and dataset != "synthetic" else None
 
 
 def job_mix_label(run: pd.DataFrame) -> str:

@@ -37,6 +37,7 @@ STUDY_33 = [cell for copies in seed.SOLO_COPIES for cell in (
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
            "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
+AMPS = ("off", "bf16", "fp16")  # a not-run cell's precision, as seed.py names it
 EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
 
 
@@ -125,13 +126,13 @@ def configurations(results: Results, experiment: str,
     models = models or MIX_MODELS
     part = results.of_experiments([experiment])
     if part.runs.empty:
-        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "amp", "batch_size",
+        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "data", "amp", "batch_size",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
     part, superseded = _without_superseded(part)
     own = analysis.with_baselines(part.jobs)
     lacking = own[own["baseline_note"].notna()]
-    notes = ([f"{superseded} run(s) that did not complete, of cells a later run completed, left out"]
+    notes = ([f"{experiment}: {superseded} run(s) that did not complete, of cells a later run completed, left out"]
              if superseded else [])
     reference = None
     if len(lacking):
@@ -144,7 +145,8 @@ def configurations(results: Results, experiment: str,
     per_run = _run_evidence(part, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
     stats = per_run.groupby(keys, dropna=False).agg(
-        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"), amp=("amp", "first"),
+        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"), data=("data", "first"),
+        amp=("amp", "first"),
         batch_size=("batch_size", "first"),
         **{f"{e}_{s}": (e, s) for e in EVIDENCE for s in ("mean", "std")}).reset_index()
     out = summary.merge(stats, on=keys, how="left")
@@ -178,6 +180,7 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
         first = run.iloc[0]
         rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
                      "model": first["model"], "dataset": first["dataset"], "amp": first["amp"],
+                     "data": analysis.data_name(first["dataset"], first.get("data_root")),
                      "batch_size": first["batch_size"],
                      "input_wait_share": _mean(run, "input_wait_share"),
                      "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
@@ -223,10 +226,11 @@ def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, fit:
             for kind, copies, layout in study] if cells.empty else []
     for workload, group in cells.groupby("workloads", sort=True):
         present = {(k, int(c), lay) for k, c, lay in zip(group["kind"], group["copies"], group["layout"])}
-        model = group["model"].iloc[0]
+        first = group.iloc[0]
         for kind, copies, layout in study:
             if (kind, copies, layout or "") not in present:
-                why = skipped.get((model, kind, copies, layout or "")) or _too_big(fit, workload, copies, layout, gpu)
+                why = _why_skipped(skipped, first, (kind, copies, layout or "")) \
+                    or _too_big(fit, workload, copies, layout, gpu)
                 rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
                              "state": f"not run, does not fit: {why}" if why else "not run"})
         for _, row in group[group["failed_jobs_mean"].fillna(0) > 0].iterrows():
@@ -259,16 +263,45 @@ def _copies(n) -> str:
 
 
 def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
-    """{(first model, kind, copies, layout): why} of the experiment's not-run cells ('timm.resnet152 bs128 off naive
-    x7'; older folders: 'timm.resnet152 naive x7')."""
+    """{(first model, precision, data, kind, copies, layout): why} of the experiment's not-run cells, named as
+    'timm.resnet152 bs128 off on imagenet naive x7'; older folders lack the data ('... bs128 off naive x7') or also
+    the precision ('timm.resnet152 naive x7'): None in its place."""
     found = {}
     rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
     for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
         parts = cell.rsplit(" ", 2)
         if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
+            jobs, _, data = parts[0].partition(" on ")
+            amp = jobs.split()[-1] if jobs.split()[-1] in AMPS else None
             kind, layout = kind_of(parts[1].split("(")[0], parts[1])
-            found[(parts[0].split(" + ")[0].split(" ")[0], kind, int(parts[2][1:]), layout or "")] = why
+            found[(jobs.split(" + ")[0].split(" ")[0], amp, data or None, kind, int(parts[2][1:]), layout or "")] = why
     return found
+
+
+def _why_skipped(skipped: dict[tuple, str], workload: pd.Series, cell: tuple) -> str | None:
+    """Why the not-run list says `cell` (kind, copies, layout) of `workload` (a row with model, amp and data) was
+    not run: an entry naming its data and precision, else one from an older folder that names fewer."""
+    model, amp, data = workload["model"], workload["amp"], workload["data"]
+    for key in ((model, amp, data), (model, amp, None), (model, None, None)):
+        if (*key, *cell) in skipped:
+            return skipped[(*key, *cell)]
+    return None
+
+
+def as_run(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cells of the recipe as the study ran it (fp32: amp off), and the others (e.g. the bf16 variant); all the
+    cells count as run where none is fp32."""
+    fp32 = cells["amp"].eq("off") if "amp" in cells else pd.Series(True, index=cells.index)
+    return (cells[fp32], cells[~fp32]) if fp32.any() else (cells, cells.iloc[0:0])
+
+
+def _versus_as_run(variant: pd.DataFrame, study: pd.DataFrame) -> str:
+    """The largest gain of the variant's cells beside the largest of the study's recipe."""
+    best = [cells.loc[cells["normalized_throughput_mean"].idxmax()] if cells["normalized_throughput_mean"].notna().any()
+            else None for cells in (variant[variant["kind"].isin(KINDS)], study[study["kind"].isin(KINDS)])]
+    said = [f"{gain_text(b)} ({b['workloads']}, {int(b['copies'])} copies, {b['kind']})" if b is not None
+            else "none measured" for b in best]
+    return f"The largest gain in bf16: {said[0]}; as the study ran it: {said[1]}."
 
 
 def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
@@ -498,7 +531,8 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     data has them), the mixes of 37, each claim beside what the data shows, and what an A100 user should expect."""
     from . import notebook
 
-    cells33, note33 = configurations(results, "seed-33", models)
+    all33, note33 = configurations(results, "seed-33", models)
+    cells33, variant33 = as_run(all33)
     cells37, note37 = configurations(results, "seed-37", models)
     placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
@@ -506,7 +540,7 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     lines = ["# Findings: the seed study on this data", "",
              f"Drawn by notebook 08 from {source or 'the runs given'}; every number below is computed from them "
              "(gain = normalized throughput, 1 = one job alone; +- is the 95 % CI).", ""]
-    noise = notebook.noise_warning(results.of_experiments(["seed-33", "seed-37"]).jobs, cells33)
+    noise = notebook.noise_warning(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)
     lines += [f"> {n}" for n in (note33, note37, noise and f"noise: {noise}") if n] + [""]
     found = claims(cells33, cells37, placements, fit, gpu, not_run)
     lines += ["## The claims", ""]
@@ -524,6 +558,13 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
     missing = missing_cells(cells33, not_run, fit, gpu)
     lines += ["### Cells not run or that did not fit", "",
               _table(missing) if len(missing) else "Every cell of the study ran.", ""]
+    if len(variant33):
+        gains, missing = gain_table(variant33), missing_cells(variant33, not_run, fit, gpu)
+        lines += ["## Experiment 33 in bf16", "", "The study's recipe with bf16 autocast, as users train today; the "
+                  "claims above hold the recipe as the study ran it (fp32).", "", _versus_as_run(variant33, cells33),
+                  "", _table(gains) if len(gains) else "No shared cell measured in bf16.", "",
+                  "### Cells not run or that did not fit (bf16)", "",
+                  _table(missing) if len(missing) else "Every cell ran in bf16.", ""]
     for experiment, what in LIKE_33.items():  # where the data has them, however partly
         cells, note = configurations(results, experiment, models)
         measured = cells[cells["normalized_throughput_mean"].notna()]  # a cell with a complete run

@@ -282,18 +282,25 @@ def record_not_run(exp_dir, cell: str, why: str) -> None:
 
 
 def _workload_label(spec: ExperimentSpec) -> str:
-    """The jobs of a cell with batch size and precision, as not-run.json names them; a batch size per job where the
-    jobs' differ (the seed's mixes train with one precision).
+    """The jobs of a cell with batch size, precision and the data of the first job (`analysis.data_name`), as
+    not-run.json names them; a batch size per job where the jobs' differ (the seed's mixes train with one precision).
 
     >>> from colloc_kit.spec import JobSpec
     >>> spec = ExperimentSpec(name="x", jobs=[JobSpec(model="timm.resnet152", batch_size=32),
     ...                                       JobSpec(model="timm.resnet26", batch_size=128)])
     >>> _workload_label(spec)
     'timm.resnet152 bs32 + timm.resnet26 bs128 off'
+    >>> _workload_label(ExperimentSpec(name="x", jobs=[JobSpec(model="timm.resnet26", dataset="imagefolder",
+    ...                                                        data_root="/data/cifar10")]))
+    'timm.resnet26 bs64 off on cifar10'
     """
+    from .analysis import data_name
+
     same = len({job.batch_size for job in spec.jobs}) == 1
     models = " + ".join(job.model if same else f"{job.model} bs{job.batch_size}" for job in spec.jobs)
-    return f"{models} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}" if same else f"{models} {spec.jobs[0].amp}"
+    label = f"{models} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}" if same else f"{models} {spec.jobs[0].amp}"
+    data = data_name(spec.jobs[0].dataset, spec.jobs[0].data_root)
+    return f"{label} on {data}" if data else label
 
 
 def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
