@@ -158,7 +158,7 @@ def test_a_failed_run_of_a_cell_a_later_run_completed_is_left_out_and_counted():
     results.runs["status"] = ["failed_jobs", "complete", "complete"]
     cells, note = findings.configurations(results, "seed-33")
     mps = cells[cells["kind"] == findings.MPS].iloc[0]
-    assert note == "1 run(s) that did not complete, of cells a later run completed, left out"
+    assert note == "seed-33: 1 run(s) that did not complete, of cells a later run completed, left out"
     assert mps["repeats"] == 1 and mps["normalized_throughput_mean"] == pytest.approx(1.8)
 
 
@@ -184,3 +184,40 @@ def test_experiments_34_to_36_get_their_gain_table_where_the_data_has_them():
     assert "2 of the study's 39 cells measured." in text
     assert "| timm.cait_xxs24_224 bs128 | 2 | 0.90 +- 0.00 x (bound by " in text
     assert "## Experiment 34" not in text and "## Experiment 36" not in text  # not in the data: no section
+
+
+def folder_jobs(data_root: str, amp: str, rates: dict) -> pd.DataFrame:
+    """seed_like's made-up jobs, reading an image folder with one precision (run ids kept apart per variant)."""
+    jobs = seed_like(rates).assign(dataset="imagefolder", data_root=data_root, amp=amp, recipe="seed")
+    return jobs.assign(run_id=jobs["run_id"] + f"-{amp}-{Path(data_root).name}")
+
+
+def test_the_claims_hold_the_studys_fp32_and_bf16_gets_its_own_section():
+    """Made-up rates (not measured): fp32 copies gain 1.2x, bf16 copies 2.5x; the claims must not borrow bf16's."""
+    rates = {("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0]}
+    fast = {("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [125.0, 125.0]}
+    jobs = pd.concat([folder_jobs("/d/cifar10", "off", rates), folder_jobs("/d/cifar10", "bf16", fast)])
+    text = findings.markdown(fake_results(jobs.to_dict("records")), "H100-80GB")
+    claims = text.split("## Where the data differs")[0]
+    assert "the largest gain is 1.20 +- 0.00 x (resnet26 bs128 seed on cifar10, 2 copies, naive)" in claims
+    assert "2.50" not in claims
+    assert "## Experiment 33 in bf16" in text
+    assert ("The largest gain in bf16: 2.50 +- 0.00 x (resnet26 bs128 bf16 seed on cifar10, 2 copies, naive); as the "
+            "study ran it: 1.20 +- 0.00 x") in text
+
+
+def test_a_not_run_cell_is_explained_only_for_its_own_precision_and_data():
+    rates = {("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0]}
+    jobs = pd.concat([folder_jobs(root, amp, rates) for root, amp in
+                      (("/d/cifar10", "off"), ("/d/cifar10", "bf16"), ("/d/imagenet64", "off"))])
+    cells, _ = findings.configurations(fake_results(jobs.to_dict("records")), "seed-33")
+    assert set(cells["workloads"]) == {"resnet26 bs128 seed on cifar10", "resnet26 bs128 bf16 seed on cifar10",
+                                       "resnet26 bs128 seed on imagenet64"}  # one model, two datasets: two workloads
+    not_run = pd.DataFrame({"experiment": ["seed-33"] * 2, "cell": ["resnet26 bs128 bf16 on cifar10 naive x7",
+                                                                   "resnet26 bs128 off naive x3"],  # an older name
+                            "why": ["bf16 too big", "fp32 too big"]})
+    states = findings.missing_cells(cells, not_run).set_index(["workload", "kind", "copies"])["state"]
+    assert states[("resnet26 bs128 bf16 seed on cifar10", findings.NAIVE, 7)] == "not run, does not fit: bf16 too big"
+    assert states[("resnet26 bs128 seed on cifar10", findings.NAIVE, 7)] == "not run"
+    assert states[("resnet26 bs128 seed on imagenet64", findings.NAIVE, 3)] == "not run, does not fit: fp32 too big"
+    assert states[("resnet26 bs128 bf16 seed on cifar10", findings.NAIVE, 3)] == "not run"

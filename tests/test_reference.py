@@ -189,19 +189,23 @@ def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy
     from colloc_kit import findings
 
     shipped, not_run = reference.load(), reference.not_run()
-    assert {"seed-33", "seed-37"} <= set(shipped.runs["experiment"])  # bf16 and 34-36 are issue 15's next sessions
+    assert {"seed-33", "seed-34", "seed-37"} <= set(shipped.runs["experiment"])  # 35 and 36 in part
     mixes, _ = findings.configurations(shipped, "seed-37")
     collocated = mixes[mixes["kind"] != findings.ALONE]
     assert {"naive", "MPS", "MPS partition (not MIG)"} <= set(collocated["kind"])
     assert collocated[["normalized_throughput_mean", "normalized_throughput_ci"]].notna().all().all()
-    cells, _ = findings.configurations(shipped, "seed-33")
-    assert "off" in set(cells["amp"]) and set(cells["batch_size"]) == {128}
     gpu = findings.gpu_of(shipped, "")
-    fit = analysis.memory_fit(shipped.of_experiments(["seed-33"]).jobs, findings.capacities(gpu))
-    missing = findings.missing_cells(cells, not_run, fit, gpu)  # not run: why (memory, or not_run.parquet)
-    assert (missing["state"] != "not run").all(), missing[missing["state"] == "not run"]  # run, or why it was not
-    ran = cells[cells["kind"] != findings.ALONE]
-    assert ran["normalized_throughput_mean"].notna().all() and ran["normalized_throughput_ci"].notna().all()
+    for experiment, batch in (("seed-33", 128), ("seed-34", 32)):
+        cells, _ = findings.configurations(shipped, experiment)
+        assert set(cells["batch_size"]) == {batch}
+        fit = analysis.memory_fit(shipped.of_experiments([experiment]).jobs, findings.capacities(gpu))
+        for precision in findings.as_run(cells) if experiment == "seed-33" else (cells,):  # fp32, and bf16 for 33
+            assert precision["workloads"].nunique() == 3, precision["workloads"].unique()
+            missing = findings.missing_cells(precision, not_run, fit, gpu)  # not run: why (memory, not_run.parquet)
+            assert (missing["state"] != "not run").all(), missing[missing["state"] == "not run"]  # run, or why not
+            ran = precision[precision["kind"] != findings.ALONE]
+            assert ran["normalized_throughput_mean"].notna().all() and ran["normalized_throughput_ci"].notna().all()
+            assert len(precision) + len(missing) == len(findings.STUDY_33) * 3  # every cell of the study, once
     jobs = shipped.jobs[shipped.jobs["status"] == "complete"]
     for column in ("sm_util_pct_mean", "sm_occupancy_pct_mean", "dram_bw_util_pct_mean", "energy_per_image_j",
                    "steady_gpu_memory_mb"):
