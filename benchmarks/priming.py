@@ -25,6 +25,7 @@ VARIANTS = {"as-worker": {"preload": False, "autotune": True},
 
 
 def mapped_libraries() -> set[str]:
+    """The names of the shared libraries this process has mapped."""
     with open("/proc/self/maps") as maps:
         return {line.split()[-1].rsplit("/", 1)[-1] for line in maps if ".so" in line}
 

@@ -296,12 +296,16 @@ def as_run(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _versus_as_run(variant: pd.DataFrame, study: pd.DataFrame) -> str:
-    """The largest gain of the variant's cells beside the largest of the study's recipe."""
+    """The largest gain of the variant's cells (e.g. bf16) beside the largest of the study's recipe."""
     best = [cells.loc[cells["normalized_throughput_mean"].idxmax()] if cells["normalized_throughput_mean"].notna().any()
             else None for cells in (variant[variant["kind"].isin(KINDS)], study[study["kind"].isin(KINDS)])]
     said = [f"{gain_text(b)} ({b['workloads']}, {int(b['copies'])} copies, {b['kind']})" if b is not None
             else "none measured" for b in best]
-    return f"The largest gain in bf16: {said[0]}; as the study ran it: {said[1]}."
+    return f"The largest gain in {_precisions(variant)}: {said[0]}; as the study ran it: {said[1]}."
+
+
+def _precisions(cells: pd.DataFrame) -> str:
+    return " and ".join(sorted(set(cells["amp"].dropna())))
 
 
 def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
@@ -560,11 +564,13 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
               _table(missing) if len(missing) else "Every cell of the study ran.", ""]
     if len(variant33):
         gains, missing = gain_table(variant33), missing_cells(variant33, not_run, fit, gpu)
-        lines += ["## Experiment 33 in bf16", "", "The study's recipe with bf16 autocast, as users train today; the "
-                  "claims above hold the recipe as the study ran it (fp32).", "", _versus_as_run(variant33, cells33),
-                  "", _table(gains) if len(gains) else "No shared cell measured in bf16.", "",
-                  "### Cells not run or that did not fit (bf16)", "",
-                  _table(missing) if len(missing) else "Every cell ran in bf16.", ""]
+        amp = _precisions(variant33)
+        lines += [f"## Experiment 33 in {amp}", "", f"The study's recipe with {amp} autocast, as users train today; "
+                  "the claims above hold the recipe as the study ran it (fp32).", "",
+                  _versus_as_run(variant33, cells33), "",
+                  _table(gains) if len(gains) else f"No shared cell measured in {amp}.", "",
+                  f"### Cells not run or that did not fit ({amp})", "",
+                  _table(missing) if len(missing) else f"Every cell ran in {amp}.", ""]
     for experiment, what in LIKE_33.items():  # where the data has them, however partly
         cells, note = configurations(results, experiment, models)
         measured = cells[cells["normalized_throughput_mean"].notna()]  # a cell with a complete run
