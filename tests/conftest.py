@@ -2,6 +2,8 @@
 that the batch and browser tests read is run once per session."""
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -36,3 +38,12 @@ def smoke(tmp_path_factory):
     from colloc_kit import batch
 
     return batch.run_batch("cpu-smoke", out=tmp_path_factory.mktemp("batch"))
+
+
+@pytest.fixture
+def sleeping_child():
+    """A real child process of the test process, asleep until the test ends (a job's worker, a data-loader worker)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()

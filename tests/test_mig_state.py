@@ -2,8 +2,6 @@
 modes, privilege and processes, and the NVML error code each refusal gives. Processes here are real ones."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 from pynvml import (
@@ -38,14 +36,6 @@ def mig_gpu(model="A100-40GB", **knobs):
     gpu = SimulatedHost(model, **knobs).gpus[0]
     assert gpu.set_mig_mode(True) == NVML_SUCCESS
     return gpu
-
-
-@pytest.fixture
-def sleeper():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def test_a_gpu_instance_starts_only_where_its_profile_allows_and_covers_its_memory_slices():
@@ -114,13 +104,13 @@ def test_enabling_mig_waits_for_a_reset_where_the_host_needs_one():
     assert gpu.snapshot() == {"mode": 1, "pending": 1, "instances": []}
 
 
-def test_a_running_process_keeps_the_mode_pending_until_it_exits(sleeper):
+def test_a_running_process_keeps_the_mode_pending_until_it_exits(sleeping_child):
     gpu = SimulatedHost("H100-80GB").gpus[0]
-    gpu.add_process(sleeper.pid)
+    gpu.add_process(sleeping_child.pid)
     assert gpu.set_mig_mode(True) == NVML_ERROR_IN_USE and not gpu.mig_enabled and gpu.mig_pending
     refused(NVML_ERROR_IN_USE, gpu.reset)
-    sleeper.kill()
-    sleeper.wait()
+    sleeping_child.kill()
+    sleeping_child.wait()
     assert gpu.running() == []  # an exited process leaves the GPU
     gpu.reset()
     assert gpu.mig_enabled
@@ -168,7 +158,7 @@ def test_compute_instances_divide_their_gpu_instance():
     refused(NVML_ERROR_NOT_FOUND, four.compute_instance, 2)
 
 
-def test_mig_devices_have_simulated_uuids_names_and_memory(sleeper):
+def test_mig_devices_have_simulated_uuids_names_and_memory(sleeping_child):
     host = SimulatedHost("A100-40GB", gpus=2, mig_enabled=True)
     gpu = host.gpus[1]
     late = gpu.create_gpu_instance(P1G, start=6).create_compute_instance(CI_1SLICE)
@@ -178,12 +168,12 @@ def test_mig_devices_have_simulated_uuids_names_and_memory(sleeper):
     assert gpu.uuid != host.gpus[0].uuid == SimulatedHost("A100-40GB").gpus[0].uuid  # stable, one per GPU
     assert host.find(late.uuid) is late and host.find(gpu.uuid) is gpu and host.find("MIG-none") is None
     assert gpu.device_name(late) == "NVIDIA A100-SXM4-40GB MIG 1g.5gb (simulated)"
-    gpu.add_process(sleeper.pid, late.uuid, used_mib=100)
+    gpu.add_process(sleeping_child.pid, late.uuid, used_mib=100)
     gpu.add_process(os.getpid(), used_mib=7)
     assert gpu.memory_bytes(late) == (4864 * 2**20, 100 * 2**20)
     assert gpu.memory_bytes() == (40960 * 2**20, 107 * 2**20)
     refused(NVML_ERROR_IN_USE, late.destroy)
-    gpu.remove_process(sleeper.pid)
+    gpu.remove_process(sleeping_child.pid)
     late.destroy()
     assert not late.exists and early.exists
 

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -28,17 +26,8 @@ def run_monitor(tmp_path, fake, seconds=0.3, min_ticks=5, **kwargs):
     return read_samples(tmp_path)
 
 
-@pytest.fixture
-def child():
-    """A real child process of this test process (as a data-loader worker is of a job's worker)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
-
-def test_device_gpm_process_and_host_series_are_written_and_mapped_to_jobs(tmp_path, child):
-    fake = FakeNvml(power_w=300.0, processes=[FakeProcess(child.pid, 1200.0, sm_util=70),
+def test_device_gpm_process_and_host_series_are_written_and_mapped_to_jobs(tmp_path, sleeping_child):
+    fake = FakeNvml(power_w=300.0, processes=[FakeProcess(sleeping_child.pid, 1200.0, sm_util=70),
                                               FakeProcess(1, 300.0, sm_util=5)])
     samples = run_monitor(tmp_path, fake, job_pids=lambda: {os.getpid(): "j0"})
 
@@ -52,9 +41,9 @@ def test_device_gpm_process_and_host_series_are_written_and_mapped_to_jobs(tmp_p
     assert gpu["sm_util_pct"].dropna().eq(80.0).all() and gpu["sm_occupancy_pct"].notna().sum() >= 2
 
     by_pid = samples.process.groupby("pid").first()
-    assert by_pid.loc[child.pid, "job"] == "j0"  # a child of the job's worker pid counts as the job's
-    assert by_pid.loc[child.pid, "gpu_mem_used_mb"] == pytest.approx(1200.0)
-    assert by_pid.loc[child.pid, "sm_util_pct"] == 70.0
+    assert by_pid.loc[sleeping_child.pid, "job"] == "j0"  # a child of the job's worker pid counts as the job's
+    assert by_pid.loc[sleeping_child.pid, "gpu_mem_used_mb"] == pytest.approx(1200.0)
+    assert by_pid.loc[sleeping_child.pid, "sm_util_pct"] == 70.0
     assert samples.process.loc[samples.process["pid"] == 1, "job"].isna().all()  # a foreign process: no job
 
     host_job = samples.host_job
