@@ -33,7 +33,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {  # name -> the module that defines it
-    "run": "experiment", "run_spec": "experiment", "sweep": "experiment", "panel": "widgets",
+    "run": "pipeline", "run_spec": "pipeline", "sweep": "pipeline", "panel": "widgets",
     "JobSpec": "spec", "ModeSpec": "spec", "ExperimentSpec": "spec",
     "load": "results", "Results": "results", "combine": "results",
     "partition_share": "modes.mps",

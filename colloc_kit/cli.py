@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BadInput, CollocKitError
+from .pipeline.executors.slurm import SlurmOptions
 from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
 from .statuses import COMPLETE
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-SLURM_FLAGS = ("partition", "time_min", "gpus_per_task", "array_parallelism", "cpus_per_task")
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -100,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                          "estimated time; run nothing (no GPU needed)")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
     slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
-    slurm.add_argument("--partition", help="Slurm partition")
-    for flag in SLURM_FLAGS[1:]:
-        slurm.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, help=f"Slurm: {flag.replace('_', ' ')}")
+    for option in SlurmOptions.flags():
+        slurm.add_argument("--" + option.name.replace("_", "-"), dest=option.name, help=option.metadata["help"],
+                           type=int if "int" in str(option.type) else str)
     modes = run.add_argument_group("sharing-mode options (a flag goes to the modes of the run that take it)")
     JobSpec.add_arguments(run.add_argument_group("job options"))
     add_mode_options(modes, taken=set(run._option_string_actions))
@@ -212,7 +212,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
-    from .experiment import run_spec
+    from .pipeline import run_spec
 
     data = read_yaml(args.spec) if args.spec else None
     if isinstance(data, dict) and "seed" in data:
@@ -249,7 +249,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
-    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | set(SLURM_FLAGS)
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | {o.name for o in SlurmOptions.flags()}
                           | {"copies", "gpus", "time_limit_s"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
@@ -275,11 +275,11 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:
     """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
-    from .cells import cell_states, cells
+    from .pipeline.cells import cells
+    from .pipeline.folder import ExperimentFolder
     from .rundir import safe_name
-    from .statuses import COMPLETE
 
-    states = cell_states(Path(out) / safe_name(spec.name))
+    states = ExperimentFolder.of(out, spec.name).cell_states()
     todo = 0
     for cell in cells(spec):
         done = cell.cell_id in states and states[cell.cell_id].status == COMPLETE
@@ -296,7 +296,7 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
                                         "monitor_interval_s", "gpus") if getattr(args, k) is not None}
-    slurm = {k: getattr(args, k) for k in SLURM_FLAGS if getattr(args, k) is not None}
+    slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
     option_names = mode_option_names()
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
     if args.spec:
@@ -373,7 +373,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """`colloc-kit status`: an experiment folder's cells and their statuses."""
     import pandas as pd
 
-    from .cells import experiment_status
+    from .pipeline.status import experiment_status
     from .statuses import CELL_STATUSES
 
     rows = experiment_status(args.path)

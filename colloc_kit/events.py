@@ -21,7 +21,10 @@ monitor samples on, so events and GPU samples align). Types and their fields:
               held steps included), `held_s`, `warmup_steps`, `peak_allocated_mb`, `peak_reserved_mb` (CUDA),
               `peak_rss_mb` (host); `note` where the budget ended inside warm-up (then `images_per_s` is null and
               `steady_s` 0).
-- `error`:    `kind` (one of ERROR_KINDS), `message`.
+- `error`:    `kind` (an `ErrorKind` a worker reports: out_of_memory, cuda_error, bad_input, other), `message`.
+
+The other way, the kit writes lines to a worker's stdin: `GO` opens the start barrier, `STOP` ends its measured
+training once every job of the run has its window (then it reports `end`). A worker whose stdin closes leaves.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
     >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP
@@ -34,11 +37,42 @@ import math
 import sys
 import threading
 import time
+from enum import Enum
 from typing import IO, Any
+
+__all__ = ["END", "EPOCH", "ERROR", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES", "ErrorKind",
+           "EventWriter", "now", "parse", "readable"]
 
 READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
 TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
-ERROR_KINDS = ("out_of_memory", "cuda_error", "bad_input", "other")
+GO, STOP = "go", "stop"  # the kit's lines to a worker's stdin
+
+
+class ErrorKind(str, Enum):
+    """Why a job failed: the first four a worker reports in its `error` event, the rest the launcher finds from how
+    the worker ended. A `str`: JSON, CSV and Parquet hold the value (`job.error_kind`).
+
+    >>> ErrorKind("crashed") == "crashed", ErrorKind.OUT_OF_MEMORY.reported_by_worker
+    (True, True)
+    """
+
+    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory
+    CUDA_ERROR = "cuda_error"        # any other CUDA error
+    BAD_INPUT = "bad_input"          # the job's spec could not be run here (a model or dataset missing, ...)
+    OTHER = "other"                  # anything else the worker caught, or a log the kit could not write
+    CRASHED = "crashed"              # the worker exited with an error code without reporting one
+    KILLED = "killed"                # the worker was killed by a signal without reporting an error
+    TIMEOUT = "timeout"              # not ready in time, or past the run's time limit
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+    @property
+    def reported_by_worker(self) -> bool:
+        """Whether a worker reports this kind itself (else the launcher finds it)."""
+        return self in (ErrorKind.OUT_OF_MEMORY, ErrorKind.CUDA_ERROR, ErrorKind.BAD_INPUT, ErrorKind.OTHER)
 
 
 def now() -> float:

@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import events
+from . import events, supervise
+from .events import ErrorKind
 from .manifest import JobOutcome
 from .modes import Slot
 from .rundir import events_file, stderr_file
 from .spec import JobSpec
 from .statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
 from .zygote import ForkedWorker, Zygote
+
+__all__ = ["GPU_JOB_CORES", "LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
 
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
@@ -80,11 +83,7 @@ def host_shares(n_concurrent: int, device: str) -> list[list[int]]:
     >>> len(host_shares(2, "cpu")) == 2
     True
     """
-    cores = sorted(os.sched_getaffinity(0))
-    size = max(1, len(cores) // max(1, n_concurrent))
-    if device != "cpu":
-        size = min(size, GPU_JOB_CORES)
-    return [cores[(i * size) % len(cores):][:size] for i in range(n_concurrent)]  # more jobs than cores: shared
+    return supervise.split_cores(supervise.host_cores(), n_concurrent, None if device == "cpu" else GPU_JOB_CORES)
 
 
 def thread_env(cores: list[int]) -> dict[str, str]:
@@ -194,7 +193,7 @@ def _pump(job: _Job, on_event) -> None:
 
 def _stop_unwritable(job: _Job, exc: OSError) -> None:
     """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
-    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": "other",
+    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": ErrorKind.OTHER.value,
                               "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
     job.ready.set()
     _signal(job, signal.SIGTERM)
@@ -215,16 +214,17 @@ def _wait_until_ready(jobs: list[_Job]) -> None:
 def _release(jobs: list[_Job]) -> float:
     """Open the barrier: one line to every waiting worker, back to back."""
     released_at = events.now()
-    _tell_all([job for job in jobs if events.READY in job.last], b"go\n")
+    _tell_all([job for job in jobs if events.READY in job.last], events.GO)
     return released_at
 
 
-def _tell_all(jobs: list[_Job], line: bytes) -> None:
-    """Write one line to the stdin of every live job (one that just died is skipped)."""
+def _tell_all(jobs: list[_Job], line: str) -> None:
+    """Write one line of the stdin protocol (`events.GO`, `events.STOP`) to every live job (one that just died is
+    skipped)."""
     for job in jobs:
         if job.alive():
             try:
-                job.proc.stdin.write(line)
+                job.proc.stdin.write(f"{line}\n".encode())
                 job.proc.stdin.flush()
             except (BrokenPipeError, OSError):
                 pass
@@ -241,25 +241,16 @@ def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
                     job.stopped_as = TIMED_OUT
             return
         if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
-            _tell_all(jobs, b"stop\n")
+            _tell_all(jobs, events.STOP)
             told = True
         time.sleep(POLL_S)
 
 
 def _stop_all(jobs: list[_Job]) -> None:
-    """Stop what still runs (SIGTERM, then SIGKILL after a grace period), and any leftover child in its group."""
+    """Stop what still runs (`supervise.stop_all`: SIGTERM, then SIGKILL after a grace period, loader processes in
+    the group too) and close the pipes."""
+    supervise.stop_all([job.proc for job in jobs], grace_s=STOP_GRACE_S)
     for job in jobs:
-        if job.alive():
-            _signal(job, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    for job in jobs:
-        try:
-            job.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    for job in jobs:
-        _signal(job, signal.SIGKILL)  # the group: data-loader workers of a killed worker too
-        job.proc.wait()
         if job.pump:
             job.pump.join(timeout=5)
         for pipe in (job.proc.stdin, job.proc.stdout):
@@ -268,10 +259,7 @@ def _stop_all(jobs: list[_Job]) -> None:
 
 
 def _signal(job: _Job, sig: int) -> None:
-    try:
-        os.killpg(job.proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    supervise.signal_group(job.proc.pid, sig)
 
 
 def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
@@ -282,16 +270,16 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
     if job.stopped_as == INTERRUPTED:
         status, message = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
     elif job.stopped_as == TIMED_OUT:
-        status, error_kind = TIMED_OUT, "timeout"
+        status, error_kind = TIMED_OUT, ErrorKind.TIMEOUT
         message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
     elif end is not None and code == 0:
         status = COMPLETE
     elif error is not None:
-        error_kind, message = error.get("kind", "other"), error.get("message")
+        error_kind, message = ErrorKind(error.get("kind", ErrorKind.OTHER)), error.get("message")
     elif code is not None and code < 0:
         name = signal.Signals(-code).name
-        error_kind, message = "killed", f"worker killed by {name} without reporting an error"
+        error_kind, message = ErrorKind.KILLED, f"worker killed by {name} without reporting an error"
     else:
-        error_kind, message = "crashed", f"worker exited with code {code} without reporting an error"
+        error_kind, message = ErrorKind.CRASHED, f"worker exited with code {code} without reporting an error"
     return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
                       released_at=released_at, ended_at=events.now(), pid=job.proc.pid)

@@ -23,14 +23,15 @@ description) still names its host and GPU.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from dataclasses import KW_ONLY, dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from . import atomic
 from .errors import BrokenRun
+from .events import ErrorKind
 from .statuses import JOB_STATUSES, RUN_STATUSES, RUNNING, Status
 
 __all__ = ["FORMAT", "MANIFEST", "HostCpu", "JobEntry", "JobOutcome", "MachineRef", "Manifest", "ModeRecord",
@@ -68,10 +69,10 @@ class _Record:
 
 
 def _plain(value: Any) -> Any:
-    """`value` as JSON holds it: records as objects, statuses as their strings."""
+    """`value` as JSON holds it: records as objects, statuses and error kinds as their strings."""
     if isinstance(value, _Record):
         return value.to_dict()
-    if isinstance(value, Status):
+    if isinstance(value, Enum):
         return value.value
     if isinstance(value, list):
         return [_plain(v) for v in value]
@@ -141,7 +142,8 @@ class SlotRecord(_Record):
 class JobOutcome(_Record):
     """What became of one job: its status (`statuses.JOB_STATUSES`) and, where it did not complete, why.
 
-    `error_kind` is out_of_memory, cuda_error, bad_input, crashed, killed, timeout or other; `released_at` is when
+    `error_kind` is an `events.ErrorKind` (a value an older kit wrote that is no kind now stays a string);
+    `released_at` is when
     the start barrier released it and `ended_at` when it ended (Unix seconds); `mode_problem` what the sharing mode
     saw go wrong (e.g. an MPS server fault), on a job that did not complete.
 
@@ -151,7 +153,7 @@ class JobOutcome(_Record):
 
     job_id: str
     status: Status
-    error_kind: str | None = None
+    error_kind: ErrorKind | str | None = None
     error: str | None = None
     exit_code: int | None = None
     released_at: float | None = None
@@ -162,6 +164,8 @@ class JobOutcome(_Record):
 
     def __post_init__(self):
         object.__setattr__(self, "status", Status(self.status))
+        if self.error_kind in ErrorKind._value2member_map_:
+            object.__setattr__(self, "error_kind", ErrorKind(self.error_kind))
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class Manifest(_Record):
     """A run's manifest: what it was asked, where it ran, how it ended. A status of "running" that no live process
     holds belongs to a run that was killed (`cells`, `results` read it so).
 
+    `alone` says whether the run's jobs each had the device to themselves (a baseline), as its mode said when the
+    run was written (None in a manifest of an older kit: `is_alone` then applies the built-in modes' rule).
     `spec` is the experiment's spec as run (`ExperimentSpec.to_dict()`); `gpu` the GPU index the cell was given
     (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`;
     `mode_state` what the mode set up and did (`SharingMode.state()`); `problems` what went wrong outside the jobs.
@@ -207,6 +213,7 @@ class Manifest(_Record):
     copies: int | None = None
     repeat: int | None = None
     sequential: bool = False
+    alone: bool | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     spec: dict[str, Any] = field(default_factory=dict)
     gpu: int | None = None
     runner_pid: int | None = None
@@ -221,6 +228,20 @@ class Manifest(_Record):
 
     def __post_init__(self):
         object.__setattr__(self, "status", Status(self.status))
+
+    @property
+    def is_alone(self) -> bool:
+        """Whether the run was a baseline: `alone` as recorded; for an older kit's manifest, the built-in modes' rule
+        from what it records (a sequential mode, or one job time-sliced with nothing), never today's plug-ins.
+
+        >>> Manifest(mode=ModeRecord("naive"), jobs=[JobEntry("j0", spec={})]).is_alone
+        True
+        >>> Manifest(mode=ModeRecord("mps"), jobs=[JobEntry("j0", spec={})], alone=False).is_alone
+        False
+        """
+        if self.alone is not None:
+            return self.alone
+        return self.sequential or (self.mode.name == "naive" and len(self.jobs) == 1)
 
     @classmethod
     def from_dict(cls, data: Any) -> "Manifest":
@@ -261,37 +282,10 @@ def read(path: str | Path) -> Manifest:
 
 
 def write(path: str | Path, manifest: Manifest) -> None:
-    """Write atomically (temp file + rename), so a reader never sees half a manifest; a failed write leaves the
-    previous manifest and no temp file. On a full disk the manifest is rewritten compactly in the space it already
-    has, where it fits, so that a run still records how it ended; else the error names the manifest."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    data = {"format": FORMAT, **manifest.to_dict()}
-    try:
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if not isinstance(exc, OSError):
-            raise
-        if exc.errno == errno.ENOSPC and _overwrite_within(path, json.dumps(data, default=str).encode()):
-            return
-        raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a failed flush does not say which file
-
-
-def _overwrite_within(path: Path, data: bytes) -> bool:
-    """Overwrite a file with data that fits in the disk blocks it already holds; False where it does not fit (or
-    the file cannot be opened)."""
-    try:
-        held = path.stat()
-        if len(data) > max(held.st_size, held.st_blocks * 512):
-            return False
-        with open(path, "r+b") as file:
-            file.write(data)
-            file.truncate()
-        return True
-    except OSError:
-        return False
+    """Write atomically (`atomic.write_json`): a reader never sees half a manifest, a failed write leaves the previous
+    one and no temp file; on a full disk it is rewritten compactly in the space it already has, where it fits, so
+    that a run still records how it ended; else the error names the manifest."""
+    atomic.write_json(path, {"format": FORMAT, **manifest.to_dict()})
 
 
 def _problem(data: Any) -> str | None:

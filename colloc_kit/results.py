@@ -32,8 +32,8 @@ from . import events, figures
 from .errors import BrokenRun
 from .manifest import JobEntry, JobOutcome, SlotRecord
 from .monitor import Samples, read_samples, summarize
-from .rundir import RunDir, find_runs, read_events
-from .statuses import COMPLETE, FAILED, INTERRUPTED, RUNNING
+from .rundir import RunDir, effective_status, find_runs, read_events
+from .statuses import COMPLETE, FAILED, INTERRUPTED
 
 HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
 
@@ -118,11 +118,11 @@ def assemble(readings: list[RunReading]) -> Results:
 def read_run(run: RunDir) -> RunReading:
     """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples."""
     manifest = run.read_manifest()
-    status = (INTERRUPTED if manifest.status == RUNNING else manifest.status).value  # running: its process died
+    status = effective_status(manifest).value
     entries = manifest.jobs
     base = {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
             "mode_label": manifest.mode.label, "copies": manifest.copies, "repeat": manifest.repeat,
-            "sequential": manifest.sequential, "alone": _alone(manifest.mode.name, len(entries)),
+            "sequential": manifest.sequential, "alone": manifest.is_alone,
             "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
             "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s}
     streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
@@ -228,17 +228,6 @@ def _steady_memory(process_samples: pd.DataFrame, job: str, window: figures.Wind
     rows = process_samples[(process_samples["job"] == job) & process_samples["t"].between(window.start, window.end)]
     per_sample = rows.groupby("t")["gpu_mem_used_mb"].sum(min_count=1).dropna()
     return float(per_sample.median()) if len(per_sample) else None
-
-
-def _alone(mode_name: str, n_jobs: int) -> bool:
-    """Whether the run's jobs had the device to themselves (a baseline), as the mode says."""
-    from .errors import BadInput
-    from .modes import mode_class
-
-    try:
-        return mode_class(mode_name).alone(n_jobs)
-    except BadInput:  # a mode this version does not know
-        return False
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:

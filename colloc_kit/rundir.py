@@ -24,14 +24,21 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from . import events, manifest
 from .errors import BadInput, BrokenRun
 from .manifest import MANIFEST, Manifest
+from .statuses import INTERRUPTED, RUNNING, Status
+
+__all__ = ["RunDir", "check_out", "effective_status", "events_file", "find_runs", "read_events", "safe_name",
+           "stderr_file"]
 
 
 def events_file(jobs_dir: Path, job_id: str) -> Path:
@@ -102,6 +109,27 @@ class RunDir:
         record = replace(self.read_manifest(), **changes)
         self.write_manifest(record)
         return record
+
+
+def effective_status(record: Manifest) -> Status:
+    """A run's status as it stands: its manifest's, except that "running" holds only while the process that runs it
+    lives (one on another host, a Slurm node, is taken as alive); a run whose process died reads as interrupted.
+
+    >>> from colloc_kit.manifest import ModeRecord
+    >>> effective_status(Manifest(mode=ModeRecord("naive"), jobs=[], runner_pid=None))
+    <Status.INTERRUPTED: 'interrupted'>
+    """
+    if record.status == RUNNING and not _alive(record.runner_pid, record.machine.hostname):
+        return INTERRUPTED
+    return record.status
+
+
+def _alive(pid: int | None, hostname: str | None) -> bool:
+    if pid is None:
+        return False
+    if hostname and hostname != socket.gethostname():
+        return True
+    return psutil.pid_exists(pid)
 
 
 def read_events(path: Path) -> list[dict]:

@@ -241,11 +241,14 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     """
     import sys
 
-    from .experiment import preflight, run_spec
+    from .pipeline import run_spec
+    from .pipeline.cell import preflight
+    from .pipeline.folder import ExperimentFolder
     from .results import combine
 
     card = Card.here(seed.gpu)
-    exp_dir = Path(out) / seed.experiment
+    folder = ExperimentFolder.of(out, seed.experiment)
+    exp_dir = folder.path
     specs = experiments(seed, card)
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
@@ -255,30 +258,13 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
         for mode in spec.modes:
             why = _does_not_fit(need, mode, card)
             if why:
-                record_not_run(exp_dir, f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
+                folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
                 print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
             else:
                 fitting.append(mode)
         if fitting:
             parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
-
-
-def record_not_run(exp_dir, cell: str, why: str) -> None:
-    """Add `cell` and why it was not run to exp_dir/not-run.json, keeping what earlier runs into the folder wrote
-    (e.g. seed-33 --amp off, then --amp bf16); written at once, so it is kept if the run is stopped later.
-
-    >>> import tempfile, json, pathlib
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> record_not_run(folder, "a x7", "too big"); record_not_run(folder, "b x7", "too big")
-    >>> sorted(json.loads((folder / "not-run.json").read_text()))
-    ['a x7', 'b x7']
-    """
-    path = Path(exp_dir) / "not-run.json"
-    not_run = json.loads(path.read_text()) if path.is_file() else {}
-    not_run[cell] = why
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(not_run, indent=1) + "\n")
 
 
 def _workload_label(spec: ExperimentSpec) -> str:

@@ -32,11 +32,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import BadInput
+from .events import ErrorKind
 from .modes.registry import validate_mode_spec
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
-FAULT_CHOICES = ("out_of_memory", "cuda_error", "crash")
+FAULTS = {"out_of_memory": ErrorKind.OUT_OF_MEMORY, "cuda_error": ErrorKind.CUDA_ERROR,  # a fault to inject, and
+          "crash": ErrorKind.KILLED}  # the error kind its job is recorded with (a crash: SIGKILL, no error reported)
+FAULT_CHOICES = tuple(FAULTS)
 RECIPE_CHOICES = ("kit", "seed")
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
@@ -266,11 +269,8 @@ class ExperimentSpec:
                      f"gpus is 'all' or a list of GPU indices such as [0, 1], got {_excerpt(self.gpus)}")
             _require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
                      f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
-        if self.slurm is not None:
+        if self.slurm is not None:  # its options are the Slurm executor's to check (pipeline/executors/slurm.py)
             _require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
-            from .slurm import validate_options
-
-            validate_options(self.slurm)
         devices = {j.device for j in self.jobs}
         _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         for mode in self.modes:

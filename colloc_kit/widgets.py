@@ -304,6 +304,6 @@ def _gpu_panels() -> go.Figure:
 
 
 def _default_run() -> Callable[..., Any]:
-    from .experiment import run
+    from .pipeline import run
 
     return run

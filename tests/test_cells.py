@@ -16,7 +16,9 @@ import pytest
 
 import colloc_kit
 from colloc_kit.gpu import nvml
-from colloc_kit.cells import cell_states, cells, experiment_status
+from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.folder import ExperimentFolder
+from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.cli import main
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
@@ -77,11 +79,11 @@ def test_failed_and_killed_cells_run_again(tmp_path):
     (run,) = find_runs(tmp_path / "k")
     cell_id = run.read_manifest().cell_id
     run.update_manifest(status="running", runner_pid=os.getpid())  # as while another command runs it
-    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "running"
+    assert ExperimentFolder(tmp_path / "k" / "experiment").cell_states()[cell_id].status == "running"
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
     assert len(find_runs(tmp_path / "k")) == 1, "a cell another live process runs is left to it"
     run.update_manifest(status="running", runner_pid=2**22 + 12345)  # as a kit killed mid-run leaves it
-    assert cell_states(tmp_path / "k" / "experiment")[cell_id].status == "interrupted"
+    assert ExperimentFolder(tmp_path / "k" / "experiment").cell_states()[cell_id].status == "interrupted"
     colloc_kit.run([TINY], mode="naive", out=tmp_path / "k", monitor=False, progress=False)
     assert [m.status for m in manifests(tmp_path / "k")] == ["running", "complete"]
 
@@ -180,7 +182,7 @@ def test_status_lists_done_failed_and_pending_cells(tmp_path, capsys):
     ({"SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "0"}, 1),  # a device cgroup renumbers CUDA's view, not Slurm's
 ])
 def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
-    from colloc_kit.experiment import _visible_gpu
+    from colloc_kit.pipeline.entry import _visible_gpu
 
     for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)

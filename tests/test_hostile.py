@@ -22,7 +22,7 @@ import pytest
 import yaml  # noqa: F401 - imported before a test forks a child that gives up root (it could not import then)
 
 import colloc_kit
-import colloc_kit.experiment  # noqa: F401 - the same
+import colloc_kit.pipeline  # noqa: F401 - the same
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.launcher import LaunchItem, Wave

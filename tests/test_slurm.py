@@ -9,7 +9,7 @@ import time
 import pytest
 
 import colloc_kit
-from colloc_kit.cells import experiment_status
+from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.cli import main
 from colloc_kit.rundir import find_runs
 from slurm_cluster import SlurmCluster, why_not

@@ -39,6 +39,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from ..errors import BadInput, BrokenRun
+from ..pipeline.folder import NOT_RUN as NOT_RUN_FILE
 from ..results import Results, load as load_runs
 from ..rundir import RunDir, safe_name
 
@@ -47,7 +48,6 @@ DEFAULT = "h100-80gb"  # what notebook 07 and the course sheets show where a fol
 TABLES = ("jobs", "epochs", "runs")  # the frames of Results that a set keeps
 MONITOR = "monitor"  # per-run monitor summaries
 NOT_RUN = "not_run"  # cells an experiment did not run, and why
-NOT_RUN_FILE = "not-run.json"  # where `colloc_kit.seed.run` names them in an experiment folder
 README = "README.md"
 COMPRESSION = "zstd"
 HOST_NOT_FIGURES = ("energy", "avg_power", "sampled")  # a window summary's GPU-only keys, left out for the host
@@ -93,7 +93,7 @@ def read_not_run(experiment_dirs: Iterable[str | Path]) -> pd.DataFrame:
     """The cells named in the experiment folders' not-run.json files (experiment, cell, why); none where absent."""
     rows = []
     for folder_ in dict.fromkeys(Path(d) for d in experiment_dirs):
-        path = folder_ / NOT_RUN_FILE
+        path = folder_ / NOT_RUN_FILE  # where `colloc_kit.seed.run` names them (pipeline/folder.py)
         try:
             found = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):

@@ -25,6 +25,7 @@ import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
 
 from .. import events
+from ..events import ErrorKind
 from ..errors import BadInput
 from ..spec import JobSpec
 from . import check_job
@@ -67,11 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except Exception as exc:  # every failure becomes one error event
         kind = error_kind(exc)
-        if kind != "bad_input":
+        if kind != ErrorKind.BAD_INPUT:
             traceback.print_exc(file=sys.stderr)
-        message = str(exc) if kind == "bad_input" else f"{type(exc).__name__}: {exc}"
-        writer.emit(events.ERROR, kind=kind, message=message[:MESSAGE_CHARS])
-        return EXIT_BAD_INPUT if kind == "bad_input" else EXIT_ERROR
+        message = str(exc) if kind == ErrorKind.BAD_INPUT else f"{type(exc).__name__}: {exc}"
+        writer.emit(events.ERROR, kind=kind.value, message=message[:MESSAGE_CHARS])
+        return EXIT_BAD_INPUT if kind == ErrorKind.BAD_INPUT else EXIT_ERROR
 
 
 def leave(code: int) -> NoReturn:
@@ -91,16 +92,16 @@ def leave(code: int) -> NoReturn:
     os._exit(code)
 
 
-def error_kind(exc: BaseException) -> str:
-    """out_of_memory / cuda_error / bad_input / other: the kinds of colloc_kit.events.ERROR_KINDS."""
+def error_kind(exc: BaseException) -> ErrorKind:
+    """The kind a worker reports for `exc`: out_of_memory, cuda_error, bad_input or other."""
     if isinstance(exc, BadInput):
-        return "bad_input"
+        return ErrorKind.BAD_INPUT
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
-        return "out_of_memory"
+        return ErrorKind.OUT_OF_MEMORY
     if isinstance(exc, RuntimeError) and CUDA_WORDS.search(str(exc)):  # torch.AcceleratorError is a RuntimeError
-        return "cuda_error"
-    return "other"
+        return ErrorKind.CUDA_ERROR
+    return ErrorKind.OTHER
 
 
 def _claim_stdout() -> IO[str]:
@@ -226,7 +227,7 @@ class _Launcher:
 
     def _listen(self) -> None:
         for line in sys.stdin:
-            if line.strip() == "stop":
+            if line.strip() == events.STOP:
                 self.said_stop.set()
         self.gone.set()
         self.said_stop.set()

@@ -1,0 +1,115 @@
+"""Run an experiment: the public calls notebooks and the CLI use (`colloc_kit.run`, `run_spec`, `sweep`).
+
+    >>> import colloc_kit
+    >>> results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "steps": 40}],
+    ...                          mode="naive", copies=2, out="runs")          # doctest: +SKIP
+    >>> results.jobs[["job", "status", "images_per_s"]]                        # doctest: +SKIP
+
+Everything is validated before anything starts (jobs, datasets, modes, copy counts, GPUs, the executor's options);
+each run's directory is written before its first job starts and completed on every exit path (rundir.py). The
+experiment folder `out/<name>/` knows its cells: the same command into the same folder runs only the cells not
+complete there, so a long matrix resumes across sessions. Where cells run is an executor's business (executors/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .. import supervise
+from ..errors import BrokenRun
+from ..progress import Progress
+from ..results import Results, RunReading, assemble, combine, read_run
+from ..rundir import check_out
+from ..spec import ExperimentSpec, JobSpec, ModeSpec
+from .cells import Plan
+from .executors import Executor, chosen
+from .folder import ExperimentFolder
+
+__all__ = ["run", "run_spec", "sweep"]
+
+
+def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
+        repeats: int = 1, out: str | Path = "runs", name: str = "experiment", gpu: int = 0,
+        gpus: list[int] | str | None = None, slurm: dict | None = None,
+        time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
+        progress: bool | Progress = True) -> Results:
+    """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
+
+    `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
+    "thread_percentage": 50}) or a ModeSpec. `gpus=[0, 1]` (or "all") spreads the cells over those GPUs;
+    `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py).
+    """
+    modes = mode if isinstance(mode, list) else [mode]
+    spec = ExperimentSpec(
+        jobs=[j if isinstance(j, JobSpec) else JobSpec.from_mapping(j) for j in jobs],
+        modes=[ModeSpec.parse(m) for m in modes], copies=copies if isinstance(copies, list) else [copies],
+        repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
+        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm)
+    return run_spec(spec, out=out, progress=progress)
+
+
+def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], copies: int | list[int] = 1,
+          baseline: Any = "exclusive", separately: bool = True, **options: Any) -> Results:
+    """The notebooks' pattern in one call: each job group alone under `baseline` (one copy), then under every mode
+    at its copy counts, all in one experiment folder; one Results of all of it, baselines included, ready for
+    `analysis.summarize`.
+
+    `modes`: names, dicts or ModeSpecs as `run` takes them; a pair (mode, copies) gives a mode its own copy counts
+    (an MPS partition layout of three: 3). `separately` (the default) measures each job group on its own, N copies
+    of one model at a time against its own baseline; False runs the groups together (a mixed workload).
+    `baseline=None` runs no baseline. `options`: the rest of `run`'s arguments (repeats, out, name, time_limit_s, ...).
+
+    >>> results = sweep([{"model": "resnet18"}, {"model": "resnet50"}], ["naive", ({"name": "mps",  # doctest: +SKIP
+    ...                 "partitions": ["3g", "3g"]}, 2)], copies=[1, 2, 4], out="runs", name="study")
+    >>> analysis.summarize(results)[["mode_label", "copies", "normalized_throughput_mean"]]     # doctest: +SKIP
+    """
+    groups = [[job] for job in jobs] if separately else [list(jobs)]
+    shared = [m for m in modes if not isinstance(m, tuple)]  # one run call: their repeats interleave (A B A B)
+    own = [m for m in modes if isinstance(m, tuple)]
+    parts = []
+    for group in groups:
+        if baseline is not None:
+            parts.append(run(group, mode=baseline, copies=1, **options))
+        if shared:
+            parts.append(run(group, mode=shared, copies=copies, **options))
+        parts += [run(group, mode=mode, copies=counts, **options) for mode, counts in own]
+    return combine(parts)
+
+
+def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True,
+             executor: str | Executor | None = None) -> Results:
+    """Run every cell of `spec` not yet complete under out/<name>/ (saying which were skipped) and return the
+    results of all its cells; an interrupt stops at once, keeping what was measured. `executor`: where the cells
+    run (a registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
+    submitted and the results of those already complete returned."""
+    folder = ExperimentFolder.of(out, spec.name)
+    if not isinstance(executor, Executor):
+        kind, options = chosen(spec, executor)
+        executor = kind(spec, folder, options, progress=progress)
+    executor.check()
+    check_out(out)
+    plan = Plan.of(spec, folder, executor.in_flight())
+    plan.say_skipped(folder)
+    with supervise.sigterm_as_interrupt():
+        handles = executor.submit(plan.todo)
+    readings = {h.cell.cell_id: h.reading() for h in handles if h.reading() is not None}
+    return _results(plan, readings, folder)
+
+
+def _results(plan: Plan, readings: dict[str, RunReading], folder: ExperimentFolder) -> Results:
+    """The results of every cell that has a run, in cell order: read as it ended here, else from its folder (a run
+    that cannot be read is named in `.broken`, as `load()` does)."""
+    states = folder.cell_states()
+    found, broken = [], {}
+    for cell in plan.all:
+        if cell.cell_id in readings:
+            found.append(readings[cell.cell_id])
+        elif cell.cell_id in states:
+            try:
+                found.append(read_run(states[cell.cell_id].run))
+            except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Parquet errors
+                broken[str(states[cell.cell_id].run.path)] = f"{type(exc).__name__}: {exc}"
+    results = assemble(found)
+    results.broken = broken
+    return results

@@ -1,0 +1,185 @@
+"""One cell run: its run directory, its mode entered and left on its GPU, its jobs launched behind one barrier (in
+waves where the mode is sequential), the monitor around them, and its manifest completed on every exit path.
+
+This is the write side: a cell returns its `Manifest`; reading the run back (`report.py`) is a separate step.
+
+    >>> placement = Placement(gpu=0, gpu_uuid=None, gpu_name=None, hostname="here", machine_file=Path("m.json"))
+    >>> run = RunDir.create("runs", spec.name, cell.label)                                 # doctest: +SKIP
+    >>> manifest = run_cell(spec, cell, placement, run, Progress(total_runs=1))            # doctest: +SKIP
+    >>> manifest.status                                                                     # doctest: +SKIP
+    <Status.COMPLETE: 'complete'>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from .. import events
+from ..launcher import LaunchItem, Wave
+from ..manifest import HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord
+from ..modes import make_mode
+from ..progress import Progress
+from ..rundir import RunDir
+from ..spec import ExperimentSpec, JobSpec
+from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
+from ..zygote import Zygote
+from .cells import Cell
+
+__all__ = ["Placement", "plan_jobs", "preflight", "run_cell", "slurm_job_id"]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a cell runs: the GPU index the mode and monitor use, its UUID and name (None on the CPU), the host, and
+    the machine description the manifest refers to."""
+
+    gpu: int
+    gpu_uuid: str | None
+    gpu_name: str | None
+    hostname: str
+    machine_file: Path
+
+    @classmethod
+    def on(cls, machine_info: dict, machine_file: Path, gpu: int, device: str) -> "Placement":
+        """GPU `gpu` of the machine `machine_info` describes (stored in `machine_file`); no card for CPU jobs."""
+        card = next((g for g in machine_info["gpus"] if g["index"] == gpu), {}) if device == "cuda" else {}
+        return cls(gpu, card.get("uuid"), card.get("name"), machine_info["host"]["hostname"], Path(machine_file))
+
+
+def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bool = True) -> None:
+    """Refuse bad input before anything starts: every job checked, every mode able to place every copy count on
+    every GPU the cells may land on."""
+    from ..worker import check_job  # noqa: PLC0415 - lazy: the worker's checks import its model and data tables
+
+    for job in spec.jobs:
+        check_job(job)
+    for gpu in (gpus or [spec.gpu]) if modes else []:
+        for mode_spec in spec.modes:
+            probe = make_mode(mode_spec, workdir=Path("."), gpu=gpu, device=spec.device)
+            for copies in spec.copies:
+                probe.check(copies * len(spec.jobs))
+
+
+def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec]]:
+    """(job id, group index, spec) for every job of one run: each group `copies` times, with distinct seeds.
+
+    >>> [job_id for job_id, _, _ in plan_jobs(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), 2)]
+    ['j0-smallcnn', 'j1-smallcnn']
+    """
+    planned = []
+    for copy in range(copies):
+        for group, job in enumerate(spec.jobs):
+            planned.append((f"j{len(planned)}-{job.model}", group, job.with_(seed=job.seed + copy)))
+    return planned
+
+
+def slurm_job_id() -> str | None:
+    """The Slurm job this process runs in ("<array job>_<task>" for an array task, as submitit names it), if any."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir, bar: Progress,
+             zygote: Zygote | None = None) -> Manifest:
+    """One cell into the fresh run directory `run` (see the module); returns its manifest as written at the end. An
+    interrupt or an error of the kit is recorded (interrupted, error) and propagates. With a `zygote`, the jobs are
+    forked from it."""
+    planned = plan_jobs(spec, cell.copies)
+    mode = make_mode(cell.mode, workdir=run.mode_dir, gpu=placement.gpu, device=spec.device)
+    manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),
+                        sequential=mode.sequential)
+    run.write_manifest(manifest)
+    bar.run_started(f"{cell.mode.label} x{cell.copies} r{cell.repeat}", len(planned))
+    outcomes: list[JobOutcome] = []
+    status, problems = INTERRUPTED, []
+    cpu_before = _children_cpu_s(zygote)
+    try:
+        with mode:
+            slots = mode.slots(len(planned))
+            items = [LaunchItem(job_id, job, slot) for (job_id, _, job), slot in zip(planned, slots)]
+            manifest = replace(manifest, mode_state=mode.state(), jobs=[
+                replace(entry, slot=SlotRecord(slot.label, slot.info)) for entry, slot in zip(manifest.jobs, slots)])
+            run.write_manifest(manifest)
+            with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
+                for wave_items in ([[i] for i in items] if mode.sequential else [items]):
+                    wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
+                                on_start=watch, zygote=zygote)
+                    try:
+                        wave.run()
+                    finally:
+                        outcomes += wave.outcomes
+            problems = mode.problems()
+        manifest = replace(manifest, mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
+        run.write_manifest(manifest)
+        status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
+    except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
+        status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
+        raise
+    finally:
+        cpu_s = round(_children_cpu_s(zygote) - cpu_before, 3)
+        manifest = _finished(run, manifest, outcomes, status, problems, cpu_s)
+        run.write_manifest(manifest)
+    return manifest
+
+
+def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir,
+             planned: list[tuple[str, int, JobSpec]], alone: bool, sequential: bool) -> Manifest:
+    """The manifest written before the first job starts (status running)."""
+    cuda = spec.device == "cuda"
+    return Manifest(
+        run_id=run.run_id, experiment=spec.name, cell_id=cell.cell_id, started_at=events.now(),
+        mode=ModeRecord(cell.mode.name, cell.mode.options, cell.mode.label),
+        copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, spec=spec.to_dict(),
+        gpu=placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
+        runner_pid=os.getpid(), slurm_job_id=slurm_job_id(),
+        machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
+                           description=os.path.relpath(placement.machine_file, run.path)),
+        host_cpu=HostCpu(cores=sorted(os.sched_getaffinity(0))),
+        monitor=MonitorSettings(enabled=spec.monitor, interval_s=spec.monitor_interval_s),
+        jobs=[JobEntry(job_id, group=group, spec=job.to_dict()) for job_id, group, job in planned])
+
+
+def _finished(run: RunDir, manifest: Manifest, outcomes: list[JobOutcome], status: Status, problems: list[str],
+              cpu_s: float) -> Manifest:
+    """The manifest completed: every job's outcome (jobs never started are marked so), problems, status, the host
+    CPU seconds its jobs used, the end time."""
+    by_id = {o.job_id: o for o in outcomes}
+    jobs = []
+    for entry in manifest.jobs:
+        started = run.events_path(entry.job).exists()  # no outcome but started: a second interrupt cut the wave
+        outcome = by_id.get(entry.job) or JobOutcome(
+            entry.job, INTERRUPTED,
+            error="stopped by an interrupt" if started else "not started: the run stopped before its turn")
+        if problems and outcome.status != COMPLETE:
+            outcome = replace(outcome, mode_problem="; ".join(problems))
+        jobs.append(replace(entry, outcome=outcome))
+    return replace(manifest, jobs=jobs, status=status, problems=problems, ended_at=events.now(),
+                   host_cpu=replace(manifest.host_cpu, cpu_s=cpu_s))
+
+
+def _children_cpu_s(zygote: Zygote | None = None) -> float:
+    """User + system CPU seconds of this process's finished children (the workers and their loader processes), and
+    of the workers `zygote` forked."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + (zygote.children_cpu_s if zygote else 0.0)
+
+
+@contextlib.contextmanager
+def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int,
+             on_gpu_sample: Callable[[Any], None] | None = None) -> Iterator[Callable[[dict[int, str]], None]]:
+    """The monitor of GPU `gpu` over the whole run (each sample also to `on_gpu_sample`, a live view); yields the
+    callback that tells it which pids belong to which job."""
+    pids: dict[int, str] = {}
+    if not spec.monitor:
+        yield pids.update
+        return
+    from ..monitor import Monitor  # noqa: PLC0415 - lazy: pyarrow and NVML load only where a run is monitored
+
+    with Monitor(run.monitor_dir, gpu=gpu if spec.device == "cuda" else None, interval_s=spec.monitor_interval_s,
+                 job_pids=lambda: dict(pids), on_gpu_sample=on_gpu_sample):
+        yield pids.update

@@ -1,0 +1,88 @@
+"""The cells of an experiment, and the plan of which to run: the unit that is run, skipped, dispatched, resumed.
+
+A cell is one (mode, copies, repeat) of a spec, in the order `ExperimentSpec.runs()` gives (repeats interleaved,
+A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs, so the same
+command into the same folder finds the cells it already ran, and a changed job (steps, batch size) makes new ones.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2])
+    >>> [c.cell_id for c in cells(spec)]                                    # doctest: +ELLIPSIS
+    ['naive-x1-r0-...', 'naive-x2-r0-...']
+    >>> import tempfile
+    >>> [c.label for c in Plan.of(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x")).todo]
+    ['naive-x1-r0', 'naive-x2-r0']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+
+from ..rundir import safe_name
+from ..spec import ExperimentSpec, ModeSpec
+from ..statuses import COMPLETE, RUNNING
+from .folder import CellState, ExperimentFolder
+
+__all__ = ["Cell", "Plan", "cells", "jobs_fingerprint"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of an experiment: its mode, copy count and repeat, and the id that names it in every manifest."""
+
+    mode: ModeSpec
+    copies: int
+    repeat: int
+    cell_id: str
+
+    @property
+    def label(self) -> str:
+        """The cell as people read it: `<mode label>-x<copies>-r<repeat>` (its run folders end with it)."""
+        return f"{self.mode.label}-x{self.copies}-r{self.repeat}"
+
+
+def jobs_fingerprint(spec: ExperimentSpec) -> str:
+    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...)."""
+    text = json.dumps([job.to_dict() for job in spec.jobs], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def cells(spec: ExperimentSpec) -> list[Cell]:
+    """Every cell of `spec`, in run order."""
+    fingerprint = jobs_fingerprint(spec)
+    return [Cell(mode, copies, repeat, f"{safe_name(mode.label)}-x{copies}-r{repeat}-{fingerprint}")
+            for mode, copies, repeat in spec.runs()]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with each cell of a spec, given its folder: run it (`todo`), or skip it because it is complete,
+    being run by a live process, or in flight elsewhere (queued in Slurm: `in_flight`, from the executor)."""
+
+    all: list[Cell]
+    todo: list[Cell]
+    done: list[Cell] = field(default_factory=list)
+    running: list[Cell] = field(default_factory=list)
+    queued: list[Cell] = field(default_factory=list)
+    states: dict[str, CellState] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: set[str] = frozenset()) -> "Plan":
+        """The plan for `spec` in `folder`; `in_flight`: ids of cells an executor has under way elsewhere."""
+        every, states = cells(spec), folder.cell_states()
+        status = {c.cell_id: states[c.cell_id].status for c in every if c.cell_id in states}
+        done = [c for c in every if status.get(c.cell_id) == COMPLETE]
+        running = [c for c in every if status.get(c.cell_id) == RUNNING]
+        queued = [c for c in every if c.cell_id in in_flight and c not in running and c not in done]
+        todo = [c for c in every if c not in done and c not in running and c not in queued]
+        return cls(every, todo, done, running, queued, states)
+
+    def say_skipped(self, folder: ExperimentFolder) -> None:
+        """Name on stderr the cells not run again, and why."""
+        for skipped, why in ((self.done, "already complete"), (self.running, "being run by another process"),
+                             (self.queued, "queued in Slurm")):
+            if skipped:
+                print(f"colloc-kit: {len(skipped)} cell(s) {why} in {folder.path}, not run again: "
+                      + ", ".join(c.label for c in skipped), file=sys.stderr)

@@ -1,0 +1,142 @@
+"""What an executor is: the one interface behind which cells run, here, on several GPUs, in Slurm or anywhere a
+plug-in sends them, in the way submitit splits an `Executor` (one abstract submission hook) from a `Job` handle
+(`result()`, `done()`, `cancel()`).
+
+An executor is built for one experiment (`Executor(spec, folder, options)`): `check()` refuses what it cannot run
+before anything starts (BadInput), `in_flight()` names the cells it has under way elsewhere (a Slurm queue), and
+`submit(cells)` hands it the cells to run, returning one `CellJob` per cell. Its options are its own typed dataclass
+(`Options`), built from the spec's mapping by `options_from`. A fourth executor is one file:
+
+    >>> from dataclasses import dataclass
+    >>> class Inline(Executor):
+    ...     name = "inline"
+    ...     def _submit(self, cells, spec_file):
+    ...         return [FinishedCell(cell, "complete") for cell in cells]
+    >>> executors.register(Inline)                                # doctest: +SKIP
+    >>> colloc_kit.run_spec(spec, executor="inline")              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from ...errors import BadInput
+from ...results import RunReading
+from ...spec import ExperimentSpec
+from ...statuses import Status
+from ..cells import Cell
+from ..folder import ExperimentFolder
+
+__all__ = ["CellJob", "Executor", "FinishedCell", "NoOptions", "options_from"]
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of an executor that takes none."""
+
+
+def options_from(kind: type, given: Mapping[str, Any] | None, where: str) -> Any:
+    """`kind` (an options dataclass) from a mapping, each value checked against its field's type (a positive whole
+    number for int, a non-empty name for str; None leaves the default); BadInput naming `where` otherwise.
+
+    >>> @dataclass(frozen=True)
+    ... class Opts:
+    ...     queue: str | None = None
+    ...     minutes: int = 60
+    >>> options_from(Opts, {"minutes": 30}, "demo")
+    Opts(queue=None, minutes=30)
+    >>> options_from(Opts, {"minutes": -1}, "demo")
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: demo: minutes must be a positive whole number, got -1
+    """
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
+        raise BadInput(f"{where}: give a mapping of options such as {{partition: gpu, time_min: 30}}, got {given!r}")
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise BadInput(f"{where}: unknown option(s) {', '.join(map(str, unknown))}; valid options: {', '.join(known)}")
+    for key, value in given.items():
+        wants = str(known[key].type)
+        if value is None:
+            continue
+        if "int" in wants and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise BadInput(f"{where}: {key} must be a positive whole number, got {value!r}")
+        if "str" in wants and not (isinstance(value, str) and value):
+            raise BadInput(f"{where}: {key} must be a name, got {value!r}")
+    return kind(**{k: v for k, v in given.items() if v is not None})
+
+
+class CellJob(abc.ABC):
+    """The handle of one submitted cell (submitit's `Job`): whether it is done, its result, a way to cancel it."""
+
+    def __init__(self, cell: Cell):
+        self.cell = cell
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Whether the cell has ended (complete or not)."""
+
+    @abc.abstractmethod
+    def result(self) -> Status | str:
+        """The cell run's status, waiting for it to end if need be."""
+
+    def cancel(self) -> None:
+        """Stop the cell if it has not ended (nothing to do for a cell that already ended)."""
+
+    def reading(self) -> RunReading | None:
+        """The run as it ended, where the executor read it back in this process (else the folder has it)."""
+        return None
+
+
+class FinishedCell(CellJob):
+    """A cell that ran to its end before `submit` returned (as the executors of this host run them)."""
+
+    def __init__(self, cell: Cell, status: Status | str, reading: RunReading | None = None):
+        super().__init__(cell)
+        self._status, self._reading = status, reading
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Status | str:
+        return self._status
+
+    def reading(self) -> RunReading | None:
+        return self._reading
+
+
+class Executor(abc.ABC):
+    """Runs an experiment's cells somewhere (see the module). Subclasses set `name`, `Options` if they take any, and
+    implement `_submit`; `check` and `in_flight` have defaults that refuse nothing and know of nothing in flight."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, spec: ExperimentSpec, folder: ExperimentFolder, options: Any = None, progress: Any = True):
+        """`options`: an `Options` or a mapping of its fields; `progress`: show progress (True, False, or a
+        `progress.Progress` to report to)."""
+        self.spec, self.folder, self.progress = spec, folder, progress
+        self.options = options if isinstance(options, self.Options) else options_from(self.Options, options,
+                                                                                         self.name)
+
+    def check(self) -> None:
+        """Refuse (BadInput) what this executor cannot run, before anything starts: jobs, modes, GPUs, tools."""
+
+    def in_flight(self) -> set[str]:
+        """Ids of the cells this executor has under way outside this process (not run again meanwhile)."""
+        return set()
+
+    def submit(self, cells: list[Cell]) -> list[CellJob]:
+        """Run (or queue) `cells` with the spec stored in the folder; one handle per cell, in order."""
+        return self._submit(cells, self.folder.write_spec(self.spec))
+
+    @abc.abstractmethod
+    def _submit(self, cells: list[Cell], spec_file: Path) -> list[CellJob]:
+        """The submission hook: run or queue `cells` (the spec is in `spec_file`; `cells` may be empty), return their
+        handles."""

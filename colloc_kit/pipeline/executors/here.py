@@ -1,0 +1,52 @@
+"""The executor of this process: the cells one after another on one GPU (or the CPU), their jobs forked from one
+zygote that imports torch once for the whole experiment (zygote.py).
+
+    >>> executor = HereExecutor(spec, ExperimentFolder.of("runs", spec.name))      # doctest: +SKIP
+    >>> [job.result() for job in executor.submit(cells(spec))]                      # doctest: +SKIP
+    ['complete', 'complete']
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ... import machine
+from ...progress import Progress
+from ...zygote import Zygote
+from ..cell import Placement, preflight
+from ..cells import Cell
+from ..report import run_reported
+from .base import CellJob, Executor, FinishedCell
+
+__all__ = ["HereExecutor", "run_in_this_process"]
+
+
+class HereExecutor(Executor):
+    """Runs the cells in this process on the spec's GPU (`gpu`)."""
+
+    name = "here"
+
+    def check(self) -> None:
+        preflight(self.spec, gpus=[self.spec.gpu])
+
+    def _submit(self, cells: list[Cell], spec_file: Path) -> list[CellJob]:
+        if not cells:
+            return []
+        info = machine.describe()
+        placement = Placement.on(info, self.folder.write_machine(info), self.spec.gpu, self.spec.device)
+        return run_in_this_process(self, cells, placement)
+
+
+def run_in_this_process(executor: Executor, cells: list[Cell], placement: Placement) -> list[CellJob]:
+    """`cells` one after another in this process at `placement`, their jobs forked from one zygote."""
+    spec, progress = executor.spec, executor.progress
+    bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(cells), enabled=bool(progress))
+    handles: list[CellJob] = []
+    try:
+        with Zygote.for_experiment(job.model for job in spec.jobs) as zygote:
+            for cell in cells:
+                reading = run_reported(spec, cell, placement, executor.folder.out, bar, zygote)
+                handles.append(FinishedCell(cell, reading.summary["status"], reading))
+    finally:
+        bar.close()
+    return handles

@@ -1,0 +1,138 @@
+"""The experiment folder `out/<name>/`, owned here: every file the run pipeline keeps beside the runs, and the state
+of each cell read from the runs.
+
+    out/<name>/specs/<fingerprint>.json     the spec as run (cell processes and Slurm tasks read it)
+    out/<name>/machines/<host>-<tag>.json   the machine, described once per experiment and host (or Slurm task)
+    out/<name>/slurm/submitted.json         {cell id: Slurm job id} of every cell submitted from the folder
+    out/<name>/slurm/<job id>/              submitit's files for each Slurm task (its logs)
+    out/<name>/dispatch/<cell>.gpu<N>.stderr.log   each cell process's stderr, on several GPUs
+    out/<name>/not-run.json                 {cell: why} for the cells an experiment chose not to run (seed.py)
+    out/<name>/<run id>/                    one run directory per cell run (rundir.py)
+
+Every JSON file goes through `atomic.write_json`.
+
+    >>> import tempfile
+    >>> folder = ExperimentFolder.of(tempfile.mkdtemp(), "demo study")
+    >>> folder.path.name
+    'demo_study'
+    >>> folder.record_not_run("resnet50 x7", "does not fit"); folder.not_run()
+    {'resnet50 x7': 'does not fit'}
+    >>> folder.cell_states()
+    {}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import atomic
+from ..errors import BrokenRun
+from ..rundir import RunDir, effective_status, find_runs, safe_name
+from ..spec import ExperimentSpec
+from ..statuses import COMPLETE, Status
+
+__all__ = ["CellState", "ExperimentFolder", "spec_fingerprint"]
+
+SPECS, MACHINES, SLURM, DISPATCH, NOT_RUN = "specs", "machines", "slurm", "dispatch", "not-run.json"
+SUBMITTED = "submitted.json"
+
+
+def spec_fingerprint(spec: ExperimentSpec) -> str:
+    """Ten hex digits naming the whole spec (its spec file in the experiment folder)."""
+    text = json.dumps(spec.to_dict(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What the experiment folder holds of one cell: its run's status (a complete run if it has one, else the
+    latest), that run, and the GPU and host it ran on."""
+
+    cell_id: str
+    status: Status
+    run: RunDir
+    gpu: int | None
+    host: str | None
+
+
+@dataclass(frozen=True)
+class ExperimentFolder:
+    """One experiment's folder: where its specs, machine descriptions, Slurm records, cell logs and not-run records
+    are, and what its runs say of each cell."""
+
+    path: Path
+
+    @classmethod
+    def of(cls, out: str | Path, name: str) -> "ExperimentFolder":
+        """The folder of experiment `name` under the results folder `out`."""
+        return cls(Path(out) / safe_name(name))
+
+    @property
+    def out(self) -> Path:
+        """The results folder that holds this experiment (run directories are made under it, by name)."""
+        return self.path.parent
+
+    def write_spec(self, spec: ExperimentSpec) -> Path:
+        """Store `spec` as run (named by its fingerprint); returns the file."""
+        return atomic.write_json(self.path / SPECS / f"{spec_fingerprint(spec)}.json", spec.to_dict())
+
+    def specs(self) -> list[ExperimentSpec]:
+        """Every spec run into this folder, oldest first."""
+        files = sorted((self.path / SPECS).glob("*.json"), key=lambda p: p.stat().st_mtime)
+        return [ExperimentSpec.from_mapping(json.loads(f.read_text())) for f in files]
+
+    def write_machine(self, info: dict[str, Any], tag: str | None = None) -> Path:
+        """Store a machine description, named by host and `tag` (default: the time); returns the file."""
+        name = f"{safe_name(info['host']['hostname'])}-{safe_name(tag or time.strftime('%Y%m%d-%H%M%S'))}.json"
+        return atomic.write_json(self.path / MACHINES / name, info)
+
+    @property
+    def slurm_dir(self) -> Path:
+        """`slurm/`: the submitted cells, and submitit's folder per task."""
+        return self.path / SLURM
+
+    def submitted(self) -> dict[str, str]:
+        """{cell_id: Slurm job id} of every cell ever submitted from this folder."""
+        path = self.slurm_dir / SUBMITTED
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def record_submitted(self, ids: dict[str, str]) -> None:
+        """Add {cell_id: Slurm job id} to the submitted cells."""
+        atomic.write_json(self.slurm_dir / SUBMITTED, {**self.submitted(), **ids})
+
+    def dispatch_log(self, cell_label: str, gpu: int) -> Path:
+        """Where a cell process on GPU `gpu` keeps its stderr (the folder is made)."""
+        (self.path / DISPATCH).mkdir(parents=True, exist_ok=True)
+        return self.path / DISPATCH / f"{cell_label}.gpu{gpu}.stderr.log"
+
+    def not_run(self) -> dict[str, str]:
+        """{cell: why} of the cells the experiment chose not to run."""
+        path = self.path / NOT_RUN
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def record_not_run(self, cell: str, why: str) -> None:
+        """Add `cell` and why it was not run, keeping what earlier runs into the folder recorded."""
+        atomic.write_json(self.path / NOT_RUN, {**self.not_run(), cell: why}, indent=1)
+
+    def cell_states(self) -> dict[str, CellState]:
+        """The state of every cell that has a run here: complete if any of its runs completed, else the latest run's
+        effective status (`rundir.effective_status`: "running" only while its process lives)."""
+        found: dict[str, CellState] = {}
+        for run in find_runs(self.path) if self.path.exists() else []:
+            try:
+                manifest = run.read_manifest()
+            except BrokenRun:
+                continue  # not a run of any cell: `load()` names it; its cell, if any, runs again
+            if manifest.cell_id is None:
+                continue
+            state = CellState(manifest.cell_id, effective_status(manifest), run, manifest.gpu,
+                              manifest.machine.hostname)
+            previous = found.get(manifest.cell_id)
+            if previous is None or previous.status != COMPLETE:  # runs are sorted by path: by start time
+                found[manifest.cell_id] = state
+        return found

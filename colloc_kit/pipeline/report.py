@@ -1,0 +1,47 @@
+"""A cell run and then read back: `run_cell` writes (cell.py never reads its run back); here the read side reads the
+run as `results.read_run` reads any run, writes the derived `jobs.csv` beside the raw records and tells the progress
+display how it ended, on every exit path. Every executor runs a cell through `run_reported`.
+
+    >>> reading = run_reported(spec, cell, placement, Path("runs"), bar)              # doctest: +SKIP
+    >>> reading.summary["n_complete"]                                                 # doctest: +SKIP
+    2
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..progress import Progress
+from ..results import RunReading, read_run
+from ..rundir import RunDir
+from ..spec import ExperimentSpec
+from ..zygote import Zygote
+from .cell import Placement, run_cell
+from .cells import Cell
+
+__all__ = ["JOBS_CSV", "run_reported"]
+
+JOBS_CSV = "jobs.csv"  # one row per job, derived from the events (a convenience copy; the events are the record)
+
+
+def run_reported(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress,
+                 zygote: Zygote | None = None) -> RunReading:
+    """Run `cell` into a new run directory under `out`, then read it back (also after an interrupt or an error,
+    which then propagate); returns the reading."""
+    run = RunDir.create(out, spec.name, cell.label)
+    try:
+        run_cell(spec, cell, placement, run, bar, zygote)
+    finally:
+        reading = _report(run, bar)
+    return reading
+
+
+def _report(run: RunDir, bar: Progress) -> RunReading:
+    reading = read_run(run)
+    pd.DataFrame(reading.jobs).to_csv(run.path / JOBS_CSV, index=False)
+    summary = reading.summary
+    bar.run_finished(f"{summary['n_complete']}/{summary['n_jobs']} complete, "
+                     f"{summary['aggregate_images_per_s'] or 0:,.0f} img/s")
+    return reading

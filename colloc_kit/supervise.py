@@ -1,0 +1,134 @@
+"""Child processes, supervised once for the whole kit: the host's cores split into blocks, a child's output pumped
+line by line, and stopping that always ends (a signal to each child's process group, a grace period, then SIGKILL for
+the group and everything below it). The launcher supervises its job workers with it, the GPU executor its cell
+processes.
+
+    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 2)
+    [[0, 1, 2, 3], [4, 5, 6, 7]]
+    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 3, at_most=2)
+    [[0, 1], [2, 3], [4, 5]]
+    >>> split_cores([0, 1], 3)                      # more children than cores: cores are shared round-robin
+    [[0], [1], [0]]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import IO, Callable, Iterable, Iterator, Protocol
+
+import psutil
+
+__all__ = ["Child", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group", "split_cores",
+           "stop_all"]
+
+
+class Child(Protocol):
+    """What supervision needs of a child: `subprocess.Popen` has it, and so has a worker the zygote forked."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def host_cores() -> list[int]:
+    """The cores this process may run on, in order."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def split_cores(cores: list[int], n: int, at_most: int | None = None) -> list[list[int]]:
+    """`n` disjoint contiguous blocks of `cores`, `len(cores) // n` each (at most `at_most`); where there are fewer
+    cores than children, one core each, shared round-robin."""
+    size = max(1, len(cores) // max(1, n))
+    if at_most is not None:
+        size = min(size, at_most)
+    return [cores[(i * size) % len(cores):][:size] for i in range(n)]
+
+
+def pump_lines(stream: IO[bytes], on_line: Callable[[str], None], name: str) -> threading.Thread:
+    """A daemon thread that hands each line of `stream` (decoded, undecodable bytes replaced) to `on_line` until the
+    stream ends, then closes it; the stream is drained to its end, so a child never blocks on a full pipe."""
+    def pump() -> None:
+        for raw in stream:
+            on_line(raw.decode("utf-8", "replace"))
+        stream.close()
+
+    thread = threading.Thread(target=pump, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send `sig` to the process group `pid` leads (a child started in a session of its own); quiet if it is gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL process `pid`, its group, and every process below it (children that started sessions of their own)."""
+    try:
+        below = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        below = []
+    signal_group(pid, signal.SIGKILL)
+    for process in below:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop_all(children: Iterable[Child], first: int = signal.SIGTERM, grace_s: float = 5.0,
+             on_kill: Callable[[Child], None] | None = None) -> None:
+    """Stop every live child: `first` to its group, up to `grace_s` seconds for all of them together, then
+    `kill_tree` for each still there (`on_kill` hears of it first); every child is reaped before this returns."""
+    children = list(children)
+    for child in children:
+        if child.poll() is None:
+            signal_group(child.pid, first)
+    deadline = time.monotonic() + grace_s
+    try:
+        for child in children:
+            try:
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        for child in children:
+            if child.poll() is None:
+                if on_kill is not None:
+                    on_kill(child)
+                kill_tree(child.pid)
+            else:
+                signal_group(child.pid, signal.SIGKILL)  # a child that ended may leave loader processes in its group
+            child.wait()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While runs are under way, SIGTERM (a timeout, a service stop, a dispatcher passing an interrupt on) takes the
+    clean path of Ctrl-C: a KeyboardInterrupt. Only the main thread can install a handler; elsewhere, as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
