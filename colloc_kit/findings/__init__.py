@@ -8,6 +8,8 @@ data lacks are listed, never fatal.
 
 Three layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
 `judge.py` (the claims, their verdicts and evidence), `render.py` (the findings as Markdown, tables for the notebook).
+Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
+path, `from .read import ...`).
 
     >>> kind_of("mig", "mig(layout=4g.40gb+2g.20gb+1g.10gb)")
     ('MIG', '4g+2g+1g')
