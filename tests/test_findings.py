@@ -1,6 +1,9 @@
 """The seed study's findings: runs sorted into the study's cells and kinds, the cells the data lacks listed, each
-claim's verdict computed from the gains, and notebook 08 writing findings whose numbers are the data's."""
+claim's verdict computed from the gains, and notebook 08 writing findings whose numbers are the data's; the
+package's layers (read <- judge <- render) importing one way."""
 
+import ast
+import importlib
 from pathlib import Path
 
 from collections import Counter
@@ -14,6 +17,7 @@ from fake_results import fake_results, job_rows
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's
+LAYERS = ["read", "judge", "render"]  # colloc_kit/findings/: each layer may import only those before it
 
 
 def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:
@@ -221,3 +225,34 @@ def test_a_not_run_cell_is_explained_only_for_its_own_precision_and_data():
     assert states[("resnet26 bs128 seed on cifar10", findings.NAIVE, 7)] == "not run"
     assert states[("resnet26 bs128 seed on imagenet64", findings.NAIVE, 3)] == "not run, does not fit: fp32 too big"
     assert states[("resnet26 bs128 bf16 seed on cifar10", findings.NAIVE, 3)] == "not run"
+
+
+def layers_imported(source: str) -> set[str]:
+    """The layers of colloc_kit/findings/ that `source`, one of its modules, imports (at the top or in a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = "colloc_kit.findings".rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module) if part)
+            names = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found |= {name.split(".")[2] for name in names if name.startswith("colloc_kit.findings.")}
+    return found & set(LAYERS)
+
+
+def test_the_layers_import_one_way_and_each_stays_under_300_lines():
+    assert layers_imported("def f():\n    from .render import markdown\n") == {"render"}  # an import in a function
+    assert layers_imported("from .. import analysis\nfrom . import judge\n") == {"judge"}
+    for i, layer in enumerate(LAYERS):
+        source = (Path(findings.__file__).parent / f"{layer}.py").read_text()
+        assert layers_imported(source) <= set(LAYERS[:i]), f"findings/{layer}.py imports a layer after its own"
+        assert len(source.splitlines()) < 300, f"findings/{layer}.py has {len(source.splitlines())} lines"
+
+
+def test_the_package_reexports_every_public_name_of_its_layers():
+    layers = [importlib.import_module(f"colloc_kit.findings.{layer}") for layer in LAYERS]
+    assert sorted(findings.__all__) == sorted(name for layer in layers for name in layer.__all__)
+    assert all(getattr(findings, name) is getattr(layer, name) for layer in layers for name in layer.__all__)

@@ -1,0 +1,30 @@
+"""The seed study's claims held against measured runs (notebook 08 and `docs/findings.md`).
+
+Experiment 33 trains copies of one model under naive time-slicing, MPS and MIG-shaped shares (MPS partitions where
+MIG is off: "MPS partition (not MIG)"); experiment 37 trains mixes of the three models. `configurations` summarises an
+experiment per cell with the evidence beside each gain; `claims` puts each claim of the paper beside what the data
+shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
+data lacks are listed, never fatal.
+
+Three layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
+`judge.py` (the claims, their verdicts and evidence), `render.py` (the findings as Markdown, tables for the notebook).
+Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
+path, `from .read import ...`).
+
+    >>> kind_of("mig", "mig(layout=4g.40gb+2g.20gb+1g.10gb)")
+    ('MIG', '4g+2g+1g')
+    >>> results, not_run, source = read("h100-80gb")                       # doctest: +SKIP
+    >>> cells, note = configurations(results, "seed-33")                   # doctest: +SKIP
+    >>> missing_cells(cells, not_run)                                      # doctest: +SKIP
+    >>> print(markdown(results, gpu_of(results), source=source, not_run=not_run))  # doctest: +SKIP
+"""
+
+from .read import (ALONE, EVIDENCE, KINDS, MIG, MIX_MODELS, MPS, NAIVE, PARTITION, STUDY_33, as_run, configurations,
+                   gpu_of, kind_of, layout_key, missing_cells, mix_label, name_of, read)
+from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements
+from .render import LIKE_33, a100_note, for_plots, gain_table, markdown
+
+__all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
+           "kind_of", "layout_key", "name_of", "configurations", "mix_label", "missing_cells", "as_run",
+           "STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text",
+           "LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]

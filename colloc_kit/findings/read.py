@@ -1,0 +1,284 @@
+"""Reading the seed study's data: the runs and not-run lists notebook 08 shows, each run sorted into the study's
+cells and kinds (`configurations`), and the cells the data lacks (`missing_cells`), the not-run lists' reasons beside
+them. Cells the data lacks are listed, never fatal.
+
+    >>> kind_of("mps", "mps(partitions=3g+3g)"), layout_key("1g+3x2g")
+    (('MPS partition (not MIG)', '3g+3g'), '2g+2g+2g+1g')
+    >>> results, not_run, note = read("h100-80gb")                        # doctest: +SKIP
+    >>> cells, note = configurations(results, "seed-33")                  # doctest: +SKIP
+    >>> missing_cells(cells, not_run)                                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import pandas as pd
+
+from .. import analysis, seed
+from ..errors import BadInput
+from ..results import Results
+from ..spec import AMP_CHOICES
+from ..statuses import COMPLETE
+
+__all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE",
+           "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "mix_label", "missing_cells",
+           "as_run"]
+
+ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", seed.PARTITION_LABEL, "MIG"
+KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
+MIX_MODELS = {name: found[0] for name, found in seed.MIX_MODELS.items()}  # 'R26' -> 'timm.resnet26'
+# experiments 33-36: per model, (kind, copies, MIG-shaped layout) of the artifact's 13 workloads (seed.py's matrix)
+STUDY_33 = [cell for copies in seed.SOLO_COPIES for cell in (
+    [(ALONE if copies == 1 else NAIVE, copies, None)]
+    + [(PARTITION, copies, "+".join([slice_] * copies)) for slice_ in seed.SOLO_SLICES[copies]]
+    + [(MPS, copies, None)])]
+EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
+
+
+def read(data: str) -> tuple[Results, pd.DataFrame, str]:
+    """What notebook 08 reads: a shipped reference set by name, a folder `colloc-kit reference export` wrote, or a
+    folder of runs (e.g. your own seed-33 and seed-37); the cells its experiments did not run (`reference.not_run`);
+    and one line saying which, or why there is nothing.
+
+    >>> results, not_run, note = read("h100-80gb")                         # doctest: +SKIP
+    """
+    from pathlib import Path
+
+    from .. import reference
+    from ..results import load
+
+    try:
+        results = reference.load(data)
+        return results, reference.not_run(data), (f"the reference data {data} ({len(results.runs)} runs of "
+                                                  f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))})")
+    except BadInput:
+        pass
+    results = load(data) if Path(data).exists() else Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    if results.runs.empty:
+        return results, reference.read_not_run([]), (
+            f"no runs in {data}, and no reference set of that name (shipped: "
+            f"{', '.join(reference.available()) or 'none in this install'}): nothing to show")
+    skipped = reference.read_not_run(Path(d).parent for d in results.runs["run_dir"].dropna())
+    return results, skipped, f"the runs in {data} ({len(results.runs)} runs)"
+
+
+def gpu_of(results: Results, gpu: str = "") -> str:
+    """The MIG table to plan with: `gpu` where given, else the built-in one of the GPU the runs used, else H100-80GB."""
+    from ..gpu.mig_catalogue import gpu_model, model_for_device
+
+    if gpu:
+        return gpu_model(gpu).name
+    names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else []
+    found = [m for m in map(model_for_device, names) if m]
+    return found[0].name if found else "H100-80GB"
+
+
+def kind_of(mode: str, label: str | None) -> tuple[str, str | None]:
+    """(kind, MIG-shaped layout) of a run from its mode and label: 'mps(partitions=3g+3g)' -> (PARTITION, '3g+3g').
+
+    >>> kind_of("mps", "mps(partitions=3x2g)"), kind_of("exclusive", "exclusive")
+    (('MPS partition (not MIG)', '2g+2g+2g'), ('alone', None))
+    """
+    found = re.search(r"(?:partitions|layout)=([^,)]+)", label or "")
+    layout = layout_key(found.group(1)) if found else None
+    if mode == "exclusive":
+        return ALONE, None
+    if mode == "mig":
+        return MIG, layout
+    if mode == "mps":
+        return (PARTITION, layout) if layout else (MPS, None)
+    return NAIVE if mode == "naive" else mode, layout
+
+
+def layout_key(text: str) -> str:
+    """A MIG-shaped layout in one spelling, largest first: '1g+3x2g' and '2g,2g,1g,2g' -> '2g+2g+2g+1g'."""
+    shapes = []
+    for item in re.split(r"[+,]", text):
+        match = re.fullmatch(r"\s*(?:(\d+)\s*[x*]\s*)?(\d+g)(?:\.\d+gb)?\s*", item)
+        if match:
+            shapes += [match.group(2)] * int(match.group(1) or 1)
+    return "+".join(sorted(shapes, key=lambda s: -int(s[:-1])))
+
+
+def name_of(model: str, models: dict[str, str]) -> str | None:
+    """The study's name ('R26', 'R50', 'R152') of a model in `models` ({name: model}); 'resnet26' and
+    'timm.resnet26' both count as timm.resnet26."""
+    for name, wanted in models.items():
+        if model == wanted or model.removeprefix("timm.") == wanted.removeprefix("timm."):
+            return name
+    return None
+
+
+def configurations(results: Results, experiment: str,
+                   models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str | None]:
+    """One row per cell of `experiment` (`analysis.summarize`'s columns) with its kind and layout, the workload or
+    mix it trained in the study's terms (`models`: {'R26': model, ...}, the study's timm models by default), and
+    the evidence beside summarize's SM activity: input wait share, host CPU, jobs, failed jobs and jobs out of memory
+    (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none there they
+    are borrowed from the other experiments of `results`, and the note says so (else None).
+    """
+    models = models or MIX_MODELS
+    part = results.of_experiments([experiment])
+    if part.runs.empty:
+        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "data", "amp", "batch_size",
+                   *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
+        return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
+    part, superseded = _without_superseded(part)
+    own = analysis.with_baselines(part.jobs)
+    lacking = own[own["baseline_note"].notna()]
+    notes = ([f"{experiment}: {superseded} run(s) that did not complete, of cells a later run completed, left out"]
+             if superseded else [])
+    reference = None
+    if len(lacking):
+        names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
+        reference = results.jobs
+        notes.append(f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads "
+                     f"in {', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
+    note = "; ".join(notes) or None
+    summary = analysis.summarize(part, reference)
+    per_run = _run_evidence(part, models)
+    keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
+    stats = per_run.groupby(keys, dropna=False).agg(
+        mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"), data=("data", "first"),
+        amp=("amp", "first"),
+        batch_size=("batch_size", "first"),
+        **{f"{e}_{s}": (e, s) for e in EVIDENCE for s in ("mean", "std")}).reset_index()
+    out = summary.merge(stats, on=keys, how="left")
+    kinds = [kind_of(m, label) for m, label in zip(out["mode"], out["mode_label"])]
+    out["kind"] = [k for k, _ in kinds]
+    out["layout"] = [layout or "" for _, layout in kinds]  # "" where the kind has no layout
+    return out, note
+
+
+def _without_superseded(results: Results) -> tuple[Results, int]:
+    """The runs, less those that did not complete of cells that a run completed (a resumed experiment reruns a
+    failed or interrupted cell: its completed run replaces the earlier one); and how many were left out."""
+    runs = results.runs
+    if "cell_id" not in runs or runs.empty:
+        return results, 0
+    done = set(runs.loc[runs["status"] == COMPLETE, "cell_id"].dropna())
+    drop = runs["cell_id"].isin(done) & (runs["status"] != COMPLETE)
+    if not drop.any():
+        return results, 0
+    keep = set(runs.loc[~drop, "run_id"])
+    return Results(*(frame[frame["run_id"].isin(keep)] if "run_id" in frame else frame
+                     for frame in (results.jobs, results.epochs, results.runs))), int(drop.sum())
+
+
+def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
+    """Per run: its cell's keys, what it trained (model and dataset of one-workload runs, the mix in study terms),
+    and the evidence figures."""
+    rows = []
+    for run_id, run in results.jobs.groupby("run_id", sort=False):
+        names = Counter(name_of(m, models) for m in run["model"])
+        first = run.iloc[0]
+        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
+                     "model": first["model"], "dataset": first["dataset"], "amp": first["amp"],
+                     "data": analysis.data_name(first["dataset"], first.get("data_root")),
+                     "batch_size": first["batch_size"],
+                     "input_wait_share": _mean(run, "input_wait_share"),
+                     "jobs": float(len(run)), "failed_jobs": float(run["status"].ne(COMPLETE).sum()),
+                     "out_of_memory_jobs": float(run["error_kind"].eq("out_of_memory").sum())
+                     if "error_kind" in run else 0.0})
+    evidence = pd.DataFrame(rows)
+    host_cpu = results.runs.get("host_cpu_util_pct_mean", pd.Series(math.nan, index=results.runs.index))
+    runs = results.runs[["run_id", "experiment", "mode", "mode_label", "copies"]].assign(
+        host_cpu_util_pct=host_cpu.astype(float))
+    return runs.merge(evidence, on="run_id")
+
+
+def mix_label(names: Counter) -> str | None:
+    """A run's mix in the study's words, e.g. 'R26 + R50 as 2+1' (as seed.py names its cells); None for a run of one
+    model or of a model the study did not mix."""
+    if None in names or len(names) < 2:
+        return None
+    for mix in seed.MIXES:
+        if set(mix) == set(names):
+            return " + ".join(mix) + " as " + "+".join(str(names[n]) for n in mix)
+    return None
+
+
+def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, fit: pd.DataFrame | None = None,
+                  gpu: str = "H100-80GB", study: list = STUDY_33) -> pd.DataFrame:
+    """Per workload of experiment 33, the study's cells the data lacks (with the reason where the experiment's
+    not-run list gives one, or where `fit`, `analysis.memory_fit` on `gpu`'s capacities, says its jobs cannot fit),
+    the cells whose jobs ran out of memory and those whose jobs failed otherwise (means over repeats)."""
+    skipped = _skipped(not_run, cells["experiment"].iloc[0] if len(cells) else "seed-33")
+    rows = [{"workload": "any", "kind": kind, "copies": copies, "layout": layout or "", "state": "not run"}
+            for kind, copies, layout in study] if cells.empty else []
+    for workload, group in cells.groupby("workloads", sort=True):
+        present = {(k, int(c), lay) for k, c, lay in zip(group["kind"], group["copies"], group["layout"])}
+        first = group.iloc[0]
+        for kind, copies, layout in study:
+            if (kind, copies, layout or "") not in present:
+                why = _why_skipped(skipped, first, (kind, copies, layout or "")) \
+                    or _too_big(fit, workload, copies, layout, gpu)
+                rows.append({"workload": workload, "kind": kind, "copies": copies, "layout": layout or "",
+                             "state": f"not run, does not fit: {why}" if why else "not run"})
+        for _, row in group[group["failed_jobs_mean"].fillna(0) > 0].iterrows():
+            oom, failed, jobs = (row[f"{e}_mean"] for e in ("out_of_memory_jobs", "failed_jobs", "jobs"))
+            state = f"did not fit: {oom:.0f} of {jobs:.0f} jobs out of memory" if oom else \
+                f"failed: {failed:.0f} of {jobs:.0f} jobs did not complete ({row['flags'] or 'see the jobs frame'})"
+            rows.append({"workload": workload, "kind": row["kind"], "copies": int(row["copies"]),
+                         "layout": row["layout"], "state": state})
+    return pd.DataFrame(rows, columns=["workload", "kind", "copies", "layout", "state"])
+
+
+def _too_big(fit: pd.DataFrame | None, workload: str, copies: int, layout: str | None, gpu: str) -> str | None:
+    """Why `copies` jobs of `workload` cannot fit the card (or one its layout's shares), by their steady footprint
+    alone (`fit`: analysis.memory_fit on `capacities(gpu)`); None where they fit or nothing is known."""
+    from ..gpu.mig_catalogue import resolve
+
+    if fit is None or fit.empty:
+        return None
+    capacity, needed = (f"{gpu} {resolve(layout.split('+')[0], gpu).name}", 1) if layout else (f"{gpu} card", copies)
+    found = fit[(fit["workload"] == workload) & (fit["capacity"] == capacity)].dropna(subset=["copies_fit"])
+    if found.empty or found["copies_fit"].iloc[0] >= needed:
+        return None
+    row = found.iloc[0]
+    return (f"by its steady footprint alone ({row['steady_gpu_memory_mb']:,.0f} MiB), {_copies(row['copies_fit'])} "
+            f"fit in {capacity} ({row['capacity_mb']:,.0f} MiB)")
+
+
+def _copies(n) -> str:
+    return f"{int(n)} cop{'y' if int(n) == 1 else 'ies'}"
+
+
+def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
+    """{(first model, precision, data, kind, copies, layout): why} of the experiment's not-run cells, named as
+    'timm.resnet152 bs128 off on imagenet naive x7'; older folders lack the data ('... bs128 off naive x7') or also
+    the precision ('timm.resnet152 naive x7'): None in its place."""
+    found = {}
+    rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
+    for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
+        parts = cell.rsplit(" ", 2)
+        if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
+            jobs, _, data = parts[0].partition(" on ")
+            amp = jobs.split()[-1] if jobs.split()[-1] in AMP_CHOICES else None
+            kind, layout = kind_of(parts[1].split("(")[0], parts[1])
+            found[(jobs.split(" + ")[0].split(" ")[0], amp, data or None, kind, int(parts[2][1:]), layout or "")] = why
+    return found
+
+
+def _why_skipped(skipped: dict[tuple, str], workload: pd.Series, cell: tuple) -> str | None:
+    """Why the not-run list says `cell` (kind, copies, layout) of `workload` (a row with model, amp and data) was
+    not run: an entry naming its data and precision, else one from an older folder that names fewer."""
+    model, amp, data = workload["model"], workload["amp"], workload["data"]
+    for key in ((model, amp, data), (model, amp, None), (model, None, None)):
+        if (*key, *cell) in skipped:
+            return skipped[(*key, *cell)]
+    return None
+
+
+def as_run(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The cells of the recipe as the study ran it (fp32: amp off), and the others (e.g. the bf16 variant); all the
+    cells count as run where none is fp32."""
+    fp32 = cells["amp"].eq("off") if "amp" in cells else pd.Series(True, index=cells.index)
+    return (cells[fp32], cells[~fp32]) if fp32.any() else (cells, cells.iloc[0:0])
+
+
+def _mean(frame: pd.DataFrame, column: str) -> float:
+    return frame[column].astype(float).mean() if column in frame and frame[column].notna().any() else math.nan
