@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from . import atomic
 from .errors import BadInput
 
 PROFILES_FILE = Path(__file__).with_name("batch_profiles.yaml")
@@ -176,9 +177,9 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
         log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
     report = BatchReport(profile, folder, outcomes, started_at, time.monotonic() - started, *describe_machine())
     write_index(report)
-    (folder / "batch.json").write_text(json.dumps({"profile": profile, "started_at": started_at,
-                                                   "seconds": report.seconds, "host": report.host, "gpus": report.gpus,
-                                                   "notebooks": [asdict(o) for o in outcomes]}, indent=2, default=str))
+    atomic.write_json(folder / "batch.json", {"profile": profile, "started_at": started_at, "seconds": report.seconds,
+                                              "host": report.host, "gpus": report.gpus,
+                                              "notebooks": [asdict(o) for o in outcomes]})
     log(f"{len(outcomes) - len(report.failed)} of {len(outcomes)} notebooks ok in {report.seconds:.0f} s; "
         f"open {folder / 'index.html'}")
     return report

@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import atomic
 from .errors import BadInput
 
 MARKER = "STANDIN.txt"
@@ -112,10 +113,9 @@ def _write_class(chunk: tuple[str, str, int, int]) -> int:
         pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
         if path.exists():
             continue
-        tmp = path.with_name(path.name + ".tmp")
-        if layout.suffix == ".JPEG":
-            Image.fromarray(pixels).save(tmp, format="JPEG", quality=IMAGENET_JPEG_QUALITY)
-        else:
-            Image.fromarray(pixels).save(tmp, format="PNG")
-        tmp.replace(path)  # a killed make leaves no half-written image behind
+        with atomic.replacing(path) as tmp:  # a killed make leaves no half-written image behind
+            if layout.suffix == ".JPEG":
+                Image.fromarray(pixels).save(tmp, format="JPEG", quality=IMAGENET_JPEG_QUALITY)
+            else:
+                Image.fromarray(pixels).save(tmp, format="PNG")
     return count

@@ -594,10 +594,10 @@ def test_a_manifest_on_a_full_disk_is_rewritten_in_its_own_space_or_kept_whole(t
     there; one that does not fit fails naming the manifest, which stays whole. No temp file is left either way."""
     run = RunDir.create(tmp_path, "exp", "naive-x1-r0")
     run.write_manifest(Manifest.from_dict({"status": "running", "mode": {"name": "naive"}, "jobs": []}))
-    (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
+    (run.path / f".{MANIFEST}.{os.getpid()}.tmp").symlink_to("/dev/full")  # atomic.py's temp file
     run.update_manifest(status="complete")
     assert run.read_manifest().status == "complete"
-    (run.path / (MANIFEST + ".tmp")).symlink_to("/dev/full")
+    (run.path / f".{MANIFEST}.{os.getpid()}.tmp").symlink_to("/dev/full")  # atomic.py's temp file
     with pytest.raises(OSError, match="No space left on device") as raised:
         run.update_manifest(status="failed_jobs", problems=["x" * 100_000])
     assert raised.value.filename == str(run.path / MANIFEST)

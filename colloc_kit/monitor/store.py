@@ -29,6 +29,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import atomic
+
 SERIES = ("samples_gpu", "samples_mig", "samples_process", "samples_host", "samples_host_job")
 INFO_FILE = "monitor.json"
 
@@ -129,11 +131,5 @@ def read_samples(path: str | Path) -> Samples:
 
 
 def write_info(monitor_dir: Path, info: dict[str, Any]) -> None:
-    """Write monitor.json atomically (a reader never sees half a file; a failed write leaves no temp file)."""
-    tmp = monitor_dir / (INFO_FILE + ".tmp")
-    try:
-        tmp.write_text(json.dumps(info, indent=1, default=str))
-        tmp.replace(monitor_dir / INFO_FILE)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write monitor.json atomically (`atomic.write_json`)."""
+    atomic.write_json(monitor_dir / INFO_FILE, info, indent=1)

@@ -1,0 +1,110 @@
+"""The run pipeline's seams: an executor added from one file runs real CPU cells, and every JSON file of the kit is
+written through the one atomic write, which a full disk (/dev/full) cannot tear."""
+
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import colloc_kit
+from colloc_kit import atomic
+from colloc_kit.errors import BadInput
+from colloc_kit.pipeline import executors
+from colloc_kit.rundir import find_runs
+from colloc_kit.spec import ExperimentSpec, JobSpec
+
+PACKAGE = Path(colloc_kit.__file__).parent
+TINY = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, batch_size=8, workers=0)
+
+INLINE_EXECUTOR = '''
+"""A fourth executor, in one file: each cell in this process, no zygote, and a record of what it ran."""
+from colloc_kit import machine
+from colloc_kit.pipeline.cell import Placement
+from colloc_kit.pipeline.executors import Executor, FinishedCell, register
+from colloc_kit.pipeline.report import run_reported
+from colloc_kit.progress import Progress
+
+
+@register
+class InlineExecutor(Executor):
+    name = "inline"
+    ran = []
+
+    def _submit(self, cells, spec_file):
+        info = machine.describe()
+        placement = Placement.on(info, self.folder.write_machine(info), 0, self.spec.device)
+        handles = []
+        for cell in cells:
+            reading = run_reported(self.spec, cell, placement, self.folder.out, Progress(1, enabled=False))
+            type(self).ran.append((cell.label, spec_file.name))
+            handles.append(FinishedCell(cell, reading.summary["status"], reading))
+        return handles
+'''
+
+
+@pytest.fixture
+def inline_executor(tmp_path, monkeypatch):
+    (tmp_path / "inline_executor.py").write_text(INLINE_EXECUTOR)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("inline_executor")
+    yield module.InlineExecutor
+    executors._REGISTRY.pop("inline", None)
+    sys.modules.pop("inline_executor", None)
+
+
+@pytest.mark.slow
+def test_a_fourth_executor_from_one_file_runs_real_cpu_cells(tmp_path, inline_executor):
+    spec = ExperimentSpec(jobs=[TINY], copies=[1, 2], name="plugged", monitor=False)
+    results = colloc_kit.run_spec(spec, out=tmp_path / "runs", progress=False, executor="inline")
+    assert [label for label, _ in inline_executor.ran] == ["naive-x1-r0", "naive-x2-r0"]
+    assert list(results.runs["status"]) == ["complete", "complete"]
+    assert (results.jobs["images_per_s"] > 0).all()
+    assert len(find_runs(tmp_path / "runs" / "plugged")) == 2
+    again = colloc_kit.run_spec(spec, out=tmp_path / "runs", progress=False, executor="inline")  # resumes: none
+    assert len(inline_executor.ran) == 2 and len(again.runs) == 2
+
+
+def test_an_unknown_executor_and_bad_executor_options_are_refused_before_anything_starts(tmp_path):
+    spec = ExperimentSpec(jobs=[TINY], name="refused", monitor=False)
+    with pytest.raises(BadInput, match="executor 'nowhere' is not known; known: gpus, here, slurm"):
+        colloc_kit.run_spec(spec, out=tmp_path, executor="nowhere")
+    slurm = ExperimentSpec(jobs=[TINY], name="refused", monitor=False, slurm={"time_min": -5})
+    with pytest.raises(BadInput, match="slurm: time_min must be a positive whole number, got -5"):
+        colloc_kit.run_spec(slurm, out=tmp_path)
+    with pytest.raises(BadInput, match="unknown option.*queue.*valid options: partition, time_min"):
+        colloc_kit.run_spec(ExperimentSpec(jobs=[TINY], name="r", slurm={"queue": "gpu"}), out=tmp_path)
+    assert not (tmp_path / "refused").exists()
+
+
+def test_registering_something_that_is_not_an_executor_is_refused():
+    with pytest.raises(BadInput, match="a subclass of colloc_kit.pipeline.executors.Executor"):
+        executors.register(dict)
+
+
+def test_an_atomic_write_on_a_full_disk_names_the_file_keeps_the_old_one_and_leaves_no_temp_file(tmp_path):
+    path = tmp_path / "status.json"
+    atomic.write_json(path, {"cells": ["a", "b"]})
+    temp = tmp_path / f".{path.name}.{os.getpid()}.tmp"
+    temp.symlink_to("/dev/full")  # the temp file's every write fails with ENOSPC
+    atomic.write_json(path, {"cells": ["c"]})  # fits in the file's own blocks: written there
+    assert path.read_text() == '{"cells": ["c"]}'
+    temp.symlink_to("/dev/full")
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        atomic.write_json(path, {"cells": ["x" * 100_000]})
+    assert raised.value.filename == str(path)
+    assert path.read_text() == '{"cells": ["c"]}' and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    new = tmp_path / "new.json"
+    (tmp_path / f".{new.name}.{os.getpid()}.tmp").symlink_to("/dev/full")
+    with pytest.raises(OSError, match="No space left on device"):
+        atomic.write_json(new, {"a": 1})
+    assert not new.exists() and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_every_json_file_of_the_kit_is_written_through_the_atomic_write():
+    by_hand = [f"{p.relative_to(PACKAGE)}:{n}" for p in PACKAGE.rglob("*.py") if p.name != "atomic.py"
+               for n, line in enumerate(p.read_text().splitlines(), 1)
+               if re.search(r"os\.replace\(|\.replace\(path\)|write_text\(json\.dumps|json\.dump\(", line)]
+    assert not by_hand, f"write these through colloc_kit.atomic: {by_hand}"
