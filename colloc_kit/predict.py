@@ -17,7 +17,8 @@ ask of it over what it offers:
 
 A job runs at its lone rate times f = g(X) for the tightest shared or partition limit, where g(x) = (1 + x^k)^(-1/k)
 is a smooth minimum of 1 and 1/x (k, the sharpness, fitted): far below a limit a job runs as alone, far above it
-the jobs share it, and near it they queue. The gain is the kit's normalized throughput: the sum of each job's rate over its lone rate.
+the jobs share it, and near it they queue. The gain is the kit's normalized throughput: the sum of each job's rate
+over its lone rate.
 Memory must fit first (steady footprint alone, `figures.MEMORY_MARGIN` kept free), else nothing is predicted.
 
     >>> lone = LoneProfile("r26", images_per_s=1500.0, gpu_busy=0.58, sm_active=0.49, dram=0.34,

@@ -12,7 +12,7 @@ ROWS = {  # docs/architecture.md's table: a module may import only from its own 
     3: ["rundir", "manifest", "figures", "results"],
     4: ["launcher", "cells", "experiment", "dispatch", "slurm", "progress", "machine"],
     5: ["analysis", "plots", "seed", "findings", "reference", "notebook", "background", "widgets", "batch", "cli",
-        "mig_cli"],
+        "mig_cli", "predict", "predict_check", "advise", "advise_cli"],
 }
 REACHING_DOWN = {  # imports inside a function that reach a lower row, each with its reason
     ("colloc_kit.spec", "colloc_kit.slurm"): "the spec checks its `slurm:` options against the Slurm module's table",
