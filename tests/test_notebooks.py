@@ -117,7 +117,8 @@ def test_markdown_quotes_no_measured_figure(path):
 @pytest.mark.slow
 def test_guess_before_you_run_executes_on_the_cpu_from_the_shipped_data(tmp_path):
     (path,) = [nb for nb in TOP if nb.stem.startswith("09")]
-    outcome = batch.execute(path, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"], "GUESS": 1.7}, tmp_path)
+    parameters = {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"], "GUESS": 1.7}
+    outcome = batch.execute(path, parameters, tmp_path)
     assert outcome.status == "ok", outcome.error
     text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / path.name, as_version=4).cells
                    if c.cell_type == "code" for o in c.outputs)
