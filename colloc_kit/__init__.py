@@ -16,6 +16,7 @@
     mig_simulator, partition_share     a simulated MIG GPU; the MPS share that mimics a MIG profile
     monitor                            measure your own code: time, energy, GPU samples
     reference, findings                the shipped reference data; the seed study's claims beside the data
+    predict, predict_check, advise     a mix's gain predicted from lone runs; held against runs; ranked configurations
     CollocKitError, BadInput, GpuStateError   the kit's errors
 
     >>> from colloc_kit import mig_planner
@@ -43,6 +44,7 @@ _MODULES = {  # name -> the module itself
     "analysis": "analysis", "plots": "plots", "notebook": "notebook", "widgets": "widgets", "machine": "machine",
     "modes": "modes", "reference": "reference", "findings": "findings", "mig_catalogue": "gpu.mig_catalogue",
     "mig_planner": "gpu.mig_planner", "mig_simulator": "gpu.mig_simulator", "monitor": "monitor",
+    "predict": "predict", "predict_check": "predict_check", "advise": "advise",
 }
 __all__ = sorted([*_LAZY, *_MODULES])
 

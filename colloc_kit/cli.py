@@ -1,4 +1,4 @@
-"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference.
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--quiet", action="store_true", help="no progress bar")
     make.set_defaults(handler=cmd_data_make)
 
+    from .advise_cli import add_subcommand as add_advise
     from .batch import add_subcommand as add_batch
     from .mig_cli import add_subcommands as add_mig
     from .reference.cli import add_subcommands as add_reference
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mig(sub)
     add_batch(sub)
     add_reference(sub)
+    add_advise(sub)
     return parser
 
 

@@ -23,8 +23,8 @@ def parameters_cell(path):
     return cells[0]
 
 
-def test_there_are_the_eight_notebooks_and_a_course():
-    assert [nb.stem[:2] for nb in TOP] == ["01", "02", "03", "04", "05", "06", "07", "08"]
+def test_there_are_the_nine_notebooks_and_a_course():
+    assert [nb.stem[:2] for nb in TOP] == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
     exercises = {nb.name for nb in ALL if "course" in nb.parts and "solutions" not in nb.parts}
     solutions = {nb.name for nb in ALL if "solutions" in nb.parts}
     assert exercises and exercises == solutions  # every sheet has its teacher's copy, kept apart
@@ -112,3 +112,14 @@ def test_the_figure_check_finds_pasted_numbers():
 @pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
 def test_markdown_quotes_no_measured_figure(path):
     assert quoted_figures(path) == [], f"{path.name}: compute these in a code cell (its runs or reference.load)"
+
+
+@pytest.mark.slow
+def test_guess_before_you_run_executes_on_the_cpu_from_the_shipped_data(tmp_path):
+    (path,) = [nb for nb in TOP if nb.stem.startswith("09")]
+    parameters = {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"], "GUESS": 1.7}
+    outcome = batch.execute(path, parameters, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / path.name, as_version=4).cells
+                   if c.cell_type == "code" for o in c.outputs)
+    assert "Measured on the H100" in text and "Your guess 1.70" in text and "Reading:" in text

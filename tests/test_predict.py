@@ -1,0 +1,141 @@
+"""The collocation model (colloc_kit.predict), its validation (predict_check) and the advisor (advise, colloc-kit
+advise): the arithmetic on hand-made lone profiles, the ranking, bad input, and --confirm on real CPU processes."""
+
+import math
+
+import pytest
+
+import colloc_kit
+from colloc_kit import advise as adv, predict_check
+from colloc_kit.cli import main
+from colloc_kit.errors import BadInput
+from colloc_kit.predict import CALIBRATION, Config, LoneProfile, Target, predict, smooth_min
+
+K = CALIBRATION.sharpness
+INPUT = LoneProfile("input", 1000.0, gpu_busy=0.10, sm_active=0.05, dram=0.05, input_wait=0.70, memory_mb=4000.0)
+SM = LoneProfile("sm", 2000.0, gpu_busy=0.95, sm_active=0.80, dram=0.30, input_wait=0.01, memory_mb=6000.0)
+DRAM = LoneProfile("dram", 3000.0, gpu_busy=0.60, sm_active=0.30, dram=0.70, input_wait=0.01, memory_mb=5000.0)
+BIG = LoneProfile("big", 500.0, gpu_busy=0.50, sm_active=0.40, dram=0.20, input_wait=0.01, memory_mb=50000.0)
+LONE = {p.workload: p for p in (INPUT, SM, DRAM, BIG)}
+
+
+def test_an_input_bound_job_gains_copies_until_its_core_block_shrinks():
+    three = predict(Config("mps", ("input",) * 3), LONE)
+    assert three.gain == pytest.approx(3 * smooth_min(0.15 / CALIBRATION.mps_capacity, K))  # SMs far from full
+    assert three.binding.startswith("as alone") and "input pipeline" in three.binding
+    seven = predict(Config("mps", ("input",) * 7), LONE)  # 16 cores // 7 = 2 of the 4 it had alone: half its rate
+    assert seven.gain == pytest.approx(3.5) and seven.binding == "host cores and input pipeline"
+    assert seven.aggregate_images_per_s == pytest.approx(3500.0)
+    assert "4 x" not in seven.explain() and "load 2.00 -> x0.50" in seven.explain()
+
+
+def test_an_sm_bound_pair_shares_the_sms_under_mps_and_the_time_slices_under_naive():
+    mps = predict(Config("mps", ("sm", "sm")), LONE)
+    assert mps.gain == pytest.approx(2 * smooth_min(1.6 / CALIBRATION.mps_capacity, K)) and mps.binding == "SMs (MPS)"
+    naive = predict(Config("naive", ("sm", "sm")), LONE)
+    assert naive.gain == pytest.approx(2 * smooth_min(1.9 / CALIBRATION.naive_efficiency, K))
+    assert naive.binding == "GPU time slices" and naive.gain < mps.gain < 2
+    assert [j.images_per_s for j in mps.jobs] == pytest.approx([2000.0 * mps.gain / 2] * 2)
+
+
+def test_a_memory_bound_mix_is_bound_by_dram_and_one_too_large_does_not_fit():
+    dram = predict(Config("mps", ("dram", "dram")), LONE)  # DRAM 1.4 against SMs 0.6 / 1.03
+    assert dram.binding == "DRAM bandwidth" and dram.gain == pytest.approx(2 * smooth_min(1.4, K))
+    too_big = predict(Config("naive", ("big", "big")), LONE)  # 100,000 MiB of 77,481 usable
+    assert not too_big.fits and too_big.binding == "memory" and math.isnan(too_big.gain)
+    assert "100,000 MiB" in too_big.explain() and "does not fit" in too_big.explain()
+    one_g = predict(Config("partitions", ("sm",), ("1g",)), LONE)  # 6,000 MiB fits a 10,194 MiB share
+    share = 0.8 / 0.14 / CALIBRATION.partition_capacity  # SM activity over its 14 % of the SMs
+    assert one_g.fits and one_g.jobs[0].relative == pytest.approx(smooth_min(share, K))
+    assert not predict(Config("mig", ("big",), ("1g.10gb",)), LONE).fits
+
+
+def test_a_partition_gives_each_job_its_share_of_the_sms_and_mig_its_share_of_dram():
+    p = predict(Config("partitions", ("sm", "dram"), ("4g", "3g")), LONE)
+    assert p.jobs[0].relative == pytest.approx(smooth_min(0.8 / 0.57 / CALIBRATION.partition_capacity, K))
+    mig = predict(Config("mig", ("dram", "dram"), ("3g.40gb", "3g.40gb")), LONE)
+    assert mig.binding == "DRAM bandwidth of its instance"  # 0.70 of DRAM in half the memory slices: 1.4
+
+
+def test_the_advisor_ranks_by_predicted_gain_and_puts_what_does_not_fit_last():
+    table = adv.advise(("sm", "input"), LONE, bands={"mps": {"p90": 0.1}})
+    fits = table[table["fits"]]
+    assert list(fits["predicted_gain"]) == sorted(fits["predicted_gain"], reverse=True)
+    assert list(table["rank"]) == list(range(1, len(table) + 1)) and table["fits"].iloc[0]
+    row = table[table["config"] == "mps"].iloc[0]
+    assert row["gain_low"] == pytest.approx(0.9 * row["predicted_gain"]) and "load" in row["why"]
+    assert {"naive", "mps", "partitions", "mig"} == set(table["mode"])
+    assert "partitions 4g+3g" in set(table["config"])  # the larger slice to the job that uses more SMs
+    single = adv.advise(("input",), LONE, copies=[2, 7], modes=["mps"], bands={})
+    assert sorted(single["n_jobs"]) == [2, 7]
+
+
+def test_pairs_table_has_every_pair_and_the_measured_gain_where_a_run_has_it():
+    frame = adv.pairs(LONE, modes=("mps",))
+    assert len(frame) == 10 and set(frame.columns) >= {"workload_a", "workload_b", "predicted_a", "measured_pair"}
+    seen = predict_check.validate(predict_check.reference_cells())
+    lone = predict_check.profiles(colloc_kit.reference.load("h100-matrix"), "single-job")
+    table = adv.pairs(lone, measured=seen)
+    hit = table[(table["workload_a"] == "resnet18 bs64 bf16") & (table["workload_b"] == "resnet18 bs64 bf16")
+                & (table["mode"] == "mps")]
+    assert hit["measured_pair"].iloc[0] == pytest.approx(1.88, abs=0.01)
+
+
+def test_bad_input_is_refused_with_what_to_do():
+    with pytest.raises(BadInput, match="no lone run of nosuch"):
+        predict(Config("mps", ("sm", "nosuch")), LONE)
+    with pytest.raises(BadInput, match="no lone run of a workload called 'resnet9'"):
+        adv.parse_mix("resnet9 + sm", LONE)
+    with pytest.raises(BadInput, match="names 2 workloads"):
+        adv.parse_mix("i", LONE)  # input, big
+    with pytest.raises(BadInput, match="one profile per job"):
+        Config("partitions", ("sm", "sm"))
+    with pytest.raises(BadInput, match="needs a GPU"):
+        predict(Config("mps", ("cpu", "cpu")), {"cpu": LoneProfile("cpu", 10.0, device="cpu")})
+
+
+def test_cli_advise_exits_2_on_an_unknown_workload_or_a_spec_job_without_a_lone_run(capsys, tmp_path):
+    assert main(["advise", "resnet9 + resnet50", "--experiment", "seed-37"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no lone run of a workload called 'resnet9'" in err
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("jobs:\n  - {model: resnet34, batch_size: 64}\nmodes: [naive]\n")
+    assert main(["advise", str(spec), "--reference", "h100-matrix"]) == 2
+    assert "no lone run of resnet34 bs64" in capsys.readouterr().err
+    assert main(["advise", "resnet18", "--reference", "h100-matrix", "--modes", "magic"]) == 2
+
+
+def test_cli_advise_ranks_experiment_37_without_a_gpu(capsys, tmp_path):
+    assert main(["advise", "seed-37", "--top", "2", "--pairs", str(tmp_path / "pairs.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("rank") == 14 and "error band" in out
+    assert (tmp_path / "pairs.csv").read_text().startswith("workload_a,workload_b,mode")
+
+
+def test_validation_meets_the_issue_targets_on_held_out_cells():
+    bands = predict_check.error_bands()
+    for mode in ("naive", "mps", "partitions"):
+        assert bands[mode]["cells"] >= 10 and bands[mode]["median"] <= 0.10 and bands[mode]["p90"] <= 0.25
+
+
+@pytest.mark.slow
+def test_the_shipped_constants_are_the_fit_on_the_hold_out_experiment():
+    cells = [c for c in predict_check.reference_cells() if c.experiment == predict_check.HOLD_OUT]
+    fitted = predict_check.fit(cells)
+    keys = ("naive_efficiency", "mps_capacity", "partition_capacity", "sharpness")
+    assert [getattr(fitted, k) for k in keys] == [getattr(CALIBRATION, k) for k in keys]
+    assert fitted.fitted_on == CALIBRATION.fitted_on
+
+
+@pytest.mark.slow
+def test_confirm_runs_the_top_configuration_through_colloc_kit_run(tmp_path, capsys):
+    tiny = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2,
+                interval_s=0.1, synthetic_samples=64, steps=12)
+    colloc_kit.run([tiny], mode="exclusive", out=tmp_path, name="lone", monitor=False, progress=False)
+    code = main(["advise", "smallcnn", "--runs", str(tmp_path / "lone"), "--copies", "2", "--modes", "naive",
+                 "--confirm", "1", "--seconds", "1", "--out", str(tmp_path / "confirm")])
+    out = capsys.readouterr().out
+    assert code == 0 and "measured beside predicted" in out
+    summary = colloc_kit.analysis.run_summary(colloc_kit.load(tmp_path / "confirm"))
+    assert sorted(summary["mode"]) == ["exclusive", "naive"] and summary["normalized_throughput"].notna().all()
+    assert Target().cores(2, "cpu") == 8
