@@ -20,6 +20,7 @@ import itertools
 import math
 import os
 import re
+import sys
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -180,11 +181,18 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
     (mode exclusive), through the kit's public `colloc_kit.run`; the measured gain (normalized throughput, 95 %
     CI) beside the predicted one. `budget`: the jobs' budget, e.g. {"seconds": 15} (default {"steps": 100})."""
     from . import analysis
-    from .experiment import run
+    from .pipeline import run
 
-    top = table[table["fits"]].head(k)
+    device = lone[next(iter(lone))].job.get("device", "cuda") if lone else "cuda"
+    here = table["_config"].map(lambda config: _runs_here(config, device) is None).astype(bool)
+    top = table[table["fits"] & here].head(k)
+    skipped = table[table["fits"] & (table["rank"] < (top["rank"].max() if len(top) else math.inf))
+                    & ~table["rank"].isin(top["rank"])]
+    for _, row in skipped.iterrows():
+        print(f"colloc-kit: not confirming {row['config']}: {_runs_here(row['_config'], device)}", file=sys.stderr)
     if top.empty or k < 1:
-        raise BadInput(f"--confirm {k}: nothing to run (no configuration that fits, or K < 1); give K >= 1")
+        raise BadInput(f"--confirm {k}: nothing to run (no configuration that fits and runs here, or K < 1); "
+                       "give K >= 1, on a machine whose modes `colloc-kit info` lists as running here")
     budget = dict(budget or {"steps": 100})
 
     def spec(workload: str) -> dict:
@@ -214,6 +222,14 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
                      "error": measured / row["predicted_gain"] - 1 if measured == measured else math.nan,
                      "run_ids": ",".join(run_ids)})
     return pd.DataFrame(rows)
+
+
+def _runs_here(config: Config, device: str) -> str | None:
+    """Why `config`'s mode cannot run on this machine's GPU 0 (e.g. MIG with MIG mode off), or None."""
+    from .modes import mode_class
+
+    spec = mode_spec(config)
+    return mode_class(spec if isinstance(spec, str) else spec["name"]).unavailable_here(device=device)
 
 
 def local_target(results) -> Target:

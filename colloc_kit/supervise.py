@@ -32,9 +32,11 @@ class Child(Protocol):
 
     pid: int
 
-    def poll(self) -> int | None: ...
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
 
-    def wait(self, timeout: float | None = None) -> int: ...
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; the exit code (subprocess.TimeoutExpired after `timeout` s)."""
 
 
 def host_cores() -> list[int]:

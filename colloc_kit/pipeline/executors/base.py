@@ -102,12 +102,15 @@ class FinishedCell(CellJob):
         self._status, self._reading = status, reading
 
     def done(self) -> bool:
+        """Always: it ran before `submit` returned."""
         return True
 
     def result(self) -> Status | str:
+        """The status its run ended with."""
         return self._status
 
     def reading(self) -> RunReading | None:
+        """The run as read back when it ended (None where it ran in another process)."""
         return self._reading
 
 

@@ -62,6 +62,7 @@ class GpusExecutor(Executor):
         return [Placement.on(info, machine_file, gpu["index"], self.spec.device) for gpu in chosen]
 
     def check(self) -> None:
+        """The GPUs named exist; every job and every mode's copy counts checked on each of them."""
         info = machine.describe()
         preflight(self.spec, gpus=[g["index"] for g in machine.chosen_gpus(self.spec.gpus, info["gpus"],
                                                                               info["gpu_reason"])])

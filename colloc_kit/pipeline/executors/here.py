@@ -27,6 +27,7 @@ class HereExecutor(Executor):
     name = "here"
 
     def check(self) -> None:
+        """Every job and every mode's copy counts checked on the spec's GPU."""
         preflight(self.spec, gpus=[self.spec.gpu])
 
     def _submit(self, cells: list[Cell], spec_file: Path) -> list[CellJob]:

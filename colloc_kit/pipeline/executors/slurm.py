@@ -58,12 +58,15 @@ class SlurmJob(CellJob):
         self.job = job
 
     def done(self) -> bool:
+        """Whether the Slurm task has ended."""
         return self.job.done()
 
     def result(self) -> Status | str:
+        """The cell run's status as the task returned it (waits for the task)."""
         return self.job.result()
 
     def cancel(self) -> None:
+        """scancel the task."""
         self.job.cancel()
 
 
