@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit import analysis
+from colloc_kit import analysis, figures
 
 
 def run(spec: str, kits: dict[str, str], out: Path, rounds: int, extra: list[str]) -> None:
@@ -44,22 +44,24 @@ def run(spec: str, kits: dict[str, str], out: Path, rounds: int, extra: list[str
 
 
 def compare(out: Path) -> None:
-    """Markdown: per kit and (mode, copies), aggregate images/s and gain (each run's gain over its round's lone run)
-    as mean +- 95 % CI over the rounds, and whether the two kits' intervals overlap."""
+    """Markdown: per kit and (mode, copies), aggregate images/s and gain (each run's over its round's lone run):
+    the mean +- 95 % CI over the rounds, each round's value, and whether the two kits' intervals overlap."""
     rows = []
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
-        summary = analysis.summarize(colloc_kit.load(folder))
-        for _, row in summary.iterrows():
-            rows.append({"kit": folder.name, "mode": row["mode_label"], "copies": int(row["copies"]),
-                         "images/s": (row["aggregate_images_per_s_mean"], row["aggregate_images_per_s_ci"]),
-                         "gain": (row["normalized_throughput_mean"], row["normalized_throughput_ci"])})
+        runs = analysis.run_summary(colloc_kit.load(folder))
+        for (mode, copies), group in runs.groupby(["mode_label", "copies"], sort=False):
+            rows.append({"kit": folder.name, "mode": mode, "copies": int(copies),
+                         "images/s": figures.ci95(group["aggregate_images_per_s"]),
+                         "gain": figures.ci95(group["normalized_throughput"]),
+                         "rounds": ", ".join(f"{v:,.0f}" for v in group["aggregate_images_per_s"])})
     table = pd.DataFrame(rows)
     kits = list(dict.fromkeys(table["kit"]))
-    print(f"| mode | copies | {' | '.join(f'{k} images/s | {k} gain' for k in kits)} | agree |")
+    print(f"| mode | copies | {' | '.join(f'{k} images/s (rounds) | {k} gain' for k in kits)} | agree |")
     print("|---|---|" + "---|---|" * len(kits) + "---|")
     for (mode, copies), group in table.groupby(["mode", "copies"], sort=False):
         by_kit = {row["kit"]: row for _, row in group.iterrows()}
-        cells = [f"{_pm(by_kit[k]['images/s'])} | {_pm(by_kit[k]['gain'])}" if k in by_kit else "- | -" for k in kits]
+        cells = [f"{_pm(by_kit[k]['images/s'])} ({by_kit[k]['rounds']}) | {_pm(by_kit[k]['gain'])}"
+                 if k in by_kit else "- | -" for k in kits]
         print(f"| {mode} | {copies} | {' | '.join(cells)} | {_agree([by_kit[k] for k in kits if k in by_kit])} |")
     walls = json.loads((out / "walls.json").read_text())
     print("\n" + "; ".join(f"{w['kit']} round {w['round']}: {w['wall_s']} s (exit {w['exit']})" for w in walls))
