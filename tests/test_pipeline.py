@@ -2,6 +2,7 @@
 written through the one atomic write, which a full disk (/dev/full) cannot tear."""
 
 import importlib
+import json
 import os
 import re
 import sys
@@ -90,12 +91,12 @@ def test_an_atomic_write_on_a_full_disk_names_the_file_keeps_the_old_one_and_lea
     temp = tmp_path / f".{path.name}.{os.getpid()}.tmp"
     temp.symlink_to("/dev/full")  # the temp file's every write fails with ENOSPC
     atomic.write_json(path, {"cells": ["c"]})  # fits in the file's own blocks: written there
-    assert path.read_text() == '{"cells": ["c"]}'
+    assert json.loads(path.read_text()) == {"cells": ["c"]}
     temp.symlink_to("/dev/full")
     with pytest.raises(OSError, match="No space left on device") as raised:
         atomic.write_json(path, {"cells": ["x" * 100_000]})
     assert raised.value.filename == str(path)
-    assert path.read_text() == '{"cells": ["c"]}' and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert json.loads(path.read_text()) == {"cells": ["c"]} and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
     new = tmp_path / "new.json"
     (tmp_path / f".{new.name}.{os.getpid()}.tmp").symlink_to("/dev/full")
     with pytest.raises(OSError, match="No space left on device"):

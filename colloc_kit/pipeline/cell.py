@@ -30,7 +30,7 @@ from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from ..zygote import Zygote
 from .cells import Cell
 
-__all__ = ["Placement", "plan_jobs", "preflight", "run_cell", "slurm_job_id"]
+__all__ = ["Placement", "plan_jobs", "preflight", "run_cell", "current_slurm_job"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     return planned
 
 
-def slurm_job_id() -> str | None:
+def current_slurm_job() -> str | None:
     """The Slurm job this process runs in ("<array job>_<task>" for an array task, as submitit names it), if any."""
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
@@ -136,7 +136,7 @@ def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
         mode=ModeRecord(cell.mode.name, cell.mode.options, cell.mode.label),
         copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, spec=spec.to_dict(),
         gpu=placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
-        runner_pid=os.getpid(), slurm_job_id=slurm_job_id(),
+        runner_pid=os.getpid(), slurm_job_id=current_slurm_job(),
         machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
                            description=os.path.relpath(placement.machine_file, run.path)),
         host_cpu=HostCpu(cores=sorted(os.sched_getaffinity(0))),

@@ -18,7 +18,7 @@ from .. import machine, supervise
 from ..progress import Progress
 from ..spec import ExperimentSpec
 from ..statuses import COMPLETE, Status
-from .cell import Placement, preflight, slurm_job_id
+from .cell import Placement, current_slurm_job, preflight
 from .cells import Cell, cells
 from .folder import ExperimentFolder
 from .report import run_reported
@@ -38,7 +38,7 @@ def run_cell_task(spec_file: str, cell_id: str, out: str) -> Status:
     ignores CUDA_VISIBLE_DEVICES, so the kit finds that card's NVML index); returns the run's status."""
     spec, cell = _spec_and_cell(spec_file, cell_id)
     info = machine.describe()
-    machine_file = ExperimentFolder.of(out, spec.name).write_machine(info, tag=slurm_job_id() or str(os.getpid()))
+    machine_file = ExperimentFolder.of(out, spec.name).write_machine(info, tag=current_slurm_job() or str(os.getpid()))
     gpu = _visible_gpu(info, spec.gpu) if spec.device == "cuda" else spec.gpu
     preflight(spec, gpus=[gpu])
     with supervise.sigterm_as_interrupt():
