@@ -24,11 +24,15 @@ import sys
 import traceback
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
+from .batch import add_subcommand as add_batch
+from .cli_args import add_run_arguments, experiment_from_args, mode_option_names
 from .errors import BadInput, CollocKitError
+from .mig_cli import add_subcommands as add_mig
 from .pipeline.executors.slurm import SlurmOptions
-from .spec import ExperimentSpec, JobSpec, read_yaml, with_changes
+from .reference.cli import add_subcommands as add_reference
+from .spec import ExperimentSpec, JobSpec
+from .spec_yaml import read_yaml
 from .statuses import COMPLETE
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -71,8 +75,6 @@ def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and flag; `run`'s mode options come from the registered modes' declarations."""
-    from .modes import registered
-
     parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,29 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(handler=cmd_info)
 
     run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
-    run.add_argument("spec", nargs="?", help="YAML experiment spec (see README)")
-    run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(registered())} (comma-separated)")
-    run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
-    run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
-    run.add_argument("--name", help="experiment name (folder under --out)")
-    run.add_argument("--gpu", type=int, help="GPU index")
-    run.add_argument("--time-limit", dest="time_limit_s", type=float, help="per-job limit in seconds after the start")
-    run.add_argument("--no-monitor", dest="monitor", action="store_false", default=None, help="do not sample the GPU")
-    run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
-    run.add_argument("--out", default="runs", help="results folder (default: runs)")
-    run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.add_argument("--gpus", type=_gpus,
-                     help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
-    run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
-                                                         "estimated time; run nothing (no GPU needed)")
-    slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
-    slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
-    for option in SlurmOptions.flags():
-        slurm.add_argument("--" + option.name.replace("_", "-"), dest=option.name, help=option.metadata["help"],
-                           type=int if "int" in str(option.type) else str)
-    modes = run.add_argument_group("sharing-mode options (a flag goes to the modes of the run that take it)")
-    JobSpec.add_arguments(run.add_argument_group("job options"))
-    add_mode_options(modes, taken=set(run._option_string_actions))
+    add_run_arguments(run)
     run.set_defaults(handler=cmd_run)
 
     demo = sub.add_parser("demo", help="the default experiment: gpu-demo on a GPU machine, else cpu-smoke")
@@ -122,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the experiment folder (<out>/<name>)")
     status.set_defaults(handler=cmd_status)
 
+    _add_data(sub)
+    add_mig(sub)
+    add_batch(sub)
+    add_reference(sub)
+    return parser
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    """`colloc-kit data make`: its arguments."""
     data = sub.add_parser("data", help="datasets: make stand-ins in the real formats (random pixels)")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     make = data_sub.add_parser("make", help="write a stand-in dataset: image files of random pixels in the real "
@@ -132,43 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--jobs", type=int, help="processes writing in parallel (default: the cores)")
     make.add_argument("--quiet", action="store_true", help="no progress bar")
     make.set_defaults(handler=cmd_data_make)
-
-    from .batch import add_subcommand as add_batch
-    from .mig_cli import add_subcommands as add_mig
-    from .reference.cli import add_subcommands as add_reference
-
-    add_mig(sub)
-    add_batch(sub)
-    add_reference(sub)
-    return parser
-
-
-def add_mode_options(group: argparse._ArgumentGroup, taken: set[str]) -> None:
-    """One flag per option the registered modes declare (an option several modes take: one flag, each named)."""
-    from .modes import registered
-
-    owners: dict[str, list] = {}
-    for name, cls in registered().items():
-        for option in cls.takes:
-            owners.setdefault(option.name, []).append((name, option))
-    for key, declared in owners.items():
-        option = declared[0][1]
-        if option.flag in taken:
-            raise BadInput(f"mode {declared[0][0]}'s option {key} clashes with the flag {option.flag} of "
-                           f"`colloc-kit run`; rename the option")
-        text = "; ".join(f"{name}: {o.help}" for name, o in declared).replace("%", "%%")
-        if option.type is bool:
-            group.add_argument(option.flag, dest=key, action="store_true", default=None, help=text)
-        else:
-            group.add_argument(option.flag, dest=key, type=_csv(option.type) if option.many else option.type,
-                               help=text)
-
-
-def mode_option_names() -> set[str]:
-    """Every option name some registered mode takes."""
-    from .modes import registered
-
-    return {name for cls in registered().values() for name in cls.option_names}
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -249,8 +201,8 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
-    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names() | {o.name for o in SlurmOptions.flags()}
-                          | {"copies", "gpus", "time_limit_s"})
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
+                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
@@ -287,59 +239,6 @@ def print_plan(spec: ExperimentSpec, out: str) -> int:
         print(f"{cell.label:50s} {'done (skipped)' if done else 'to run'}")
     print(f"\n{spec.name}: {todo} of {len(cells(spec))} cells to run under {out}/{safe_name(spec.name)}")
     return EXIT_OK
-
-
-def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> ExperimentSpec:
-    """The experiment the flags describe: a YAML spec (its mapping `data`, else read from args.spec) with flags on
-    top, or flags alone."""
-    job_fields = {f.name for f in fields(JobSpec)}
-    job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
-    top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s", "gpus") if getattr(args, k) is not None}
-    slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
-    option_names = mode_option_names()
-    mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
-    if args.spec:
-        data = read_yaml(args.spec) if data is None else data
-        if isinstance(data.get("jobs"), list):  # anything else: ExperimentSpec.from_mapping explains what it must be
-            data["jobs"] = [_override(group, job_flags) for group in data["jobs"]]
-    else:
-        if "model" not in job_flags:
-            raise BadInput("give a YAML spec or at least --model (e.g. colloc-kit run --model resnet18 --copies 2)")
-        data = {"jobs": [job_flags]}
-    data.update(top)
-    if args.slurm or slurm:
-        if not (args.slurm or isinstance(data.get("slurm"), dict)):
-            raise BadInput(f"--{next(iter(slurm)).replace('_', '-')} is a Slurm option; add --slurm to submit to Slurm")
-        data["slurm"] = {**(data.get("slurm") or {}), **slurm}
-    if args.mode:
-        data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
-    elif mode_options:
-        named = [m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]]
-        data["modes"] = _with_options(named, mode_options)
-    return ExperimentSpec.from_mapping(data)
-
-
-def _with_options(modes: list[dict], options: dict) -> list[dict]:
-    """Each mode with the command line's options that it takes (`--mode naive,mps --thread-percentage 50` limits
-    MPS only); an option that none of the modes takes is refused."""
-    from .modes import mode_class, registered
-
-    takes = {m["name"]: mode_class(m["name"]).option_names for m in modes}
-    unused = sorted(k for k in options if not any(k in names for names in takes.values()))
-    if unused:
-        flags = ", ".join("--" + k.replace("_", "-") for k in unused)
-        owners = ", ".join(name for name, cls in registered().items() if set(unused) & set(cls.option_names))
-        raise BadInput(f"{flags} is an option of mode {owners}, and no mode of this run ({', '.join(takes)}) takes it; "
-                       f"add that mode to --mode or drop {flags}")
-    return [{**m, **{k: v for k, v in options.items() if k in takes[m["name"]]}} for m in modes]
-
-
-def _override(group: Any, job_flags: dict) -> Any:
-    """A YAML job group with the command line's job flags on top; a budget flag replaces the group's budget."""
-    if not isinstance(group, dict):
-        return group  # ExperimentSpec.from_mapping explains what a group must be
-    return with_changes(group, job_flags)
 
 
 def cmd_data_make(args: argparse.Namespace) -> int:
@@ -395,23 +294,6 @@ def print_tables(results) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
         print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
-
-
-def _csv(kind: type):
-    def parse(text: str) -> list:
-        try:
-            return [kind(part.strip()) for part in text.split(",") if part.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
-    return parse
-
-
-def _gpus(text: str) -> str | list[int]:
-    return "all" if text.strip() == "all" else _csv(int)(text)
-
-
-def _one_or_list(value: Any) -> Any:
-    return value[0] if isinstance(value, list) and len(value) == 1 and not isinstance(value[0], str) else value
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ import pytest
 from colloc_kit import seed as study
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput
-from colloc_kit.spec import JobSpec, bundled_specs, read_yaml
+from colloc_kit.spec import JobSpec
+from colloc_kit.spec_yaml import bundled_specs, read_yaml
 
 H100 = study.Card.planned("H100-80GB")
 
