@@ -104,7 +104,7 @@ def _on_sigint(signum: int, frame: Any) -> None:
 
 def _ipykernel() -> Any:
     try:
-        from ipykernel.kernelbase import Kernel
+        from ipykernel.kernelbase import Kernel  # noqa: PLC0415 - optional: only where Jupyter is installed
     except ImportError:
         return None
     return Kernel.instance() if Kernel.initialized() else None

@@ -25,15 +25,28 @@ import traceback
 from dataclasses import fields
 from pathlib import Path
 
+import pandas as pd
+
+from . import machine
+from . import seed as study
 from .batch import add_subcommand as add_batch
 from .cli_args import add_run_arguments, experiment_from_args, mode_option_names
 from .errors import BadInput, CollocKitError
 from .mig_cli import add_subcommands as add_mig
+from .modes import availability
+from .pipeline import run_spec
+from .pipeline.cells import cells
 from .pipeline.executors.slurm import SlurmOptions
+from .pipeline.folder import ExperimentFolder
+from .pipeline.status import experiment_status
 from .reference.cli import add_subcommands as add_reference
+from .results import load
+from .rundir import safe_name
 from .spec import ExperimentSpec, JobSpec
 from .spec_yaml import read_yaml
-from .statuses import COMPLETE
+from .standin import make
+from .statuses import CELL_STATUSES, COMPLETE
+from .worker import MODEL_NAMES
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
@@ -125,14 +138,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """`colloc-kit info`: the host, GPUs, MPS, every sharing mode and whether it runs here."""
-    from . import machine
-    from .modes import availability
-
     info = machine.describe()
     info["modes"] = availability(device="cuda" if info["gpus"] else "cpu")
     if args.models:
-        from .worker import MODEL_NAMES
-
         info["models"] = list(MODEL_NAMES)
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -164,8 +172,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
-    from .pipeline import run_spec
-
     data = read_yaml(args.spec) if args.spec else None
     if isinstance(data, dict) and "seed" in data:
         return cmd_seed(args, data)
@@ -184,8 +190,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """`colloc-kit demo`: the bundled gpu-demo spec on a GPU machine, else cpu-smoke."""
-    from . import machine
-
     gpus, reason = machine.gpu_list()
     name = "gpu-demo" if gpus else "cpu-smoke"
     where = f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"
@@ -195,10 +199,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (colloc_kit/seed.py)."""
-    import pandas as pd
-
-    from . import seed as study
-
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
     given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
@@ -227,10 +227,6 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:
     """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
-    from .pipeline.cells import cells
-    from .pipeline.folder import ExperimentFolder
-    from .rundir import safe_name
-
     states = ExperimentFolder.of(out, spec.name).cell_states()
     todo = 0
     for cell in cells(spec):
@@ -243,8 +239,6 @@ def print_plan(spec: ExperimentSpec, out: str) -> int:
 
 def cmd_data_make(args: argparse.Namespace) -> int:
     """`colloc-kit data make`: a stand-in dataset in the real format."""
-    from .standin import make
-
     folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
     print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root '{folder}'")
     return EXIT_OK
@@ -252,8 +246,6 @@ def cmd_data_make(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped."""
-    from .results import load
-
     if not Path(args.path).exists():
         raise BadInput(f"{args.path} does not exist; give a run directory or a folder of runs")
     results = load(args.path, strict=args.strict)
@@ -270,11 +262,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """`colloc-kit status`: an experiment folder's cells and their statuses."""
-    import pandas as pd
-
-    from .pipeline.status import experiment_status
-    from .statuses import CELL_STATUSES
-
     rows = experiment_status(args.path)
     if not rows:
         raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
@@ -289,8 +276,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def print_tables(results) -> None:
     """The runs and jobs tables of `results`, as `run` and `show` print them."""
-    import pandas as pd
-
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
         print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))

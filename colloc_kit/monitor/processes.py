@@ -99,7 +99,6 @@ class GpuProcessSource:
 
     def close(self) -> None:
         """Nothing to free (NVML handles belong to the session)."""
-        pass
 
     def unmatched_note(self) -> str | None:
         """A note when jobs ran and GPU processes were seen, yet no process matched a job's pid."""

@@ -15,8 +15,10 @@ the run has its window then, so the jobs' windows overlap), and stops at once if
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
+import resource
 import signal
 import sys
 import threading
@@ -25,10 +27,12 @@ import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
 
 from .. import events
-from ..events import ErrorKind
 from ..errors import BadInput
+from ..events import ErrorKind
 from ..spec import JobSpec
 from . import check_job
+from .models import build_model
+from .recipes import RECIPES
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
@@ -82,8 +86,6 @@ def leave(code: int) -> NoReturn:
 
         leave(main())
     """
-    import multiprocessing
-
     for loader_process in multiprocessing.active_children():
         loader_process.kill()
         loader_process.join()  # reaped: its CPU time counts in this process's children's, as the kit reads it
@@ -122,10 +124,9 @@ def _job_id(argv: list[str]) -> str:
 
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
-    import torch
+    import torch  # noqa: PLC0415 - after check_job: bad input is refused before torch loads
 
-    from .loaders import build_feed
-    from .models import build_model
+    from .loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
 
     launched_at = _started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
@@ -185,8 +186,6 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
 def _step_function(torch: Any, spec: JobSpec, model: Any, device: Any) -> Callable[[Any, Any], Any]:
     """One training step of `model` as the job's recipe and AMP setting say: forward, loss, backward, optimizer step;
     returns the loss."""
-    from .recipes import RECIPES
-
     recipe = RECIPES[spec.recipe]
     optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, weight_decay=recipe.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=spec.amp == "fp16")
@@ -351,7 +350,5 @@ def _started_at() -> float:
 
 def _peak_rss_mb() -> float:
     """Peak resident memory of this process in MiB (data-loader processes not included)."""
-    import resource
-
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 2 ** 10
