@@ -244,9 +244,11 @@ def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
     """{(first model, precision, data, kind, copies, layout): why} of the experiment's not-run cells, named as
     'timm.resnet152 bs128 off on imagenet naive x7'; older folders lack the data ('... bs128 off naive x7') or also
     the precision ('timm.resnet152 naive x7'): None in its place."""
-    found = {}
-    rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
-    for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
+    found: dict[tuple, str] = {}
+    if not_run is None or not len(not_run):
+        return found
+    rows = not_run[not_run["experiment"] == experiment]
+    for cell, why in zip(rows["cell"], rows["why"]):
         parts = cell.rsplit(" ", 2)
         if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
             jobs, _, data = parts[0].partition(" on ")
@@ -261,8 +263,8 @@ def _why_skipped(skipped: dict[tuple, str], workload: pd.Series, cell: tuple) ->
     not run: an entry naming its data and precision, else one from an older folder that names fewer."""
     model, amp, data = workload["model"], workload["amp"], workload["data"]
     for key in ((model, amp, data), (model, amp, None), (model, None, None)):
-        if (*key, *cell) in skipped:
-            return skipped[(*key, *cell)]
+        if key + cell in skipped:
+            return skipped[key + cell]
     return None
 
 

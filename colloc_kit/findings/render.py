@@ -108,8 +108,8 @@ def _mixes_section(cells37: pd.DataFrame, not_run: pd.DataFrame | None, placemen
         "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),
         "sharing": mixes.get("kind"), "gain": [gain_text(r) for _, r in mixes.iterrows()],
         "bound by": mixes.get("bound_by")})) if len(mixes) else "No mixed run in the data.", ""]
-    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else []
-    if len(skipped):
+    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else None
+    if skipped is not None and len(skipped):
         lines += ["### Mixes not run", "", _table(skipped[["cell", "why"]]), ""]
     return lines + ["### MIG layouts of the study's mixes", "", _table(placements), ""]
 

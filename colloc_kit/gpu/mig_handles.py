@@ -88,11 +88,11 @@ class HandleTable:
             self._objects[struct_type, struct.key] = obj
         return ctypes.pointer(struct)
 
-    def lookup(self, handle: Any, struct_type: type) -> Any:
+    def lookup(self, handle: Any, struct_type: type[Any]) -> Any:
         """The object behind a handle of `struct_type`; INVALID_ARGUMENT for anything else or a stale handle."""
         self._need_init()
         try:
-            struct = handle.contents
+            struct: Any = handle.contents
         except (AttributeError, ValueError):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT) from None
         found = self._objects.get((struct_type, struct.key)) if isinstance(struct, struct_type) else None
