@@ -48,6 +48,7 @@ class Background:
         if self.stop_requested or not self.running:
             return
         self.stop_requested = True
+        assert self.thread.ident is not None  # running: the thread has started
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
                                                    ctypes.py_object(KeyboardInterrupt))
 

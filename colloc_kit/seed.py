@@ -210,7 +210,8 @@ def _solo_cells(seed: SeedSpec, card: Card, amp: str) -> list[SeedCell]:
         workload = f"{model.removeprefix('timm.')} on {dataset}, batch {BATCH[seed.seed]}"
         for copies in SOLO_COPIES:
             plain = ("exclusive", "mps") if copies == 1 else ("naive", "mps")
-            rows = [(ModeSpec(plain[0]), f"{copies} x {plain[0]}", plain[0], "")]
+            rows: list[tuple[ModeSpec | None, str, str, str]] = [(ModeSpec(plain[0]), f"{copies} x {plain[0]}",
+                                                                  plain[0], "")]
             for slice_ in SOLO_SLICES[copies]:
                 mode, runs_as, layout = _partition(card, [slice_] * copies)
                 rows.append((mode, f"{copies} x {_artifact_profile(slice_)}", runs_as, layout))

@@ -172,7 +172,8 @@ class JobSpec:
         return argv
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, require_model: bool = False) -> None:
+    def add_arguments(cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup, require_model: bool = False
+                      ) -> None:
         """Add one option per field to an argparse parser (the worker's and the CLI's options come from here)."""
         for f in fields(cls):
             flag = "--" + f.name.replace("_", "-")
@@ -287,7 +288,7 @@ class ExperimentSpec:
         known = {f.name for f in fields(cls)}
         unknown = _listed(set(data) - known)
         _require(not unknown, f"spec: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
-        groups = data.get("jobs")
+        groups: Any = data.get("jobs")
         _require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
         jobs = []
         for i, group in enumerate(groups):

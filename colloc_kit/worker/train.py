@@ -40,7 +40,7 @@ MESSAGE_CHARS = 2000
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # bad options become a bad_input event, like every other bad input
+    def error(self, message: str) -> NoReturn:  # bad options become a bad_input event, like every other bad input
         raise BadInput(f"{message}; see python -m colloc_kit.worker --help")
 
 
