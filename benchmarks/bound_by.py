@@ -39,7 +39,7 @@ def workloads(data_root: Path) -> dict[str, tuple[dict, int]]:
 def cifar_standin(root: Path) -> Path:
     """50,000 random 32x32 images in CIFAR-10's python format (5 training batches), written once."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from fake_datasets import write_cifar10
+    from fake_datasets import write_cifar10  # noqa: PLC0415 - after tests/ joins sys.path above
 
     if not (root / "cifar-10-batches-py").is_dir():
         write_cifar10(root, images_per_batch=10_000)

@@ -22,7 +22,8 @@ import pandas as pd
 
 import colloc_kit
 from colloc_kit import analysis
-from colloc_kit.spec import ExperimentSpec, read_yaml, with_changes
+from colloc_kit.spec import ExperimentSpec, with_changes
+from colloc_kit.spec_yaml import read_yaml
 
 KEYS = ["model", "batch_size", "mode_label", "copies"]
 

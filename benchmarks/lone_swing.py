@@ -27,6 +27,7 @@ import psutil
 
 import colloc_kit
 from colloc_kit import events, figures
+from colloc_kit.spec import JobSpec
 
 JOB = {"model": "resnet26", "image_size": 32, "amp": "bf16", "batch_size": 128, "channels_last": True,
        "warmup_steps": 30, "device": "cuda"}
@@ -68,8 +69,6 @@ def run_variant(variant: str, seconds: float, out: Path, gc_dir: Path) -> dict:
 
 
 def standalone(job: dict, out: Path) -> tuple[float, None]:
-    from colloc_kit.spec import JobSpec
-
     out.mkdir(parents=True, exist_ok=True)
     log = out / f"standalone-{time.time():.0f}.events.jsonl"
     with open(log, "w") as stdout:

@@ -20,21 +20,21 @@ import sys
 import time
 from pathlib import Path
 
+from colloc_kit.worker.models import build_model
+
 TARGET_RATIO = 0.97
 
 
 def plain_loop(model_name: str, batch_size: int, image_size: int, amp: str, channels_last: bool, device: str,
                warmup_steps: int, seconds: float) -> dict:
     """The reference: a training loop as one would write it by hand, without the kit."""
-    import torch
-    import torch.nn.functional as F
-    import torchvision
+    import torch  # noqa: PLC0415 - heavy: loaded where a loop runs
+    import torch.nn.functional as F  # noqa: PLC0415 - heavy: loaded where a loop runs
+    import torchvision  # noqa: PLC0415 - heavy: loaded where a loop runs
 
     torch.backends.cudnn.benchmark = device == "cuda"
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     if model_name == "smallcnn":  # the kit's own CPU model, for the smoke test
-        from colloc_kit.worker.models import build_model
-
         model = build_model(model_name, 1000, image_size)
     else:
         model = torchvision.models.get_model(model_name, weights=None, num_classes=1000)
@@ -131,7 +131,7 @@ def main() -> None:
                         **{f"{r}_spread": (max(v) - min(v)) / median[r] for r, v in rate.items()}})
         print(f"{model}: worker/plain = {ratio:.3f} (median of {args.rounds} rounds; target >= {TARGET_RATIO})")
 
-    import torch
+    import torch  # noqa: PLC0415 - heavy: loaded where a loop runs
 
     config = {k: v for k, v in vars(args).items() if k not in ("out", "plain_child")}
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"

@@ -48,6 +48,7 @@ class Background:
         if self.stop_requested or not self.running:
             return
         self.stop_requested = True
+        assert self.thread.ident is not None  # running: the thread has started
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
                                                    ctypes.py_object(KeyboardInterrupt))
 
@@ -104,7 +105,7 @@ def _on_sigint(signum: int, frame: Any) -> None:
 
 def _ipykernel() -> Any:
     try:
-        from ipykernel.kernelbase import Kernel
+        from ipykernel.kernelbase import Kernel  # noqa: PLC0415 - optional: only where Jupyter is installed
     except ImportError:
         return None
     return Kernel.instance() if Kernel.initialized() else None

@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from . import atomic
+from . import atomic, machine
 from .errors import BadInput
 
 PROFILES_FILE = Path(__file__).with_name("batch_profiles.yaml")
@@ -90,7 +90,7 @@ class BatchReport:
 
 def default_profile() -> str:
     """gpu-quick where torch sees a CUDA GPU, else cpu-smoke."""
-    import torch
+    import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
 
     return "gpu-quick" if torch.cuda.is_available() else "cpu-smoke"
 
@@ -112,7 +112,7 @@ def load_profiles(path: Path = PROFILES_FILE) -> dict[str, dict]:
 def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overrides: Mapping[str, Any] | None = None,
          only: list[str] | None = None) -> list[tuple[Path, dict]]:
     """(notebook, parameters) for every notebook to run; every name checked before anything runs (BadInput)."""
-    import papermill
+    import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
     if profile not in profiles:
         raise BadInput(f"unknown batch profile {profile!r}; choose one of {', '.join(profiles)}")
@@ -187,8 +187,6 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
 
 def describe_machine() -> tuple[str, str]:
     """(host, GPUs) for the index: 'vm: Intel Xeon, 2 cores', 'NVIDIA H100 80GB HBM3' or 'none (why)'."""
-    from . import machine
-
     info = machine.describe()
     host = info["host"]
     gpus = ", ".join(g["name"] for g in info["gpus"]) or f"none ({info.get('gpu_reason') or 'no NVIDIA GPU'})"
@@ -197,7 +195,7 @@ def describe_machine() -> tuple[str, str]:
 
 def copy_plotly_js(folder: Path) -> Path:
     """The one plotly.js every report of the batch folder references (plotly ships it in its package)."""
-    import plotly
+    import plotly  # noqa: PLC0415 - heavy: loaded when a batch writes its report
 
     return Path(shutil.copyfile(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, folder / PLOTLY_JS))
 
@@ -205,7 +203,7 @@ def copy_plotly_js(folder: Path) -> Path:
 def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: float | None = None,
             show_code: bool = False) -> NotebookOutcome:
     """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
-    import papermill
+    import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
     output = folder / notebook.name
     started = time.monotonic()
@@ -229,9 +227,9 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
 def current_python_kernel_manager() -> type:
     """A kernel manager class whose only kernelspec is ipykernel's own for sys.executable (never a stale install),
     talking to the kernel over unix sockets."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-    from traitlets import default
+    from jupyter_client.kernelspec import KernelSpecManager  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+    from jupyter_client.manager import AsyncKernelManager  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+    from traitlets import default  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
     class CurrentPythonKernelManager(AsyncKernelManager):
         @default("transport")
@@ -247,9 +245,9 @@ def current_python_kernel_manager() -> type:
 
 def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, show_code: bool = False) -> Path:
     """The executed notebook as an HTML report beside it, its figures drawn by the folder's plotly.min.js."""
-    import jinja2
-    import nbconvert
-    import nbformat
+    import jinja2  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
+    import nbconvert  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
+    import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
     nb = nbformat.read(notebook, as_version=4)
     if not show_code:
@@ -271,7 +269,7 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
 def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
     """The notebook as a report: the parameters as a table under the title; the parameters cells, the panel cells
     and code cells without output left out."""
-    import nbformat
+    import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
     def kept(cell: Any) -> bool:
         tags = set(cell.metadata.get("tags", []))
@@ -293,7 +291,7 @@ def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
 
 def drawable(output: Any) -> Any:
     """The output, a plotly figure given an HTML form that draws with the page's plotly.js."""
-    import plotly.io as pio
+    import plotly.io as pio  # noqa: PLC0415 - heavy: loaded when a batch writes its report
 
     data = output.get("data", {})
     if PLOTLY_MIME in data and "text/html" not in data:

@@ -67,7 +67,8 @@ class ErrorKind(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, format_spec: str) -> str:  # f"{kind}" is the value on every Python version
+        return str.__format__(self, format_spec)
 
     @property
     def reported_by_worker(self) -> bool:

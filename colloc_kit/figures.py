@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from . import events
 from .statuses import COMPLETE
@@ -75,6 +75,11 @@ class Window:
     def __bool__(self) -> bool:
         return self.start is not None
 
+    def bounds(self) -> tuple[float, float]:
+        """(start, end) of a window that has both: check the window (`if window`, `seconds`) first."""
+        assert self.start is not None and self.end is not None, self.note
+        return self.start, self.end
+
 
 def steady_intervals(stream: Sequence[dict], held: bool = True) -> list[dict]:
     """A job's interval events after warm-up; `held=False` keeps only its measured window (its own budget)."""
@@ -88,7 +93,7 @@ def steady_span(stream: Sequence[dict], held: bool = True) -> tuple[float, float
     return (steady[0]["t"] - steady[0]["interval_s"], steady[-1]["t"]) if steady else None
 
 
-def common_window(streams: dict[str, Sequence[dict]]) -> Window:
+def common_window(streams: Mapping[str, Sequence[dict]]) -> Window:
     """The span in which every job that reached steady state trained steadily (see the module's rules)."""
     spans = {job: steady_span(stream) for job, stream in streams.items()}
     steady = {job: span for job, span in spans.items() if span}
@@ -121,7 +126,7 @@ def window_rate(stream: Sequence[dict], window: Window) -> float | None:
     """A job's images/s inside the common window (None without a window or steady intervals in it)."""
     if not window:
         return None
-    images = window_images(stream, window.start, window.end)
+    images = window_images(stream, *window.bounds())
     return images / window.seconds if images > 0 else None
 
 
@@ -129,7 +134,8 @@ def slice_rates(streams: Iterable[Sequence[dict]], window: Window, slice_s: floa
     """The jobs' summed images/s in equal slices of the window, each about `slice_s` long (for a within-run CI)."""
     streams = list(streams)
     n = max(1, round(window.seconds / slice_s))
-    edges = [window.start + window.seconds * i / n for i in range(n + 1)]
+    start, _ = window.bounds()
+    edges = [start + window.seconds * i / n for i in range(n + 1)]
     return [sum(window_images(s, a, b) for s in streams) / (b - a) for a, b in zip(edges, edges[1:])]
 
 
@@ -146,7 +152,7 @@ def ci95(values: Iterable[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     if len(values) < 2:
         return mean, math.nan
-    from scipy.stats import t
+    from scipy.stats import t  # noqa: PLC0415 - scipy is heavy: only for a confidence interval
 
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     return mean, float(t.ppf(0.5 + CI_LEVEL / 2, len(values) - 1)) * sd / math.sqrt(len(values))
@@ -162,15 +168,16 @@ def wide(value: float, half_width: float) -> bool:
     return bool(value) and not math.isnan(half_width) and half_width / abs(value) > WIDE_CI
 
 
-def run_throughput(streams: dict[str, Sequence[dict]], statuses: dict[str, str], sequential: bool,
+def run_throughput(streams: Mapping[str, Sequence[dict]], statuses: Mapping[str, str], sequential: bool,
                    slice_s: float = 1.0) -> dict:
     """A run's aggregate images/s with its CI, how it was measured, the window and every job's rate in it.
 
     Returns aggregate_images_per_s, aggregate_images_per_s_ci (95 % half-width), throughput_window
     (overlap / sequential / alone / own), window_start, window_end, window_s, window_note, and job_rates {job: rate}.
     """
-    out = {"aggregate_images_per_s": None, "aggregate_images_per_s_ci": None, "throughput_window": None,
-           "window_start": None, "window_end": None, "window_s": None, "window_note": None, "job_rates": {}}
+    out: dict[str, Any] = {"aggregate_images_per_s": None, "aggregate_images_per_s_ci": None,
+                           "throughput_window": None, "window_start": None, "window_end": None, "window_s": None,
+                           "window_note": None, "job_rates": {}}
     complete = [job for job, status in statuses.items() if status == COMPLETE]
     if sequential or len(streams) == 1:  # each job alone: its own measured window, held steps left out
         measured = {job: steady_intervals(streams[job], held=False) for job in complete}
@@ -184,10 +191,10 @@ def run_throughput(streams: dict[str, Sequence[dict]], statuses: dict[str, str],
     window = common_window(streams)
     out["window_note"] = window.note
     if window:
-        rates = {job: window_rate(stream, window) for job, stream in streams.items()}
-        out.update(aggregate_images_per_s=sum(r for r in rates.values() if r), throughput_window="overlap",
+        job_rates = {job: window_rate(stream, window) for job, stream in streams.items()}
+        out.update(aggregate_images_per_s=sum(r for r in job_rates.values() if r), throughput_window="overlap",
                    aggregate_images_per_s_ci=ci95(slice_rates(streams.values(), window, slice_s))[1],
-                   window_start=window.start, window_end=window.end, window_s=window.seconds, job_rates=rates)
+                   window_start=window.start, window_end=window.end, window_s=window.seconds, job_rates=job_rates)
         return out
     own = [steady_intervals(streams[job], held=False) for job in complete]
     own_rates = [sum(e["interval_images"] for e in ivs) / sum(e["interval_s"] for e in ivs) for ivs in own if ivs]

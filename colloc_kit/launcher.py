@@ -193,7 +193,8 @@ def _pump(job: _Job, on_event) -> None:
 
 def _stop_unwritable(job: _Job, exc: OSError) -> None:
     """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
-    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(), "kind": ErrorKind.OTHER.value,
+    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(),
+                              "kind": ErrorKind.OTHER.value,
                               "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
     job.ready.set()
     _signal(job, signal.SIGTERM)

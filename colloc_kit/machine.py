@@ -103,7 +103,7 @@ def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
 
 def versions() -> dict:
     """Python's, the kit's and its main packages' versions (None where one is missing)."""
-    found = {"python": platform.python_version(), "colloc_kit": __version__}
+    found: dict[str, str | None] = {"python": platform.python_version(), "colloc_kit": __version__}
     for name in PACKAGES:
         try:
             found[name] = importlib.metadata.version(name)

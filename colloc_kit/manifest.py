@@ -27,7 +27,7 @@ import json
 from dataclasses import KW_ONLY, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import atomic
 from .errors import BrokenRun
@@ -50,7 +50,7 @@ class _Record:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the JSON object the manifest holds (nested records as objects, statuses as strings)."""
-        known = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "extra"
+        known = {f.name: _plain(getattr(self, f.name)) for f in fields(cast(Any, self)) if f.name != "extra"
                  and not (f.metadata.get(WRITTEN_WHEN_SET) and getattr(self, f.name) is None)}
         return {**known, **{k: v for k, v in self.extra.items() if k not in known}}
 
@@ -63,9 +63,10 @@ class _Record:
     def _build(cls, data: dict[str, Any], **converted: Any):
         """The record of `data`: its known keys as fields (`converted` where a field needs more than the JSON
         value), a missing key as the field's default, the others into `extra`."""
-        names = {f.name for f in fields(cls)} - {"extra"}
+        record = cast(Any, cls)  # every record is a dataclass with an `extra` field
+        names = {f.name for f in fields(record)} - {"extra"}
         known = {k: v for k, v in data.items() if k in names}
-        return cls(**{**known, **converted}, extra={k: v for k, v in data.items() if k not in names})
+        return record(**{**known, **converted}, extra={k: v for k, v in data.items() if k not in names})
 
 
 def _plain(value: Any) -> Any:
@@ -105,7 +106,7 @@ class MachineRef(_Record):
         """The record of the manifest's `machine`; a run written before cells held the whole description there:
         its host and GPU `gpu` are read from it (and the description kept in `extra`)."""
         if "host" in data and "hostname" not in data:
-            card = next((g for g in data.get("gpus") or [] if g.get("index") == gpu), {})
+            card: dict[str, Any] = next((g for g in data.get("gpus") or [] if g.get("index") == gpu), {})
             return cls(hostname=data["host"].get("hostname"), gpu_name=card.get("name"), extra=data)
         return cls._build(data)
 

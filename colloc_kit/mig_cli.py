@@ -15,10 +15,11 @@ import json
 import math
 import sys
 
-from .gpu import nvml
 from .errors import BadInput, GpuStateError, NvmlUnavailable
-from .gpu.mig_planner import plan, propose_layouts
+from .gpu import nvml
+from .gpu.mig_apply import read_state
 from .gpu.mig_catalogue import GPU_MODELS, GpuModel, gpu_model, live_catalogue
+from .gpu.mig_planner import plan, propose_layouts
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_MODEL = "H100-80GB"
@@ -92,8 +93,6 @@ def _model(name: str | None) -> GpuModel:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .gpu.mig_apply import read_state
-
     try:
         with nvml.session() as lib:
             handle = lib.nvmlDeviceGetHandleByIndex(args.gpu_index)

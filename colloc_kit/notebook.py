@@ -48,7 +48,7 @@ class Setup:
 def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = "") -> Setup:
     """Resolve DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU, set the
     renderer."""
-    import torch
+    import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
 
     plots.use_renderer(plotly_renderer)
     install_notices()
@@ -100,7 +100,7 @@ def install_notices() -> bool:
     """In IPython: interrupted cells and the kit's errors end with `one_line` instead of a traceback, and SIGINT
     stops a panel's background run. False outside IPython."""
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # noqa: PLC0415 - optional: only inside IPython
     except ImportError:
         return False
     shell = get_ipython()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.subplots import make_subplots
 
 from .analysis import workload_label
 from .statuses import COMPLETE
@@ -128,8 +129,6 @@ def jobs_by_mode(jobs: pd.DataFrame, metric: str = "relative_throughput",
 
 def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
     """One job alone: images/s (left) and peak memory (right) against batch size, one line per model."""
-    from plotly.subplots import make_subplots
-
     data = jobs[jobs["status"] == COMPLETE].sort_values("batch_size") if not jobs.empty else jobs
     if data.empty:
         return empty("One job alone", "no complete job to draw")
@@ -190,7 +189,7 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
                                       "showgrid": True},
                             "yaxis": {"range": [len(labels) - 0.5, -0.5], "tickvals": list(range(len(labels))),
                                       "ticktext": labels}})
-    for row, (label, plan) in enumerate(plans.items()):
+    for row, plan in enumerate(plans.values()):
         for i, inst in enumerate(plan.instances):
             fig.add_shape(type="rect", x0=inst.start + 0.05, x1=inst.start + inst.size - 0.05, y0=row - 0.35,
                           y1=row + 0.35, fillcolor=_color(i), opacity=0.85, line={"width": 1})

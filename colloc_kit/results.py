@@ -138,7 +138,8 @@ def read_run(run: RunDir) -> RunReading:
     for row in jobs:
         stream = streams[row["job"]]
         alone_window = alone_in_turn and row["images_per_s"]
-        own = figures.Window(*figures.steady_span(stream, held=False)) if alone_window else None
+        span = figures.steady_span(stream, held=False) if alone_window else None
+        own = figures.Window(*span) if span else None
         row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
         row["run_status"] = status
         row["run_dir"] = str(run.path)
@@ -150,8 +151,8 @@ def read_run(run: RunDir) -> RunReading:
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     n_complete = sum(r["status"] == COMPLETE for r in jobs)
     throughput.pop("job_rates")
-    span = window or figures.Window(manifest.started_at, manifest.ended_at)
-    host = summarize(samples.host, span.start, span.end) if len(samples.host) and span and span.seconds > 0 else {}
+    run_span = window or figures.Window(manifest.started_at, manifest.ended_at)
+    host = summarize(samples.host, *run_span.bounds()) if len(samples.host) and run_span.seconds > 0 else {}
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
@@ -200,9 +201,11 @@ def job_row(entry: JobEntry, stream: list[dict], base: dict) -> dict:
 
 def gpu_summary(gpu_samples: pd.DataFrame, window: figures.Window, streams) -> dict:
     """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
-    figures_ = summarize(gpu_samples, window.start, window.end)
-    images = sum(figures.window_images(stream, window.start, window.end) for stream in streams)
-    figures_["energy_per_image_j"] = figures_["energy_j"] / images if figures_.get("energy_j") and images else None
+    start, end = window.bounds()
+    figures_ = summarize(gpu_samples, start, end)
+    images = sum(figures.window_images(stream, start, end) for stream in streams)
+    energy_j = figures_.get("energy_j")
+    figures_["energy_per_image_j"] = energy_j / images if energy_j and images else None
     return figures_
 
 

@@ -23,15 +23,22 @@ files, as the study read them (`colloc-kit data make NAME --root DATA_ROOT` writ
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
+import sys
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Mapping
 
+from . import figures
+from .analysis import baselines, data_name
 from .errors import BadInput
+from .gpu.mig_catalogue import GpuModel, gpu_model, model_for_device, resolve
 from .gpu.mig_planner import ImpossibleLayout, plan
-from .gpu.mig_catalogue import GpuModel, gpu_model, model_for_device
+from .machine import gpu_list
+from .modes.mps import partition_share
+from .pipeline import run_spec
+from .pipeline.cell import preflight
+from .pipeline.folder import ExperimentFolder
+from .results import combine, load
 from .spec import AMP_CHOICES, ExperimentSpec, ModeSpec
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
@@ -102,8 +109,6 @@ class Card:
     @classmethod
     def here(cls, gpu: int = 0) -> "Card":
         """This machine's GPU `gpu` (read-only NVML), or the H100 80GB where there is none."""
-        from .machine import gpu_list
-
         gpus, reason = gpu_list()
         card = next((g for g in gpus if g["index"] == gpu), None)
         if card is None:
@@ -205,7 +210,8 @@ def _solo_cells(seed: SeedSpec, card: Card, amp: str) -> list[SeedCell]:
         workload = f"{model.removeprefix('timm.')} on {dataset}, batch {BATCH[seed.seed]}"
         for copies in SOLO_COPIES:
             plain = ("exclusive", "mps") if copies == 1 else ("naive", "mps")
-            rows = [(ModeSpec(plain[0]), f"{copies} x {plain[0]}", plain[0], "")]
+            rows: list[tuple[ModeSpec | None, str, str, str]] = [(ModeSpec(plain[0]), f"{copies} x {plain[0]}",
+                                                                  plain[0], "")]
             for slice_ in SOLO_SLICES[copies]:
                 mode, runs_as, layout = _partition(card, [slice_] * copies)
                 rows.append((mode, f"{copies} x {_artifact_profile(slice_)}", runs_as, layout))
@@ -239,13 +245,6 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     the card's memory for naive and MPS, the partition's share for partitions) is not run: it is named, with the
     arithmetic, in out/<experiment>/not-run.json and on stderr.
     """
-    import sys
-
-    from .pipeline import run_spec
-    from .pipeline.cell import preflight
-    from .pipeline.folder import ExperimentFolder
-    from .results import combine
-
     card = Card.here(seed.gpu)
     folder = ExperimentFolder.of(out, seed.experiment)
     exp_dir = folder.path
@@ -280,8 +279,6 @@ def _workload_label(spec: ExperimentSpec) -> str:
     ...                                                        data_root="/data/cifar10")]))
     'timm.resnet26 bs64 off on cifar10'
     """
-    from .analysis import data_name
-
     same = len({job.batch_size for job in spec.jobs}) == 1
     models = " + ".join(job.model if same else f"{job.model} bs{job.batch_size}" for job in spec.jobs)
     label = f"{models} bs{spec.jobs[0].batch_size} {spec.jobs[0].amp}" if same else f"{models} {spec.jobs[0].amp}"
@@ -292,9 +289,6 @@ def _workload_label(spec: ExperimentSpec) -> str:
 def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
     """Each job's steady GPU memory alone (MiB) as the lone runs in `exp_dir` measured it, one entry per job of a
     run of `spec`; None where a lone run is still missing."""
-    from .analysis import baselines
-    from .results import load
-
     if not exp_dir.exists():
         return None
     base = baselines(load(exp_dir).jobs)
@@ -311,10 +305,6 @@ def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
 
 def _does_not_fit(need: list[float] | None, mode: ModeSpec, card: Card) -> str | None:
     """Why jobs with these lone footprints cannot fit in memory under `mode`, or None (they fit, or not known)."""
-    from . import figures
-    from .gpu.mig_catalogue import resolve
-    from .modes.mps import partition_share
-
     if need is None or mode.name == "exclusive":
         return None
     partitions = mode.options.get("partitions")

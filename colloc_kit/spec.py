@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import os
 import reprlib
-import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -44,10 +42,7 @@ RECIPE_CHOICES = ("kit", "seed")
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
-BUNDLED_DIR = Path(__file__).parent / "experiments"
 MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
-YAML_MAX_BYTES = 1_000_000
-YAML_MAX_DEPTH = 20
 
 
 BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
@@ -177,7 +172,8 @@ class JobSpec:
         return argv
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, require_model: bool = False) -> None:
+    def add_arguments(cls, parser: argparse.ArgumentParser | argparse._ArgumentGroup, require_model: bool = False
+                      ) -> None:
         """Add one option per field to an argparse parser (the worker's and the CLI's options come from here)."""
         for f in fields(cls):
             flag = "--" + f.name.replace("_", "-")
@@ -292,7 +288,7 @@ class ExperimentSpec:
         known = {f.name for f in fields(cls)}
         unknown = _listed(set(data) - known)
         _require(not unknown, f"spec: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
-        groups = data.get("jobs")
+        groups: Any = data.get("jobs")
         _require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
         jobs = []
         for i, group in enumerate(groups):
@@ -312,7 +308,9 @@ class ExperimentSpec:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ExperimentSpec":
-        """An ExperimentSpec read from a YAML file (safe YAML), checked as `from_mapping` does."""
+        """An ExperimentSpec read from a YAML file (safe YAML: `spec_yaml`), checked as `from_mapping` does."""
+        from .spec_yaml import read_yaml  # noqa: PLC0415 - PyYAML loads only when a spec file is read, not in a worker
+
         return cls.from_mapping(read_yaml(path))
 
     def to_dict(self) -> dict:
@@ -321,78 +319,6 @@ class ExperimentSpec:
         data["jobs"] = [j.to_dict() for j in self.jobs]
         data["modes"] = [{"name": m.name, **m.options} for m in self.modes]
         return data
-
-
-def bundled_specs() -> dict[str, Path]:
-    """The experiment specs shipped with the kit, by name (e.g. 'cpu-smoke', 'exclusive-vs-naive')."""
-    return {p.stem: p for p in sorted(BUNDLED_DIR.glob("*.yaml"))}
-
-
-def read_yaml(path: str | Path) -> dict:
-    """The mapping in a YAML spec file (a path, or the name of a bundled spec), or BadInput saying what is wrong.
-
-    Read safely: at most YAML_MAX_BYTES of UTF-8, nested at most YAML_MAX_DEPTH levels, no aliases (`*name`).
-    """
-    import yaml
-
-    path = Path(path)
-    if not os.path.lexists(path) and str(path) in bundled_specs():
-        path = bundled_specs()[str(path)]
-    try:
-        _require(stat.S_ISREG(path.stat().st_mode), f"spec {path} is not a file (a folder, a pipe, ...); give the "
-                                                    "path of a YAML experiment spec")
-        with path.open("rb") as file:
-            raw = file.read(YAML_MAX_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
-        raise BadInput(f"spec file {path} does not exist; give the path of a YAML experiment spec "
-                       f"or the name of a bundled one ({', '.join(bundled_specs())})") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read the spec {path}: {exc.strerror}; check its permissions") from None
-    _require(len(raw) <= YAML_MAX_BYTES, f"{path} is larger than {YAML_MAX_BYTES:,} bytes; give a short YAML spec "
-                                         "(jobs, modes, copies), not data")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start}); save the spec as UTF-8 YAML") from None
-    try:
-        data = yaml.load(text, Loader=_spec_loader()) or {}
-    except BadInput as exc:
-        raise BadInput(f"{path}, {exc}") from None
-    except ValueError as exc:  # not a YAMLError: e.g. an integer of thousands of digits, a date that does not exist
-        problem = str(exc).split(";")[0][:120]
-        raise BadInput(f"{path} holds a value YAML cannot read ({problem}); fix the spec") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise BadInput(f"{path} is not valid YAML: {problem[:200]}{where}; fix the spec there") from None
-    _require(isinstance(data, dict), f"{path}: a spec is a mapping of keys (jobs, modes, copies, ...), got "
-                                     f"{type(data).__name__}; write e.g. `jobs: [{{model: resnet18}}]`")
-    return data
-
-
-def _spec_loader():
-    import yaml
-
-    class SpecLoader(yaml.SafeLoader):
-        """SafeLoader that refuses aliases (no billion laughs) and nesting deeper than YAML_MAX_DEPTH."""
-
-        depth = 0
-
-        def compose_node(self, parent, index):
-            mark = self.peek_event().start_mark
-            where = f"line {mark.line + 1}, column {mark.column + 1}"
-            if self.check_event(yaml.AliasEvent):
-                raise BadInput(f"{where}: aliases (*name) are not allowed in a spec; write the value out")
-            if self.depth >= YAML_MAX_DEPTH:
-                raise BadInput(f"{where}: nested deeper than {YAML_MAX_DEPTH} levels; a spec needs a few, flatten it")
-            self.depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return SpecLoader
 
 
 def _require(condition: Any, message: str) -> None:

@@ -81,7 +81,7 @@ def make(name: str, root: str | Path, images: int | None = None, jobs: int | Non
     chunks = [(layout.name, str(folder / "train" / cls), c, _share(count, len(layout.classes), c))
               for c, cls in enumerate(layout.classes)]
     workers = jobs or max(1, min(len(os.sched_getaffinity(0)), 32))
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # noqa: PLC0415 - only when writing: the worker imports this module
 
     with ProcessPoolExecutor(max_workers=workers) as pool, tqdm(total=count, unit="img", disable=not progress,
                                                                   desc=f"stand-in {name}") as bar:
@@ -99,8 +99,8 @@ def _share(total: int, parts: int, index: int) -> int:
 
 def _write_class(chunk: tuple[str, str, int, int]) -> int:
     """Write one class folder's images (a process of the pool); returns how many it held in the end."""
-    import numpy as np
-    from PIL import Image
+    import numpy as np  # noqa: PLC0415 - in the writing processes only
+    from PIL import Image  # noqa: PLC0415 - in the writing processes only
 
     name, class_dir, class_index, count = chunk
     layout = LAYOUTS[name]

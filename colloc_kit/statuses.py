@@ -34,7 +34,8 @@ class Status(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__  # f"{status}" is the value on every Python version
+    def __format__(self, format_spec: str) -> str:  # f"{status}" is the value on every Python version
+        return str.__format__(self, format_spec)
 
 
 COMPLETE, FAILED, TIMED_OUT, INTERRUPTED = Status.COMPLETE, Status.FAILED, Status.TIMED_OUT, Status.INTERRUPTED

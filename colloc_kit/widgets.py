@@ -30,12 +30,16 @@ from typing import Any, Callable, Sequence
 import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from . import analysis, background, notebook, plots
 from .errors import CollocKitError
+from .modes import registered
+from .pipeline import run
 from .progress import Progress
 from .results import Results, combine
 from .spec import ModeSpec, with_changes
+from .worker.models import MODEL_NAMES
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 BATCH_SIZE_CHOICES = (8, 16, 32, 64, 128, 256)
@@ -267,8 +271,6 @@ def panel(interactive: bool, setup: notebook.Setup, modes: Sequence[Any], copies
     if not interactive:
         print(OFF_NOTICE)
         return None
-    from .worker.models import MODEL_NAMES
-
     return ExperimentPanel(models=setup.models, more_models=[] if setup.tiny else MODEL_NAMES, modes=modes,
                            copies=copies, batch_sizes=BATCH_SIZE_CHOICES, job={"batch_size": batch_size, **setup.job},
                            out=out, name=name, time_limit_s=time_limit_s)
@@ -281,8 +283,6 @@ def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:
     >>> [m.label for m in mode_choices(["naive"], device="cpu")][:2]
     ['naive', 'exclusive']
     """
-    from .modes import registered
-
     chosen = [ModeSpec.parse(m) for m in modes]
     names = {m.name for m in chosen}
     return chosen + [ModeSpec(name) for name, cls in registered().items()
@@ -292,8 +292,6 @@ def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:
 
 def _gpu_panels() -> go.Figure:
     """Three empty live panels of the run's GPU, side by side: SM activity, memory, power."""
-    from plotly.subplots import make_subplots
-
     fig = make_subplots(rows=1, cols=3, subplot_titles=("SM activity (%)", "memory used (GB)", "power (W)"))
     for col, name in enumerate(("SM activity", "memory", "power"), 1):
         fig.add_scatter(x=[], y=[], mode="lines", name=name, showlegend=False, row=1, col=col)
@@ -304,6 +302,4 @@ def _gpu_panels() -> go.Figure:
 
 
 def _default_run() -> Callable[..., Any]:
-    from .pipeline import run
-
     return run

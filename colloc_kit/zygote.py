@@ -308,7 +308,7 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     for fd, std in zip(fds, (0, 1, 2)):
         os.dup2(fd, std)
         os.close(fd)
-    import setproctitle
+    import setproctitle  # noqa: PLC0415 - in the forked worker only (preloaded by name)
 
     setproctitle.setproctitle(request["title"])  # first: it finds the room for the title through the environment
     os.environ.clear()
@@ -317,7 +317,7 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     os.sched_setaffinity(0, request["cores"])
     sys.argv = [importlib.util.find_spec(f"{WORKER_MODULE}.__main__").origin, *request["args"]]  # as `-m` sets it
     os.close(set_up)
-    from colloc_kit.worker.train import leave, main
+    from colloc_kit.worker.train import leave, main  # noqa: PLC0415 - in the forked worker only (preloaded by name)
 
     leave(main(request["args"]))
 

@@ -7,10 +7,12 @@ import sys
 
 import pytest
 
+from colloc_kit import batch
+
 
 def _cuda_reason() -> str | None:
     try:
-        import torch
+        import torch  # noqa: PLC0415 - a failing import is a skip reason here
     except ImportError as exc:  # pragma: no cover - torch is a dependency
         return f"torch not importable: {exc}"
     if not torch.cuda.is_available():
@@ -35,8 +37,6 @@ def has_mps_control() -> bool:
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
     """The whole cpu-smoke profile, run once for the session (a few minutes on a 2-core CPU)."""
-    from colloc_kit import batch
-
     return batch.run_batch("cpu-smoke", out=tmp_path_factory.mktemp("batch"))
 
 

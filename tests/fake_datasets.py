@@ -50,7 +50,7 @@ def write_imagenet64(root: Path, files: int = 2, images_per_file: int = 24, comp
 def write_imagefolder(root: Path, classes: int = 3, images_per_class: int = 8, size: int = 40,
                       train_subfolder: bool = True, seed: int = 0) -> Path:
     """root/train/<class>/<n>.png (or root/<class>/<n>.png): an ImageNet-style folder of random PNG images."""
-    from PIL import Image
+    from PIL import Image  # noqa: PLC0415 - heavy: only for image files
 
     rng = np.random.default_rng(seed)
     base = Path(root) / "train" if train_subfolder else Path(root)

@@ -20,6 +20,7 @@ a client connects, as Volta+ MPS does on a client's fatal error).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import socket
@@ -65,7 +66,7 @@ def client() -> int:
                 conn.connect(SOCKET)
                 conn.sendall(line.encode())
                 conn.shutdown(socket.SHUT_WR)
-                answer = b"".join(iter(lambda: conn.recv(4096), b""))
+                answer = b"".join(iter(functools.partial(conn.recv, 4096), b""))
         except OSError:
             print("Cannot find MPS control daemon process", file=sys.stderr)
             return 1
@@ -111,7 +112,7 @@ class Daemon:
         while True:
             conn, _ = listener.accept()
             with conn:
-                line = b"".join(iter(lambda: conn.recv(4096), b"")).decode().strip()
+                line = b"".join(iter(functools.partial(conn.recv, 4096), b"")).decode().strip()
                 if flag("FAKE_MPS_SILENT"):
                     time.sleep(3600)
                 log("control", f"Accepting connection... {line}")

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import pytest
 
 from colloc_kit import analysis, plots
+from colloc_kit.gpu.mig_planner import plan
 from colloc_kit.results import Results
 
 ALONE_MODES = {"exclusive"}
@@ -154,8 +155,6 @@ def test_figures_carry_one_trace_per_mode(jobs):
 
 
 def test_mig_layouts_draw_one_box_per_instance_and_name_idle_compute_slices():
-    from colloc_kit.gpu.mig_planner import plan
-
     fig = plots.mig_layouts({"2x3g": plan("3g,3g", "H100-80GB"), "7x1g": plan(["1g"] * 7, "H100-80GB")})
     assert len(fig.layout.shapes) == 9
     assert [a.text for a in fig.layout.annotations if "idle" in a.text] == ["1 compute slice idle"]

@@ -184,7 +184,7 @@ def drive_the_panel(lab, page):
 
 def _accept_kernel_dialog(page) -> None:
     """JupyterLab may ask which kernel to start for the notebook; take the one offered (this Python's)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415 - optional: the browser tests skip without it
 
     dialog = page.locator(".jp-Dialog")
     try:

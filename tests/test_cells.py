@@ -8,23 +8,26 @@ worker processes. One cell per stand-in GPU runs at a time, each in its own real
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import psutil
 import pytest
+from processes import survivors_of_killed_kit
 
 import colloc_kit
-from colloc_kit.gpu import nvml
-from colloc_kit.pipeline.cells import cells
-from colloc_kit.pipeline.folder import ExperimentFolder
-from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.cli import main
+from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
+from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.entry import _visible_gpu
+from colloc_kit.pipeline.folder import ExperimentFolder
+from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.rundir import find_runs
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
-from processes import survivors_of_killed_kit
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64, steps=12)
@@ -156,8 +159,6 @@ def test_bad_gpu_and_slurm_input_exits_2_before_anything_starts(tmp_path, capsys
 
 
 def test_slurm_without_submitit_exits_2_with_what_to_install(tmp_path, capsys, monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "submitit", None)  # as where the extra is not installed
     code = main(["run", "--model", "smallcnn", "--device", "cpu", "--slurm", "--out", str(tmp_path)])
     assert code == 2 and "pip install 'colloc-kit[slurm]'" in capsys.readouterr().err
@@ -182,8 +183,6 @@ def test_status_lists_done_failed_and_pending_cells(tmp_path, capsys):
     ({"SLURM_JOB_GPUS": "1", "CUDA_VISIBLE_DEVICES": "0"}, 1),  # a device cgroup renumbers CUDA's view, not Slurm's
 ])
 def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
-    from colloc_kit.pipeline.entry import _visible_gpu
-
     for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -195,9 +194,6 @@ def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
 def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path):
     """SIGKILL of the kit (no chance to clean up): each cell process is told by the kernel (SIGTERM), stops its jobs
     and marks its run interrupted; no process is left."""
-    import subprocess
-    import sys
-
     script = (
         "import colloc_kit\n"
         "from colloc_kit.gpu import nvml\n"

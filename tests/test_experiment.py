@@ -3,6 +3,8 @@
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,9 +13,10 @@ import pytest
 import colloc_kit
 from colloc_kit import events
 from colloc_kit.cli import build_parser, experiment_from_args, main
-from colloc_kit.errors import BadInput
+from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.modes import Slot
+from colloc_kit.modes.simple import NaiveMode
 from colloc_kit.rundir import find_runs
 from colloc_kit.spec import JobSpec
 
@@ -178,9 +181,6 @@ def test_cli_exit_1_when_a_job_fails(tmp_path):
 
 def test_sigterm_stops_the_run_cleanly(tmp_path):
     """A timeout or service stop (SIGTERM) takes Ctrl-C's path: exit 130, the run on disk marked interrupted."""
-    import subprocess
-    import sys
-
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", "--model", "smallcnn", "--device", "cpu", "--steps", "100000",
            "--image-size", "32", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet",
            "--out", str(tmp_path)]
@@ -199,9 +199,6 @@ def test_sigterm_stops_the_run_cleanly(tmp_path):
 
 def test_a_mode_that_fails_to_start_leaves_a_readable_run_and_its_own_error(tmp_path, monkeypatch):
     """The mode's error reaches the caller (not a reader's crash on jobs that never got a slot)."""
-    from colloc_kit.errors import GpuStateError
-    from colloc_kit.modes.simple import NaiveMode
-
     def refuse(self):
         raise GpuStateError("the mode could not start")
 

@@ -4,7 +4,9 @@ import math
 
 import pytest
 
-from colloc_kit import analysis, figures
+import colloc_kit
+from colloc_kit import analysis, cli, figures
+from colloc_kit.widgets import ExperimentPanel
 
 
 def interval(t, seconds=1.0, images=100, warmup=False, held=False, wait=0.0):
@@ -91,10 +93,6 @@ def test_memory_fit_keeps_a_margin():
 
 def test_cli_table_load_analysis_and_panel_show_one_aggregate_and_one_normalized_figure(tmp_path, capsys):
     """A real tiny CPU experiment, read four ways."""
-    import colloc_kit
-    from colloc_kit import cli
-    from colloc_kit.widgets import ExperimentPanel
-
     job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "batch_size": 8, "synthetic_samples": 64,
            "workers": 0, "warmup_steps": 2, "steps": 12, "interval_s": 0.05}
     results = colloc_kit.run([job], mode=["exclusive", "naive"], copies=[1, 2], out=tmp_path, monitor=False,

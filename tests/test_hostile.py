@@ -7,6 +7,7 @@ result is lost or hidden. Everything is real: real worker processes, real files,
 64 KiB tmpfs where this machine can mount one), real permissions (a process that gave up root where needed).
 """
 
+import io
 import json
 import os
 import re
@@ -14,24 +15,29 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml  # noqa: F401 - imported before a test forks a child that gives up root (it could not import then)
+from fake_datasets import write_imagefolder
+from fake_nvml import FakeNvml
+from processes import survivors_of_killed_kit
 
 import colloc_kit
 import colloc_kit.pipeline  # noqa: F401 - the same
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput, BrokenRun
+from colloc_kit.gpu import nvml
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.manifest import Manifest
 from colloc_kit.modes import Slot
 from colloc_kit.rundir import MANIFEST, RunDir, find_runs
 from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED, JOB_STATUSES, RUN_STATUSES
-from processes import survivors_of_killed_kit
 
 TINY_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32", "--steps", "3", "--warmup-steps", "1",
               "--synthetic-samples", "64", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet"]
@@ -99,8 +105,6 @@ def write_spec(tmp_path: Path, text: str | bytes, name: str = "spec.yaml") -> Pa
 
 def as_nobody(fn) -> tuple[int, str]:
     """Run fn() in a forked child that gave up root (real permission checks); (its return value, its stderr)."""
-    import io
-
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
@@ -178,8 +182,6 @@ def test_run_without_spec_or_model_says_what_to_give(tmp_path, capsys):
 
 
 def test_an_image_folder_with_an_empty_class_folder_is_refused(tmp_path, capsys):
-    from fake_datasets import write_imagefolder
-
     root = write_imagefolder(tmp_path / "images", classes=2, images_per_class=2)
     (root / "train" / "class_empty").mkdir()
     err = refused(capsys, tmp_path / "out", "run", *TINY_FLAGS, "--dataset", "imagefolder", "--data-root", root,
@@ -289,8 +291,6 @@ def test_a_missing_spec_names_the_bundled_ones(tmp_path, capsys):
 @pytest.mark.parametrize("where", ["file", "folder"])
 def test_an_unreadable_spec_says_so(where):
     """A spec only root may read, read by a process that gave up root (pytest's tmp_path is root's alone)."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as folder:
         os.chmod(folder, 0o755)
         inner = Path(folder) / "locked"
@@ -423,8 +423,6 @@ def test_workers_die_with_a_sigkilled_kit(tmp_path):
 
 
 def test_two_interrupts_in_a_row_do_not_record_started_jobs_as_not_started(tmp_path):
-    import threading
-
     def interrupt_twice():
         while sum('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
             time.sleep(0.05)
@@ -622,10 +620,6 @@ def test_the_python_api_refuses_a_results_folder_that_is_a_file(tmp_path):
 @pytest.mark.parametrize("gpu", ["3", "99999999999999999999"])
 def test_a_gpu_index_the_machine_lacks_is_refused_before_anything_starts(tmp_path, capsys, gpu):
     """On a stand-in NVML (labelled: tests/fake_nvml.py) with one GPU, --gpu 3 is refused; no worker is started."""
-    from fake_nvml import FakeNvml
-
-    from colloc_kit.gpu import nvml
-
     flags = [f if f != "cpu" else "cuda" for f in TINY_FLAGS]  # --device cuda
     with nvml.use_backend(FakeNvml(gpus=1)):
         err = refused(capsys, tmp_path, "run", *flags, "--gpu", gpu, "--out", tmp_path)

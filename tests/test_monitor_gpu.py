@@ -10,7 +10,7 @@ pytestmark = pytest.mark.gpu
 
 
 def busy(seconds: float) -> None:
-    import torch
+    import torch  # noqa: PLC0415 - heavy: GPU tests only
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     end = time.time() + seconds

@@ -1,13 +1,15 @@
 """Measurement windows for users' own code, against the stand-in NVML and without a GPU."""
 
+import sys
 import time
+import types
 
 import pytest
-
-from colloc_kit.gpu import nvml
-from colloc_kit.errors import BadInput
-from colloc_kit.monitor import EnergyMeter, measure
 from fake_nvml import FakeNvml
+
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
+from colloc_kit.monitor import EnergyMeter, measure, window
 
 
 def test_measure_gives_time_and_energy_of_the_block():
@@ -60,11 +62,6 @@ def test_a_gpu_lost_during_a_window_says_so():
 
 def test_windows_wait_for_queued_cuda_work(monkeypatch):
     """A window around asynchronous CUDA work measures the work: each edge synchronises torch's device first."""
-    import sys
-    import types
-
-    from colloc_kit.monitor import window
-
     calls = []
     cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
                                  synchronize=lambda: calls.append("sync"))

@@ -76,4 +76,4 @@ def test_every_name_of_the_surface_exists_and_is_documented(name):
 
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-        colloc_kit.no_such_name
+        _ = colloc_kit.no_such_name

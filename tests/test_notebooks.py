@@ -64,7 +64,7 @@ def test_experiment_notebooks_gate_their_panel_behind_interactive_in_one_call(pa
 def test_every_profile_names_only_declared_parameters(profile):
     planned = batch.plan(profile, batch.load_profiles(), NOTEBOOKS)
     assert [nb.stem for nb, _ in planned] == [nb.stem for nb in TOP]
-    for nb, values in planned:
+    for _, values in planned:
         assert values["PLOTLY_RENDERER"] == batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]
 
 

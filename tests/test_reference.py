@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import colloc_kit
-from colloc_kit import analysis, reference
+from colloc_kit import analysis, findings, reference
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput
 from colloc_kit.manifest import Manifest
@@ -186,8 +186,6 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
 @pytest.mark.skipif(reference.DEFAULT not in reference.available(),
                     reason=f"the H100 set ({reference.DEFAULT}) is not in colloc_kit/reference/ yet")
 def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy():
-    from colloc_kit import findings
-
     shipped, not_run = reference.load(), reference.not_run()
     assert {"seed-33", "seed-34", "seed-37"} <= set(shipped.runs["experiment"])  # 35 and 36 in part
     mixes, _ = findings.configurations(shipped, "seed-37")

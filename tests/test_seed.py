@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
+import colloc_kit
 from colloc_kit import seed as study
 from colloc_kit.cli import main
 from colloc_kit.errors import BadInput
-from colloc_kit.spec import JobSpec, bundled_specs, read_yaml
+from colloc_kit.spec import JobSpec
+from colloc_kit.spec_yaml import bundled_specs, read_yaml
+from colloc_kit.standin import LABEL, make
+from colloc_kit.worker.recipes import seed_transform
 
 H100 = study.Card.planned("H100-80GB")
 
@@ -83,11 +89,9 @@ def test_the_recipe_fills_its_defaults_but_keeps_what_the_job_says():
 
 
 def test_seed_transform_yields_224_uint8_images_from_a_small_png(tmp_path):
-    from PIL import Image
-    import numpy as np
-    import torch
-
-    from colloc_kit.worker.recipes import seed_transform
+    import numpy as np  # noqa: PLC0415 - heavy: this test only
+    import torch  # noqa: PLC0415 - heavy: this test only
+    from PIL import Image  # noqa: PLC0415 - heavy: this test only
 
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8))
     out = seed_transform(224)(image)
@@ -96,9 +100,6 @@ def test_seed_transform_yields_224_uint8_images_from_a_small_png(tmp_path):
 
 @pytest.mark.slow
 def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_path):
-    import colloc_kit
-    from colloc_kit.standin import LABEL, make
-
     folder = make("cifar10", tmp_path / "data", images=200, progress=False)
     results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "recipe": "seed", "dataset": "imagefolder",
                                "data_root": str(folder), "batch_size": 8, "steps": 3, "warmup_steps": 1,
@@ -109,14 +110,10 @@ def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_
 
 
 def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monkeypatch, tmp_path):
-    from types import SimpleNamespace
-
-    from colloc_kit import analysis, results
-
     lone = pd.DataFrame([{"model": "timm.resnet50", "data_root": "/d/imagenet64", "batch_size": 128, "amp": "off",
                           "baseline_steady_gpu_memory_mb": 14016.0}])
-    monkeypatch.setattr(results, "load", lambda path: SimpleNamespace(jobs=None))
-    monkeypatch.setattr(analysis, "baselines", lambda jobs: lone)
+    monkeypatch.setattr(study, "load", lambda path: SimpleNamespace(jobs=None))
+    monkeypatch.setattr(study, "baselines", lambda jobs: lone)
     specs = {(s.jobs[0].model, s.copies[0]): s for s in study.experiments(study.SeedSpec(33, data_root="/d"), H100)}
     def does_not_fit(spec, mode):
         return study._does_not_fit(study._lone_footprints(tmp_path, spec), mode, H100)

@@ -10,17 +10,17 @@ import types
 import numpy as np
 import pytest
 import torch
+from fake_datasets import write_cifar10, write_imagefolder, write_imagenet64
 
 from colloc_kit import events
-from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job
+from colloc_kit.worker.datasets import IMAGE_SUFFIXES, image_side, imagenet64_files
 from colloc_kit.worker.loaders import CIFAR10Files, ImageNet64, _npz_memmap, build_feed
-from colloc_kit.worker.datasets import IMAGE_SUFFIXES, imagenet64_files
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.train import error_kind
-from fake_datasets import write_cifar10, write_imagefolder, write_imagenet64
 
 
 def train_on(dataset: str, root, *extra: str) -> list[dict]:
@@ -127,7 +127,7 @@ def test_check_job_accepts_each_fake_copy(tmp_path):
 
 
 def test_the_image_suffixes_checked_are_imagefolders_own():
-    from torchvision.datasets.folder import IMG_EXTENSIONS
+    from torchvision.datasets.folder import IMG_EXTENSIONS  # noqa: PLC0415 - heavy: this test only
 
     assert set(IMAGE_SUFFIXES) == set(IMG_EXTENSIONS)
 
@@ -161,8 +161,6 @@ def test_imagenet64_batch_files_in_order_and_stray_copies_ignored(tmp_path):
 @pytest.mark.parametrize("model, device, side", [("smallcnn", "cuda", 32), ("resnet18", "cpu", 32),
                                                  ("resnet18", "cuda", 224)])
 def test_synthetic_images_are_32_px_for_smallcnn_and_on_the_cpu_unless_asked(model, device, side):
-    from colloc_kit.worker.datasets import image_side
-
     assert image_side("synthetic", None, model, device) == side
     assert image_side("synthetic", 64, model, device) == 64
     assert image_side("cifar10", None, "resnet18", "cpu") == 32

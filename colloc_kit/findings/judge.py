@@ -14,6 +14,7 @@ import math
 import pandas as pd
 
 from .. import seed
+from ..gpu.mig_catalogue import gpu_model
 from .read import ALONE, KINDS, MPS, PARTITION, _copies, missing_cells
 
 __all__ = ["STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text"]
@@ -24,8 +25,6 @@ CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
 
 def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
     """Memory capacities to count copies against: the card and its MIG profiles (and the study's A100-40GB)."""
-    from ..gpu.mig_catalogue import gpu_model
-
     out = {}
     models = [gpu_model(gpu)] + ([gpu_model(STUDY_GPU)] if with_study_gpu and gpu_model(gpu).name != STUDY_GPU else [])
     for model in models:

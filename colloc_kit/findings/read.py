@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
-from .. import analysis, seed
+from .. import analysis, reference, seed
 from ..errors import BadInput
-from ..results import Results
+from ..gpu.mig_catalogue import gpu_model, model_for_device, resolve
+from ..results import Results, load
 from ..spec import AMP_CHOICES
 from ..statuses import COMPLETE
 
@@ -45,11 +47,6 @@ def read(data: str) -> tuple[Results, pd.DataFrame, str]:
 
     >>> results, not_run, note = read("h100-80gb")                         # doctest: +SKIP
     """
-    from pathlib import Path
-
-    from .. import reference
-    from ..results import load
-
     try:
         results = reference.load(data)
         return results, reference.not_run(data), (f"the reference data {data} ({len(results.runs)} runs of "
@@ -67,8 +64,6 @@ def read(data: str) -> tuple[Results, pd.DataFrame, str]:
 
 def gpu_of(results: Results, gpu: str = "") -> str:
     """The MIG table to plan with: `gpu` where given, else the built-in one of the GPU the runs used, else H100-80GB."""
-    from ..gpu.mig_catalogue import gpu_model, model_for_device
-
     if gpu:
         return gpu_model(gpu).name
     names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else []
@@ -230,8 +225,6 @@ def missing_cells(cells: pd.DataFrame, not_run: pd.DataFrame | None = None, fit:
 def _too_big(fit: pd.DataFrame | None, workload: str, copies: int, layout: str | None, gpu: str) -> str | None:
     """Why `copies` jobs of `workload` cannot fit the card (or one its layout's shares), by their steady footprint
     alone (`fit`: analysis.memory_fit on `capacities(gpu)`); None where they fit or nothing is known."""
-    from ..gpu.mig_catalogue import resolve
-
     if fit is None or fit.empty:
         return None
     capacity, needed = (f"{gpu} {resolve(layout.split('+')[0], gpu).name}", 1) if layout else (f"{gpu} card", copies)
@@ -251,9 +244,11 @@ def _skipped(not_run: pd.DataFrame | None, experiment: str) -> dict[tuple, str]:
     """{(first model, precision, data, kind, copies, layout): why} of the experiment's not-run cells, named as
     'timm.resnet152 bs128 off on imagenet naive x7'; older folders lack the data ('... bs128 off naive x7') or also
     the precision ('timm.resnet152 naive x7'): None in its place."""
-    found = {}
-    rows = not_run[not_run["experiment"] == experiment] if not_run is not None and len(not_run) else []
-    for cell, why in (zip(rows["cell"], rows["why"]) if len(rows) else []):
+    found: dict[tuple, str] = {}
+    if not_run is None or not len(not_run):
+        return found
+    rows = not_run[not_run["experiment"] == experiment]
+    for cell, why in zip(rows["cell"], rows["why"]):
         parts = cell.rsplit(" ", 2)
         if len(parts) == 3 and re.fullmatch(r"x\d+", parts[2]):
             jobs, _, data = parts[0].partition(" on ")
@@ -268,8 +263,8 @@ def _why_skipped(skipped: dict[tuple, str], workload: pd.Series, cell: tuple) ->
     not run: an entry naming its data and precision, else one from an older folder that names fewer."""
     model, amp, data = workload["model"], workload["amp"], workload["data"]
     for key in ((model, amp, data), (model, amp, None), (model, None, None)):
-        if (*key, *cell) in skipped:
-            return skipped[(*key, *cell)]
+        if key + cell in skipped:
+            return skipped[key + cell]
     return None
 
 

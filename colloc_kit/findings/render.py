@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import analysis
+from .. import analysis, notebook
+from ..gpu.mig_catalogue import gpu_model
 from ..results import Results
 from .judge import STUDY_GPU, _bound, capacities, claims, gain_text, mig_placements
 from .read import ALONE, KINDS, PARTITION, STUDY_33, _copies, as_run, configurations, missing_cells
@@ -28,8 +29,6 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
              not_run: pd.DataFrame | None = None) -> str:
     """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33 (and of 34-36 where the
     data has them), the mixes of 37, each claim beside what the data shows, and what an A100 user should expect."""
-    from .. import notebook
-
     all33, note33 = configurations(results, "seed-33", models)
     cells33, variant33 = as_run(all33)
     cells37, note37 = configurations(results, "seed-37", models)
@@ -109,8 +108,8 @@ def _mixes_section(cells37: pd.DataFrame, not_run: pd.DataFrame | None, placemen
         "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),
         "sharing": mixes.get("kind"), "gain": [gain_text(r) for _, r in mixes.iterrows()],
         "bound by": mixes.get("bound_by")})) if len(mixes) else "No mixed run in the data.", ""]
-    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else []
-    if len(skipped):
+    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else None
+    if skipped is not None and len(skipped):
         lines += ["### Mixes not run", "", _table(skipped[["cell", "why"]]), ""]
     return lines + ["### MIG layouts of the study's mixes", "", _table(placements), ""]
 
@@ -158,8 +157,6 @@ def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
 
 def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
     """What a user of the study's A100-40GB should expect, from the card tables and the measured footprints."""
-    from ..gpu.mig_catalogue import gpu_model
-
     here, there = gpu_model(gpu), gpu_model(STUDY_GPU)
     lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs "
              f"and {here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "

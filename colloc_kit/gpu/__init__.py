@@ -10,6 +10,7 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     mig_planner    exact MIG placements (`plan`), explained impossibilities, proposed layouts
     mig_apply      `MigLayout`: apply a layout and restore what was there (an undo journal)
     mig_state      a simulated MIG GPU: its instances and processes, and the rules (placement, capacity, refusals)
+    mig_handles    the simulated NVML's handles: ctypes structures, each a key into a table of `mig_state` objects
     mig_simulator  a simulated NVML over `mig_state`: pynvml's functions, handles, structures and errors
 
     >>> from colloc_kit.gpu import mig_planner

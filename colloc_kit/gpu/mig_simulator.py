@@ -2,7 +2,8 @@
 drives a real GPU drives this one unchanged.
 
 This module only translates: pynvml's own constants, error classes and ctypes structures (imported from
-nvidia-ml-py) in and out, opaque handles (pointers to a structure holding a key, here) to the state's objects.
+nvidia-ml-py) in and out, opaque handles (pointers to a structure holding a key, here: `mig_handles`) to the state's
+objects.
 The rules (placements, capacity, what is refused and why) are `mig_state`'s: current and pending MIG mode
 (enabling needs an idle GPU and, with `needs_reset`, a GPU reset that the simulator, like the kit, never performs);
 GPU-instance creation at a placement in memory slices (INVALID_ARGUMENT for a start the profile does not allow,
@@ -21,8 +22,6 @@ Knobs for tests: `needs_reset`, `privileged`, `mig_capable`, `add_process(...)`,
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any, Iterator
@@ -38,54 +37,15 @@ from pynvml import (  # pynvml's own constants, error class and structures: thos
     NVML_ERROR_UNKNOWN,
     NVML_SUCCESS,
     NVMLError,
-    c_nvmlComputeInstancePlacement_t,
     c_nvmlComputeInstanceProfileInfo_v2_t,
-    c_nvmlGpuInstancePlacement_t,
     c_nvmlGpuInstanceProfileInfo_v2_t,
 )
 
-from . import nvml
+from . import mig_handles, nvml
 from .mig_catalogue import GpuModel, Profile
-from .mig_state import ComputeInstance, GpuInstance, SimulatedGpu, SimulatedHost
-
-
-# Opaque handles, as in pynvml: pointers to structures. Here the structure carries a key into the simulator,
-# so the two info structures that hold handles are declared here too (same field names as pynvml's).
-class struct_c_nvmlDevice_t(ctypes.Structure):
-    """What a device handle (a GPU or a MIG device) points to: a key into the simulator."""
-
-    _fields_ = [("key", ctypes.c_uint)]
-
-
-class struct_c_nvmlGpuInstance_t(ctypes.Structure):
-    """What a GPU-instance handle points to: a key into the simulator."""
-
-    _fields_ = [("key", ctypes.c_uint)]
-
-
-class struct_c_nvmlComputeInstance_t(ctypes.Structure):
-    """What a compute-instance handle points to: a key into the simulator."""
-
-    _fields_ = [("key", ctypes.c_uint)]
-
-
-c_nvmlDevice_t = ctypes.POINTER(struct_c_nvmlDevice_t)
-c_nvmlGpuInstance_t = ctypes.POINTER(struct_c_nvmlGpuInstance_t)
-c_nvmlComputeInstance_t = ctypes.POINTER(struct_c_nvmlComputeInstance_t)
-
-
-class c_nvmlGpuInstanceInfo_t(ctypes.Structure):
-    """pynvml's GPU-instance info, over the simulator's handles."""
-
-    _fields_ = [("device", c_nvmlDevice_t), ("id", ctypes.c_uint), ("profileId", ctypes.c_uint),
-                ("placement", c_nvmlGpuInstancePlacement_t)]
-
-
-class c_nvmlComputeInstanceInfo_t(ctypes.Structure):
-    """pynvml's compute-instance info, over the simulator's handles."""
-
-    _fields_ = [("device", c_nvmlDevice_t), ("gpuInstance", c_nvmlGpuInstance_t), ("id", ctypes.c_uint),
-                ("profileId", ctypes.c_uint), ("placement", c_nvmlComputeInstancePlacement_t)]
+from .mig_handles import (HandleTable, c_nvmlComputeInstanceInfo_t, c_nvmlGpuInstanceInfo_t, deref, fill,
+                          struct_c_nvmlComputeInstance_t, struct_c_nvmlDevice_t, struct_c_nvmlGpuInstance_t)
+from .mig_state import ComputeInstance, GpuInstance, SimulatedHost
 
 
 class SimulatedNvml:
@@ -106,9 +66,7 @@ class SimulatedNvml:
         self.gpus = self.host.gpus
         self.calls: list[str] = []  # names of the mutating calls made, in order (tests read it)
         self._init_count = 0
-        self._keys = itertools.count(1)
-        self._structs: dict[tuple[type, int], ctypes.Structure] = {}  # (structure type, id of object) -> structure
-        self._objects: dict[tuple[type, int], Any] = {}  # (structure type, key) -> object of mig_state
+        self._handles = HandleTable(need_init=self._need_init)
 
     # -- knobs ----------------------------------------------------------------------------------------------------
     @property
@@ -181,7 +139,7 @@ class SimulatedNvml:
         self._need_init()
         if not 0 <= int(index) < len(self.gpus):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return self._handle(struct_c_nvmlDevice_t, self.gpus[int(index)])
+        return self._handles.handle(struct_c_nvmlDevice_t, self.gpus[int(index)])
 
     def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes):
         """The handle of the GPU or MIG device with `uuid`; NOT_FOUND if none."""
@@ -189,27 +147,27 @@ class SimulatedNvml:
         found = self.host.find(uuid.decode() if isinstance(uuid, bytes) else uuid)
         if found is None:
             raise NVMLError(NVML_ERROR_NOT_FOUND)
-        return self._handle(struct_c_nvmlDevice_t, found)
+        return self._handles.handle(struct_c_nvmlDevice_t, found)
 
     def nvmlDeviceGetName(self, handle) -> str:
         """The GPU's name, or the MIG device's ('... MIG 1g.5gb (simulated)')."""
-        gpu, mig = self._device(handle)
+        gpu, mig = self._handles.device(handle)
         return gpu.device_name(mig)
 
     def nvmlDeviceGetUUID(self, handle) -> str:
         """The UUID of the GPU (GPU-simulated-...) or MIG device (MIG-simulated-...)."""
-        gpu, mig = self._device(handle)
+        gpu, mig = self._handles.device(handle)
         return mig.uuid if mig else gpu.uuid
 
     def nvmlDeviceGetMemoryInfo(self, handle, version=None):
         """Total, used (by the processes on it) and free bytes of the GPU or MIG device."""
-        gpu, mig = self._device(handle)
+        gpu, mig = self._handles.device(handle)
         total, used = gpu.memory_bytes(mig)
         return SimpleNamespace(total=total, used=used, free=total - used)
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle) -> list:
         """The processes computing on the GPU or MIG device, with their memory and MIG instance ids (None off MIG)."""
-        gpu, mig = self._device(handle)
+        gpu, mig = self._handles.device(handle)
         found = []
         for p in gpu.running(mig):
             ci = gpu.mig_device(p.device_uuid)
@@ -221,13 +179,13 @@ class SimulatedNvml:
     # -- MIG mode ------------------------------------------------------------------------------------------------
     def nvmlDeviceGetMigMode(self, handle) -> list[int]:
         """[current, pending] MIG mode; NOT_SUPPORTED on a GPU without MIG."""
-        gpu = self._parent(handle)
+        gpu = self._handles.parent(handle)
         gpu.require_mig_capable()
         return [_mig_mode(gpu.mig_enabled), _mig_mode(gpu.mig_pending)]
 
     def nvmlDeviceSetMigMode(self, handle, mode: int) -> int:
         """Returns the activation status: NVML_SUCCESS, or (mode left pending) IN_USE / RESET_REQUIRED."""
-        gpu = self._parent(handle)
+        gpu = self._handles.parent(handle)
         if mode not in (NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         status = gpu.set_mig_mode(mode == NVML_DEVICE_MIG_ENABLE)
@@ -237,16 +195,16 @@ class SimulatedNvml:
     # -- GPU instances -------------------------------------------------------------------------------------------
     def nvmlDeviceGetGpuInstanceProfileInfo(self, handle, profile: int, version: int = 2):
         """The info of profile NVML_GPU_INSTANCE_PROFILE_* `profile`: id, slices, instance count, SMs, memory, name."""
-        return _profile_info(self._parent(handle).profile_by_enum(profile))
+        return _profile_info(self._handles.parent(handle).profile_by_enum(profile))
 
     def nvmlDeviceGetGpuInstanceProfileInfoById(self, handle, profile_id: int):
         """The info of the profile with id `profile_id`."""
-        return _profile_info(self._parent(handle).profile_by_id(profile_id))
+        return _profile_info(self._handles.parent(handle).profile_by_id(profile_id))
 
     def nvmlDeviceGetGpuInstancePossiblePlacements(self, handle, profile_id: int, placements, count_ref) -> int:
         """Fill `placements` with the profile's (start, size) in memory slices; with None, just set the count."""
-        p = self._parent(handle).profile_by_id(profile_id)
-        count = _deref(count_ref)
+        p = self._handles.parent(handle).profile_by_id(profile_id)
+        count = deref(count_ref)
         if placements is None:
             count.value = len(p.placements)
             return NVML_SUCCESS
@@ -259,38 +217,38 @@ class SimulatedNvml:
 
     def nvmlDeviceGetGpuInstanceRemainingCapacity(self, handle, profile_id: int) -> int:
         """How many more instances of the profile could be created now."""
-        return self._parent(handle).remaining_capacity(profile_id)
+        return self._handles.parent(handle).remaining_capacity(profile_id)
 
     def nvmlDeviceCreateGpuInstance(self, handle, profile_id: int):
         """A new GPU instance of the profile at its first free placement."""
-        return self._created_gi(self._parent(handle).create_gpu_instance(profile_id))
+        return self._created_gi(self._handles.parent(handle).create_gpu_instance(profile_id))
 
     def nvmlDeviceCreateGpuInstanceWithPlacement(self, handle, profile_id: int, placement):
         """A new GPU instance of the profile at `placement` (a c_nvmlGpuInstancePlacement_t, by reference)."""
-        gpu, where = self._parent(handle), _deref(placement)
+        gpu, where = self._handles.parent(handle), deref(placement)
         return self._created_gi(gpu.create_gpu_instance(profile_id, where.start, where.size))
 
     def nvmlGpuInstanceDestroy(self, gi_handle) -> int:
         """Destroy the GPU instance; IN_USE while it holds compute instances."""
-        gi = self._gi(gi_handle)
+        gi = self._handles.gi(gi_handle)
         gi.destroy()
         self.calls.append(f"nvmlGpuInstanceDestroy({gi.profile.name}@{gi.start})")
         return NVML_SUCCESS
 
     def nvmlDeviceGetGpuInstances(self, handle, profile_id: int, gi_array, count_ref) -> int:
         """Fill `gi_array` with the handles of the profile's GPU instances; INSUFFICIENT_SIZE if it is too small."""
-        found = self._parent(handle).gpu_instances_of(profile_id)
-        return _fill(gi_array, _deref(count_ref), [self._handle(struct_c_nvmlGpuInstance_t, gi) for gi in found])
+        found = self._handles.parent(handle).gpu_instances_of(profile_id)
+        return fill(gi_array, deref(count_ref), [self._handles.handle(struct_c_nvmlGpuInstance_t, gi) for gi in found])
 
     def nvmlDeviceGetGpuInstanceById(self, handle, gi_id: int):
         """The handle of the GPU instance with id `gi_id`; NOT_FOUND if none."""
-        return self._handle(struct_c_nvmlGpuInstance_t, self._parent(handle).gpu_instance(gi_id))
+        return self._handles.handle(struct_c_nvmlGpuInstance_t, self._handles.parent(handle).gpu_instance(gi_id))
 
     def nvmlGpuInstanceGetInfo(self, gi_handle):
         """The GPU instance's device, id, profile id and placement."""
-        gi = self._gi(gi_handle)
+        gi = self._handles.gi(gi_handle)
         info = c_nvmlGpuInstanceInfo_t()
-        info.device, info.id = self._handle(struct_c_nvmlDevice_t, gi.gpu), gi.id
+        info.device, info.id = self._handles.handle(struct_c_nvmlDevice_t, gi.gpu), gi.id
         info.profileId = gi.profile.profile_id
         info.placement.start, info.placement.size = gi.start, gi.profile.memory_slices
         return info
@@ -298,7 +256,7 @@ class SimulatedNvml:
     # -- compute instances ---------------------------------------------------------------------------------------
     def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi_handle, profile: int, eng_profile: int, version: int = 2):
         """The info of compute-instance profile `profile` inside the GPU instance; NOT_SUPPORTED if it cannot be."""
-        gi = self._gi(gi_handle)
+        gi = self._handles.gi(gi_handle)
         whole, slices = gi.profile, gi.compute_slices_of(profile)
         info = c_nvmlComputeInstanceProfileInfo_v2_t()
         info.version, info.id, info.sliceCount = 2, profile, slices
@@ -310,16 +268,16 @@ class SimulatedNvml:
 
     def nvmlGpuInstanceCreateComputeInstance(self, gi_handle, profile_id: int):
         """A new compute instance of the profile at the first free compute slices of the GPU instance."""
-        return self._created_ci(self._gi(gi_handle).create_compute_instance(profile_id))
+        return self._created_ci(self._handles.gi(gi_handle).create_compute_instance(profile_id))
 
     def nvmlGpuInstanceCreateComputeInstanceWithPlacement(self, gi_handle, profile_id: int, placement):
         """A new compute instance at `placement` (a c_nvmlComputeInstancePlacement_t, by reference)."""
-        gi, where = self._gi(gi_handle), _deref(placement)
+        gi, where = self._handles.gi(gi_handle), deref(placement)
         return self._created_ci(gi.create_compute_instance(profile_id, where.start, where.size))
 
     def nvmlComputeInstanceDestroy(self, ci_handle) -> int:
         """Destroy the compute instance; IN_USE while a process runs on it."""
-        ci = self._ci(ci_handle)
+        ci = self._handles.ci(ci_handle)
         ci.destroy()
         gi = ci.gpu_instance
         self.calls.append(f"nvmlComputeInstanceDestroy({gi.profile.name}@{gi.start}, {ci.id})")
@@ -327,19 +285,20 @@ class SimulatedNvml:
 
     def nvmlGpuInstanceGetComputeInstances(self, gi_handle, profile_id: int, ci_array, count_ref) -> int:
         """Fill `ci_array` with the handles of the profile's compute instances; INSUFFICIENT_SIZE if too small."""
-        found = self._gi(gi_handle).compute_instances_of(profile_id)
-        return _fill(ci_array, _deref(count_ref), [self._handle(struct_c_nvmlComputeInstance_t, ci) for ci in found])
+        found = self._handles.gi(gi_handle).compute_instances_of(profile_id)
+        handles = [self._handles.handle(struct_c_nvmlComputeInstance_t, ci) for ci in found]
+        return fill(ci_array, deref(count_ref), handles)
 
     def nvmlGpuInstanceGetComputeInstanceById(self, gi_handle, ci_id: int):
         """The handle of the compute instance with id `ci_id`; NOT_FOUND if none."""
-        return self._handle(struct_c_nvmlComputeInstance_t, self._gi(gi_handle).compute_instance(ci_id))
+        return self._handles.handle(struct_c_nvmlComputeInstance_t, self._handles.gi(gi_handle).compute_instance(ci_id))
 
     def nvmlComputeInstanceGetInfo(self, ci_handle):
         """The compute instance's device, GPU instance, id, profile id and placement."""
-        ci = self._ci(ci_handle)
+        ci = self._handles.ci(ci_handle)
         info = c_nvmlComputeInstanceInfo_t()
-        info.device = self._handle(struct_c_nvmlDevice_t, ci.gpu_instance.gpu)
-        info.gpuInstance = self._handle(struct_c_nvmlGpuInstance_t, ci.gpu_instance)
+        info.device = self._handles.handle(struct_c_nvmlDevice_t, ci.gpu_instance.gpu)
+        info.gpuInstance = self._handles.handle(struct_c_nvmlGpuInstance_t, ci.gpu_instance)
         info.id, info.profileId = ci.id, ci.profile
         info.placement.start, info.placement.size = ci.start, ci.size
         return info
@@ -349,91 +308,49 @@ class SimulatedNvml:
     # -- MIG devices ---------------------------------------------------------------------------------------------
     def nvmlDeviceGetMaxMigDeviceCount(self, handle) -> int:
         """The most MIG devices the GPU can have: one per compute slice."""
-        return self._parent(handle).model.compute_slices
+        return self._handles.parent(handle).model.compute_slices
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, index: int):
         """The handle of MIG device `index` (by GPU-instance id, then compute-instance id); NOT_FOUND if none."""
-        devices = self._parent(handle).mig_devices()
+        devices = self._handles.parent(handle).mig_devices()
         if not 0 <= index < len(devices):
             raise NVMLError(NVML_ERROR_NOT_FOUND)
-        return self._handle(struct_c_nvmlDevice_t, devices[index])
+        return self._handles.handle(struct_c_nvmlDevice_t, devices[index])
 
     def nvmlDeviceIsMigDeviceHandle(self, handle) -> int:
         """1 for a MIG device's handle, 0 for a GPU's."""
-        return int(self._device(handle)[1] is not None)
+        return int(self._handles.device(handle)[1] is not None)
 
     def nvmlDeviceGetGpuInstanceId(self, handle) -> int:
         """The GPU-instance id of a MIG device; INVALID_ARGUMENT for a GPU."""
-        return self._mig(handle).gpu_instance.id
+        return self._handles.mig(handle).gpu_instance.id
 
     def nvmlDeviceGetComputeInstanceId(self, handle) -> int:
         """The compute-instance id of a MIG device; INVALID_ARGUMENT for a GPU."""
-        return self._mig(handle).id
+        return self._handles.mig(handle).id
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle):
         """The handle of the GPU a MIG device is on; INVALID_ARGUMENT for a GPU."""
-        return self._handle(struct_c_nvmlDevice_t, self._mig(handle).gpu_instance.gpu)
+        return self._handles.handle(struct_c_nvmlDevice_t, self._handles.mig(handle).gpu_instance.gpu)
 
-    # -- handles -------------------------------------------------------------------------------------------------
+    # -- sessions and new instances ------------------------------------------------------------------------------
     def _need_init(self) -> None:
         if self._init_count <= 0:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
 
-    def _handle(self, struct_type: type, obj: Any):
-        """A pointer to the one structure of `struct_type` that stands for `obj` (a GPU, MIG device or instance)."""
-        struct = self._structs.get((struct_type, id(obj)))
-        if struct is None:
-            struct = self._structs[struct_type, id(obj)] = struct_type(next(self._keys))
-            self._objects[struct_type, struct.key] = obj
-        return ctypes.pointer(struct)
-
-    def _lookup(self, handle, struct_type: type) -> Any:
-        """The object behind a handle of `struct_type`; INVALID_ARGUMENT for anything else or a stale handle."""
-        self._need_init()
-        try:
-            struct = handle.contents
-        except (AttributeError, ValueError):
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT) from None
-        found = self._objects.get((struct_type, struct.key)) if isinstance(struct, struct_type) else None
-        if found is None or not found.exists:
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return found
-
-    def _device(self, handle) -> tuple[SimulatedGpu, ComputeInstance | None]:
-        found = self._lookup(handle, struct_c_nvmlDevice_t)
-        return (found, None) if isinstance(found, SimulatedGpu) else (found.gpu_instance.gpu, found)
-
-    def _parent(self, handle) -> SimulatedGpu:
-        gpu, mig = self._device(handle)
-        if mig is not None:
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return gpu
-
-    def _mig(self, handle) -> ComputeInstance:
-        gpu, mig = self._device(handle)
-        if mig is None:
-            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-        return mig
-
-    def _gi(self, handle) -> GpuInstance:
-        return self._lookup(handle, struct_c_nvmlGpuInstance_t)
-
-    def _ci(self, handle) -> ComputeInstance:
-        return self._lookup(handle, struct_c_nvmlComputeInstance_t)
-
     def _created_gi(self, gi: GpuInstance):
         self.calls.append(f"nvmlDeviceCreateGpuInstance({gi.profile.name}@{gi.start})")
-        return self._handle(struct_c_nvmlGpuInstance_t, gi)
+        return self._handles.handle(struct_c_nvmlGpuInstance_t, gi)
 
     def _created_ci(self, ci: ComputeInstance):
         where = f"{ci.gpu_instance.profile.name}@{ci.gpu_instance.start}"
         self.calls.append(f"nvmlGpuInstanceCreateComputeInstance({where}, {ci.profile}@{ci.start})")
-        return self._handle(struct_c_nvmlComputeInstance_t, ci)
+        return self._handles.handle(struct_c_nvmlComputeInstance_t, ci)
 
 
 # pynvml's module-level names, reachable as attributes like `pynvml.NVML_DEVICE_MIG_ENABLE`: its own constants and
 # error classes (NVMLError_InUse, ...), its structures, and the simulator's handle types
-for _name, _value in [*vars(pynvml).items(), *list(globals().items())]:
+for _name, _value in [*vars(pynvml).items(), *vars(mig_handles).items()]:
     if _name.startswith(("NVML_", "NVMLError", "c_nvml", "struct_c_nvml")):
         setattr(SimulatedNvml, _name, _value)
 
@@ -474,21 +391,3 @@ def _profile_info(p: Profile):
     info.multiprocessorCount, info.copyEngineCount, info.memorySizeMB = p.sm_count, p.compute_slices, p.memory_mib
     info.name = f"MIG {p.name}".encode()
     return info
-
-
-def _deref(ref) -> Any:
-    """The object behind a ctypes pointer or byref(), or the object itself."""
-    if hasattr(ref, "contents"):
-        return ref.contents
-    return getattr(ref, "_obj", ref)
-
-
-def _fill(array, count, handles: list) -> int:
-    """Fill a caller's handle array as NVML does: INSUFFICIENT_SIZE if it is too small."""
-    if len(handles) > count.value:
-        count.value = len(handles)
-        raise NVMLError(NVML_ERROR_INSUFFICIENT_SIZE)
-    for i, h in enumerate(handles):
-        array[i] = h
-    count.value = len(handles)
-    return NVML_SUCCESS

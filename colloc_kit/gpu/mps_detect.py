@@ -50,8 +50,8 @@ def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> 
         words = " ".join([name, *(proc.info["cmdline"] or [])])
         try:
             env = proc.environ()
-            pipe_dir = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
-            device = env.get("CUDA_VISIBLE_DEVICES")
+            pipe_dir: str | None = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
+            device: str | None = env.get("CUDA_VISIBLE_DEVICES")
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             pipe_dir = device = None
         found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",
@@ -75,7 +75,7 @@ def blocking_daemons(default_pipe_dir: Path = DEFAULT_PIPE_DIR, allow_pipe_dir: 
 
 
 def _is_uuid(device: str | None) -> bool:
-    return bool(device) and device.startswith(("GPU-", "MIG-"))
+    return device is not None and device.startswith(("GPU-", "MIG-"))
 
 
 def default_pipe_daemons() -> list[RunningDaemon]:

@@ -70,9 +70,9 @@ def reap_exited_daemon_processes(pids: Iterable[int | None], timeout_s: float = 
     Waits (at most `timeout_s`) for `pids`, this daemon's processes, to exit; the live processes of another daemon
     (MIG with MPS runs one per instance) are left alone. Only processes named nvidia-cuda-mps* are touched, so the
     launcher's own children keep their exit status."""
-    deadline, pids = time.monotonic() + timeout_s, [pid for pid in pids if pid]
+    deadline, known = time.monotonic() + timeout_s, [pid for pid in pids if pid]
     while True:
-        waiting = [pid for pid in pids if alive(pid)]
+        waiting = [pid for pid in known if alive(pid)]
         for child in psutil.Process().children():
             try:
                 if _is_mps_process(child) and child.status() == psutil.STATUS_ZOMBIE:

@@ -12,6 +12,7 @@ about every fifth row has GPM values).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Callable
 
@@ -128,15 +129,16 @@ class MigGpmSource:
         self.counters: dict[int, GpmCounter] = {}
         self.absent: dict[str, str] = {}
         for gi in gpu_instance_ids:
-            counter, absent = GpmCounter.create(lib, lambda sample, gi=gi: lib.nvmlGpmMigSampleGet(handle, gi, sample))
+            counter, absent = GpmCounter.create(lib, functools.partial(lib.nvmlGpmMigSampleGet, handle, gi))
             if counter is None:
                 self.notes.append(f"GPU instance {gi}: {next(iter(absent.values()))}")
             else:
                 self.counters[gi] = counter
                 self.absent = self.absent or absent
         first = next(iter(self.counters.values()), None)
-        for counter in self.counters.values():  # one column set: a metric another instance lacks reads None
-            counter.indices, counter.columns = first.indices, first.columns
+        if first is not None:
+            for counter in self.counters.values():  # one column set: a metric another instance lacks reads None
+                counter.indices, counter.columns = first.indices, first.columns
         columns = first.fields() if first else []
         self.schema = pa.schema([pa.field("t", pa.float64()), pa.field("gpu", pa.int64()),
                                  pa.field("gpu_instance_id", pa.int64()), *columns])

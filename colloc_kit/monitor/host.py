@@ -106,7 +106,6 @@ class HostSource:
 
     def close(self) -> None:
         """Nothing to free (psutil keeps no handle)."""
-        pass
 
 
 class HostJobSource:
@@ -139,4 +138,3 @@ class HostJobSource:
 
     def close(self) -> None:
         """Nothing to free (psutil keeps no handle)."""
-        pass

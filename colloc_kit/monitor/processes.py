@@ -51,7 +51,7 @@ class GpuProcessSource:
         self._names: dict[int, str | None] = {}
         self._last_us = int(time.time() * 1e6)  # NVML stamps utilization samples in CPU microseconds
         if any(gi is not None for gi, _ in targets):
-            reason = "NVML has no per-process utilization on MIG"
+            reason: str | None = "NVML has no per-process utilization on MIG"
         else:
             _, reason = probe(lib, self._utilization)
         if reason is not None:
@@ -99,7 +99,6 @@ class GpuProcessSource:
 
     def close(self) -> None:
         """Nothing to free (NVML handles belong to the session)."""
-        pass
 
     def unmatched_note(self) -> str | None:
         """A note when jobs ran and GPU processes were seen, yet no process matched a job's pid."""

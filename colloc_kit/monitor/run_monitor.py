@@ -102,7 +102,7 @@ class Monitor:
         try:
             write_info(self.out_dir, self.info("complete"))
         except Exception as exc:
-            warnings.warn(f"colloc-kit monitor could not write {self.out_dir / 'monitor.json'}: {exc}")
+            warnings.warn(f"colloc-kit monitor could not write {self.out_dir / 'monitor.json'}: {exc}", stacklevel=1)
 
     def info(self, status: str) -> dict[str, Any]:
         """What monitor.json holds: settings, the device, columns recorded and left out (with why), errors, notes."""

@@ -37,7 +37,7 @@ INFO_FILE = "monitor.json"
 
 def table(schema: pa.Schema, rows: list[tuple]) -> pa.Table:
     """A pyarrow table from row tuples in the schema's column order."""
-    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    columns: list[Any] = list(zip(*rows)) if rows else [[] for _ in schema]
     return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
 
 
@@ -127,7 +127,8 @@ def read_samples(path: str | Path) -> Samples:
             frames[series] = pd.DataFrame()
     info_path = monitor_dir / INFO_FILE
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    return Samples(*(frames[s] for s in SERIES), info=info)
+    gpu, mig, process, host, host_job = (frames[s] for s in SERIES)
+    return Samples(gpu, mig, process, host, host_job, info=info)
 
 
 def write_info(monitor_dir: Path, info: dict[str, Any]) -> None:

@@ -93,7 +93,7 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     plan.say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
-    readings = {h.cell.cell_id: h.reading() for h in handles if h.reading() is not None}
+    readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
     return _results(plan, readings, folder)
 
 

@@ -47,7 +47,8 @@ class Placement:
     @classmethod
     def on(cls, machine_info: dict, machine_file: Path, gpu: int, device: str) -> "Placement":
         """GPU `gpu` of the machine `machine_info` describes (stored in `machine_file`); no card for CPU jobs."""
-        card = next((g for g in machine_info["gpus"] if g["index"] == gpu), {}) if device == "cuda" else {}
+        gpus = machine_info["gpus"] if device == "cuda" else []
+        card: dict[str, Any] = next((g for g in gpus if g["index"] == gpu), {})
         return cls(gpu, card.get("uuid"), card.get("name"), machine_info["host"]["hostname"], Path(machine_file))
 
 
@@ -71,7 +72,7 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     >>> [job_id for job_id, _, _ in plan_jobs(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), 2)]
     ['j0-smallcnn', 'j1-smallcnn']
     """
-    planned = []
+    planned: list[tuple[str, int, JobSpec]] = []
     for copy in range(copies):
         for group, job in enumerate(spec.jobs):
             planned.append((f"j{len(planned)}-{job.model}", group, job.with_(seed=job.seed + copy)))

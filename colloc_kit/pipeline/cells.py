@@ -19,6 +19,7 @@ import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
+from typing import AbstractSet
 
 from ..rundir import safe_name
 from ..spec import ExperimentSpec, ModeSpec
@@ -69,7 +70,7 @@ class Plan:
     states: dict[str, CellState] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: set[str] = frozenset()) -> "Plan":
+    def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: AbstractSet[str] = frozenset()) -> "Plan":
         """The plan for `spec` in `folder`; `in_flight`: ids of cells an executor has under way elsewhere."""
         every, states = cells(spec), folder.cell_states()
         status = {c.cell_id: states[c.cell_id].status for c in every if c.cell_id in states}

@@ -38,9 +38,14 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from .. import __version__
+from ..analysis import job_mix_label
 from ..errors import BadInput, BrokenRun
+from ..machine import git_commit
+from ..monitor import summarize
 from ..pipeline.folder import NOT_RUN as NOT_RUN_FILE
-from ..results import Results, load as load_runs
+from ..results import Results
+from ..results import load as load_runs
 from ..rundir import RunDir, safe_name
 
 SHIPPED = Path(__file__).parent
@@ -139,8 +144,6 @@ def run_monitor(results: Results) -> pd.DataFrame:
     the host's (`host_<metric>_...`) over the run's common window, or over the whole sampled run where it has none
     (`monitor_window` says which). Runs without samples get a row of their ids only.
     """
-    from ..monitor import summarize
-
     rows = []
     for run in results.runs.itertuples(index=False):
         gpu, host = (_of_run(frame, run.run_id) for frame in (results.samples, results.host_samples))
@@ -205,10 +208,6 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
 
 def render_readme(name: str, results: Results, facts: Mapping, sources: list, skipped: pd.DataFrame) -> str:
     """The README of a set: the facts given, then what the runs record (machine, versions, dates, cells, failures)."""
-    from .. import __version__
-    from ..analysis import job_mix_label
-    from ..machine import git_commit
-
     runs, jobs = results.runs, results.jobs
     lines = [f"# Reference data `{name}`", "",
              f"Exported {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by colloc-kit {__version__} "

@@ -12,6 +12,7 @@ Importing this package is cheap (no torch): the launcher calls `check_job` befor
 from __future__ import annotations
 
 from ..errors import BadInput, NvmlUnavailable
+from ..gpu import nvml
 from ..spec import JobSpec
 from .datasets import DATASET_NAMES, image_side, locate
 from .models import MODEL_NAMES, check_model
@@ -34,8 +35,6 @@ def check_job(spec: JobSpec) -> None:
 
 def _require_gpu() -> None:
     """Ask NVML, not CUDA: initialising CUDA in the launcher would make it a client of whatever mode runs next."""
-    from ..gpu import nvml
-
     try:
         with nvml.session() as lib:
             count = lib.nvmlDeviceGetCount()

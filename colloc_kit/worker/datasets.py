@@ -9,6 +9,7 @@ downloaded; an absent dataset is refused with where the kit looked, what it expe
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 from ..errors import BadInput
@@ -98,8 +99,6 @@ def _imagefolder(root: Path) -> Path:
 
 
 def _imagenet64(root: Path) -> Path:
-    import zipfile
-
     for folder in (root, *sorted(d for d in root.iterdir() if d.is_dir())):
         files = imagenet64_files(folder)
         if not files:

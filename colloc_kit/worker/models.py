@@ -15,6 +15,7 @@ This module imports torch only when a model is built, and timm only for a timm n
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from ..errors import BadInput
@@ -52,16 +53,16 @@ def build_model(name: str, num_classes: int, image_size: int) -> Any:
     """A freshly initialised `torch.nn.Module` (weights=None) with `num_classes` outputs."""
     check_model(name, image_size)
     if name.startswith(TIMM_PREFIX):
-        import timm
+        import timm  # noqa: PLC0415 - optional (colloc-kit[timm]), only for timm models
 
         return timm.create_model(name.removeprefix(TIMM_PREFIX), pretrained=False, num_classes=num_classes,
                                  **_timm_size(name.removeprefix(TIMM_PREFIX), image_size))
-    import torchvision
+    import torchvision  # noqa: PLC0415 - heavy: loaded when a model is built
 
     if name == "smallcnn":
         return _small_cnn(num_classes)
     if name == "resnet26":  # the seed study's small model: ResNet with Bottleneck blocks [2, 2, 2, 2]
-        from torchvision.models.resnet import Bottleneck, ResNet
+        from torchvision.models.resnet import Bottleneck, ResNet  # noqa: PLC0415 - heavy: loaded when a model is built
 
         return ResNet(Bottleneck, [2, 2, 2, 2], num_classes=num_classes)
     extra = {"image_size": image_size} if name == "vit_b_16" else {}
@@ -70,7 +71,7 @@ def build_model(name: str, num_classes: int, image_size: int) -> Any:
 
 def _small_cnn(num_classes: int) -> Any:
     """Two conv blocks and a linear head: 20k parameters for 10 classes, any input size of 4 pixels or more."""
-    from torch import nn
+    from torch import nn  # noqa: PLC0415 - heavy: loaded when a model is built
 
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True), nn.MaxPool2d(2),
@@ -80,11 +81,9 @@ def _small_cnn(num_classes: int) -> Any:
 
 
 def _check_timm(name: str, image_size: int) -> None:
-    import importlib.util
-
     if importlib.util.find_spec("timm") is None:
         raise BadInput(f"model {TIMM_PREFIX}{name} needs timm, which is not installed; {TIMM_INSTALL}")
-    import timm
+    import timm  # noqa: PLC0415 - optional (colloc-kit[timm]), only for timm models
 
     if not timm.is_model(name):
         close = timm.list_models(f"*{name[:6]}*")[:8]
@@ -97,7 +96,7 @@ def _check_timm(name: str, image_size: int) -> None:
 
 def _timm_size(name: str, image_size: int) -> dict:
     """timm's `img_size` argument where a model is built for one input size (vision transformers such as CaiT)."""
-    import timm
+    import timm  # noqa: PLC0415 - optional (colloc-kit[timm]), only for timm models
 
     fixed = timm.get_pretrained_cfg_value(name, "fixed_input_size")
     default = (timm.get_pretrained_cfg_value(name, "input_size") or (3, 224, 224))[-1]

@@ -42,8 +42,8 @@ RECIPES = {
 def seed_transform(size: int):
     """timm's default training transform (`create_transform(size, is_training=True)` with train.py's
     `--train-interpolation random`), ending in a uint8 CHW tensor as timm's prefetching loader yields it."""
-    import torch
-    from torchvision.transforms import InterpolationMode, v2
+    import torch  # noqa: PLC0415 - heavy: loaded when a job is built
+    from torchvision.transforms import InterpolationMode, v2  # noqa: PLC0415 - heavy: loaded when a job is built
 
     crops = [v2.RandomResizedCrop(size, scale=SEED_SCALE, ratio=SEED_RATIO, interpolation=mode, antialias=True)
              for mode in (InterpolationMode.BILINEAR, InterpolationMode.BICUBIC)]
@@ -53,7 +53,7 @@ def seed_transform(size: int):
 
 def device_normaliser(device, memory_format):
     """uint8 images on the device -> float, ImageNet-normalised, in `memory_format` (timm's prefetcher step)."""
-    import torch
+    import torch  # noqa: PLC0415 - heavy: loaded when a job is built
 
     mean = torch.tensor([m * 255 for m in IMAGENET_NORM[0]], device=device).view(1, 3, 1, 1)
     std = torch.tensor([s * 255 for s in IMAGENET_NORM[1]], device=device).view(1, 3, 1, 1)

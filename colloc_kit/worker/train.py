@@ -15,8 +15,10 @@ the run has its window then, so the jobs' windows overlap), and stops at once if
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
+import resource
 import signal
 import sys
 import threading
@@ -25,10 +27,12 @@ import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
 
 from .. import events
-from ..events import ErrorKind
 from ..errors import BadInput
+from ..events import ErrorKind
 from ..spec import JobSpec
 from . import check_job
+from .models import build_model
+from .recipes import RECIPES
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
@@ -36,7 +40,7 @@ MESSAGE_CHARS = 2000
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # bad options become a bad_input event, like every other bad input
+    def error(self, message: str) -> NoReturn:  # bad options become a bad_input event, like every other bad input
         raise BadInput(f"{message}; see python -m colloc_kit.worker --help")
 
 
@@ -82,8 +86,6 @@ def leave(code: int) -> NoReturn:
 
         leave(main())
     """
-    import multiprocessing
-
     for loader_process in multiprocessing.active_children():
         loader_process.kill()
         loader_process.join()  # reaped: its CPU time counts in this process's children's, as the kit reads it
@@ -122,11 +124,9 @@ def _job_id(argv: list[str]) -> str:
 
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
-    import torch
+    import torch  # noqa: PLC0415 - after check_job: bad input is refused before torch loads
 
-    from .loaders import build_feed
-    from .models import build_model
-    from .recipes import RECIPES
+    from .loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
 
     launched_at = _started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
@@ -144,21 +144,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
-    recipe = RECIPES[spec.recipe]
-    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, weight_decay=recipe.weight_decay)
-    scaler = torch.amp.GradScaler(device.type, enabled=spec.amp == "fp16")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.amp)
-    criterion = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
-
-    def train_step(images: Any, labels: Any) -> Any:
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = criterion(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss.detach()
-
+    train_step = _step_function(torch, spec, model, device)
     batches = feed.epoch()
     first = next(batches)
     built_t = events.now()
@@ -166,14 +152,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     train_step(*first)  # cuDNN autotuning and lazy set-up happen here, before the barrier, not in the timed steps
     sync()
     writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
-                primed_s=time.perf_counter() - prime_t0, model=spec.model, dataset=spec.dataset,
-                dataset_label=feed.label,
-                device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
-                image_size=feed.image_size, amp=spec.amp, recipe=spec.recipe, channels_last=spec.channels_last,
-                params=sum(p.numel() for p in model.parameters()), num_classes=feed.num_classes,
-                steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps, threads=torch.get_num_threads(),
-                cores=sorted(os.sched_getaffinity(0)),
-                torch=torch.__version__, pid=os.getpid())
+                primed_s=time.perf_counter() - prime_t0, **_described(torch, spec, feed, model, device))
     if barrier and not sys.stdin.readline():
         return EXIT_LAUNCHER_GONE
     launcher = _Launcher(listen=barrier)
@@ -202,6 +181,38 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                 peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
                 peak_rss_mb=_peak_rss_mb())
     return EXIT_OK
+
+
+def _step_function(torch: Any, spec: JobSpec, model: Any, device: Any) -> Callable[[Any, Any], Any]:
+    """One training step of `model` as the job's recipe and AMP setting say: forward, loss, backward, optimizer step;
+    returns the loss."""
+    recipe = RECIPES[spec.recipe]
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, weight_decay=recipe.weight_decay)
+    scaler = torch.amp.GradScaler(device.type, enabled=spec.amp == "fp16")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.amp)
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
+
+    def train_step(images: Any, labels: Any) -> Any:
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = criterion(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    return train_step
+
+
+def _described(torch: Any, spec: JobSpec, feed: Any, model: Any, device: Any) -> dict[str, Any]:
+    """What the `ready` event says of the job as built: model, data, device, precision, threads, cores, versions."""
+    return dict(model=spec.model, dataset=spec.dataset, dataset_label=feed.label,
+                device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                batch_size=spec.batch_size, image_size=feed.image_size, amp=spec.amp, recipe=spec.recipe,
+                channels_last=spec.channels_last, params=sum(p.numel() for p in model.parameters()),
+                num_classes=feed.num_classes, steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps,
+                threads=torch.get_num_threads(), cores=sorted(os.sched_getaffinity(0)), torch=torch.__version__,
+                pid=os.getpid())
 
 
 def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]]) -> Iterator[Any]:
@@ -339,7 +350,5 @@ def _started_at() -> float:
 
 def _peak_rss_mb() -> float:
     """Peak resident memory of this process in MiB (data-loader processes not included)."""
-    import resource
-
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 2 ** 10

@@ -4,9 +4,9 @@ GPUs of this host, a process per cell), `slurm` (an array task per cell). A spec
 
     >>> sorted(names())
     ['gpus', 'here', 'slurm']
-    >>> executor_class("nowhere")
+    >>> executor_class("nowhere")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    colloc_kit.errors.BadInput: executor 'nowhere' is not known; known: gpus, here, slurm (a plug-in: executors.register)
+    colloc_kit.errors.BadInput: executor 'nowhere' is not known; known: gpus, here, slurm (a plug-in: ...)
 """
 
 from __future__ import annotations

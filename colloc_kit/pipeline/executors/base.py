@@ -86,7 +86,7 @@ class CellJob(abc.ABC):
     def result(self) -> Status | str:
         """The cell run's status, waiting for it to end if need be."""
 
-    def cancel(self) -> None:
+    def cancel(self) -> None:  # noqa: B027 - a default: nothing to stop unless an executor says otherwise
         """Stop the cell if it has not ended (nothing to do for a cell that already ended)."""
 
     def reading(self) -> RunReading | None:
@@ -128,7 +128,7 @@ class Executor(abc.ABC):
         self.options = options if isinstance(options, self.Options) else options_from(self.Options, options,
                                                                                          self.name)
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 - a default: nothing to refuse unless an executor says otherwise
         """Refuse (BadInput) what this executor cannot run, before anything starts: jobs, modes, GPUs, tools."""
 
     def in_flight(self) -> set[str]:

@@ -76,7 +76,8 @@ class GpusExecutor(Executor):
         labels = [f"GPU {p.gpu}" for p in placements]
         board = GpuBoard(labels, total_cells=len(cells), enabled=bool(self.progress))
         shares = supervise.split_cores(supervise.host_cores(), len(placements))
-        queue, running, codes = list(cells), {}, {}
+        queue, codes = list(cells), {}
+        running: dict[int, _Running] = {}
         try:
             while queue or running:
                 for slot, placement in enumerate(placements):

@@ -114,6 +114,7 @@ class SlurmExecutor(Executor):
     def _parameters(self) -> dict:
         """submitit's parameters for the options."""
         options = self.options
+        assert isinstance(options, SlurmOptions)
         parameters = {"name": f"colloc-{self.spec.name}", "timeout_min": options.time_min, "tasks_per_node": 1,
                       "nodes": 1}
         for option, parameter in (("partition", "slurm_partition"), ("array_parallelism", "slurm_array_parallelism"),
