@@ -76,7 +76,7 @@ def migprofiler() -> dict:
 
 
 def figure(frame: pd.DataFrame, path: Path) -> None:
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # noqa: PLC0415 - plotly loads only where the figure is drawn
 
     fig = go.Figure()
     for mode, group in frame[frame["fits"]].groupby("mode"):

@@ -25,10 +25,15 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from . import predict_check
+from . import analysis, predict_check
 from .errors import BadInput
+from .gpu.mig_catalogue import model_for_device
 from .gpu.mig_planner import ImpossibleLayout, plan
-from .predict import CALIBRATION, MODES, Calibration, Config, LoneProfile, Target, predict
+from .modes import mode_class
+from .pipeline import run
+from .predict import CALIBRATION, H100, MODES, Calibration, Config, LoneProfile, Target, predict
+from .results import combine
+from .seed import MIX_MODELS, MIXES
 
 __all__ = ["parse_mix", "configurations", "advise", "pairs", "confirm", "seed_mixes", "COLUMNS"]
 
@@ -72,7 +77,7 @@ def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
     return found[0]
 
 
-def configurations(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = Target(),
+def configurations(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = H100,
                    copies: Iterable[int] = DEFAULT_COPIES, modes: Iterable[str] = MODES) -> list[Config]:
     """Every configuration of a mix: one workload alone runs at each copy count; a mix as given. Modes naive and
     MPS, and MPS partitions and MIG in every layout of one profile per job that the GPU can place (the larger
@@ -108,7 +113,7 @@ def _layouts(n: int, mode: str, target: Target) -> list[tuple[str, ...]]:
     return found
 
 
-def advise(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = Target(),
+def advise(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = H100,
            calibration: Calibration = CALIBRATION, copies: Iterable[int] = DEFAULT_COPIES,
            modes: Iterable[str] = MODES, bands: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
     """The configurations of a mix ranked by predicted gain (those that do not fit last), one tidy row each:
@@ -129,7 +134,6 @@ def advise(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target 
 
 def seed_mixes(lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:
     """Experiment 37's fourteen mixes (colloc_kit.seed.MIXES) as jobs of the workloads in `lone`."""
-    from .seed import MIX_MODELS, MIXES
 
     out = []
     for names, counts in MIXES.items():
@@ -139,7 +143,7 @@ def seed_mixes(lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:
     return out
 
 
-def pairs(lone: Mapping[str, LoneProfile], target: Target = Target(), calibration: Calibration = CALIBRATION,
+def pairs(lone: Mapping[str, LoneProfile], target: Target = H100, calibration: Calibration = CALIBRATION,
           modes: Sequence[str] = ("naive", "mps"), measured: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every pair of workloads (a job of each, a workload with itself included) under each mode: predicted
     normalized throughput of each job and of the pair, and where `measured` (predict_check.validate's frame)
@@ -180,8 +184,6 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
     """Run the top `k` configurations of `advise`'s table (that fit) on the GPU present, each job's lone run first
     (mode exclusive), through the kit's public `colloc_kit.run`; the measured gain (normalized throughput, 95 %
     CI) beside the predicted one. `budget`: the jobs' budget, e.g. {"seconds": 15} (default {"steps": 100})."""
-    from . import analysis
-    from .pipeline import run
 
     device = lone[next(iter(lone))].job.get("device", "cuda") if lone else "cuda"
     here = table["_config"].map(lambda config: _runs_here(config, device) is None).astype(bool)
@@ -208,7 +210,6 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
         parts.append(run([spec(w) for w in config.jobs], mode=mode_spec(config), out=out, name=name,
                          progress=progress))
         ids.append(list(parts[-1].runs["run_id"]))
-    from .results import combine
 
     summary = analysis.run_summary(combine(parts))
     rows = []
@@ -226,7 +227,6 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
 
 def _runs_here(config: Config, device: str) -> str | None:
     """Why `config`'s mode cannot run on this machine's GPU 0 (e.g. MIG with MIG mode off), or None."""
-    from .modes import mode_class
 
     spec = mode_spec(config)
     return mode_class(spec if isinstance(spec, str) else spec["name"]).unavailable_here(device=device)
@@ -234,7 +234,6 @@ def _runs_here(config: Config, device: str) -> str | None:
 
 def local_target(results) -> Target:
     """The target of runs read from a folder: this host's cores; the GPU the runs name (H100 80GB if none)."""
-    from .gpu.mig_catalogue import model_for_device
 
     names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else pd.Series([], dtype=str)
     model = next((m for m in (model_for_device(n) for n in names) if m is not None), None)

@@ -18,9 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import advise as adv, predict_check
+from . import advise as adv
+from . import predict_check, reference
+from .analysis import workload_label
 from .errors import BadInput
 from .predict import MODES, Target
+from .results import load
+from .spec import ExperimentSpec
+from .spec_yaml import read_yaml
 
 SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding", "predicted_images_per_s"]
 
@@ -78,8 +83,6 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 
 def _lone(args: argparse.Namespace):
-    from . import reference
-    from .results import load
 
     if args.runs and args.reference:
         raise BadInput("give --runs or --reference, not both")
@@ -108,8 +111,6 @@ def _mixes(words: list[str], lone) -> list[tuple[str, ...]]:
 
 
 def _spec_jobs(path: str, lone) -> tuple[str, ...]:
-    from .analysis import workload_label
-    from .spec import ExperimentSpec, read_yaml
 
     spec = ExperimentSpec.from_mapping(read_yaml(path))
     labels = [workload_label({**job.__dict__}) for job in spec.jobs]

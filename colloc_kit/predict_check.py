@@ -17,9 +17,9 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from . import analysis
+from . import analysis, reference
 from .errors import BadInput
-from .predict import CALIBRATION, Calibration, Config, LoneProfile, Target, predict, with_calibration
+from .predict import CALIBRATION, H100, Calibration, Config, LoneProfile, Target, predict, with_calibration
 from .results import Results
 
 __all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "error_bands", "fit", "HOLD_OUT",
@@ -124,7 +124,6 @@ def cells(results: Results, lone_from: Results | None = None, lone_experiment: s
 @lru_cache(maxsize=1)
 def reference_cells() -> tuple[Cell, ...]:
     """The collocated cells of the shipped sets h100-80gb and h100-matrix (the latter from its single-job runs)."""
-    from . import reference
 
     seed, matrix = reference.load("h100-80gb"), reference.load("h100-matrix")
     lone = matrix.of_experiments([MATRIX_BASELINE])
@@ -132,7 +131,7 @@ def reference_cells() -> tuple[Cell, ...]:
     return tuple(cells(seed, source="h100-80gb") + cells(others, lone, MATRIX_BASELINE, source="h100-matrix"))
 
 
-def validate(cell_list: Iterable[Cell], calibration: Calibration = CALIBRATION, target: Target = Target()) -> \
+def validate(cell_list: Iterable[Cell], calibration: Calibration = CALIBRATION, target: Target = H100) -> \
         pd.DataFrame:
     """Predicted beside measured, one row per cell: `error` = predicted / measured - 1, `abs_error`, `held_out`
     (not the experiment the constants were fitted on), `within_ci` (the prediction inside the measured 95 % CI)."""

@@ -96,7 +96,8 @@ def test_an_atomic_write_on_a_full_disk_names_the_file_keeps_the_old_one_and_lea
     with pytest.raises(OSError, match="No space left on device") as raised:
         atomic.write_json(path, {"cells": ["x" * 100_000]})
     assert raised.value.filename == str(path)
-    assert json.loads(path.read_text()) == {"cells": ["c"]} and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    assert json.loads(path.read_text()) == {"cells": ["c"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
     new = tmp_path / "new.json"
     (tmp_path / f".{new.name}.{os.getpid()}.tmp").symlink_to("/dev/full")
     with pytest.raises(OSError, match="No space left on device"):
