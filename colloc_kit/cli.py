@@ -32,7 +32,7 @@ from . import seed as study
 from .advise_cli import add_subcommand as add_advise
 from .batch import add_subcommand as add_batch
 from .cli_args import add_run_arguments, experiment_from_args, mode_option_names
-from .errors import BadInput, CollocKitError
+from .errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError
 from .mig_cli import add_subcommands as add_mig
 from .modes import availability
 from .pipeline import run_spec
@@ -60,13 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     """The `colloc-kit` command: parse, run the subcommand, turn errors into one line and an exit code."""
     try:
         parser = build_parser()
-    except BadInput as exc:  # a mode plug-in (COLLOC_KIT_MODES) that does not load
+    except (BadInput, BrokenPlugin) as exc:  # e.g. a mode plug-in (COLLOC_KIT_MODES) that does not load
         print(f"colloc-kit: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except BadInput as exc:
+    except (BadInput, BrokenRun, BrokenPlugin) as exc:  # refused before anything started
         return _refuse(args, str(exc), EXIT_BAD_INPUT)
     except CollocKitError as exc:
         return _refuse(args, str(exc), EXIT_FAILED_JOBS)

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from enum import Enum
 
+__all__ = ["CELL_STATUSES", "COMPLETE", "DONE", "FAILED", "FAILED_JOBS", "INTERRUPTED", "JOB_STATUSES", "PENDING",
+           "RUNNING", "RUN_ERROR", "RUN_STATUSES", "Status", "TIMED_OUT"]
+
 
 class Status(str, Enum):
     """A run's, a job's or a cell's status; which apply to which, and what each means: JOB_STATUSES, RUN_STATUSES,

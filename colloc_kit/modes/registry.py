@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadInput
+from ..errors import BadInput, BrokenPlugin
 
 if TYPE_CHECKING:
     from .base import SharingMode
@@ -125,8 +125,8 @@ def _load_plugin(entry: str) -> None:
     except BadInput:
         raise
     except Exception as exc:  # a plug-in's own error (missing, a syntax error, ...), reported in one line
-        raise BadInput(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({type(exc).__name__}: {exc}); fix it, "
-                       f"or remove it from {PLUGIN_VARIABLE}") from exc
+        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({type(exc).__name__}: {exc}); "
+                           f"fix it, or remove it from {PLUGIN_VARIABLE}") from exc
 
 
 def _where(cls: type) -> str:
