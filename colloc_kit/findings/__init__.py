@@ -21,10 +21,11 @@ path, `from .read import ...`).
 
 from .read import (ALONE, EVIDENCE, KINDS, MIG, MIX_MODELS, MPS, NAIVE, PARTITION, STUDY_33, as_run, configurations,
                    gpu_of, kind_of, layout_key, missing_cells, mix_label, name_of, read)
-from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements
+from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from .render import LIKE_33, a100_note, for_plots, gain_table, markdown
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "mix_label", "missing_cells", "as_run",
            "STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text",
+           "prediction_errors",
            "LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]

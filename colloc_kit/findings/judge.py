@@ -13,11 +13,13 @@ import math
 
 import pandas as pd
 
-from .. import seed
+from .. import predict_check, seed
+from ..errors import BadInput
+from ..results import Results
 from ..gpu.mig_catalogue import gpu_model
 from .read import ALONE, KINDS, MPS, PARTITION, _copies, missing_cells
 
-__all__ = ["STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text"]
+__all__ = ["STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text", "prediction_errors"]
 
 STUDY_GPU = "A100-40GB"
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
@@ -225,3 +227,22 @@ def _bound(row: pd.Series) -> str:
 
 def _number(value) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def prediction_errors(results: Results) -> pd.DataFrame:
+    """Per mode, how well the collocation model (`colloc_kit.predict`) predicts the data's collocated cells from
+    their lone runs alone: cells, median and 90th percentile of the absolute error of the gain, over the cells of
+    every experiment but the one its constants were fitted on (`predict_check.HOLD_OUT`); cells the model does not
+    cover are left out."""
+    frames = []
+    for cell in predict_check.cells(results) if len(results.runs) else []:
+        try:
+            frames.append(predict_check.validate([cell]))
+        except BadInput:  # a cell the model does not cover (e.g. CPU jobs under a GPU mode): left out
+            continue
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if frame.empty:
+        return pd.DataFrame(columns=["mode", "cells", "median", "p90"])
+    held = frame[frame["held_out"] & frame["abs_error"].notna()]
+    return pd.DataFrame([{"mode": mode, "cells": len(g), "median": g["abs_error"].median(),
+                          "p90": g["abs_error"].quantile(0.9)} for mode, g in held.groupby("mode")])

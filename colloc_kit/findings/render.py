@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import analysis, notebook
+from .. import analysis, notebook, predict_check
 from ..gpu.mig_catalogue import gpu_model
 from ..results import Results
-from .judge import STUDY_GPU, _bound, capacities, claims, gain_text, mig_placements
+from .judge import STUDY_GPU, _bound, capacities, claims, gain_text, mig_placements, prediction_errors
 from .read import ALONE, KINDS, PARTITION, STUDY_33, _copies, as_run, configurations, missing_cells
 
 __all__ = ["LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]
@@ -45,8 +45,23 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
              *_variant_section(variant33, cells33, not_run, fit, gpu),
              *_like_33_sections(results, models),
              *_mixes_section(cells37, not_run, placements),
+             *_prediction_section(results),
              "## What a user of the study's A100-40GB should expect", "", *(f"- {x}" for x in a100_note(fit, gpu)), ""]
     return "\n".join(lines)
+
+
+def _prediction_section(results: Results) -> list[str]:
+    """What predicts a gain: the model's error per mode on this data's collocated cells (none: no section)."""
+    errors = prediction_errors(results)
+    if errors.empty:
+        return []
+    rows = [f"| {r.mode} | {r.cells} | {100 * r.median:.1f} % | {100 * r.p90:.1f} % |" for r in errors.itertuples()]
+    return ["## What predicts a gain", "",
+            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict` (a job's share of the GPU "
+            "it leaves idle, its host cores and input pipeline, its memory), against what it measured; the model's "
+            f"four constants were fitted on {predict_check.HOLD_OUT}, so its cells are left out here. The model, "
+            "its five worst cells and why: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
+            "", "| mode | cells | median error of the gain | 90th percentile |", "|---|---|---|---|", *rows, ""]
 
 
 def _claims_section(found: list[dict]) -> list[str]:
