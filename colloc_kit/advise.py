@@ -172,11 +172,12 @@ def _measured_pair(measured: pd.DataFrame | None, mode: str, mix: str) -> tuple[
 
 def mode_spec(config: Config):
     """The kit's mode (what `colloc_kit.run` takes) that runs a configuration."""
+    if config.mode not in ("partitions", "mig"):
+        return config.mode
+    assert config.layout is not None  # a partitions or mig Config always has one
     if config.mode == "partitions":
         return {"name": "mps", "partitions": list(config.layout)}
-    if config.mode == "mig":
-        return {"name": "mig", "layout": ",".join(config.layout)}
-    return config.mode
+    return {"name": "mig", "layout": ",".join(config.layout)}
 
 
 def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: str, name: str = "advise-confirm",

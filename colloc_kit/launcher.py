@@ -55,7 +55,7 @@ class LaunchItem:
 @dataclass
 class _Job:
     item: LaunchItem
-    proc: subprocess.Popen | ForkedWorker
+    proc: subprocess.Popen[bytes] | ForkedWorker  # started with stdin and stdout pipes
     events_path: Path
     ready: threading.Event = field(default_factory=threading.Event)
     last: dict = field(default_factory=dict)  # last event of each type
@@ -139,7 +139,8 @@ def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event, zygote:
     env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
-        proc = zygote.spawn(worker_command(item), env, cores, os.getcwd(), stderr) if zygote else None
+        proc: subprocess.Popen[bytes] | ForkedWorker | None = (
+            zygote.spawn(worker_command(item), env, cores, os.getcwd(), stderr) if zygote else None)
         if proc is None:
             proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=stderr, env=env, start_new_session=True)
@@ -166,11 +167,13 @@ def _pump(job: _Job, on_event) -> None:
     except OSError as exc:
         failed = True
         _stop_unwritable(job, exc)
+    assert job.proc.stdout is not None  # a pipe
     for raw in job.proc.stdout:
         line = raw.decode("utf-8", "replace")
         event = events.parse(line)
         if event is None or failed:
             continue
+        assert log is not None  # opened, as nothing failed
         try:
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
@@ -224,6 +227,7 @@ def _tell_all(jobs: list[_Job], line: str) -> None:
     skipped)."""
     for job in jobs:
         if job.alive():
+            assert job.proc.stdin is not None  # a pipe
             try:
                 job.proc.stdin.write(f"{line}\n".encode())
                 job.proc.stdin.flush()

@@ -217,7 +217,8 @@ def predict(config: Config, profiles: Mapping[str, LoneProfile], target: Target 
         name, factor = min(factors.items(), key=lambda kv: kv[1]) if factors else ("as alone", 1.0)
         limit = name if factor < NEAR_LONE else f"as alone ({_lone_limit(p)})"
         jobs.append(JobPrediction(p.workload, p.images_per_s * factor, factor, limit, shares[i].label))
-        line = (f"{p.workload}{', ' + shares[i].label if shares[i].label else ''}: "
+        label = shares[i].label
+        line = (f"{p.workload}{', ' + label if label else ''}: "
                 + "; ".join(f"{n} load {x:.2f} -> x{factors[n]:.2f}" for n, x in limits)
                 + f"; so {p.images_per_s:,.0f} x {factor:.2f} = {p.images_per_s * factor:,.0f} img/s ({limit})")
         lines.setdefault(line, []).append(i)
@@ -256,11 +257,12 @@ def _shares(config: Config, target: Target) -> list[_Share]:
 
 def _memory(config: Config, lone: Sequence[LoneProfile], shares: Sequence[_Share], target: Target):
     """(fits, the arithmetic in words)."""
-    need = [p.memory_mb for p in lone]
-    if any(m is None or m != m for m in need):
+    need = [p.memory_mb for p in lone if p.memory_mb is not None and p.memory_mb == p.memory_mb]  # not NaN
+    if len(need) < len(lone):
         return True, ["memory: a job's steady footprint was not measured; fit not checked"]
     if config.layout is not None:
         for p, share in zip(lone, shares):
+            assert share.memory_mib is not None  # a layout gives every share its memory
             if not figures.copies_fit(share.memory_mib, p.memory_mb):
                 return False, [f"memory: {p.workload} needs {p.memory_mb:,.0f} MiB alone; its {share.label} holds "
                                f"{share.memory_mib:,.0f} MiB, {figures.MEMORY_MARGIN:.0%} kept free: does not fit"]
@@ -323,7 +325,7 @@ def _binding(jobs: Sequence[JobPrediction]) -> str:
     loss: dict[str, float] = {}
     for j in jobs:
         loss[j.limit] = loss.get(j.limit, 0.0) + (1.0 - j.relative) + 1e-9
-    return max(loss, key=loss.get)
+    return max(loss, key=loss.__getitem__)
 
 
 def with_calibration(calibration: Calibration, **changes) -> Calibration:

@@ -178,10 +178,11 @@ def fit(cell_list: Sequence[Cell], base: Calibration = CALIBRATION, label: str =
             if not mine:
                 continue
             errors = {v: _mean_error(mine, with_calibration(cal, **{name: v})) for v in GRID[name]}
-            value = min(errors, key=errors.get)
+            value = min(errors, key=errors.__getitem__)
             cal, total = with_calibration(cal, **{name: round(value, 2)}), total + errors[value] * len(mine)
         if best is None or total < best[0]:
             best = (total, cal)
+    assert best is not None  # GRID has sharpness values
     return with_calibration(best[1], fitted_on=f"{label} ({len(cell_list)} collocated cells)")
 
 

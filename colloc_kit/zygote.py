@@ -193,12 +193,12 @@ class ForkedWorker:
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the worker to end and return its exit code; subprocess.TimeoutExpired after `timeout` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        start = time.monotonic()
+        while (code := self.poll()) is None:
+            if timeout is not None and time.monotonic() - start > timeout:
                 raise subprocess.TimeoutExpired(self.args, timeout)
             time.sleep(POLL_S)
-        return self.returncode
+        return code
 
 
 # ---------------------------------------------------------------- the zygote process
@@ -315,7 +315,9 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     os.sched_setaffinity(0, request["cores"])
-    sys.argv = [importlib.util.find_spec(f"{WORKER_MODULE}.__main__").origin, *request["args"]]  # as `-m` sets it
+    spec = importlib.util.find_spec(f"{WORKER_MODULE}.__main__")
+    assert spec is not None and spec.origin is not None  # the worker package is installed: a file of it
+    sys.argv = [spec.origin, *request["args"]]  # as `-m` sets it
     os.close(set_up)
     from colloc_kit.worker.train import leave, main  # noqa: PLC0415 - in the forked worker only (preloaded by name)
 

@@ -118,24 +118,28 @@ class MigLayout:
         return self.plan
 
     def _plan_around(self, existing: tuple[ExistingInstance, ...]) -> tuple[Plan, tuple[ExistingInstance, ...]]:
+        catalogue = self.catalogue
+        assert catalogue is not None  # preflight read it first
         if not existing:
-            return plan(self.layout, self.catalogue), ()
+            return plan(self.layout, catalogue), ()
         occupied = [(i.start, i.size) for i in existing]
         compute = sum(self._profile(i.profile_id).compute_slices for i in existing)
         try:
-            return plan(self.layout, self.catalogue, occupied, compute), ()
+            return plan(self.layout, catalogue, occupied, compute), ()
         except BadInput as beside:
             if not self.allow_destroy:
                 found = ", ".join(f"{i.profile}@{i.start} (GI {i.gi_id})" for i in existing)
                 raise BadInput(f"GPU {self.gpu} already has MIG instances {found}, and {beside} Allow the kit to "
                                f"destroy them (option allow_destroy; it recreates them afterwards), or free the GPU"
                                ) from None
-        return plan(self.layout, self.catalogue), existing
+        return plan(self.layout, catalogue), existing
 
     def _profile(self, profile_id: int):
+        assert self.catalogue is not None  # preflight read it first
         return next(p for p in self.catalogue.profiles if p.profile_id == profile_id)
 
     def _refuse_busy(self, lib, handle) -> None:
+        assert self.before is not None  # preflight read it first
         enabling = self.before.mode != lib.NVML_DEVICE_MIG_ENABLE
         devices = [handle] if enabling else []
         destroyed = {u for i in self.to_destroy for u in i.uuids}
@@ -146,19 +150,25 @@ class MigLayout:
             raise GpuStateError(f"processes {pids} use GPU {self.gpu}, and {what} needs it idle; stop them "
                                 f"(see `nvidia-smi`) and run again. Nothing was changed")
 
-    def commands(self) -> list[str]:
-        """The `nvidia-smi` commands equal to what apply() would do now, and (as comments) what restore() does."""
+    def _preflown(self) -> tuple[Plan, MigState]:
+        """The plan and the MIG state before it, running preflight() first if it has not run."""
         if self.plan is None:
             self.preflight()
+        assert self.plan is not None and self.before is not None  # preflight set both, or raised
+        return self.plan, self.before
+
+    def commands(self) -> list[str]:
+        """The `nvidia-smi` commands equal to what apply() would do now, and (as comments) what restore() does."""
+        planned, before = self._preflown()
         g = self.gpu
         lines = []
-        enable = self.before.mode != 1
+        enable = before.mode != 1
         if enable:
             lines.append(shlex.join(["nvidia-smi", "-i", str(g), "-mig", "1"]))
         for inst in self.to_destroy:
             lines += [shlex.join(["nvidia-smi", "mig", "-i", str(g), "-dci", "-gi", str(inst.gi_id)]),
                       shlex.join(["nvidia-smi", "mig", "-i", str(g), "-dgi", "-gi", str(inst.gi_id)])]
-        tuples = ",".join(f"{i.profile.profile_id}:{i.start}" for i in self.plan.creation_order())
+        tuples = ",".join(f"{i.profile.profile_id}:{i.start}" for i in planned.creation_order())
         lines.append(shlex.join(["nvidia-smi", "mig", "-i", str(g), "-cgi", tuples, "-C"]))
         lines.append(f"# on exit: nvidia-smi mig -i {g} -dci -gi <id> and -dgi -gi <id> for each instance created")
         for inst in self.to_destroy:
@@ -171,19 +181,18 @@ class MigLayout:
     # -- changes, each with its undo ------------------------------------------------------------------------------
     def apply(self) -> list[CreatedInstance]:
         """Change the GPU to the planned layout; on any failure undo what was done and re-raise."""
-        if self.plan is None:
-            self.preflight()
+        planned, before = self._preflown()
         try:
             with nvml.session() as lib:
                 handle = lib.nvmlDeviceGetHandleByIndex(self.gpu)
-                if self.before.mode != lib.NVML_DEVICE_MIG_ENABLE:
+                if before.mode != lib.NVML_DEVICE_MIG_ENABLE:
                     self._enable_mig(lib, handle)
                 for inst in self.to_destroy:
                     self._destroy_existing(lib, handle, inst)
-                for placed in self.plan.creation_order():
+                for placed in planned.creation_order():
                     self._create(lib, handle, placed)
                 uuids = mig_device_uuids(lib, handle)
-                order = {id(p): n for n, p in enumerate(self.plan.instances)}
+                order = {id(p): n for n, p in enumerate(planned.instances)}
                 self.created = sorted(
                     (CreatedInstance(c.placed, c.gi_id, c.ci_id, uuids[(c.gi_id, c.ci_id)]) for c in self.created),
                     key=lambda c: order[id(c.placed)])

@@ -89,7 +89,7 @@ class GpuModel:
 
 
 def _table(rows: list[tuple]) -> tuple[Profile, ...]:
-    return tuple(Profile(*row[:8], placements=tuple(row[8])) for row in rows)
+    return tuple(Profile(*(*row[:8], tuple(row[8]))) for row in rows)  # the 9th column, placements, as a tuple
 
 
 def _seven_slice_table(rows: list[tuple[str, int, int]]) -> tuple[Profile, ...]:
@@ -271,6 +271,7 @@ def parse_layout(layout: str | list[str] | tuple[str, ...], gpu_model_or_name: s
         match = re.fullmatch(r"(\d+)\s*[x*]\s*(\S+)", item)
         count, name = (int(match.group(1)), match.group(2)) if match else (1, item)
         if count > MAX_COUNT:
+            assert match is not None  # a count other than 1 comes from the pattern
             raise BadInput(f"{item[:40]}: {match.group(1)[:20]} instances are far more than a GPU holds (at most 7 MIG "
                            "instances); give e.g. 7x1g or 3x2g,1g")
         profiles += [resolve(name, gpu_model_or_name)] * count

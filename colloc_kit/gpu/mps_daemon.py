@@ -50,7 +50,7 @@ class MpsDaemon:
         self.control = find_control(control)
         self.owned = reuse_pipe_dir is None
         self.log_dir = self.directory / "log"
-        self.pipe_dir = _pipe_dir_inside(self.directory) if self.owned else Path(reuse_pipe_dir)
+        self.pipe_dir = _pipe_dir_inside(self.directory) if reuse_pipe_dir is None else Path(reuse_pipe_dir)
         self.start_timeout_s = start_timeout_s
         self.command_timeout_s = command_timeout_s
         self.quit_timeout_s = quit_timeout_s
@@ -64,6 +64,12 @@ class MpsDaemon:
         self._was_subreaper: bool | None = None
         self._watchdog: subprocess.Popen | None = None  # quits the daemon if this process dies without stopping it
 
+    @property
+    def _pipes(self) -> Path:
+        """The pipe directory, which start() has chosen by the time it is used."""
+        assert self.pipe_dir is not None, "start() chooses the pipe directory"
+        return self.pipe_dir
+
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def __enter__(self) -> "MpsDaemon":
         self.start()
@@ -75,9 +81,9 @@ class MpsDaemon:
     def start(self) -> None:
         """Start the daemon and return once it answers `get_server_list`; on failure leave nothing behind."""
         private_dir(self.log_dir)
-        if self.owned and self.pipe_dir is None:
-            self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
         if self.owned:
+            if self.pipe_dir is None:
+                self.pipe_dir = Path(tempfile.mkdtemp(prefix="colloc-mps-"))  # created 0700
             private_dir(self.pipe_dir)
             self._was_subreaper = set_subreaper(True)
         self._running = True
@@ -86,7 +92,7 @@ class MpsDaemon:
                 self._start_daemon()
             self._wait_until_answering()
             if self.owned:
-                self._watchdog = start_watchdog(self.control, self._env(), self.pipe_dir)
+                self._watchdog = start_watchdog(self.control, self._env(), self._pipes)
         except BaseException:
             self.stop()
             raise
@@ -103,7 +109,7 @@ class MpsDaemon:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             self._silent = False  # a slow first answer is tried again until the deadline
-            self.control_pid = self.control_pid or read_pid(self.pipe_dir / PID_FILE)
+            self.control_pid = self.control_pid or read_pid(self._pipes / PID_FILE)
             if (self.control_pid or not self.owned) and self.command("get_server_list") is not None:
                 return
             time.sleep(0.1)
@@ -134,7 +140,7 @@ class MpsDaemon:
         finally:
             self._running = False
             if self.owned:  # only sockets and the pid file of a daemon that is gone: nothing to keep
-                shutil.rmtree(self.pipe_dir, ignore_errors=True)
+                shutil.rmtree(self._pipes, ignore_errors=True)
             if self._was_subreaper is not None:
                 reap_exited_daemon_processes([self.control_pid, *self.server_pids])
                 set_subreaper(self._was_subreaper)

@@ -82,8 +82,8 @@ class MigMode(SharingMode):
             with nvml.session() as lib:
                 if gpu >= lib.nvmlDeviceGetCount():
                     return f"GPU {gpu} does not exist"
-                device = nvml.Device.at(lib, gpu)
-                name, mig = device.name, device.read("nvmlDeviceGetMigMode")
+                gpu_device = nvml.Device.at(lib, gpu)
+                name, mig = gpu_device.name, gpu_device.read("nvmlDeviceGetMigMode")
         except nvml.NvmlUnavailable as exc:
             return str(exc)
         if mig.value is None:
@@ -95,13 +95,14 @@ class MigMode(SharingMode):
 
     def check(self, n_jobs: int) -> None:
         """Plan on this GPU (read-only) and refuse a job count the layout cannot serve."""
-        instances = len(self.mig.preflight().instances)
+        planned = self.mig.preflight()
+        instances = len(planned.instances)
         if self.options.get("mps"):
             find_control()  # the MPS program must be there before MIG is touched
             return
         if n_jobs != instances:
             raise BadInput(f"mode mig: the layout has {instances} instances for {n_jobs} jobs; give one profile per "
-                           f"job (layout {self.mig.plan.layout()}), or set mps: true to share instances through MPS")
+                           f"job (layout {planned.layout()}), or set mps: true to share instances through MPS")
 
     def __enter__(self) -> "MigMode":
         self.mig.preflight()

@@ -116,6 +116,7 @@ def _load_plugin(entry: str) -> None:
             for file in files:
                 name = f"colloc_kit_mode_plugin_{file.stem}"
                 spec = importlib.util.spec_from_file_location(name, file)
+                assert spec is not None and spec.loader is not None  # a .py path always has a spec with a loader
                 sys.modules[name] = module = importlib.util.module_from_spec(spec)  # as an import would, for pickle
                 spec.loader.exec_module(module)
             return

@@ -14,7 +14,7 @@ Processes are matched to jobs by pid (`host.JobProcesses`: workers and their chi
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import psutil
 import pyarrow as pa
@@ -43,7 +43,7 @@ class GpuProcessSource:
     series = "samples_process"
     schema = SCHEMA
 
-    def __init__(self, lib: Any, index: int, targets: list[tuple[int | None, Any]], jobs: JobProcesses):
+    def __init__(self, lib: Any, index: int, targets: Sequence[tuple[int | None, Any]], jobs: JobProcesses):
         self.lib, self.index, self.targets, self.jobs = lib, index, targets, jobs
         self.absent: dict[str, str] = {}
         self.notes = [MPS_NOTE]

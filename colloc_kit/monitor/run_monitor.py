@@ -15,7 +15,7 @@ import contextlib
 import warnings
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from .. import events
 from ..gpu import nvml
@@ -82,16 +82,19 @@ class Monitor:
 
     def _hear(self, series: str, rows: list[tuple]) -> None:
         """Pass the device series' rows on to `on_gpu_sample` as dicts."""
+        hear = self.on_gpu_sample
+        assert hear is not None  # start() listens only when it is set
         if series == DeviceSource.series:
             names = next(s.schema.names for s in self.sources if s.series == series)
             for row in rows:
-                self.on_gpu_sample(dict(zip(names, row)))
+                hear(dict(zip(names, row)))
 
     def stop(self) -> None:
         """Take a last sample, write every series and monitor.json; never raises (it runs in the launcher's finally)."""
         if self.sampler is None or self._stopped:
             return
         self._stopped = True
+        assert self._store is not None  # start() opened it before the sampler
         try:
             self.sampler.stop()
             self._store.close()
@@ -117,7 +120,7 @@ class Monitor:
             "series": {s.series: {"columns": s.schema.names, "absent": s.absent} for s in self.sources},
             "series_absent": self.series_absent,
             "lost": sampler.lost if sampler else {},
-            "missed": {s.series: s.missed for s in self.sources if getattr(s, "missed", None)},
+            "missed": {s.series: missed for s in self.sources if (missed := getattr(s, "missed", None))},
             "ticks": sampler.ticks if sampler else 0, "late_ticks": sampler.late_ticks if sampler else 0,
             "tick_ms_mean": 1000 * sampler.busy_s / sampler.ticks if sampler and sampler.ticks else None,
             "errors": sampler.error_list() if sampler else [],
@@ -133,11 +136,11 @@ class Monitor:
         except NvmlUnavailable as exc:
             return self._no_gpu(str(exc))
         try:
-            return self._device_sources(lib, device_handle(lib, self.gpu))
+            return self._device_sources(lib, self.gpu, device_handle(lib, self.gpu))
         except SourceLost as exc:
             return self._no_gpu(str(exc))
 
-    def _device_sources(self, lib: Any, handle: Any) -> list[Source]:
+    def _device_sources(self, lib: Any, gpu: int, handle: Any) -> list[Source]:
         name, _ = probe(lib, lib.nvmlDeviceGetName, handle)
         driver, _ = probe(lib, lib.nvmlSystemGetDriverVersion)
         self.device = {"name": nvml.text(name) if name is not None else None,
@@ -149,23 +152,23 @@ class Monitor:
             counter, gpm_absent = GpmCounter.create(lib, lambda sample: lib.nvmlGpmSampleGet(handle, sample))
         else:
             counter, gpm_absent = None, {c: gpm_reason for c in GPM_COLUMNS}
-        sources: list[Source] = [DeviceSource(lib, self.gpu, handle, counter, gpm_absent)]
+        sources: list[Source] = [DeviceSource(lib, gpu, handle, counter, gpm_absent)]
 
         if not migs:
             self.series_absent["samples_mig"] = "MIG is off on this GPU (no MIG devices)"
         elif gpm_reason is not None:
             self.series_absent["samples_mig"] = gpm_reason
         else:
-            mig = MigGpmSource(lib, self.gpu, handle, sorted({gi for gi, _ in migs}))
+            mig = MigGpmSource(lib, gpu, handle, sorted({gi for gi, _ in migs}))
             if mig.counters:
                 sources.append(mig)
             else:
                 self.series_absent["samples_mig"] = "; ".join(mig.notes)
 
-        targets = migs or [(None, handle)]
+        targets: Sequence[tuple[int | None, Any]] = migs if migs else [(None, handle)]
         reason = processes_unsupported(lib, targets[0][1])
         if reason is None:
-            sources.append(GpuProcessSource(lib, self.gpu, targets, self.jobs))
+            sources.append(GpuProcessSource(lib, gpu, targets, self.jobs))
         else:
             self.series_absent["samples_process"] = reason
         return sources

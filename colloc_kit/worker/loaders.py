@@ -13,7 +13,7 @@ import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 import torch
@@ -50,6 +50,7 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
     if folder is None:
         return _synthetic(spec, size, device, memory_format)
     transform = _train_transform(spec.recipe, spec.dataset, size)
+    dataset: CIFAR10Files | ImageNet64 | ImageFolder
     if spec.dataset == "cifar10":
         dataset = CIFAR10Files(str(folder.parent), train=True, transform=transform)
         label = f"cifar10 ({len(dataset)} training images from {folder})"
@@ -66,7 +67,7 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
             label = f"{STANDIN_LABEL}: {label}"
     if len(dataset) < spec.batch_size:
         raise BadInput(f"{label} has fewer images than one batch of {spec.batch_size}; use a smaller --batch-size")
-    loader = torch.utils.data.DataLoader(
+    loader: torch.utils.data.DataLoader[Any] = torch.utils.data.DataLoader(
         dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=spec.workers,
         pin_memory=spec.pin_memory and device.type == "cuda", persistent_workers=spec.workers > 0,
         generator=torch.Generator().manual_seed(spec.seed))
@@ -83,7 +84,7 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
         for images, labels in loader:
             yield to_device(images), labels.to(device, non_blocking=True)
 
-    num_classes = NUM_CLASSES.get(spec.dataset) or len(dataset.classes)
+    num_classes = NUM_CLASSES.get(spec.dataset) or len(cast(ImageFolder, dataset).classes)  # no table entry: a folder
     return Feed(epoch, len(loader), num_classes, size, label)
 
 

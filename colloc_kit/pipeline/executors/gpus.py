@@ -44,7 +44,7 @@ _PR_SET_PDEATHSIG = 1
 class _Running:
     cell: Cell
     label: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     log: Path
     pump: threading.Thread
 
@@ -57,15 +57,19 @@ class GpusExecutor(Executor):
     def placements(self) -> list[Placement]:
         """One placement per GPU of the spec, on this machine as described now (its description stored)."""
         info = machine.describe()
-        chosen = machine.chosen_gpus(self.spec.gpus, info["gpus"], info["gpu_reason"])
+        chosen = self._chosen_gpus(info)
         machine_file = self.folder.write_machine(info)
         return [Placement.on(info, machine_file, gpu["index"], self.spec.device) for gpu in chosen]
 
     def check(self) -> None:
         """The GPUs named exist; every job and every mode's copy counts checked on each of them."""
         info = machine.describe()
-        preflight(self.spec, gpus=[g["index"] for g in machine.chosen_gpus(self.spec.gpus, info["gpus"],
-                                                                              info["gpu_reason"])])
+        preflight(self.spec, gpus=[g["index"] for g in self._chosen_gpus(info)])
+
+    def _chosen_gpus(self, info: dict) -> list[dict]:
+        """The GPUs of the machine description `info` that the spec's `gpus` names."""
+        assert self.spec.gpus is not None, "the gpus executor runs a spec that names its gpus"
+        return machine.chosen_gpus(self.spec.gpus, info["gpus"], info["gpu_reason"])
 
     def _submit(self, cells: list[Cell], spec_file: Path) -> list[CellJob]:
         if not cells:
@@ -106,8 +110,13 @@ class GpusExecutor(Executor):
                                     start_new_session=True,  # a terminal's Ctrl-C reaches the dispatcher only: it
                                     preexec_fn=lambda: _child_setup(cores))  # forwards one interrupt per cell
         board.show(label, f"{cell.label}: starting")
-        pump = supervise.pump_lines(proc.stdout, lambda line: line.strip() and board.show(label, line.strip()),
-                                    name=f"cell-{label}")  # each line a cell process prints is its state now
+
+        def show(line: str) -> None:  # each line a cell process prints is its state now
+            if line.strip():
+                board.show(label, line.strip())
+
+        assert proc.stdout is not None  # a pipe
+        pump = supervise.pump_lines(proc.stdout, show, name=f"cell-{label}")
         return _Running(cell, label, proc, log, pump)
 
 
