@@ -10,7 +10,9 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     status.py     `colloc-kit status`
     api.py        `run`, `run_spec`, `sweep` (also `colloc_kit.run`, ...)
 
-    >>> from colloc_kit.pipeline import run_spec, ExperimentSpec         # doctest: +SKIP
+    >>> from colloc_kit.pipeline import run_spec
+    >>> run_spec.__module__
+    'colloc_kit.pipeline.api'
 """
 
 from __future__ import annotations
