@@ -70,6 +70,15 @@ class ErrorKind(str, Enum):
     def __format__(self, format_spec: str) -> str:  # f"{kind}" is the value on every Python version
         return str.__format__(self, format_spec)
 
+    @classmethod
+    def named(cls, value: object) -> "ErrorKind | None":
+        """The kind whose value is `value`, or None where it names none (a foreign or older log's word).
+
+        >>> ErrorKind.named("timeout"), ErrorKind.named("meltdown")
+        (<ErrorKind.TIMEOUT: 'timeout'>, None)
+        """
+        return next((kind for kind in cls if kind.value == value), None)
+
     @property
     def reported_by_worker(self) -> bool:
         """Whether a worker reports this kind itself (else the launcher finds it)."""

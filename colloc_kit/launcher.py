@@ -280,7 +280,7 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
     elif end is not None and code == 0:
         status = COMPLETE
     elif error is not None:
-        error_kind, message = ErrorKind(error.get("kind", ErrorKind.OTHER)), error.get("message")
+        error_kind, message = ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message")
     elif code is not None and code < 0:
         name = signal.Signals(-code).name
         error_kind, message = ErrorKind.KILLED, f"worker killed by {name} without reporting an error"
