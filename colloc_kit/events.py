@@ -52,8 +52,8 @@ class ErrorKind(str, Enum):
     """Why a job failed: the first four a worker reports in its `error` event, the rest the launcher finds from how
     the worker ended. A `str`: JSON, CSV and Parquet hold the value (`job.error_kind`).
 
-    >>> ErrorKind("crashed") == "crashed", ErrorKind.OUT_OF_MEMORY.reported_by_worker
-    (True, True)
+    >>> ErrorKind("crashed") == "crashed"
+    True
     """
 
     OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory
@@ -78,11 +78,6 @@ class ErrorKind(str, Enum):
         (<ErrorKind.TIMEOUT: 'timeout'>, None)
         """
         return next((kind for kind in cls if kind.value == value), None)
-
-    @property
-    def reported_by_worker(self) -> bool:
-        """Whether a worker reports this kind itself (else the launcher finds it)."""
-        return self in (ErrorKind.OUT_OF_MEMORY, ErrorKind.CUDA_ERROR, ErrorKind.BAD_INPUT, ErrorKind.OTHER)
 
 
 def now() -> float:

@@ -165,8 +165,8 @@ class JobOutcome(_Record):
 
     def __post_init__(self):
         object.__setattr__(self, "status", Status(self.status))
-        if ErrorKind.named(self.error_kind) is not None:
-            object.__setattr__(self, "error_kind", ErrorKind.named(self.error_kind))
+        if (kind := ErrorKind.named(self.error_kind)) is not None:
+            object.__setattr__(self, "error_kind", kind)
 
 
 @dataclass(frozen=True)

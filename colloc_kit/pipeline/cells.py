@@ -24,7 +24,7 @@ from typing import AbstractSet
 from ..rundir import safe_name
 from ..spec import ExperimentSpec, ModeSpec
 from ..statuses import COMPLETE, RUNNING
-from .folder import CellState, ExperimentFolder
+from .folder import ExperimentFolder
 
 __all__ = ["Cell", "Plan", "cells", "jobs_fingerprint"]
 
@@ -67,7 +67,6 @@ class Plan:
     done: list[Cell] = field(default_factory=list)
     running: list[Cell] = field(default_factory=list)
     queued: list[Cell] = field(default_factory=list)
-    states: dict[str, CellState] = field(default_factory=dict)
 
     @classmethod
     def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: AbstractSet[str] = frozenset()) -> "Plan":
@@ -78,7 +77,7 @@ class Plan:
         running = [c for c in every if status.get(c.cell_id) == RUNNING]
         queued = [c for c in every if c.cell_id in in_flight and c not in running and c not in done]
         todo = [c for c in every if c not in done and c not in running and c not in queued]
-        return cls(every, todo, done, running, queued, states)
+        return cls(every, todo, done, running, queued)
 
     def say_skipped(self, folder: ExperimentFolder) -> None:
         """Name on stderr the cells not run again, and why."""

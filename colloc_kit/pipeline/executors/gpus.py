@@ -14,6 +14,7 @@ GPU; a dispatcher killed outright takes its cells with it (they get SIGTERM from
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -54,22 +55,25 @@ class GpusExecutor(Executor):
 
     name = "gpus"
 
+    @functools.cached_property
+    def machine_info(self) -> dict:
+        """This machine as described once for the experiment (its GPUs, host, MPS): checked, then stored."""
+        return machine.describe()
+
     def placements(self) -> list[Placement]:
-        """One placement per GPU of the spec, on this machine as described now (its description stored)."""
-        info = machine.describe()
-        chosen = self._chosen_gpus(info)
-        machine_file = self.folder.write_machine(info)
-        return [Placement.on(info, machine_file, gpu["index"], self.spec.device) for gpu in chosen]
+        """One placement per GPU of the spec (the machine description stored in the experiment folder)."""
+        machine_file = self.folder.write_machine(self.machine_info)
+        return [Placement.on(self.machine_info, machine_file, gpu["index"], self.spec.device)
+                for gpu in self._chosen_gpus()]
 
     def check(self) -> None:
         """The GPUs named exist; every job and every mode's copy counts checked on each of them."""
-        info = machine.describe()
-        preflight(self.spec, gpus=[g["index"] for g in self._chosen_gpus(info)])
+        preflight(self.spec, gpus=[g["index"] for g in self._chosen_gpus()])
 
-    def _chosen_gpus(self, info: dict) -> list[dict]:
-        """The GPUs of the machine description `info` that the spec's `gpus` names."""
+    def _chosen_gpus(self) -> list[dict]:
+        """The GPUs of this machine that the spec's `gpus` names."""
         assert self.spec.gpus is not None, "the gpus executor runs a spec that names its gpus"
-        return machine.chosen_gpus(self.spec.gpus, info["gpus"], info["gpu_reason"])
+        return machine.chosen_gpus(self.spec.gpus, self.machine_info["gpus"], self.machine_info["gpu_reason"])
 
     def _submit(self, cells: list[Cell], spec_file: Path) -> list[CellJob]:
         if not cells:
