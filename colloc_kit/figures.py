@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import events
+from .stats import ci95
 from .statuses import COMPLETE
 
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
-CI_LEVEL = 0.95
 INPUT_BOUND_SHARE = 0.2  # the job waited for input at least this share of its measured time
 HOST_BOUND_IDLE_SHARE = 0.2  # the GPU ran no kernel at least this share of the time
 HOST_BOUND_SM_ACTIVE_PCT = 40.0  # or its SMs were active less than this (kernels too small to fill it)
@@ -142,20 +142,6 @@ def slice_rates(streams: Iterable[Sequence[dict]], window: Window, slice_s: floa
 def interval_rates(stream: Sequence[dict]) -> list[float]:
     """Images/s of each interval of a job's measured window (for the CI of a job alone)."""
     return [e["interval_images"] / e["interval_s"] for e in steady_intervals(stream, held=False) if e["interval_s"] > 0]
-
-
-def ci95(values: Iterable[float]) -> tuple[float, float]:
-    """(mean, half-width of its 95 % confidence interval, Student's t); the half-width is NaN below two values."""
-    values = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, math.nan
-    from scipy.stats import t  # noqa: PLC0415 - scipy is heavy: only for a confidence interval
-
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return mean, float(t.ppf(0.5 + CI_LEVEL / 2, len(values) - 1)) * sd / math.sqrt(len(values))
 
 
 def relative_ci(*parts: tuple[float, float]) -> float:

@@ -13,6 +13,7 @@ A YAML spec::
     modes: [exclusive, naive, {name: mps, thread_percentage: 50}]
     copies: [1, 2, 4]
     repeats: 3
+    placement: pinned          # pinned (default): a block of cores per job; unpinned: as the OS schedules them
     gpus: [0, 1]               # optional: cells spread over these GPUs (or: all); or instead
     # slurm: {partition: gpu, time_min: 30}   # one Slurm array task per cell (pip install colloc-kit[slurm])
     jobs:                      # job groups; each group is started `copies` times
@@ -42,6 +43,7 @@ RECIPE_CHOICES = ("kit", "seed")
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
+PLACEMENTS = ("pinned", "unpinned")  # how jobs sit on the host's cores (ExperimentSpec.placement)
 MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
 
 
@@ -74,7 +76,11 @@ class JobSpec:
     epochs: int | None = _opt("passes over the dataset, warm-up included (default 1 when no budget is given)",
                               default=None)
     steps: int | None = _opt("steps to measure, after the warm-up steps", default=None)
-    seconds: float | None = _opt("seconds to measure, after the warm-up steps", default=None)
+    seconds: float | None = _opt("seconds to measure, after the warm-up steps (with until_ci: the most)", default=None)
+    until_ci: float | None = _opt("end the measured window early, once the half-width of its images/s 95-percent "
+                                  "CI is at most this share of it (e.g. 0.02), after min_seconds; needs seconds "
+                                  "(the most)", default=None)
+    min_seconds: float = _opt("with until_ci: seconds measured at least", default=5.0)
     warmup_steps: int = _opt("steps before the measured window starts", default=10)
     image_size: int | None = _opt("input side in pixels (default: the dataset's own, 224 for synthetic; 32 for "
                                   "synthetic data on the CPU or for smallcnn)", default=None)
@@ -110,12 +116,18 @@ class JobSpec:
         for name in ("warmup_steps", "workers", "seed"):
             _require(_is_int(getattr(self, name)) and getattr(self, name) >= 0,
                      f"{name} must be a whole number >= 0, got {_excerpt(getattr(self, name))}")
-        for name in ("seconds", "interval_s", "lr"):
+        for name in ("seconds", "interval_s", "lr", "min_seconds", "until_ci"):
             value = getattr(self, name)
             if value is not None:
                 _require(_is_positive_number(value), f"{name} must be a positive number, got {_excerpt(value)}")
         _require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
                  "give at most one budget: epochs, steps or seconds")
+        if self.until_ci is not None:
+            _require(self.until_ci < 1, f"until_ci is a share of the throughput such as 0.02, got "
+                                        f"{_excerpt(self.until_ci)}")
+            _require(self.seconds is not None and self.seconds >= self.min_seconds,
+                     "until_ci ends a window of at most `seconds`: give seconds (at least min_seconds, "
+                     f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
         _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
         _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
@@ -239,6 +251,7 @@ class ExperimentSpec:
     monitor_interval_s: float = 0.15
     gpus: list[int] | str | None = None  # cells dispatched over these GPUs, one cell per GPU at a time; "all"
     slurm: dict | None = None  # submit one Slurm array task per cell with these options (see slurm.OPTIONS)
+    placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
 
     def __post_init__(self) -> None:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
@@ -256,6 +269,8 @@ class ExperimentSpec:
         if self.time_limit_s is not None:
             _require(_is_positive_number(self.time_limit_s),
                      f"time_limit_s must be a positive number of seconds, got {_excerpt(self.time_limit_s)}")
+        _require(self.placement in PLACEMENTS,
+                 f"placement must be one of {', '.join(PLACEMENTS)}, got {_excerpt(self.placement)}")
         _require(isinstance(self.monitor, bool), f"monitor must be true or false, got {_excerpt(self.monitor)}")
         _require(_is_positive_number(self.monitor_interval_s),
                  f"monitor_interval_s must be a positive number of seconds, got {_excerpt(self.monitor_interval_s)}")

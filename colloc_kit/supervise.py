@@ -5,8 +5,8 @@ processes.
 
     >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 2)
     [[0, 1, 2, 3], [4, 5, 6, 7]]
-    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 3, at_most=2)
-    [[0, 1], [2, 3], [4, 5]]
+    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 3)    # no core left idle: the first blocks take one more
+    [[0, 1, 2], [3, 4, 5], [6, 7]]
     >>> split_cores([0, 1], 3)                      # more children than cores: cores are shared round-robin
     [[0], [1], [0]]
 """
@@ -44,13 +44,15 @@ def host_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def split_cores(cores: list[int], n: int, at_most: int | None = None) -> list[list[int]]:
-    """`n` disjoint contiguous blocks of `cores`, `len(cores) // n` each (at most `at_most`); where there are fewer
-    cores than children, one core each, shared round-robin."""
-    size = max(1, len(cores) // max(1, n))
-    if at_most is not None:
-        size = min(size, at_most)
-    return [cores[(i * size) % len(cores):][:size] for i in range(n)]
+def split_cores(cores: list[int], n: int) -> list[list[int]]:
+    """`n` disjoint contiguous blocks that together hold every one of `cores` (the first `len(cores) % n` blocks one
+    core larger); where there are fewer cores than children, one core each, shared round-robin."""
+    n = max(1, n)
+    if len(cores) < n:
+        return [[cores[i % len(cores)]] for i in range(n)]
+    size, larger = divmod(len(cores), n)
+    starts = [i * size + min(i, larger) for i in range(n + 1)]
+    return [cores[starts[i]:starts[i + 1]] for i in range(n)]
 
 
 def pump_lines(stream: IO[bytes], on_line: Callable[[str], None], name: str) -> threading.Thread:

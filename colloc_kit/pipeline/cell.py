@@ -109,7 +109,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
-                                on_start=watch, zygote=zygote)
+                                on_start=watch, zygote=zygote, placement=spec.placement)
                     try:
                         wave.run()
                     finally:
@@ -135,7 +135,8 @@ def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
     return Manifest(
         run_id=run.run_id, experiment=spec.name, cell_id=cell.cell_id, started_at=events.now(),
         mode=ModeRecord(cell.mode.name, cell.mode.options, cell.mode.label),
-        copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, spec=spec.to_dict(),
+        copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, placement=spec.placement,
+        spec=spec.to_dict(),
         gpu=placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
         runner_pid=os.getpid(), slurm_job_id=current_slurm_job(),
         machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
