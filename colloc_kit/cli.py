@@ -202,29 +202,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (colloc_kit/seed.py)."""
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
-    takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
+    takes = {"data_root", "seconds", "until_ci", "min_seconds", "warmup_steps", "amp", "repeats", "name", "gpu", "gpus",
+             "placement"}
     given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
-                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s"})
+                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s", "placement"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
     if args.plan:
-        card = study.Card.here(seed.gpu)
-        plan = study.plan_rows(seed, card)
-        rows = pd.DataFrame(plan)
-        with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
-            print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
-        cannot = int((~rows["runs"]).sum())
-        print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} run here, {cannot} cannot be placed), "
-              f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan) / 3600:.1f} h on "
-              f"the GPU; card: {card.note}; cells already complete under {args.out}/{seed.experiment} are skipped")
-        return EXIT_OK
+        return print_seed_plan(seed, args.out)
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
+
+
+def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
+    """The seed experiment's cells, how each runs here, and the wall time they take over the lanes (GPUs) it runs on,
+    from the cell time measured in its folder where it has runs."""
+    card = study.Card.here(seed.gpu)
+    folder = ExperimentFolder.of(out, seed.experiment)
+    cell_time = study.CellTime.of(seed, load(folder.path).runs if folder.path.is_dir() else None)
+    plan = study.plan_rows(seed, card, cell_time)
+    rows = pd.DataFrame(plan)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
+        print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
+    cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
+    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} run here, {cannot} cannot be placed), "
+          f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
+          f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
+          "skipped")
+    return EXIT_OK
 
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:

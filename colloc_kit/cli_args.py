@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .errors import BadInput
 from .modes.registry import mode_class, registered
 from .pipeline.executors.slurm import SlurmOptions
-from .spec import ExperimentSpec, JobSpec, with_changes
+from .spec import PLACEMENTS, ExperimentSpec, JobSpec, with_changes
 from .spec_yaml import read_yaml
 
 __all__ = ["add_mode_options", "add_run_arguments", "experiment_from_args", "mode_option_names"]
@@ -38,6 +38,9 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--placement", choices=PLACEMENTS,
+                     help="pinned (default): each job its own block of the host's cores, none idle; unpinned: no "
+                          "affinity, as the OS schedules them (as the seed study ran)")
     run.add_argument("--gpus", type=_gpus,
                      help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
@@ -82,7 +85,7 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s", "gpus") if getattr(args, k) is not None}
+                                        "monitor_interval_s", "gpus", "placement") if getattr(args, k) is not None}
     slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
     option_names = mode_option_names()
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}

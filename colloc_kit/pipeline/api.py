@@ -33,19 +33,20 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         repeats: int = 1, out: str | Path = "runs", name: str = "experiment", gpu: int = 0,
         gpus: list[int] | str | None = None, slurm: dict | None = None,
         time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
-        progress: bool | Progress = True) -> Results:
+        placement: str = "pinned", progress: bool | Progress = True) -> Results:
     """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
 
     `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
     "thread_percentage": 50}) or a ModeSpec. `gpus=[0, 1]` (or "all") spreads the cells over those GPUs;
-    `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py).
+    `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py). `placement`: "pinned" (each job
+    its own block of the host's cores) or "unpinned" (as the OS schedules them, as the seed study ran).
     """
     modes = mode if isinstance(mode, list) else [mode]
     spec = ExperimentSpec(
         jobs=[j if isinstance(j, JobSpec) else JobSpec.from_mapping(j) for j in jobs],
         modes=[ModeSpec.parse(m) for m in modes], copies=copies if isinstance(copies, list) else [copies],
         repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
-        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm)
+        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm, placement=placement)
     return run_spec(spec, out=out, progress=progress)
 
 

@@ -105,10 +105,10 @@ class ExperimentFolder:
         """Add {cell_id: Slurm job id} to the submitted cells."""
         atomic.write_json(self.slurm_dir / SUBMITTED, {**self.submitted(), **ids})
 
-    def dispatch_log(self, cell_label: str, gpu: int) -> Path:
-        """Where a cell process on GPU `gpu` keeps its stderr (the folder is made)."""
+    def dispatch_log(self, name: str, gpu: int) -> Path:
+        """Where a process the dispatcher started for GPU `gpu` (its lane) keeps its stderr (the folder is made)."""
         (self.path / DISPATCH).mkdir(parents=True, exist_ok=True)
-        return self.path / DISPATCH / f"{cell_label}.gpu{gpu}.stderr.log"
+        return self.path / DISPATCH / f"{name}.gpu{gpu}.stderr.log"
 
     def not_run(self) -> dict[str, str]:
         """{cell: why} of the cells the experiment chose not to run."""

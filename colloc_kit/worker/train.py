@@ -214,7 +214,7 @@ def _described(torch: Any, spec: JobSpec, feed: Any, model: Any, device: Any) ->
                 channels_last=spec.channels_last, params=sum(p.numel() for p in model.parameters()),
                 num_classes=feed.num_classes, steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps,
                 threads=torch.get_num_threads(), cores=sorted(os.sched_getaffinity(0)), torch=torch.__version__,
-                pid=os.getpid())
+                pid=os.getpid(), ppid=os.getppid())
 
 
 def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]]) -> Iterator[Any]:
