@@ -54,9 +54,9 @@ MIXES = {("R26", "R50"): ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)),
          ("R152", "R50", "R26"): ((1, 1, 1), (1, 1, 2), (1, 1, 3))}
 PARTITION_LABEL = "MPS partition (not MIG)"
 PLANNED_CARD = "H100-80GB"  # the card --plan assumes on a machine without a GPU
-RUN_OVERHEAD_S = 17.0  # a cell's wall time beyond its window on the H100 with the zygote, where the experiment's
-                       # folder has no runs to measure it from: seed-37's cells took 27 s (naive) and 36 s (MPS: its
-                       # daemon starts and quits) from start to start, 15 s windows
+RUN_OVERHEAD_S = 8.8  # a cell's wall time beyond its window where the experiment's folder has no runs to measure
+                      # it from: the median of seed-33 fp32's first 56 cells on the H100 with lanes, 15 s windows
+                      # (benchmarks/results/h100/issue22/seed33-cells.csv)
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ class SeedSpec:
     amp: tuple[str, ...] = ("off",)
     data_root: str = "seed-data"
     seconds: float = 15.0  # the most a window measures (the least is min_seconds where until_ci is given)
-    until_ci: float | None = 0.02  # a window ends once its images/s 95 % CI is this tight (JobSpec.until_ci)
-    min_seconds: float = 5.0
+    until_ci: float | None = None  # a window ends once its images/s 95 % CI is this tight (JobSpec.until_ci)
+    min_seconds: float = 10.0
     warmup_steps: int = 10
     repeats: int = 3
     name: str | None = None
@@ -179,7 +179,7 @@ class CellTime:
     set-up), measured from the experiment's runs where it has some, and where that came from.
 
     >>> CellTime.of(SeedSpec(33), runs=None)
-    CellTime(window_s=15.0, overhead_s=17.0, source='no runs here yet: 17 s of overhead (the H100) + 15 s windows')
+    CellTime(window_s=15.0, overhead_s=8.8, source='no runs here yet: 9 s of overhead (the H100) + 15 s windows')
     """
 
     window_s: float

@@ -80,7 +80,8 @@ class JobSpec:
     until_ci: float | None = _opt("end the measured window early, once the half-width of its images/s 95-percent "
                                   "CI is at most this share of it (e.g. 0.02), after min_seconds; needs seconds "
                                   "(the most)", default=None)
-    min_seconds: float = _opt("with until_ci: seconds measured at least", default=5.0)
+    min_seconds: float = _opt("with until_ci: seconds measured at least (a CI of few intervals is unstable: an "
+                              "early stop on one is chance)", default=10.0)
     warmup_steps: int = _opt("steps before the measured window starts", default=10)
     image_size: int | None = _opt("input side in pixels (default: the dataset's own, 224 for synthetic; 32 for "
                                   "synthetic data on the CPU or for smallcnn)", default=None)
