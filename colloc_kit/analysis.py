@@ -15,7 +15,6 @@ one job alone; the seed study's "up to 4x" is 4.0).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
@@ -24,6 +23,10 @@ from .baselines import (BASELINE_KEYS, WORKLOAD, baselines, complete, data_name,
                         with_baselines, workload_label)
 from .results import Results
 from .statuses import COMPLETE
+
+__all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
+           "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
+           "data_name", "run_summary", "summarize", "job_summary", "noise", "memory_fit", "job_mix_label"]
 
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -47,8 +50,8 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     columns = RUN_KEYS + ["n_jobs", "n_complete", "jobs_label", "workloads", "aggregate_images_per_s",
                           "aggregate_images_per_s_ci", "throughput_window", "window_s", "flags", "bound_by",
                           "normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
-                          *fairness.RUN_COLUMNS, "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION, "energy_per_image_j",
-                          "baseline_note"]
+                          *fairness.RUN_COLUMNS, "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION,
+                          "energy_per_image_j", "baseline_note"]
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -140,7 +143,8 @@ def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     out = shared.groupby([*GROUP_KEYS, "job"], dropna=False, sort=False).agg(
         workload=("workload", "first"), model=("model", "first"), amp=("amp", "first"),
         slot_label=("slot_label", "first"), repeats=("run_id", "nunique"),
-        relative_throughput_mean=("relative_throughput", "mean"), relative_throughput_std=("relative_throughput", "std"),
+        relative_throughput_mean=("relative_throughput", "mean"),
+        relative_throughput_std=("relative_throughput", "std"),
         epoch_time_growth_mean=("epoch_time_growth", "mean"), share_asked_pct=("share_asked_pct", "first"),
         share_had_pct_mean=("share_had_pct", "mean"), fairness_index_mean=("fairness_index", "mean")).reset_index()
     return out.reindex(columns=columns)

@@ -69,7 +69,7 @@ def asked_share_pct(slot: Mapping, gpu_name: str | None = None) -> float | None:
         except BadInput:
             return None
     thread = slot.get("slot_thread_percentage")
-    if _number(thread):
+    if thread is not None and _number(thread):
         share = float(thread) if share is None else share * float(thread) / 100
     return share
 

@@ -1,5 +1,6 @@
 """The kit's figures, each defined once: the common window, throughput, baselines, normalized throughput and
-epoch-time growth, confidence intervals, why a job gains (`bound_by`) and memory fit.
+epoch-time growth, fairness and shares asked vs had, confidence intervals, why a job gains (`bound_by`) and memory
+fit.
 
 The CLI's tables, `load()`, `analysis`, the notebooks, the panel and `benchmarks/` all call these functions, so one
 run shows one number wherever it is shown. The rules:

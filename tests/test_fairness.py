@@ -208,7 +208,8 @@ def test_the_findings_name_the_least_fair_cells_and_who_lost_under_naive_and_mps
                       {"timm.resnet152": 400.0, "timm.resnet26": 1000.0})
     found = findings.fairness_findings(results)
     worst = found["least_fair"].iloc[0]
-    assert (worst["cell"], worst["sharing"], worst["slowdowns"]) == ("R152 + R26 as 1+1", "MPS", "R152 4.00x, R26 1.11x")
+    assert (worst["cell"], worst["sharing"]) == ("R152 + R26 as 1+1", "MPS")
+    assert worst["slowdowns"] == "R152 4.00x, R26 1.11x"
     assert worst["Jain index"] == f"{figures.jain_index([0.25, 0.9]):.3f}"
     assert "MPS was fairer in 0, naive in 1" in found["shows"]
     assert found["evidence"] == [f"seed-37 R152 + R26 as 1+1: naive {figures.jain_index([0.75, 0.7]):.3f} (R26 1.43x "

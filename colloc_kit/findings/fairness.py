@@ -106,7 +106,8 @@ def shares_table(jobs: pd.DataFrame) -> pd.DataFrame:
         first = group.iloc[0]
         rows.append({"experiment": first["experiment"], "cell": first["cell"], "sharing": _sharing(first),
                      "asked -> had (share of the card)": ", ".join(parts)})
-    return pd.DataFrame(rows, columns=["experiment", "cell", "sharing", "asked -> had (share of the card)"])
+    table = pd.DataFrame(rows, columns=["experiment", "cell", "sharing", "asked -> had (share of the card)"])
+    return table.sort_values(["experiment", "cell", "sharing"], ignore_index=True)
 
 
 def fairness_findings(results, models: dict[str, str] | None = None,
