@@ -131,8 +131,9 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
              title: str = "Who lost when jobs shared the device") -> go.Figure:
     """Each job's images/s relative to running alone (1 = as fast as alone; its slowdown is the inverse) in each run
     configuration, one series per way of sharing side by side (e.g. naive against MPS): the lowest marker of a
-    configuration is the job that lost most. Markers of mixed configurations name their model; the hover gives the
-    job, its slowdown, its share asked and had, and the configuration's Jain index.
+    configuration is the job that lost most. Markers of mixed configurations name their model (its `name` where the
+    frame has one, e.g. the study's 'R26'); the hover gives the job, its slowdown, its share asked and had, and the
+    configuration's Jain index.
 
     `jobs`: `analysis.job_summary` (filter its `mode_label` to the ways to compare); `cell`: the column that labels
     the x axis (e.g. the study's mixes, `findings`' `mix`).
@@ -146,7 +147,7 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
                             "xaxis_title": "run configuration",
                             "yaxis_title": "images/s relative to alone (x its lone images/s)"})
     mixed = data.groupby(cell)["workload"].transform("nunique") > 1
-    models = data["workload"].str.split().str[0].str.removeprefix("timm.")
+    models = data["name"] if "name" in data else data["workload"].str.split().str[0].str.removeprefix("timm.")
     for i, (label, rows) in enumerate(data.groupby(data["mode_label"].astype(str), sort=True)):
         fig.add_scatter(x=rows[cell], y=rows["relative_throughput_mean"], name=label, mode="markers+text",
                         text=models[rows.index].where(mixed[rows.index], ""), textposition="middle right",
