@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import figures
+from .stats import ci95
 from .statuses import COMPLETE
 
 __all__ = ["WORKLOAD", "BASELINE_KEYS", "DERIVED", "complete", "measured_rate", "in_figures", "baselines",
@@ -70,7 +70,7 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     rows = []
     for keys, group in solo.groupby(BASELINE_KEYS, dropna=False, sort=False):
-        mean, ci = figures.ci95(group["images_per_s"])
+        mean, ci = ci95(group["images_per_s"])
         if len(group) == 1 and "images_per_s_ci" in group:
             ci = float(group["images_per_s_ci"].iloc[0])
         rows.append({**dict(zip(BASELINE_KEYS, keys)), "baseline_images_per_s": mean, "baseline_images_per_s_ci": ci,
