@@ -65,7 +65,6 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
 
 
 INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is kept, marked interrupted"
-NOISE_LIMIT = 1.25  # identical jobs of one run differing more than this (fastest / slowest): gains are not measurable
 
 
 CONNECTIVES = {"or", "and", "to", "for", "with", "instead", "in", "on", "first"}  # words after a flag, not its value
@@ -117,33 +116,7 @@ def install_notices() -> bool:
     return True
 
 
-def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
-    """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical jobs
-    of one run (same model and batch size) differing by more than `limit` in images/s, or (in `summary`, the
-    `analysis.summarize` of the same results) N copies "gaining" more than N times one job alone: too short a
-    steady window. None when neither happens.
-
-    >>> jobs = pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
-    ...                      "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]})
-    >>> noise_warning(jobs)                                               # doctest: +ELLIPSIS
-    'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes ...'
-    """
-    done = jobs[(jobs["status"] == analysis.COMPLETE) & jobs["images_per_s"].notna()] if len(jobs) else jobs
-    if done.empty:
-        return None
-    warnings = []
-    rates = done.groupby(["run_id", "model", "batch_size"])["images_per_s"]
-    spread = (rates.max() / rates.min())[rates.count() > 1]
-    worst = spread.max() if len(spread) else 1.0
-    if worst > limit:
-        warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
-                        f"compare modes (gains under {worst:.1f}x are noise)")
-    if summary is not None and len(summary):
-        per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
-        if per_copy > limit:
-            warnings.append(f"N copies trained {per_copy:.1f}x N jobs alone, more than sharing can give: the steady "
-                            "windows were too short to measure; give the jobs more steps")
-    return "; ".join(warnings) or None
+noise_warning = analysis.noise  # judged from repeats of a cell and the lone baselines' CIs (see analysis.noise)
 
 
 UNITS = (("_per_s", "/s"), ("_pct", " %"), ("_mb", " (MB)"), ("_j", " (J)"),

@@ -7,12 +7,18 @@ killed half-way is still read (its status says so).
     >>> results.runs[["mode", "copies", "aggregate_images_per_s", "flags"]]  # doctest: +SKIP
     >>> results.jobs[["job", "status", "images_per_s", "images_per_s_overlap", "bound_by"]] # doctest: +SKIP
     >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]] # doctest: +SKIP
+    >>> results.runs[["mode", "copies", "fairness_index", "slowdowns", "least_served"]]  # doctest: +SKIP
 
 The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `colloc_kit.figures`; this
 module only gathers their inputs. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
 `images_per_s_overlap` over the run's common window; a run's `aggregate_images_per_s` is
 `figures.run_throughput`'s, with `aggregate_images_per_s_ci` (95 % half-width) and `flags` (why a figure is not
 comparable, or None).
+
+Figures measured against lone runs are joined by `derive`, from each experiment's own lone runs: every job's
+baseline, `relative_throughput` and slowdown (`epoch_time_growth`), and its configured share of the device beside the
+share it had (`share_asked_pct`, `share_had_pct`); every run's `fairness_index` (Jain's), `slowdown_min/_max`,
+`slowdowns` (each job's), `least_served` and `fairness_note` (`colloc_kit.fairness`).
 
 GPU metrics (the monitor's samples) are summarised over each job's measurement window (the common window of the
 run's jobs, or the job's own measured window when it ran alone) and joined onto its row: `<metric>_mean/_p50/_p95`,
@@ -22,13 +28,14 @@ steady device memory `steady_gpu_memory_mb` (NVML, per process, its CUDA context
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
-from . import events, figures
+from . import events, fairness, figures
+from .baselines import with_baselines
 from .errors import BrokenRun
 from .manifest import JobEntry, JobOutcome, SlotRecord
 from .monitor import Samples, read_samples, summarize
@@ -98,8 +105,8 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
 
 def combine(parts: list[Results]) -> Results:
     """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
-    return Results(*(_concat([getattr(part, name) for part in parts])
-                     for name in ("jobs", "epochs", "runs", "samples", "host_samples")))
+    return derive(Results(*(_concat([getattr(part, name) for part in parts])
+                            for name in ("jobs", "epochs", "runs", "samples", "host_samples"))))
 
 
 def assemble(readings: list[RunReading]) -> Results:
@@ -111,8 +118,20 @@ def assemble(readings: list[RunReading]) -> Results:
         run_rows.append(summary)
         gpu_frames.append(samples.gpu.assign(run_id=summary["run_id"]))
         host_frames.append(samples.host.assign(run_id=summary["run_id"]))
-    return Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
-                   samples=_concat(gpu_frames), host_samples=_concat(host_frames))
+    return derive(Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
+                          samples=_concat(gpu_frames), host_samples=_concat(host_frames)))
+
+
+def derive(results: Results) -> Results:
+    """`results` with what is measured against each experiment's own lone runs: every job's baseline, relative
+    throughput, slowdown (`epoch_time_growth`, `baselines.with_baselines`) and shares asked and had, every run's
+    fairness (`colloc_kit.fairness`). `load`, `combine` and `reference.load` call it; columns already there are
+    computed afresh (a subset or a union of experiments gives the same figures)."""
+    jobs = fairness.with_shares(with_baselines(results.jobs)) if len(results.jobs) else results.jobs
+    runs = results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore")
+    if len(runs) and len(jobs):
+        runs = runs.merge(fairness.per_run(jobs), on="run_id", how="left")
+    return replace(results, jobs=jobs, runs=runs)
 
 
 def read_run(run: RunDir) -> RunReading:

@@ -14,7 +14,7 @@ ROWS = {  # docs/architecture.md's table: a module may import only from its own 
     0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats"],
     1: ["gpu"],
     2: ["modes", "spec", "spec_yaml", "worker", "zygote", "monitor", "standin"],
-    3: ["rundir", "manifest", "figures", "results"],
+    3: ["rundir", "manifest", "figures", "baselines", "fairness", "results"],
     4: ["launcher", "pipeline", "progress", "machine"],
     5: ["analysis", "plots", "seed", "findings", "reference", "notebook", "background", "widgets", "batch", "cli",
         "cli_args", "mig_cli", "predict", "predict_check", "advise", "advise_cli"],

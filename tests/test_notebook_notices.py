@@ -1,7 +1,6 @@
 """In a notebook, an interrupted cell and the kit's refusals end in one line, in Python terms (a real kernel)."""
 
 import nbformat
-import pandas as pd
 import papermill
 import pytest
 
@@ -36,22 +35,3 @@ def test_one_line_flattens_a_message_and_names_the_kind():
     assert notebook.one_line(BadInput("raise --synthetic-samples or lower --batch-size;\nor use --device cpu")) == \
         'BadInput: raise synthetic_samples or lower batch_size; or use device="cpu"'
     assert notebook.one_line(RuntimeError("x --not-a-kit-message")) == "RuntimeError: x --not-a-kit-message"
-
-
-def test_noise_warning_only_where_identical_jobs_of_one_run_disagree():
-    jobs = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "model": ["m", "m", "m", "n"], "batch_size": [8] * 4,
-                         "status": ["complete"] * 4, "images_per_s": [100.0, 110.0, 100.0, 300.0]})
-    assert notebook.noise_warning(jobs) is None  # run b's two jobs are different workloads
-    jobs.loc[1, "images_per_s"] = 140.0
-    assert "differ 1.4x" in notebook.noise_warning(jobs)
-    jobs.loc[1, "status"] = "failed"
-    assert notebook.noise_warning(jobs) is None
-
-
-def test_noise_warning_when_n_copies_gain_more_than_n_jobs_alone():
-    """Tiny CPU runs once drew a "77x gain" for 2 copies: a steady window too short to measure."""
-    jobs = pd.DataFrame({"run_id": ["a", "b"], "model": ["m", "m"], "batch_size": [8, 8], "status": ["complete"] * 2,
-                         "images_per_s": [10.0, 300.0]})
-    summary = pd.DataFrame({"copies": [1, 2], "normalized_throughput_mean": [1.0, 60.0]})
-    assert notebook.noise_warning(jobs, summary).startswith("N copies trained 30.0x N jobs alone")
-    assert notebook.noise_warning(jobs, summary.assign(normalized_throughput_mean=[1.0, 1.9])) is None

@@ -29,6 +29,7 @@ def figures():
         "mig_layouts three rows": plots.mig_layouts({str(i): plan for i in range(3)}),
         "partition_shares": plots.partition_shares(shares),
         "job_metrics": plots.job_metrics(frame, ["sm_util_pct_mean"], "t", "%"),
+        "who_lost": plots.who_lost(analysis.job_summary(results)),
         "empty": plots.empty("t", "nothing yet"),
     }
 

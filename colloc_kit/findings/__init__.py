@@ -6,8 +6,9 @@ experiment per cell with the evidence beside each gain; `claims` puts each claim
 shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
 data lacks are listed, never fatal.
 
-Three layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
-`judge.py` (the claims, their verdicts and evidence), `render.py` (the findings as Markdown, tables for the notebook).
+Four layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
+`judge.py` (the claims, their verdicts and evidence), `fairness.py` (who lost when jobs shared, shares asked and
+had), `render.py` (the findings as Markdown, tables for the notebook).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
 
@@ -20,12 +21,16 @@ path, `from .read import ...`).
 """
 
 from .read import (ALONE, EVIDENCE, KINDS, MIG, MIX_MODELS, MPS, NAIVE, PARTITION, STUDY_33, as_run, configurations,
-                   gpu_of, kind_of, layout_key, missing_cells, mix_label, name_of, read)
+                   gpu_of, kind_of, layout_key, missing_cells, mix_label, name_of, part_of, read)
 from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
+from .fairness import (FAIRNESS_TEXT, SHARES_TEXT, fairness_findings, least_fair, naive_vs_mps, shared_jobs,
+                       shares_table)
 from .render import LIKE_33, a100_note, for_plots, gain_table, markdown
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
-           "kind_of", "layout_key", "name_of", "configurations", "mix_label", "missing_cells", "as_run",
+           "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
            "STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text",
            "prediction_errors",
+           "FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
+           "fairness_findings",
            "LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]

@@ -17,6 +17,7 @@ from .. import analysis, notebook, predict_check
 from ..gpu.mig_catalogue import gpu_model
 from ..results import Results
 from .judge import STUDY_GPU, _bound, capacities, claims, gain_text, mig_placements, prediction_errors
+from .fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from .read import ALONE, KINDS, PARTITION, STUDY_33, _copies, as_run, configurations, missing_cells
 
 __all__ = ["LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]
@@ -45,9 +46,21 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
              *_variant_section(variant33, cells33, not_run, fit, gpu),
              *_like_33_sections(results, models),
              *_mixes_section(cells37, not_run, placements),
+             *_fairness_section(fairness_findings(results, models)),
              *_prediction_section(results),
              "## What a user of the study's A100-40GB should expect", "", *(f"- {x}" for x in a100_note(fit, gpu)), ""]
     return "\n".join(lines)
+
+
+def _fairness_section(found: dict | None) -> list[str]:
+    """Who lost when jobs shared (`fairness.fairness_findings`), and the shares asked and had; nothing without it."""
+    if found is None:
+        return []
+    shares = ["### Shares asked and had", "", SHARES_TEXT, "", _table(found["shares"]), ""] if len(found["shares"]) \
+        else []
+    return ["## Fairness: who lost when jobs shared", "", FAIRNESS_TEXT, "", f"- {found['shows']}.",
+            *(f"- {e}" for e in found["evidence"]), "", "### The least fair cells", "", _table(found["least_fair"]),
+            "", *shares]
 
 
 def _prediction_section(results: Results) -> list[str]:

@@ -44,7 +44,7 @@ from ..errors import BadInput, BrokenRun
 from ..machine import git_commit
 from ..monitor import summarize
 from ..pipeline.folder import NOT_RUN as NOT_RUN_FILE
-from ..results import Results
+from ..results import Results, derive
 from ..results import load as load_runs
 from ..rundir import RunDir, safe_name
 
@@ -77,9 +77,10 @@ def folder(name: str | Path) -> Path:
 
 
 def load(name: str | Path = DEFAULT) -> Results:
-    """The set's runs as `Results` (jobs, epochs, runs; the raw monitor series are not shipped)."""
+    """The set's runs as `Results` (jobs, epochs, runs; the raw monitor series are not shipped), with the figures
+    `results.derive` joins (baselines, fairness, shares) computed as `colloc_kit.load` computes them."""
     path = folder(name)
-    return Results(*(pd.read_parquet(path / f"{table}.parquet") for table in TABLES))
+    return derive(Results(*(pd.read_parquet(path / f"{table}.parquet") for table in TABLES)))
 
 
 def monitor(name: str | Path = DEFAULT) -> pd.DataFrame:
