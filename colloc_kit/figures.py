@@ -21,6 +21,8 @@ run shows one number wherever it is shown. The rules:
 - **Relative throughput** of a job: its rate in the common window over its workload's baseline; a run's
   **normalized throughput** is the sum over its jobs (1.0 = one job alone's work; exclusive runs: the mean, about 1).
   **Epoch-time growth** of a job: baseline rate over its rate (an epoch is a fixed number of images).
+  **Fairness** of a run: Jain's index of its jobs' relative throughputs, (sum x)^2 / (n sum x^2): 1.0 when every job
+  kept the same share of its lone speed, 1/n when one job got everything (a run of two or more jobs).
 - **Confidence intervals** (95 %, Student's t): over repeats where a figure has several; within a single run over the
   window cut into equal slices (one per `interval_s`), which treats the slices as independent, so it is a lower bound
   on the run-to-run spread. A ratio's relative half-width is the root sum of squares of its parts'. A figure whose
@@ -232,6 +234,18 @@ def bound_by(device: str, input_wait: float | None, gpu_idle: float | None, sm_a
     if dram_pct is not None and dram_pct >= MEMORY_BOUND_DRAM_PCT:
         return "memory"
     return "gpu"
+
+
+def fairness(relative: Iterable[float]) -> float | None:
+    """Jain's fairness index of a run's relative throughputs (see the module's rules); None below two jobs.
+
+    >>> fairness([0.5, 0.5]), round(fairness([0.9, 0.3]), 3), fairness([0.7])
+    (1.0, 0.8, None)
+    """
+    values = [float(v) for v in relative if v is not None and not math.isnan(float(v))]
+    if len(values) < 2 or not any(values):
+        return None
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
 
 
 def copies_fit(capacity_mb: float, footprint_mb: float | None) -> int | None:
