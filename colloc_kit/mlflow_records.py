@@ -150,6 +150,8 @@ def _job(job: dict, cell: Record, stream: list[dict] | None, start: float | None
               "dataset_label": job.get("dataset_label"), "amp": job.get("amp"), "interval_s": job.get("interval_s"),
               **{k: v for k, v in job.items() if k.startswith("slot_") and k != "slot_label"}}
     entry = next((e for e in manifest.jobs if e.job == job["job"]), None) if manifest else None
+    cores = entry.outcome.cores if entry and entry.outcome else None
+    params["cores"] = ",".join(map(str, cores)) if cores else None
     params.update({k: v for k, v in (entry.spec if entry else {}).items() if k not in params and _scalar(v)})
     metrics = _figures(job, JOB_FIGURES)
     metrics.update(_figures(job, [k for k in job if k.endswith(WINDOW_STATS)]))
@@ -177,13 +179,14 @@ def _cell_params(run: dict, summary: dict, jobs: list[dict], manifest: Manifest 
         "experiment": run.get("experiment"), "mode": run.get("mode"), "mode_label": run.get("mode_label"),
         "copies": run.get("copies"), "repeat": run.get("repeat"), "sequential": run.get("sequential"),
         "alone": run.get("alone"), "n_jobs": run.get("n_jobs"), "jobs": summary.get("jobs_label"),
-        "workloads": summary.get("workloads"), "placement.host": run.get("host"), "placement.gpu": run.get("gpu"),
+        "workloads": summary.get("workloads"), "host": run.get("host"), "gpu": run.get("gpu"),
         "gpu_name": run.get("gpu_name")}
     values = [_job_values(job) for job in jobs]
     for key in SHARED_JOB_PARAMS:
         params[key] = " + ".join(dict.fromkeys(str(v[key]) for v in values if v.get(key) is not None)) or None
     if manifest:
         params.update({f"mode.{k}": v for k, v in manifest.mode.options.items()})
+        params["placement"] = manifest.placement or "pinned (an older kit's: blocks of at most 4 cores)"
         params["monitor_interval_s"] = manifest.monitor.interval_s
         params.update(_machine(manifest, folder))
     return _params(params)
