@@ -1,4 +1,4 @@
-"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise.
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise, export.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
@@ -9,6 +9,7 @@
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
     colloc-kit batch [--profile cpu-smoke]
     colloc-kit reference export runs/seed-33 --name h100-80gb
+    colloc-kit export mlflow runs/experiment --tracking-uri http://127.0.0.1:5000
     colloc-kit --debug run ...        # tracebacks too, not only the one-line message
 
 Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk, a folder gone), 2 bad input
@@ -31,6 +32,7 @@ from . import machine
 from . import seed as study
 from .advise_cli import add_subcommand as add_advise
 from .batch import add_subcommand as add_batch
+from .export_cli import add_subcommands as add_export
 from .cli_args import add_run_arguments, experiment_from_args, mode_option_names
 from .errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError
 from .mig_cli import add_subcommands as add_mig
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch(sub)
     add_reference(sub)
     add_advise(sub)
+    add_export(sub)
     return parser
 
 
@@ -203,7 +206,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (colloc_kit/seed.py)."""
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "until_ci", "min_seconds", "warmup_steps", "amp", "repeats", "name", "gpu", "gpus",
-             "placement"}
+             "placement", "mlflow"}
     given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
                           | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s", "placement"})
     if given - takes:

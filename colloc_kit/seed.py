@@ -76,6 +76,7 @@ class SeedSpec:
     gpus: list[int] | str | None = None  # cells spread over these GPUs, a lane each (ExperimentSpec.gpus)
     placement: str = "unpinned"  # as the study ran its jobs: no affinity (ExperimentSpec.placement)
     monitor_interval_s: float = 0.15
+    mlflow: str | None = None  # also log each cell to this MLflow tracking URI
 
     def __post_init__(self) -> None:
         if self.seed not in (*MODELS, 37):
@@ -169,6 +170,7 @@ def experiments(seed: SeedSpec, card: Card) -> list[ExperimentSpec]:
     return [ExperimentSpec.from_mapping({
         "name": seed.experiment, "jobs": jobs, "copies": [copies], "repeats": seed.repeats, "gpu": seed.gpu,
         "gpus": seed.gpus, "placement": seed.placement, "monitor_interval_s": seed.monitor_interval_s,
+        "mlflow": seed.mlflow,
         "modes": [{"name": m.name, **m.options} for m in modes]})
         for jobs, by_copies in groups.values() for copies, modes in by_copies.items()]
 

@@ -16,6 +16,7 @@ A YAML spec::
     placement: pinned          # pinned (default): a block of cores per job; unpinned: as the OS schedules them
     gpus: [0, 1]               # optional: cells spread over these GPUs (or: all); or instead
     # slurm: {partition: gpu, time_min: 30}   # one Slurm array task per cell (pip install colloc-kit[slurm])
+    # mlflow: http://127.0.0.1:5000   # also log each cell to this MLflow server (pip install colloc-kit[mlflow])
     jobs:                      # job groups; each group is started `copies` times
       - {model: resnet18, batch_size: 64, amp: bf16, steps: 300}
 """
@@ -29,6 +30,7 @@ import reprlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from .errors import BadInput
 from .events import ErrorKind
@@ -253,6 +255,7 @@ class ExperimentSpec:
     gpus: list[int] | str | None = None  # cells dispatched over these GPUs, one cell per GPU at a time; "all"
     slurm: dict | None = None  # submit one Slurm array task per cell with these options (see slurm.OPTIONS)
     placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
+    mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
 
     def __post_init__(self) -> None:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
@@ -283,6 +286,11 @@ class ExperimentSpec:
                      f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
         if self.slurm is not None:  # its options are the Slurm executor's to check (pipeline/executors/slurm.py)
             _require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
+        if self.mlflow is not None:
+            _require(isinstance(self.mlflow, str) and self.mlflow.strip(),
+                     f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {_excerpt(self.mlflow)}")
+            _require("@" not in urlsplit(self.mlflow).netloc, "mlflow: the tracking URI is recorded with the runs; "
+                     "leave credentials out of it and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
         devices = {j.device for j in self.jobs}
         _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         for mode in self.modes:

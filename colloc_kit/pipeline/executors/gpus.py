@@ -104,7 +104,8 @@ class GpusExecutor(Executor):
         board = GpuBoard(labels, total_cells=len(cells), enabled=bool(self.progress))
         shares = (supervise.split_cores(supervise.host_cores(), len(placements)) if self.spec.placement == "pinned"
                   else [None] * len(placements))
-        todo, codes = list(cells), {}
+        todo: list[Cell] = list(cells)
+        codes: dict[str, int] = {}
 
         def start(slot: int) -> _LaneProcess:
             return self._start(placements[slot], labels[slot], shares[slot], spec_file, board)
@@ -116,8 +117,9 @@ class GpusExecutor(Executor):
                     if _heard(lane, codes, board) and todo:  # the lane died: a fresh one takes its place
                         lanes[slot] = lane = start(slot)
                     if lane.cell is None and todo:
-                        lane.hand(todo.pop(0))
-                        board.show(lane.label, f"{lane.cell.label}: starting")
+                        cell = todo.pop(0)
+                        lane.hand(cell)
+                        board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
             _close(lanes)
         except KeyboardInterrupt:

@@ -107,6 +107,7 @@ class SlurmExecutor(Executor):
             return []
         executor = submitit.AutoExecutor(folder=self.folder.slurm_dir.absolute() / "%j", cluster="slurm")
         executor.update_parameters(**self._parameters())
+        assert isinstance(self.options, SlurmOptions)
         per_task = self.options.cells_per_task
         tasks = [cells[i:i + per_task] for i in range(0, len(cells), per_task)]
         n, out = len(tasks), str(self.folder.out.absolute())
