@@ -7,14 +7,13 @@ hand, its manifest, event logs and monitor samples). Nothing here talks to MLflo
     (3391.2, 'naive', 2)
 
 Metrics carry `load()`'s names and values: a cell's from `.runs` and `analysis.run_summary` (normalized throughput and
-its CI, epoch-time growth, mean GPU activity, energy per image) and its `fairness` (`load().runs`' fairness_index);
-a job's from `.jobs` and `analysis.with_baselines` (relative throughput, epoch-time growth, input wait, GPM
-activity, energy, steady memory). Histories, where the events are at hand, have for step the whole seconds since the cell's common start (its
-first job's release from the start barrier) and for timestamp the event's own time: a job's `interval/images_per_s`,
-`interval/loss`, `interval/step_time_s`, `interval/data_wait_share`, `epoch/epoch_time_s`, `epoch/images_per_s`; a
-cell's `interval/images_per_s` (its jobs' steady images/s summed, in slices of one interval) and `gpu/<field>` (the
-monitor's samples averaged over each interval).
-"""
+its CI, epoch-time growth, mean GPU activity, energy per image) and its `fairness` (`load().runs`' fairness_index); a
+job's from `.jobs` and `analysis.with_baselines` (relative throughput, epoch-time growth, input wait, GPM activity,
+energy, steady memory). Histories, where the events are at hand, have for step the whole seconds since the cell's
+common start (its first job's release from the start barrier) and for timestamp the event's own time: a job's
+`interval/images_per_s`, `interval/loss`, `interval/step_time_s`, `interval/data_wait_share`, `epoch/epoch_time_s`,
+`epoch/images_per_s`; a cell's `interval/images_per_s` (its jobs' steady images/s summed, in slices of one interval)
+and `gpu/<field>` (the monitor's samples averaged over each interval). """
 
 from __future__ import annotations
 

@@ -271,7 +271,6 @@ class _Meter:
         self.measured = self._window_due = False  # measured: the budget is met and `window` is final
         self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
         self.rates: list[float] = []  # images/s of each interval of the measured window so far (figures.interval_rates)
-        self._ci = (0, math.nan)  # (rates it was computed from, relative CI half-width)
         self.cores_ran_on: set[int] = set()
 
     @property
@@ -282,12 +281,10 @@ class _Meter:
         """One more step done; True when something is due that needs the device synchronised first."""
         self.step += 1
         now = time.perf_counter()
-        steady_s = None if self.steady_t0 is None else now - self.steady_t0
         due_now = not self.measured and (
             (self.budget_steps is not None and self.step >= self.budget_steps)
-            or (self.spec.seconds is not None and steady_s is not None and steady_s >= self.spec.seconds)
-            or (self.spec.until_ci is not None and steady_s is not None and steady_s >= self.spec.min_seconds
-                and self._precise()))
+            or (self.spec.seconds is not None and self.steady_t0 is not None
+                and now - self.steady_t0 >= self.spec.seconds))
         self._window_due = due_now
         return (due_now or (self.measured and stopping) or self.step == self.spec.warmup_steps
                 or self.step % self.steps_per_epoch == 0 or now - self.window_t0 >= self.spec.interval_s)
@@ -305,6 +302,7 @@ class _Meter:
                              interval_s=now - self.window_t0, interval_images=steps * self.spec.batch_size)
             if not (warmup or self.measured) and now > self.window_t0:
                 self.rates.append(steps * self.spec.batch_size / (now - self.window_t0))
+                self._window_due = self._window_due or self._precise(now)
             self.cores_ran_on |= cores_seen()
             self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
         if warmup_end:
@@ -322,12 +320,14 @@ class _Meter:
             self.writer.emit(events.MEASURED, steps=self.step, **self.window, ci=None if math.isnan(ci) else ci,
                              cores_ran_on=sorted(self.cores_ran_on))
 
-    def _precise(self) -> bool:
-        """Whether the window's images/s is known to `until_ci` (the 95 % CI's half-width over its mean), computed
-        once per new interval."""
-        if self._ci[0] != len(self.rates):
-            self._ci = (len(self.rates), relative_ci95(self.rates))
-        return not math.isnan(self._ci[1]) and self._ci[1] <= (self.spec.until_ci or 0.0)
+    def _precise(self, now: float) -> bool:
+        """With `until_ci`, after `min_seconds`: whether the window's intervals so far give its images/s to that
+        precision (the 95 % CI's half-width over the mean). Asked as each interval ends, so a window that ends on it
+        ends on an interval's edge and reports the CI it stopped on."""
+        if self.spec.until_ci is None or self.steady_t0 is None or now - self.steady_t0 < self.spec.min_seconds:
+            return False
+        ci = relative_ci95(self.rates)
+        return not math.isnan(ci) and ci <= self.spec.until_ci
 
     def _window(self) -> dict:
         """The measured window's counts and throughput (none if the budget ended inside warm-up)."""
