@@ -13,7 +13,8 @@ energy, steady memory). Histories, where the events are at hand, have for step t
 common start (its first job's release from the start barrier) and for timestamp the event's own time: a job's
 `interval/images_per_s`, `interval/loss`, `interval/step_time_s`, `interval/data_wait_share`, `epoch/epoch_time_s`,
 `epoch/images_per_s`; a cell's `interval/images_per_s` (its jobs' steady images/s summed, in slices of one interval)
-and `gpu/<field>` (the monitor's samples averaged over each interval). """
+and `gpu/<field>` (the monitor's samples averaged over each interval).
+"""
 
 from __future__ import annotations
 
