@@ -20,7 +20,6 @@ from .. import supervise
 from ..errors import BrokenRun
 from ..progress import Progress
 from ..results import Results, RunReading, assemble, combine, read_run
-from ..rundir import check_out
 from ..spec import ExperimentSpec, JobSpec, ModeSpec
 from .cells import Plan
 from .executors import Executor, chosen
@@ -84,12 +83,11 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     results of all its cells; an interrupt stops at once, keeping what was measured. `executor`: where the cells
     run (a registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
     submitted and the results of those already complete returned."""
-    folder = ExperimentFolder.of(out, spec.name)
+    folder = ExperimentFolder.writable(out, spec.name)
     if not isinstance(executor, Executor):
         kind, options = chosen(spec, executor)
         executor = kind(spec, folder, options, progress=progress)
     executor.check()
-    check_out(out)
     plan = Plan.of(spec, folder, executor.in_flight())
     plan.say_skipped(folder)
     with supervise.sigterm_as_interrupt():
