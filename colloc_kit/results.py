@@ -100,9 +100,9 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
 
 def combine(parts: list[Results]) -> Results:
     """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
-    return Results(*(_concat([getattr(part, name) for part in parts])
-                     for name in ("jobs", "epochs", "runs", "samples", "host_samples")),
-                   broken={k: v for part in parts for k, v in part.broken.items()},
+    frames = {name: _concat([getattr(part, name) for part in parts])
+              for name in ("jobs", "epochs", "runs", "samples", "host_samples")}
+    return Results(**frames, broken={k: v for part in parts for k, v in part.broken.items()},
                    damaged={k: v for part in parts for k, v in part.damaged.items()})
 
 

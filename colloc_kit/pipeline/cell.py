@@ -23,6 +23,7 @@ from .. import events
 from ..launcher import LaunchItem, Wave
 from ..manifest import HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord
 from ..modes import make_mode
+from ..paths import check_folder
 from ..progress import Progress
 from ..rundir import RunDir, this_runner
 from ..spec import ExperimentSpec, JobSpec
@@ -58,6 +59,8 @@ def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bo
     from ..worker import check_job  # noqa: PLC0415 - lazy: the worker's checks import its model and data tables
 
     for job in spec.jobs:
+        if job.data_root is not None and job.dataset != "synthetic":
+            check_folder(job.data_root, "data folder (--data-root)", exists=True)
         check_job(job)
     for gpu in (gpus or [spec.gpu]) if modes else []:
         for mode_spec in spec.modes:
