@@ -82,8 +82,8 @@ class SeedSpec:
             raise BadInput(f"seed: the study's experiments are 33, 34, 35, 36 and 37, got {self.seed!r}")
         amps = tuple(a.strip() for a in self.amp.split(",")) if isinstance(self.amp, str) else tuple(self.amp)
         if not amps or any(a not in AMP_CHOICES for a in amps):
-            raise BadInput(f"amp: one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
-                           f"got {self.amp!r}")
+            raise BadInput(f"amp must be one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
+                           f"got {self.amp!r:.60}")
         object.__setattr__(self, "amp", amps)
         if not isinstance(self.data_root, str) or not self.data_root:
             raise BadInput(f"seed spec: data_root must be a folder path, got {self.data_root!r:.60}")

@@ -37,7 +37,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.manifest import Manifest
 from colloc_kit.modes import Slot
-from colloc_kit.rundir import MANIFEST, RunDir, find_runs, this_runner
+from colloc_kit.rundir import MANIFEST, RunDir, effective_status, find_runs, this_runner
 from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED, JOB_STATUSES, RUN_STATUSES
 
@@ -677,7 +677,7 @@ def test_a_dead_runners_pid_taken_by_another_process_does_not_hold_its_cell(one_
         assert colloc_kit.load(out / "live").runs["status"].tolist() == ["interrupted"]
         code, _, err = cli(capsys, "run", *TINY_FLAGS, "--name", "live", "--out", out)
         assert code == 0 and "another process" not in err
-        assert [r.read_manifest().status for r in find_runs(out / "live")] == ["interrupted", "complete"]
+        assert [effective_status(r.read_manifest()) for r in find_runs(out / "live")] == ["interrupted", "complete"]
     finally:
         stranger.kill()
         stranger.wait()
@@ -767,7 +767,7 @@ def _parquet_without_times(run: RunDir) -> None:
 DAMAGED = {
     "garbage parquet": (_write("monitor/samples_host.parquet", b"PAR1 this is not parquet at all"),
                         "monitor/samples_host.parquet cannot be read (ArrowInvalid"),
-    "parquet is a folder": (_monitor_file_is_a_folder, "monitor/samples_host.parquet cannot be read"),
+    "parquet is a folder": (_monitor_file_is_a_folder, "monitor/samples_host.parquet is not a file"),
     "parquet without sample times": (_parquet_without_times, "monitor/samples_host.parquet has no sample times"),
     "monitor.json not JSON": (_write("monitor/monitor.json", "{not json"),
                               "monitor/monitor.json cannot be read as JSON"),
@@ -846,15 +846,20 @@ def test_status_of_a_damaged_experiment_folder_shows_its_cells_and_names_the_fil
 def test_a_folder_1500_levels_deep_is_walked_without_recursion(tmp_path, capsys, three_runs):
     """Before: a RecursionError traceback in `show` and `status`. Now the walk keeps a list; a run at the bottom is
     found."""
-    deep = tmp_path / "deep"
-    bottom = Path(str(deep) + "/d" * 1500)
-    bottom.mkdir(parents=True)
-    run = find_runs(three_runs)[0]
-    shutil.copytree(run.path, bottom / run.run_id)
-    code, printed, _ = cli(capsys, "show", deep)
-    assert code == 0 and printed.count("j0-smallcnn") == 1
-    code, printed, _ = cli(capsys, "status", deep)
-    assert code == 0 and "done" in printed
+    deep = bottom = tmp_path / "deep"
+    try:
+        deep.mkdir()
+        for _ in range(1500):  # not mkdir(parents=True): pathlib recurses there too
+            bottom = bottom / "d"
+            bottom.mkdir()
+        run = find_runs(three_runs)[0]
+        shutil.copytree(run.path, bottom / run.run_id)
+        code, printed, _ = cli(capsys, "show", deep)
+        assert code == 0 and printed.count("j0-smallcnn") == 1
+        code, printed, _ = cli(capsys, "status", deep)
+        assert code == 0 and "done" in printed
+    finally:  # rm walks without recursion; pytest's own clean-up (shutil.rmtree) recurses and would fail on it
+        subprocess.run(["rm", "-rf", str(deep)], check=True)
 
 
 # ---------------------------------------------------------------- third pass: one check of every folder a command takes
@@ -1001,7 +1006,7 @@ def test_ctrl_c_while_the_kit_loads_exits_130_with_one_line(entry, loaded):
 # ---------------------------------------------------------------- third pass: weak messages
 
 
-@pytest.mark.parametrize("argv", [["show", "{runs}"], ["status", "{runs}/exp"]], ids=["show", "status"])
+@pytest.mark.parametrize("argv", [["show", "{runs}"], ["status", "{runs}/experiment"]], ids=["show", "status"])
 def test_a_closed_stdout_pipe_is_not_reported_as_a_full_disk(tmp_path, three_runs, argv):
     """`colloc-kit status X | head -0`: the reader is gone before anything is printed. Nothing to say and no one to
     say it to: no message, exit 141 (128 + SIGPIPE, as a shell reports a command that wrote into a closed pipe)."""
@@ -1078,7 +1083,7 @@ def test_a_100_kb_value_gets_a_short_message(tmp_path, capsys, argv):
     ("gpu: x", "gpu must be a GPU index"),
     ("monitor_interval_s: 0", "monitor_interval_s must be a positive number"),
     ("name: '..'", "name must be a folder name"),
-    ("amp: fp8", "amp: one or a list of"),
+    ("amp: fp8", "amp must be one or a list of"),
 ])
 def test_a_seed_spec_with_a_value_of_the_wrong_kind_is_refused(tmp_path, capsys, line, says):
     """Before: `repeats: x` was a TypeError traceback (the plan multiplied by it)."""

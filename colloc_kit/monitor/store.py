@@ -126,6 +126,9 @@ def read_samples(path: str | Path) -> Samples:
         frames[series] = pd.DataFrame()
         if source is None:
             continue
+        if source == merged and not merged.is_file():
+            problems.append(f"{merged} is not a file; the run is read without its {series}")
+            continue
         try:
             frame = pd.read_parquet(merged) if source == merged else _read_parts(parts).to_pandas()
         except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError too
