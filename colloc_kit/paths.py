@@ -62,12 +62,12 @@ def check_folder(path: Any, what: str, *, write: bool = False, exists: bool = Fa
     folder = Path(text).expanduser()
     existing = _nearest_existing(folder, label)
     _check_length(folder, existing, label)
-    if exists and existing != folder:
-        raise BadInput(f"{label} does not exist; give an existing folder")
     if not existing.is_dir():
         where = "" if existing == folder else f": {shown(existing)}"
         raise BadInput(f"{label}{where} is a file, not a folder; give a folder"
                        + (" (it is created if absent)" if write else ""))
+    if exists and existing != folder:
+        raise BadInput(f"{label} does not exist; give an existing folder")
     if write and not os.access(existing, os.W_OK | os.X_OK):
         raise BadInput(f"{label}: cannot write in {shown(existing)} (no permission or a read-only file system); give "
                        "a folder you can write to")
