@@ -152,7 +152,8 @@ def select(found: list[Path], only: list[str]) -> list[Path]:
         stem = name.strip().removesuffix(".ipynb")
         match = [nb for nb in found if nb.stem == stem or nb.stem.startswith(stem)] if stem else []
         if not match:
-            raise BadInput(f"--only {name!r:.80}: no such notebook; give a number or a name of one of "
+            said = name if name.strip() else repr(name)
+            raise BadInput(f"--only {said:.80}: no such notebook; give a number or a name of one of "
                            f"{', '.join(nb.stem for nb in found)}")
         chosen += [nb for nb in match if nb not in chosen]
     return sorted(chosen)
