@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from . import atomic, machine
+from . import atomic, machine, paths
 from .errors import BadInput
 
 PROFILES_FILE = Path(__file__).with_name("batch_profiles.yaml")
@@ -149,9 +149,12 @@ def select(found: list[Path], only: list[str]) -> list[Path]:
     """Notebooks named by stem, number ('03') or stem prefix ('03_naive')."""
     chosen = []
     for name in only:
-        match = [nb for nb in found if nb.stem == name or nb.stem.startswith(name.removesuffix(".ipynb"))]
+        stem = name.strip().removesuffix(".ipynb")
+        match = [nb for nb in found if nb.stem == stem or nb.stem.startswith(stem)] if stem else []
         if not match:
-            raise BadInput(f"--only {name}: no such notebook; there are {', '.join(nb.stem for nb in found)}")
+            said = name if name.strip() else repr(name)
+            raise BadInput(f"--only {said:.80}: no such notebook; give a number or a name of one of "
+                           f"{', '.join(nb.stem for nb in found)}")
         chosen += [nb for nb in match if nb not in chosen]
     return sorted(chosen)
 
@@ -162,9 +165,12 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
               log: Callable[[str], None] = print) -> BatchReport:
     """Execute the notebooks of a profile into `out/<timestamp>/` with HTML reports and an index.html."""
     profiles = profiles if profiles is not None else load_profiles()
-    profile = profile or default_profile()
-    planned = plan(profile, profiles, Path(notebooks_dir or default_notebooks_dir()), overrides, only)
-    folder = _new_folder(Path(out))
+    profile = default_profile() if profile is None else profile
+    out = paths.check_folder(out, "batch folder (--out)", write=True)
+    notebooks = (default_notebooks_dir() if notebooks_dir is None
+                 else paths.check_folder(notebooks_dir, "notebooks folder (--notebooks)", exists=True))
+    planned = plan(profile, profiles, notebooks, overrides, only)
+    folder = _new_folder(out)
     started, started_at = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
     copy_plotly_js(folder)
     timeout = profiles[profile].get("cell_timeout_s")

@@ -105,7 +105,7 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
         if not (args.slurm or isinstance(data.get("slurm"), dict)):
             raise BadInput(f"--{next(iter(slurm)).replace('_', '-')} is a Slurm option; add --slurm to submit to Slurm")
         data["slurm"] = {**(data.get("slurm") or {}), **slurm}
-    if args.mode:
+    if args.mode is not None:  # `--mode ""` is refused (no mode), never the default
         data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
         named = [m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]]

@@ -206,7 +206,8 @@ class Manifest(_Record):
     `placement` is how its jobs sat on the host's cores (`spec.PLACEMENTS`; None: an older kit's, pinned blocks of at
     most 4 cores).
     `spec` is the experiment's spec as run (`ExperimentSpec.to_dict()`); `gpu` the GPU index the cell was given
-    (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`;
+    (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`, and
+    `runner_started_at` when that process started (the pair tells it from a later process given the same pid);
     `mode_state` what the mode set up and did (`SharingMode.state()`); `problems` what went wrong outside the jobs.
     Build one with its fields, change one with `replace`, store it with `write`, read it with `read`.
     """
@@ -226,6 +227,7 @@ class Manifest(_Record):
     spec: dict[str, Any] = field(default_factory=dict)
     gpu: int | None = None
     runner_pid: int | None = None
+    runner_started_at: float | None = None  # Unix seconds: the runner process's start time, as the OS records it
     slurm_job_id: str | None = None
     machine: MachineRef = field(default_factory=MachineRef)
     host_cpu: HostCpu = field(default_factory=HostCpu)

@@ -64,6 +64,7 @@ class Results:
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
     broken: dict[str, str] = field(default_factory=dict)  # run directory -> what is wrong with it (load skipped it)
+    damaged: dict[str, str] = field(default_factory=dict)  # run directory -> its damaged files (read without them)
 
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""
@@ -79,9 +80,10 @@ class Results:
 def load(path: str | Path | list, strict: bool = False) -> Results:
     """Read one run directory, a folder of them (searched recursively), or a list of either.
 
-    A broken run (a torn manifest, a garbage Parquet or monitor.json file, an unreadable event log) is skipped and
-    named with what is wrong in `.broken`, so that the good runs beside it are still read; `strict=True` raises
-    BrokenRun at the first one instead.
+    A broken run (a torn manifest, an unreadable event log) is skipped and named with what is wrong in `.broken`,
+    so that the good runs beside it are still read; `strict=True` raises BrokenRun at the first one instead. A run
+    whose monitor files are damaged (a garbage Parquet or monitor.json file) is read with its jobs' results, without
+    those samples, and its damaged files named in `.damaged` (and in its row's `problems`).
 
     >>> results = load("runs")                                           # doctest: +SKIP
     >>> results.broken                                                   # doctest: +SKIP
@@ -105,8 +107,10 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
 
 def combine(parts: list[Results]) -> Results:
     """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
-    return derive(Results(*(_concat([getattr(part, name) for part in parts])
-                            for name in ("jobs", "epochs", "runs", "samples", "host_samples"))))
+    frames = {name: _concat([getattr(part, name) for part in parts])
+              for name in ("jobs", "epochs", "runs", "samples", "host_samples")}
+    return derive(Results(**frames, broken={k: v for part in parts for k, v in part.broken.items()},
+                          damaged={k: v for part in parts for k, v in part.damaged.items()}))
 
 
 def assemble(readings: list[RunReading]) -> Results:
@@ -119,7 +123,9 @@ def assemble(readings: list[RunReading]) -> Results:
         gpu_frames.append(samples.gpu.assign(run_id=summary["run_id"]))
         host_frames.append(samples.host.assign(run_id=summary["run_id"]))
     return derive(Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
-                          samples=_concat(gpu_frames), host_samples=_concat(host_frames)))
+                          samples=_concat(gpu_frames), host_samples=_concat(host_frames),
+                          damaged={r.summary["run_dir"]: "; ".join(r.samples.problems)
+                                   for r in readings if r.samples.problems}))
 
 
 def derive(results: Results) -> Results:
@@ -175,7 +181,7 @@ def read_run(run: RunDir) -> RunReading:
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
-               "problems": "; ".join(manifest.problems) or None,
+               "problems": "; ".join([*manifest.problems, *samples.problems]) or None,
                "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
     return RunReading(jobs, epochs, summary, samples)
 

@@ -83,9 +83,17 @@ class SeedSpec:
             raise BadInput(f"seed: the study's experiments are 33, 34, 35, 36 and 37, got {self.seed!r}")
         amps = tuple(a.strip() for a in self.amp.split(",")) if isinstance(self.amp, str) else tuple(self.amp)
         if not amps or any(a not in AMP_CHOICES for a in amps):
-            raise BadInput(f"amp: one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
-                           f"got {self.amp!r}")
+            raise BadInput(f"amp must be one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
+                           f"got {self.amp!r:.60}")
         object.__setattr__(self, "amp", amps)
+        if not isinstance(self.data_root, str) or not self.data_root:
+            raise BadInput(f"seed spec: data_root must be a folder path, got {self.data_root!r:.60}")
+        try:  # the other keys as the experiments will hold them: checked by the one spec schema, now
+            ExperimentSpec.from_mapping({"name": self.experiment, "repeats": self.repeats, "gpu": self.gpu,
+                                         "monitor_interval_s": self.monitor_interval_s,
+                                         "jobs": [_job(self, MODELS[33][0], DATASETS[0], BATCH[33], amps[0])]})
+        except BadInput as exc:
+            raise BadInput(f"seed spec: {str(exc).removeprefix('jobs[0]: ')}") from None
 
     @property
     def experiment(self) -> str:
@@ -281,8 +289,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     the card's memory for naive and MPS, the partition's share for partitions) is not run: it is named, with the
     arithmetic, in out/<experiment>/not-run.json and on stderr.
     """
+    folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
-    folder = ExperimentFolder.of(out, seed.experiment)
     exp_dir = folder.path
     specs = experiments(seed, card)
     for spec in specs:  # every dataset and mode checked before the first cell starts

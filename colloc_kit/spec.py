@@ -259,7 +259,8 @@ class ExperimentSpec:
 
     def __post_init__(self) -> None:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
-        _require(len(self.modes) > 0, "an experiment needs at least one mode")
+        _require(len(self.modes) > 0,
+                 "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
         _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
                  f"copies must be positive integers, got {_excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)

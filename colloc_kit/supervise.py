@@ -14,6 +14,7 @@ processes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -23,8 +24,10 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 
 import psutil
 
-__all__ = ["Child", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group", "split_cores",
-           "stop_all"]
+__all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
+           "split_cores", "stop_all"]
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class Child(Protocol):
@@ -136,3 +139,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child process (e.g. a pool's initializer): be sent `sig` when the parent `parent` dies, whatever ends it,
+    SIGKILL included (Linux prctl PR_SET_PDEATHSIG); if it died already, end now. Elsewhere (no prctl), nothing."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # it died between the fork and the prctl: no signal would come
+        os.kill(os.getpid(), sig)

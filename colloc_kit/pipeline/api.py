@@ -21,7 +21,6 @@ from ..errors import BrokenRun
 from ..mlflow_log import log_experiment, warn_unreachable
 from ..progress import Progress
 from ..results import Results, RunReading, assemble, combine, read_run
-from ..rundir import check_out
 from ..spec import ExperimentSpec, JobSpec, ModeSpec
 from .cells import Plan
 from .executors import Executor, chosen
@@ -87,12 +86,11 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     results of all its cells; an interrupt stops at once, keeping what was measured. `executor`: where the cells
     run (a registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
     submitted and the results of those already complete returned."""
-    folder = ExperimentFolder.of(out, spec.name)
+    folder = ExperimentFolder.writable(out, spec.name)
     if not isinstance(executor, Executor):
         kind, options = chosen(spec, executor)
         executor = kind(spec, folder, options, progress=progress)
     executor.check()
-    check_out(out)
     if spec.mlflow:
         warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
     plan = Plan.of(spec, folder, executor.in_flight())
