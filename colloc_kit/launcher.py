@@ -275,7 +275,9 @@ def _signal(job: _Job, sig: int) -> None:
 
 
 def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
-    """What became of `job`, from how it was stopped, its last events and its exit code."""
+    """What became of `job`, from how it was stopped, its last events and its exit code. A job that reported its
+    `end` is complete even where its exit code is unknown (`zygote.EXIT_UNKNOWN`: the zygote that forked it died) or
+    not 0 (a crash while tearing down): what it measured was reported in full."""
     code = job.proc.returncode
     end, error = job.last.get(events.END), job.last.get(events.ERROR)
     status, error_kind, message = FAILED, None, None
@@ -284,7 +286,7 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
     elif job.stopped_as == TIMED_OUT:
         status, error_kind = TIMED_OUT, ErrorKind.TIMEOUT
         message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
-    elif end is not None and code == 0:
+    elif end is not None:  # it reported its end: its results are whole, whatever happened to its parent after
         status = COMPLETE
     elif error is not None:
         error_kind, message = ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message")

@@ -145,6 +145,14 @@ class Zygote:
         pid, pidfd = started
         return ForkedWorker(self, argv, pid, pidfd, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"))
 
+    @property
+    def lost(self) -> str | None:
+        """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
+        if not self._lost.is_set():
+            return None
+        code = self._proc.poll()
+        return f"the zygote (pid {self._proc.pid}) ended" + (f" with code {code}" if code is not None else "")
+
     def exit_code(self, pid: int, pidfd: int) -> int | None:
         """How worker `pid` ended, None while it runs: as the zygote reaped it, or EXIT_UNKNOWN if it ended after the
         zygote was gone."""

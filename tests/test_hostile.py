@@ -1090,3 +1090,37 @@ def test_a_seed_spec_with_a_value_of_the_wrong_kind_is_refused(tmp_path, capsys,
     spec = write_spec(tmp_path, f"seed: 33\n{line}\n")
     for plan in ([], ["--plan"]):
         assert says in refused(capsys, tmp_path, "run", spec, "--out", tmp_path, *plan)
+
+
+def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tmp_path):
+    """Killing the preloaded zygote mid-run: its jobs run on and report; each is recorded from its own events
+    (complete, its images/s kept), and the run names what happened to the zygote."""
+    import threading
+
+    import psutil
+
+    import colloc_kit
+    from colloc_kit.rundir import find_runs
+
+    job = dict(model="smallcnn", device="cpu", batch_size=8, image_size=16, workers=0, warmup_steps=2,
+               interval_s=0.1, synthetic_samples=64, seconds=4)
+
+    def kill_the_zygote():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            streams = list(tmp_path.rglob("*.events.jsonl"))
+            if len(streams) == 2 and all('"start"' in p.read_text() for p in streams):
+                for child in psutil.Process().children(recursive=True):
+                    if "colloc_kit.zygote" in " ".join(child.cmdline()):
+                        child.kill()
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_zygote, daemon=True)
+    killer.start()
+    results = colloc_kit.run([job], mode="naive", copies=[2], out=tmp_path, monitor=False, progress=False)
+    killer.join()
+    assert list(results.jobs["status"]) == ["complete", "complete"]
+    assert (results.jobs["images_per_s"] > 0).all()
+    (run,) = find_runs(tmp_path)
+    assert any("the zygote" in problem for problem in run.read_manifest().problems)

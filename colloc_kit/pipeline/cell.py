@@ -102,6 +102,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
     outcomes: list[JobOutcome] = []
     status, problems = INTERRUPTED, []
     cpu_before = _children_cpu_s(zygote)
+    lost_before = zygote.lost if zygote else None
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -117,7 +118,9 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
                         wave.run()
                     finally:
                         outcomes += wave.outcomes
-            problems = mode.problems()
+            problems = mode.problems() + ([f"{zygote.lost} during this run: its jobs are recorded from their own "
+                                          "events; later jobs start as fresh processes"]
+                                         if zygote and zygote.lost and not lost_before else [])
         manifest = replace(manifest, mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
         run.write_manifest(manifest)
         status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
