@@ -1095,13 +1095,6 @@ def test_a_seed_spec_with_a_value_of_the_wrong_kind_is_refused(tmp_path, capsys,
 def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tmp_path):
     """Killing the preloaded zygote mid-run: its jobs run on and report; each is recorded from its own events
     (complete, its images/s kept), and the run names what happened to the zygote."""
-    import threading
-
-    import psutil
-
-    import colloc_kit
-    from colloc_kit.rundir import find_runs
-
     job = dict(model="smallcnn", device="cpu", batch_size=8, image_size=16, workers=0, warmup_steps=2,
                interval_s=0.1, synthetic_samples=64, seconds=4)
 
