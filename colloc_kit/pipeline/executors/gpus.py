@@ -15,7 +15,6 @@ a lane's zygote leaves with it).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import queue
@@ -42,7 +41,6 @@ LANE_ENTRY = "colloc_kit.pipeline.entry"  # what each lane process runs (`python
 STATUS_OF_CODE = {code: status for status, code in EXIT_CODES.items()}
 POLL_S = 0.05
 STOP_TIMEOUT_S = 120.0  # a cell's jobs stop within seconds; an MPS daemon's quit is bounded at about 30 s
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -131,13 +129,13 @@ class GpusExecutor(Executor):
 
     def _start(self, placement: Placement, label: str, cores: list[int] | None, spec_file: Path,
                board: GpuBoard) -> _LaneProcess:
-        log = self.folder.dispatch_log("lane", placement.gpu)
+        log, dispatcher = self.folder.dispatch_log("lane", placement.gpu), os.getpid()
         command = [sys.executable, "-m", LANE_ENTRY, str(spec_file), str(self.folder.out),
                    "--gpu", str(placement.gpu), "--machine-file", str(placement.machine_file)]
         with open(log, "ab") as stderr:
-            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                    start_new_session=True,  # a terminal's Ctrl-C reaches the dispatcher only: it
-                                    preexec_fn=lambda: _child_setup(cores))  # forwards one interrupt per lane
+            proc = subprocess.Popen(  # in a session of its own: a terminal's Ctrl-C reaches the dispatcher only,
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,  # which forwards one per lane
+                start_new_session=True, preexec_fn=lambda: _child_setup(cores, dispatcher))
         ended: queue.Queue = queue.Queue()
 
         def heard(line: str) -> None:  # each line a lane prints is its state now, or the end of its cell
@@ -153,12 +151,12 @@ class GpusExecutor(Executor):
         return _LaneProcess(label, placement, proc, log, pump, ended=ended)
 
 
-def _child_setup(cores: list[int] | None) -> None:
+def _child_setup(cores: list[int] | None, dispatcher: int) -> None:
     """In the lane process before it starts: pinned to its cores (pinned placement), and sent SIGTERM if the
     dispatcher dies."""
     if cores is not None:
         os.sched_setaffinity(0, cores)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    supervise.die_with_parent(dispatcher, signal.SIGTERM)
 
 
 def _heard(lane: _LaneProcess, codes: dict[str, int], board: GpuBoard) -> bool:
