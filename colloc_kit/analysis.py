@@ -154,7 +154,8 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
 def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each run configuration (experiment, mode, copies, jobs) over its repeats: `<metric>_mean`, `_std`, and for
     aggregate and normalized throughput `_ci` (95 % half-width: over repeats where there are several, combined with
-    the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `flags` (every repeat's, plus
+    the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `n_jobs` (the jobs of one run: the
+    copies, or a mix's jobs), `flags` (every repeat's, plus
     "wide CI" past +-3 %) and the most frequent `bound_by`.
 
     >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean"]]   # doctest: +SKIP
@@ -162,10 +163,10 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
     runs = run_summary(results, reference)
     stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI]
     if runs.empty:
-        return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+        return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     rows = []
     for keys, group in runs.groupby(GROUP_KEYS, dropna=False, sort=False):
-        row = {**dict(zip(GROUP_KEYS, keys)), "repeats": len(group)}
+        row = {**dict(zip(GROUP_KEYS, keys)), "repeats": len(group), "n_jobs": group["n_jobs"].max()}
         for metric in RUN_METRICS:
             values = group[metric].astype(float)
             row[f"{metric}_mean"], row[f"{metric}_std"] = values.mean(), values.std()
@@ -186,7 +187,7 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
         verdicts = group["bound_by"].dropna()
         row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
         rows.append(row)
-    summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+    summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 

@@ -23,6 +23,10 @@ import pandas as pd
 
 from . import analysis, background, plots
 from .errors import CollocKitError
+from .tables import number, table
+
+__all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "NOISE_LIMIT", "python_terms",
+           "one_line", "install_notices", "noise_warning", "WARNING", "warn", "number", "table"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -118,10 +122,13 @@ def install_notices() -> bool:
 
 
 def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
-    """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical jobs
-    of one run (same model and batch size) differing by more than `limit` in images/s, or (in `summary`, the
-    `analysis.summarize` of the same results) N copies "gaining" more than N times one job alone: too short a
-    steady window. None when neither happens.
+    """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical copies
+    of one job in one run differing by more than `limit` in images/s, or (in `summary`, the `analysis.summarize` of
+    the same results) a configuration "gaining" more than its jobs can give: n jobs at once at most n times one job
+    alone, jobs one after another (exclusive) at most once. None when neither happens.
+
+    A mix's jobs are not compared with each other: beside a larger job, two copies of a small one may get unequal
+    shares of the GPU, which is a result (how fairly a mode shares), not noise.
 
     >>> jobs = pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
     ...                      "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]})
@@ -132,54 +139,43 @@ def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit
     if done.empty:
         return None
     warnings = []
-    rates = done.groupby(["run_id", "model", "batch_size"])["images_per_s"]
+    copies = done.groupby("run_id")[["model", "batch_size"]].transform("nunique").max(axis=1) == 1  # not a mix
+    rates = done[copies].groupby(["run_id", "model", "batch_size"])["images_per_s"]
     spread = (rates.max() / rates.min())[rates.count() > 1]
     worst = spread.max() if len(spread) else 1.0
     if worst > limit:
         warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
                         f"compare modes (gains under {worst:.1f}x are noise)")
-    if summary is not None and len(summary):
-        per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
-        if per_copy > limit:
-            warnings.append(f"N copies trained {per_copy:.1f}x N jobs alone, more than sharing can give: the steady "
-                            "windows were too short to measure; give the jobs more steps")
-    return "; ".join(warnings) or None
+    impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
+    return "; ".join(warnings + ([impossible] if impossible else [])) or None
 
 
-UNITS = (("_per_s", "/s"), ("_pct", " %"), ("_mb", " (MB)"), ("_j", " (J)"),
-         ("_s", " (s)"))
-STATISTICS = {"_mean": "mean", "_std": "std", "_ci": "CI"}
+def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
+    """The configuration that gained most beyond what its jobs can give, said in a sentence; None if none did."""
+    jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
+    one_after_another = summary["mode"].eq("exclusive") if "mode" in summary else pd.Series(False, summary.index)
+    most = jobs.where(~one_after_another, 1).astype(float)
+    excess = summary["normalized_throughput_mean"].astype(float) / most
+    if not (excess > limit).any():
+        return None
+    row, n = summary.loc[excess.idxmax()], int(most[excess.idxmax()])
+    label = f"{row.get('mode_label', row.get('mode', ''))} x{int(row['copies'])}".strip()
+    can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
+        f"{n} jobs at once can give at most {n}x"
+    return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "
+            f"({can}): the steady windows were too short to measure; give the jobs more steps")
 
 
-def number(value: float) -> str:
-    """How tables show a float: thousands separated and whole above 100, three significant digits below.
+WARNING = "warning: "  # how a page's warnings start: `colloc-kit batch` lists them on its index page
 
-    >>> number(6620.632486), number(1.27449), number(0.000123)
-    ('6,621', '1.27', '0.000123')
+
+def warn(message: str | None) -> str | None:
+    """Print `message` as the page's warning (the batch's index lists it); nothing where it is None. Returns it.
+
+    >>> warn("identical jobs of one run differ 2.1x")
+    warning: identical jobs of one run differ 2.1x
+    'identical jobs of one run differ 2.1x'
     """
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def readable(column: str) -> str:
-    """A column name for readers: 'aggregate_images_per_s_mean' -> 'aggregate images/s (mean)'.
-
-    >>> readable("aggregate_images_per_s_mean"), readable("epoch_time_growth_mean"), readable("peak_memory_mb")
-    ('aggregate images/s (mean)', 'epoch time growth (mean)', 'peak memory (MB)')
-    """
-    statistic = next((name for suffix, name in STATISTICS.items() if column.endswith(suffix)), None)
-    if statistic:
-        column = column[: column.rindex("_")]
-    unit = next(((suffix, text) for suffix, text in UNITS if column.endswith(suffix)), None)
-    if unit:
-        column = column[: -len(unit[0])] + unit[1]
-    text = column.replace("_", " ")
-    return f"{text} ({statistic})" if statistic else text
-
-
-def table(frame: pd.DataFrame, columns: list[str] | None = None) -> "pd.io.formats.style.Styler":
-    """The frame (or these columns) as a table for reading: readable column names, formatted numbers, no index.
-
-    >>> table(pd.DataFrame({"normalized_throughput_mean": [1.27449]})).to_html().count("1.27")   # doctest: +SKIP
-    """
-    shown = (frame[columns] if columns else frame).rename(columns=readable)
-    return shown.style.format(lambda v: number(v) if isinstance(v, float) else v).hide(axis="index")
+    if message:
+        print(WARNING + message)
+    return message
