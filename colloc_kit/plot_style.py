@@ -129,6 +129,7 @@ def grid(titles: list[str], title: str, shared_y: bool = True) -> go.Figure:
 
 
 def where(i: int) -> dict:
+    """The row and column of facet `i` of a `grid`: what plotly's add_trace and update_xaxes take."""
     return {"row": i // FACET_COLUMNS + 1, "col": i % FACET_COLUMNS + 1}
 
 
