@@ -24,7 +24,9 @@ __all__ = ["TEMPLATE", "use_renderer", "empty", "noisy", "series", "by_mode", "t
            "memory_fit_figure", "mig_layouts", "partition_shares", "job_metrics"]
 
 def use_renderer(name: str) -> None:
-    """Set plotly's default renderer for this kernel; "" leaves plotly's own choice (right for JupyterLab)."""
+    """Set plotly's default renderer for this kernel ("" leaves plotly's own choice, right for JupyterLab), and the
+    kit's figure style as the default template, so that a notebook's own figures look like the kit's."""
+    pio.templates.default = TEMPLATE
     if name:
         pio.renderers.default = name
 

@@ -7,6 +7,7 @@ import pytest
 
 from colloc_kit import batch, notebook
 from colloc_kit.errors import BadInput
+from colloc_kit.progress import Progress
 
 
 def run_cells(tmp_path, *sources):
@@ -52,6 +53,54 @@ def test_noise_warning_when_n_copies_gain_more_than_n_jobs_alone():
     """Tiny CPU runs once drew a "77x gain" for 2 copies: a steady window too short to measure."""
     jobs = pd.DataFrame({"run_id": ["a", "b"], "model": ["m", "m"], "batch_size": [8, 8], "status": ["complete"] * 2,
                          "images_per_s": [10.0, 300.0]})
-    summary = pd.DataFrame({"copies": [1, 2], "normalized_throughput_mean": [1.0, 60.0]})
-    assert notebook.noise_warning(jobs, summary).startswith("N copies trained 30.0x N jobs alone")
+    summary = pd.DataFrame({"mode": ["exclusive", "naive"], "mode_label": ["exclusive", "naive"], "copies": [1, 2],
+                            "n_jobs": [1, 2], "normalized_throughput_mean": [1.0, 60.0]})
+    assert notebook.noise_warning(jobs, summary).startswith(
+        "naive x2 trained 60.0x one job alone, more than sharing can give (2 jobs at once can give at most 2x)")
     assert notebook.noise_warning(jobs, summary.assign(normalized_throughput_mean=[1.0, 1.9])) is None
+
+
+def test_noise_warning_counts_a_mixs_jobs_and_holds_jobs_one_after_another_to_1x():
+    """Notebook 06 on the H100 once warned of a 3-job mix gaining 1.9x: it divided by copies (1), not by its jobs."""
+    jobs = pd.DataFrame({"run_id": ["m"] * 3, "model": ["a", "b", "c"], "batch_size": [8] * 3,
+                         "status": ["complete"] * 3, "images_per_s": [10.0, 50.0, 90.0]})  # a mix: not compared
+    mix = pd.DataFrame({"mode": ["mps"], "mode_label": ["mps"], "copies": [1], "n_jobs": [3],
+                        "normalized_throughput_mean": [1.9]})
+    assert notebook.noise_warning(jobs, mix) is None
+    alone = pd.DataFrame({"mode": ["exclusive"], "mode_label": ["exclusive"], "copies": [4], "n_jobs": [4],
+                          "normalized_throughput_mean": [1.44]})  # notebook 03 on a busy 2-core machine
+    assert notebook.noise_warning(jobs, alone).startswith("exclusive x4 trained 1.4x one job alone, more than sharing "
+                                                          "can give (one after another, jobs can give at most 1x)")
+
+
+@pytest.mark.parametrize("stopped", [KeyboardInterrupt, RuntimeError])
+def test_a_progress_bar_closed_by_an_interrupt_is_red_and_says_so_not_green_at_100_percent(stopped):
+    """After Kernel > Interrupt of a notebook's last run, its bar once stayed green at 100 %."""
+    from tqdm.notebook import tqdm as notebook_bar  # noqa: PLC0415 - the bar a notebook shows
+
+    progress = Progress(total_runs=1)
+    progress.bar.close()
+    progress.bar = notebook_bar(total=1)  # as tqdm.auto picks it in a notebook's kernel
+    progress.run_started("naive x2 r0", n_jobs=2)
+    progress.run_finished("2/2 complete")  # the interrupted run is read back and counted, as the pipeline does
+    with pytest.raises(stopped):
+        try:
+            raise stopped()
+        finally:
+            progress.close()
+    bar = progress.bar.container.children[1]
+    assert bar.bar_style == "danger" and bar.value == 1
+    said = "interrupted" if stopped is KeyboardInterrupt else "stopped by an error"
+    assert progress.bar.desc.startswith(f"naive x2 r0: {said}; what was measured is kept")
+
+
+def test_a_progress_bar_closed_after_a_finished_experiment_is_green():
+    from tqdm.notebook import tqdm as notebook_bar  # noqa: PLC0415 - the bar a notebook shows
+
+    progress = Progress(total_runs=1)
+    progress.bar.close()
+    progress.bar = notebook_bar(total=1)
+    progress.run_started("naive x2 r0", n_jobs=2)
+    progress.run_finished("2/2 complete")
+    progress.close()
+    assert progress.bar.container.children[1].bar_style == "success"
