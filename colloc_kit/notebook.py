@@ -159,7 +159,9 @@ def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
     if not (excess > limit).any():
         return None
     row, n = summary.loc[excess.idxmax()], int(most[excess.idxmax()])
-    label = f"{row.get('mode_label', row.get('mode', ''))} x{int(row['copies'])}".strip()
+    mode = row.get("mode_label", row.get("mode", ""))
+    label = f"{mode} x{int(row['copies'])}" if n == int(row["copies"]) or n == 1 else \
+        f"{mode} of {row.get('jobs_label') or f'{n} jobs'}"
     can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
         f"{n} jobs at once can give at most {n}x"
     return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "

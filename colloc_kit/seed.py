@@ -26,6 +26,7 @@ import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from . import figures
@@ -105,6 +106,7 @@ class Card:
     mig_enabled: bool
     memory_mib: int
     note: str = ""
+    on_this_machine: bool = False  # False: planned from a built-in table (no such GPU here), nothing runs as planned
 
     @classmethod
     def here(cls, gpu: int = 0) -> "Card":
@@ -117,8 +119,8 @@ class Card:
         mig = bool((card.get("mig_mode") or {}).get("current"))
         if model is None:
             return cls(gpu_model(PLANNED_CARD), mig, card["memory_mb"], f"{card['name']} has no built-in MIG "
-                                                                        f"table: slices of {PLANNED_CARD}")
-        return cls(model, mig, card["memory_mb"], card["name"])
+                                                                        f"table: slices of {PLANNED_CARD}", True)
+        return cls(model, mig, card["memory_mb"], card["name"], True)
 
     @classmethod
     def planned(cls, name: str, note: str = "") -> "Card":
@@ -249,6 +251,7 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     folder = ExperimentFolder.of(out, seed.experiment)
     exp_dir = folder.path
     specs = experiments(seed, card)
+    check_data(seed, specs)
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
     parts = []
@@ -264,6 +267,27 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
         if fitting:
             parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
+
+
+def check_data(seed: SeedSpec, specs: list[ExperimentSpec]) -> None:
+    """BadInput, before anything starts, where a dataset folder the experiment reads is missing under the data root:
+    which, and the commands that write stand-ins there (or where the real data must go).
+
+    >>> check_data(SeedSpec(33, data_root="/nowhere"), experiments(SeedSpec(33, data_root="/nowhere"),
+    ...                                                          Card.planned("H100-80GB")))       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: seed-33 reads image folders under the data root /nowhere, which has no cifar10/, ...
+    """
+    folders = dict.fromkeys(Path(job.data_root) for spec in specs for job in spec.jobs if job.data_root)
+    missing = [f for f in folders if not f.is_dir()]
+    if not missing:
+        return
+    names = ", ".join(f"{f.name}/" for f in missing)
+    make = "; ".join(f"colloc-kit data make {f.name} --root {f.parent}" for f in missing)
+    raise BadInput(f"{seed.experiment} reads image folders under the data root {seed.data_root}, which has no "
+                   f"{names}. Write stand-ins there (random pixels in the real layout): {make} "
+                   "(--images N for fewer); or give --data-root the folder that holds the real datasets as "
+                   f"{', '.join(f.name for f in folders)}, each a folder of class folders of images")
 
 
 def _workload_label(spec: ExperimentSpec) -> str:

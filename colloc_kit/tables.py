@@ -49,8 +49,8 @@ def number(value: Any) -> str:
     """How a table shows a value: thousands separated and whole from 100 up, three significant digits below (never
     an exponent), a blank where it is missing.
 
-    >>> number(6620.632486), number(1.27449), number(0.0000982), number(7), number(float("nan")), number(None)
-    ('6,621', '1.27', '0.0000982', '7', '', '')
+    >>> number(6620.632486), number(1.27449), number(1.0), number(0.0000982), number(7), number(float("nan"))
+    ('6,621', '1.27', '1.00', '0.0000982', '7', '')
     """
     if value is None:
         return ""
@@ -65,7 +65,9 @@ def number(value: Any) -> str:
         return ""
     if math.isinf(value) or abs(value) >= 100:
         return f"{value:,.0f}"
-    text = f"{value:.3g}"
+    if value == 0:
+        return "0"
+    text = f"{value:#.3g}"  # three significant digits, trailing zeros kept: 1.00, 2.50, 0.120
     if "e" in text:  # 9.82e-05: written out instead
         text = f"{value:.{2 - math.floor(math.log10(abs(value)))}f}"
     return text
@@ -95,8 +97,8 @@ def readable(column: str) -> str:
 def cell(value: Any) -> str:
     """One value as text: numbers as `number` writes them, lists joined, missing values blank.
 
-    >>> cell(["3g", "2g"]), cell("None"), cell(pd.NA), cell(2.0)
-    ('3g, 2g', '', '', '2')
+    >>> cell(["3g", "2g"]), cell("None"), cell(pd.NA), cell(2.5)
+    ('3g, 2g', '', '', '2.50')
     """
     if isinstance(value, (list, tuple)):
         return ", ".join(cell(v) for v in value)
@@ -163,12 +165,29 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, title: str = ""
     for column in chosen:
         if column.endswith("_ci") and column[:-3] + "_mean" in chosen:
             continue  # written beside its mean
-        values = [cell(v) for v in frame[column]]
+        values = [cell(v) for v in _whole(frame[column])]
         if column.endswith("_mean") and column[:-5] + "_ci" in chosen:
-            values = [f"{m} ± {c}" if m and c else m for m, c in zip(values, map(cell, frame[column[:-5] + "_ci"]))]
+            values = [_with_ci(m, c) for m, c in zip(values, frame[column[:-5] + "_ci"])]
         shown[readable(column)] = values
     formatted = pd.DataFrame(shown, columns=list(shown))
     return Table(formatted, title, len(formatted) > COLLAPSE_ROWS if collapse is None else collapse)
+
+
+def _with_ci(mean: str, ci: Any) -> str:
+    """'1.54 ± 0.14': the CI to as many decimals as the mean shows; the mean alone where either is missing."""
+    if not mean or not cell(ci):
+        return mean
+    decimals = len(mean.partition(".")[2])
+    return f"{mean} ± {float(ci):,.{decimals}f}"
+
+
+def _whole(column: pd.Series) -> pd.Series:
+    """A float column of whole numbers (copies, counts: float where a value is missing) as whole numbers."""
+    if pd.api.types.is_float_dtype(column) and column.notna().any():
+        filled = column.dropna()
+        if ((filled % 1) == 0).all() and filled.abs().max() < 2**53:
+            return column.astype("Int64")
+    return column
 
 
 def _numeric(column: pd.Series) -> bool:
