@@ -261,7 +261,7 @@ def write_index(report: BatchReport) -> Path:
                     f"<td>{f'<ul class=warnings>{warned}</ul>' if warned else ''}</td><td><pre>{error}</pre></td></tr>")
     facts = {"date": report.started_at, "machine": report.host, "GPU": report.gpus, "profile": report.profile,
              "total time": f"{report.seconds:,.0f} s"}
-    warned = sum(bool(n.warnings) for n in report.notebooks)
+    with_warnings = sum(bool(n.warnings) for n in report.notebooks)
     return atomic.write_text(report.folder / "index.html", (
         "<!doctype html><html><head><meta charset='utf-8'><title>colloc-kit batch</title><style>"
         "body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left;vertical-align:top}"
@@ -270,7 +270,7 @@ def write_index(report: BatchReport) -> Path:
         f"<h1>colloc-kit batch: {html.escape(report.profile)}</h1><table class='facts'>"
         + "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
         + f"</table><p>{len(report.notebooks) - len(report.failed)} of {len(report.notebooks)} notebooks ran without "
-        f"error{f', {warned} with warnings' if warned else ''}; runs are under <code>runs/</code>.</p>"
+        f"error{f', {with_warnings} with warnings' if with_warnings else ''}; runs are under <code>runs/</code>.</p>"
         "<table><tr><th>notebook</th><th>status</th><th>time</th><th>page</th><th>open</th><th>warnings</th>"
         "<th>error</th></tr>" + "".join(rows) + "</table></body></html>"))
 

@@ -212,7 +212,7 @@ def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
 def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
     """Copies of each workload that fit in each capacity (card, MIG instance), from its steady footprint."""
     title = "How many copies fit in memory"
-    if fit.empty:
+    if fit.empty or fit["copies_fit"].isna().all():
         return empty(title, "no steady GPU memory measured yet (it needs a monitored GPU)")
     fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group",
                             "xaxis": {"title": "memory capacity (card or MIG instance)", "type": "category"},

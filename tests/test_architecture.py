@@ -17,7 +17,8 @@ ROWS = {  # docs/architecture.md's table: a module may import only from its own 
     3: ["rundir", "manifest", "figures", "results"],
     4: ["launcher", "pipeline", "progress", "machine"],
     5: ["analysis", "plots", "seed", "findings", "reference", "notebook", "background", "widgets", "batch", "cli",
-        "cli_args", "mig_cli", "predict", "predict_check", "advise", "advise_cli", "tables", "plot_style", "batch_pages"],
+        "cli_args", "mig_cli", "predict", "predict_check", "advise", "advise_cli", "tables", "plot_style",
+        "batch_pages"],
 }
 CIRCLE_EXCEPTIONS = {  # (importer, imported): why this edge of a circle is allowed
     ("colloc_kit.modes.registry", "colloc_kit.modes.base"):
