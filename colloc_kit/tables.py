@@ -124,7 +124,7 @@ class Table:
                        "</th>" for c, n in zip(self.frame.columns, numeric))
         body = "".join("<tr>" + "".join(
             f'<td style="text-align:{"right" if n else "left"};white-space:{"nowrap" if n else "normal"};'
-            f'overflow-wrap:anywhere">{html.escape(v)}</td>' for v, n in zip(row, numeric)) + "</tr>"
+            f'overflow-wrap:break-word">{html.escape(v)}</td>' for v, n in zip(row, numeric)) + "</tr>"
             for row in self.frame.itertuples(index=False))
         table_html = (f'<div class="ck-table" style="max-width:100%;overflow-x:auto"><table style="font-size:12px;'
                       f'max-width:100%;table-layout:auto"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'

@@ -17,6 +17,7 @@ and docs' figures come from there. CI installs Chromium (.ci/run); where it is a
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -92,6 +93,7 @@ def shot(page, name: str) -> None:
     viewport = page.viewport_size
     if tall > viewport["height"]:
         page.set_viewport_size({"width": viewport["width"], "height": min(tall, 16_000)})
+        page.evaluate("() => { document.querySelector('.jp-WindowedPanel-outer').scrollTop = 0; }")
         page.wait_for_timeout(500)  # plotly redraws at the new size
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(viewport)
@@ -100,12 +102,13 @@ def shot(page, name: str) -> None:
 ACTIVE = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook in front (earlier ones stay open behind it)
 FIGURES_JS = """root => Array.from(document.querySelector(root).querySelectorAll('.js-plotly-plot')).map(gd => {
   const L = gd._fullLayout, box = gd.getBoundingClientRect(), legend = gd.querySelector('.legend');
-  const series = {}, used = new Set();
+  const names = {}, used = new Set();  // per plot, the series a legend names (guide lines have no hover)
   (gd._fullData || []).forEach(t => {
     if (t.visible === false) return;
     used.add(t.xaxis || 'x'); used.add(t.yaxis || 'y');
-    if (t.hoverinfo !== 'skip') series[t.xaxis || 'x'] = (series[t.xaxis || 'x'] || 0) + 1;
+    if (t.hoverinfo !== 'skip' && L.showlegend !== false) (names[t.xaxis || 'x'] ||= new Set()).add(t.name);
   });
+  const series = Object.fromEntries(Object.entries(names).map(([k, v]) => [k, v.size]));
   const axes = Object.keys(L).filter(k => /^[xy]axis[0-9]*$/.test(k) && L[k].visible !== false)
     .filter(k => used.has(k.replace('axis', ''))).map(k => ({name: k, title: (L[k].title || {}).text || '',
       type: L[k].type, categories: (L[k]._categories || []).map(String)}));
@@ -175,6 +178,29 @@ def test_a_self_contained_report_draws_alone_and_a_light_one_moved_alone_says_wh
     assert page.outside == []
 
 
+def test_notebooks_07_and_08_on_the_h100_data_read_well_and_their_figures_are_shot(smoke, page, tmp_path):
+    """The two pages with the most series: 07 on the shipped H100 data (its folder holds no runs), and 08's findings.
+    Their main figures and the findings page are what docs/img shows (figure-*.png, findings-page.png)."""
+    (analysis,) = [nb for nb in sorted(batch.default_notebooks_dir().glob(batch.NOTEBOOK_GLOB)) if nb.stem[:2] == "07"]
+    shutil.copy(batch.plotly_js(), tmp_path / batch.PLOTLY_JS)
+    outcome = batch.execute(analysis, {**batch.BATCH_PARAMETERS, "RESULTS_DIR": str(tmp_path / "none")}, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    (findings,) = [n for n in smoke.notebooks if n.name.startswith("08")]
+    for report, figures in ((tmp_path / outcome.html, {"figure-07-gain": "Throughput gain from collocation"}),
+                            (smoke.folder / findings.html, {"figure-08-gain": "1. Gain from copies",
+                                                            "figure-08-epoch-time": "Epoch time of each job"})):
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        check_page(page, report.name)
+        for name, title in figures.items():
+            figure = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            figure.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / "findings-page.png"))  # the top of 08: the verdicts, the first figure
+    assert page.outside == []
+
+
 PLOTLY = "application/vnd.plotly.v1+json"
 
 
@@ -210,8 +236,8 @@ def lab(tmp_path_factory):
         stdout=log, stderr=subprocess.STDOUT, cwd=root)
     try:
         _wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", server)
-        yield {"url": lambda path: f"http://127.0.0.1:{port}/lab/workspaces/{path.replace('/', '-')}/tree/{path}"
-                              f"?token={token}", "root": root}  # a workspace of its own: no tabs restored
+        yield {"url": lambda path: f"http://127.0.0.1:{port}/lab/workspaces/{re.sub(r'[^a-z0-9]', '-', path)}"
+                              f"/tree/{path}?token={token}", "root": root}  # a workspace of its own: no tabs restored
     finally:
         children = psutil.Process(server.pid).children(recursive=True) if server.poll() is None else []
         server.terminate()
@@ -229,11 +255,16 @@ def lab(tmp_path_factory):
 
 
 def set_parameters(nb, values: dict) -> None:
-    """Give the parameters cell these values, line by line, as a teacher editing it would."""
+    """Give the parameters cell these values (each assignment replaced whole, over as many lines as it spans), as a
+    teacher editing it would."""
     (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    for name, value in values.items():
-        params.source, n = re.subn(rf"^{name} = .*$", f"{name} = {value!r}", params.source, flags=re.M)
-        assert n == 1, f"no parameter {name}"
+    lines = params.source.splitlines()
+    for node in reversed(ast.parse(params.source).body):  # from the bottom: line numbers above stay right
+        name = node.targets[0].id
+        if name in values:
+            lines[node.lineno - 1:node.end_lineno] = [f"{name} = {values[name]!r}"]
+    params.source = "\n".join(lines)
+    assert set(values) <= {n.targets[0].id for n in ast.parse(params.source).body}, "a parameter the cell lacks"
 
 
 def interrupted_notebook():
@@ -266,13 +297,26 @@ def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(lab, page)
 
 
 def run_all(page, url: str, timeout_s: float = 600) -> None:
-    """Open the notebook, Run All Cells, and wait until every code cell has run (its prompt numbered)."""
+    """Open the notebook, wait for its kernel, Run All Cells, and wait until every code cell has run (its prompt
+    numbered). A kernel dialog may come late on a busy machine: it is answered whenever it shows."""
     page.goto(url)
     page.locator(f"{ACTIVE} .jp-Notebook").wait_for(timeout=60_000)
-    _accept_kernel_dialog(page)
+    status = page.locator(".jp-StatusBar-Left")  # "Python 3 (ipykernel) | Idle" once the kernel is up
+    _wait_until(lambda: _answer_kernel_dialog(page) or "| Idle" in status.inner_text(), 180)
     _menu(page, "Run", "Run All Cells")
     prompts = page.locator(f"{ACTIVE} .jp-CodeCell .jp-InputPrompt")
-    _wait_until(lambda: all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in prompts.all_inner_texts()), timeout_s)
+    errors = page.locator(f"{ACTIVE} .jp-OutputArea-output", has_text="Traceback")  # Run All stops at an error
+    _wait_until(lambda: _answer_kernel_dialog(page) or errors.count() > 0 or all(
+        re.fullmatch(r"\[\d+\]:", t.strip()) for t in prompts.all_inner_texts()), timeout_s)
+
+
+def _answer_kernel_dialog(page) -> bool:
+    """Take the kernel JupyterLab offers (this Python's) where it asks; False (nothing to answer) otherwise."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and dialog.locator("button", has_text="Select").count():
+        dialog.locator("button", has_text="Select").click()
+        dialog.wait_for(state="detached")
+    return False
 
 
 def test_a_notebook_cell_interrupted_mid_run_ends_with_a_red_bar_that_says_so(lab, page):
@@ -281,13 +325,13 @@ def test_a_notebook_cell_interrupted_mid_run_ends_with_a_red_bar_that_says_so(la
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     _accept_kernel_dialog(page)
     _menu(page, "Run", "Run All Cells")
-    bar = page.locator(".widget-progress .progress-bar").last
+    bar = page.locator(".widget-hprogress .progress-bar").last
     page.locator(".widget-html-content", has_text="steady").last.wait_for(timeout=120_000)
     _menu(page, "Kernel", "Interrupt Kernel")
     page.locator(".jp-OutputArea-output", has_text="interrupted: the jobs were stopped").wait_for(timeout=30_000)
     classes = bar.get_attribute("class")
     assert "progress-bar-danger" in classes and "progress-bar-success" not in classes, classes
-    assert "interrupted; what was measured is kept" in page.locator(".widget-html-content").last.inner_text()
+    assert page.locator(".widget-html-content", has_text="interrupted; what was measured is kept").count() == 1
     shot(page, "lab-interrupted-cell")
     _menu(page, "Kernel", "Shut Down Kernel")
     assert page.outside == []
@@ -333,7 +377,7 @@ def drive_the_panel(lab, page):
     assert time.monotonic() - interrupted_at < INTERRUPT_WITHIN_S
     statuses = [json.loads(m.read_text())["status"] for m in runs.rglob("manifest.json")]
     assert "interrupted" in statuses  # the run is kept, marked interrupted
-    bar = page.locator(".widget-progress .progress-bar").first.get_attribute("class")
+    bar = page.locator(".widget-hprogress", has_text="runs").locator(".progress-bar").get_attribute("class")
     assert "progress-bar-warning" in bar and "progress-bar-success" not in bar, bar  # not green: interrupted
     shot(page, "lab-3-interrupted")
 

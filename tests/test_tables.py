@@ -52,7 +52,7 @@ def test_a_long_table_is_folded_under_its_title_and_a_short_one_is_not():
 def test_the_html_stays_within_the_page_and_wraps_text_while_numbers_align_right():
     page = tables.table(pd.DataFrame({"why": ["a long reason " * 20], "copies": [7]})).to_html()
     assert 'style="max-width:100%;overflow-x:auto"' in page
-    assert "text-align:left;white-space:normal;overflow-wrap:anywhere" in page  # text wraps
+    assert "text-align:left;white-space:normal;overflow-wrap:break-word" in page  # text wraps
     assert "text-align:right;white-space:nowrap" in page  # numbers stay whole
 
 
