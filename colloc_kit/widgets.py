@@ -257,10 +257,11 @@ class ExperimentPanel:
         return self.results.jobs
 
     def add(self, results: Results) -> None:
-        """Keep one more run's results and redraw the figure from all of them (the placeholder goes)."""
+        """Keep one more run's results and redraw the figure from all of them (the placeholder goes; greyed, "not a
+        result", where the noise check fires)."""
         self.results = combine([self.results, results])
         self.summary = analysis.summarize(self.results)
-        drawn = self.figure_fn(self.summary)
+        drawn = plots.noisy(self.figure_fn(self.summary), notebook.noise_warning(self.jobs, self.summary))
         # a new figure widget each time: plotly.js merges a new layout into the old one, which kept the placeholder
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)

@@ -172,6 +172,7 @@ def test_identical_jobs_that_differ_too_much_get_a_noise_warning():
     assert panel.wait(10)
     assert "<b>warning</b>: identical jobs of one run differ 3.0x" in panel.status.value
     assert panel.progress.bar_style == "warning"
+    assert panel.figure.layout.title.text.endswith("(not a result: too noisy)")  # the figure says so too
 
 
 def endless_run(started):
