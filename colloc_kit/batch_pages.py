@@ -40,6 +40,7 @@ window.addEventListener("DOMContentLoaded", function () {
     div.innerHTML = '<div class="ck-missing-plotly" style="border:2px dashed #d62728;padding:1em;margin:1em 0;'
       + 'color:#7a1c1c;background:#fff6f6;font-family:sans-serif">%s</div>';
     div.style.height = "auto";
+    div.parentElement.style.height = "auto";  // plotly's wrapper holds the figure's height
   });
 });
 </script>"""

@@ -87,7 +87,7 @@ def versus_figure(cells: list[pd.DataFrame], kind: str | None, against: str, tit
 
 def save_png(figures: dict[str, go.Figure], folder: str | Path, width: int = PNG_WIDTH_PX) -> list[Path]:
     """Each figure as `<folder>/<name>.png`, drawn by Chromium (Debian's, at /usr/bin/chromium, driven by
-    Playwright from the dev extra) with the plotly.js plotly ships; a palette of 64 colours keeps the files small.
+    Playwright from the dev extra) with the plotly.js plotly ships; a palette of 256 colours keeps the files small.
     Playwright runs in a thread of its own: a notebook's kernel already runs an asyncio loop."""
     try:
         import playwright.sync_api  # noqa: F401, PLC0415 - optional: the dev extra, only for images
@@ -118,7 +118,7 @@ def _draw(figures: dict[str, go.Figure], folder: Path, width: int) -> list[Path]
             page.wait_for_selector("#f .main-svg", state="attached")
             path = folder / f"{name}.png"
             page.locator("#f .svg-container").screenshot(path=str(path))
-            Image.open(path).convert("RGB").quantize(colors=64).save(path, optimize=True)
+            Image.open(path).convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE).save(path, optimize=True)
             written.append(path)
         browser.close()
     return written
