@@ -165,7 +165,8 @@ def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
     can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
         f"{n} jobs at once can give at most {n}x"
     return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "
-            f"({can}): the steady windows were too short to measure; give the jobs more steps")
+            f"({can}): these measurements are noise (too short a steady window, or a busy machine); give the jobs "
+            "more steps, or measure on a quieter machine")
 
 
 WARNING = "warning: "  # how a page's warnings start: `colloc-kit batch` lists them on its index page
