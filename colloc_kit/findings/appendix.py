@@ -20,7 +20,7 @@ from .read import KINDS
 __all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence"]
 
 GROUPED = (  # evidence lines that a table of the appendix holds: (what the lines say, how many, which table)
-    ("does not fit", "{n} cell(s) did not fit in memory", "not-run"),
+    ("not fit", "{n} cell(s) did not fit in memory", "not-run"),  # "does not fit" (not run), "did not fit" (OOM)
     ("steady alone;", "{n} counts of the copies that fit in a card or a MIG profile", "fit"),
     ("cannot be placed", "{n} MIG layout(s) of the study's mixes cannot be placed", "mig"),
 )
