@@ -2,10 +2,10 @@
 # The seed study on a lent GPU, across several device calls: stand-in data, then the experiments in a background
 # runner (its own session, so it outlives one call), polled, stopped cleanly. Resumable: run `start` again into the
 # same RUNS folder and only missing or failed cells run.
-#   bash benchmarks/seed_h100.sh start DATA RUNS "seed-33 --amp off" "seed-37" ...   # data, then the runner; returns
+#   bash benchmarks/seed_h100.sh start DATA RUNS "seed-33 --amp off" "seed-37 --repeats 1" ...   # data, then the runner
 #   bash benchmarks/seed_h100.sh wait RUNS SECONDS       # progress every minute for SECONDS or until the runner ends
 #   bash benchmarks/seed_h100.sh stop RUNS               # interrupt the runner (SIGTERM; its MPS daemons quit), wait
-# Each experiment runs `colloc-kit run <args> --repeats 1 --data-root DATA --out RUNS --quiet` from a private copy
+# Each experiment runs `colloc-kit run <args> --data-root DATA --out RUNS --quiet` from a private copy
 # of the kit (/tmp/kit), so later calls that change the working tree do not change the running code.
 set -u
 what=$1
@@ -28,7 +28,7 @@ start)
   mkdir -p "$runs"
   rm -f "$runs.stop"
   runner="cd /tmp/kit; for e in $(printf '%q ' "$@"); do [ -e $runs.stop ] && break; start=\$(date +%s);
-    python3 -m colloc_kit.cli run \$e --repeats 1 --data-root $data --out $runs --quiet;
+    python3 -m colloc_kit.cli run \$e --data-root $data --out $runs --quiet;
     echo \"== \$e: exit \$? after \$(( \$(date +%s) - start )) s\"; done"
   setsid nohup bash -c "$runner" > "$runs.log" 2>&1 < /dev/null &
   echo $! > "$runs.pid"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import math
 
 import pandas as pd
 
@@ -22,6 +22,7 @@ from . import advise as adv
 from . import predict_check, reference
 from .analysis import workload_label
 from .errors import BadInput
+from .paths import check_folder
 from .predict import MODES, Target
 from .results import load
 from .spec import ExperimentSpec
@@ -60,6 +61,13 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if unknown or any(c < 1 for c in args.copies):
         raise BadInput(f"--modes takes {', '.join(MODES)} (got {', '.join(unknown) or 'those'}); --copies takes "
                        "positive counts")
+    for flag, value in (("--reference", args.reference), ("--experiment", args.experiment), ("--pairs", args.pairs)):
+        if value is not None and not value.strip():
+            raise BadInput(f"{flag} is empty; give a name (or leave the flag out)")
+    if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
+        raise BadInput(f"--seconds must be a positive number of seconds, got {args.seconds}; e.g. --seconds 15")
+    if args.confirm:
+        check_folder(args.out, "results folder (--out)", write=True)  # checked before the ranking, not after
     lone, target, source = _lone(args)
     mixes = _mixes(args.mix, lone)
     bands = predict_check.error_bands()
@@ -84,17 +92,15 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 def _lone(args: argparse.Namespace):
 
-    if args.runs and args.reference:
+    if args.runs is not None and args.reference is not None:
         raise BadInput("give --runs or --reference, not both")
-    if args.runs:
-        if not Path(args.runs).exists():
-            raise BadInput(f"--runs {args.runs} does not exist; give a folder that holds lone runs")
-        results = load(args.runs)
+    if args.runs is not None:
+        results = load(check_folder(args.runs, "lone runs folder (--runs)", exists=True))
         target, source = adv.local_target(results), f"lone runs in {args.runs}"
     else:
-        name = args.reference or reference.DEFAULT
+        name = reference.DEFAULT if args.reference is None else args.reference
         results, target, source = reference.load(name), Target(), f"the shipped {name} lone runs"
-    experiment = args.experiment or ("seed-37" if args.mix == ["seed-37"] and not args.runs else None)
+    experiment = args.experiment or ("seed-37" if args.mix == ["seed-37"] and args.runs is None else None)
     lone = predict_check.profiles(results, experiment)
     if not lone:
         raise BadInput(f"no lone runs (mode exclusive, one job, complete) in {source}"

@@ -15,104 +15,32 @@ one job alone; the seed study's "up to 4x" is 4.0).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from . import figures
+from . import fairness, figures
+from .baselines import (BASELINE_KEYS, WORKLOAD, baselines, complete, data_name, in_figures, measured_rate,
+                        with_baselines, workload_label)
 from .results import Results
 from .statuses import COMPLETE
 
-# jobs with equal values here do the same work
-WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device"]
-BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
+__all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
+           "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
+           "data_name", "run_summary", "summarize", "job_summary", "noise", "memory_fit", "job_mix_label"]
+
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
 UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_pct", "dram_bw_util_pct"]  # monitor
 WITH_CI = ["aggregate_images_per_s", "normalized_throughput"]  # figures carrying a 95 % confidence interval
-RUN_METRICS = [*WITH_CI, "epoch_time_growth", *UTILIZATION, "energy_per_image_j"]
-
-
-def complete(jobs: pd.DataFrame) -> pd.DataFrame:
-    """The jobs that finished and measured a throughput."""
-    if jobs.empty:
-        return jobs
-    return jobs[(jobs["status"] == COMPLETE) & jobs["images_per_s"].notna()]
-
-
-def measured_rate(jobs: pd.DataFrame) -> pd.Series:
-    """Each job's images/s in its run's common window, or its own measured rate where it ran alone (exclusive)
-    or its run fell back to own windows (flagged)."""
-    own = jobs["images_per_s"].astype(float)
-    return jobs["images_per_s_overlap"].astype(float).fillna(own) if "images_per_s_overlap" in jobs else own
-
-
-def in_figures(jobs: pd.DataFrame) -> pd.Series:
-    """Which jobs a run's figures count: those that trained in the common window (a job that failed later
-    included, see figures), or complete jobs with their own rate where the run had no common window."""
-    counted = jobs["status"].eq(COMPLETE) & jobs["images_per_s"].notna()
-    return counted | jobs["images_per_s_overlap"].notna() if "images_per_s_overlap" in jobs else counted
-
-
-def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (experiment, workload) run alone: mean images/s with its 95 % CI, step time, memory, count.
-
-    The CI is over the lone jobs (repeats) where there are several, else the single job's within-run CI.
-
-    >>> baselines(colloc_kit.load("runs").jobs)[["model", "baseline_images_per_s"]]   # doctest: +SKIP
-    """
-    columns = BASELINE_KEYS + ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s",
-                               "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs"]
-    solo = complete(jobs)
-    solo = solo[solo["alone"].astype(bool)] if len(solo) else solo
-    if solo.empty:
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for keys, group in solo.groupby(BASELINE_KEYS, dropna=False, sort=False):
-        mean, ci = figures.ci95(group["images_per_s"])
-        if len(group) == 1 and "images_per_s_ci" in group:
-            ci = float(group["images_per_s_ci"].iloc[0])
-        rows.append({**dict(zip(BASELINE_KEYS, keys)), "baseline_images_per_s": mean, "baseline_images_per_s_ci": ci,
-                     "baseline_step_time_s": group["batch_size"].iloc[0] / mean,
-                     "baseline_peak_memory_mb": group["peak_memory_mb"].median(),
-                     "baseline_steady_gpu_memory_mb": _median(group, "steady_gpu_memory_mb"),
-                     "baseline_jobs": len(group)})
-    return pd.DataFrame(rows, columns=columns)
-
-
-def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The jobs frame plus each job's baseline (and its relative CI, `baseline_rel_ci`), `relative_throughput` and
-    `epoch_time_growth`.
-
-    Baselines come from the lone jobs of the job's own experiment; a job whose experiment has none gets NaN and a
-    `baseline_note` saying what to run. `reference`: a jobs frame to take baselines from instead (matched by workload
-    alone, whatever its experiment), e.g. an earlier baseline experiment: an explicit choice, never a silent one.
-    """
-    if jobs.empty:
-        return jobs.assign(relative_throughput=pd.Series(dtype=float), epoch_time_growth=pd.Series(dtype=float))
-    base = baselines(jobs if reference is None else reference)
-    keys = BASELINE_KEYS if reference is None else WORKLOAD
-    if reference is not None:  # one baseline per workload over the reference's experiments
-        base = base.drop(columns="experiment").drop_duplicates(WORKLOAD, keep="last")
-    base = base.astype({k: jobs[k].dtype for k in keys})  # an all-empty key (data_root of synthetic data) as the jobs'
-    out = jobs.merge(base, on=keys, how="left")
-    out.index = jobs.index
-    counted = in_figures(out)
-    baseline = out["baseline_images_per_s"].astype(float)
-    out["relative_throughput"] = (measured_rate(out) / baseline).where(counted)
-    out["baseline_rel_ci"] = out["baseline_images_per_s_ci"].astype(float) / baseline
-    out["epoch_time_growth"] = (baseline / measured_rate(out)).where(counted)  # an epoch is a fixed number of images
-    where = "the reference given" if reference is not None else "its experiment"
-    out["baseline_note"] = [None if b == b else f"no lone run of {workload_label(row)} in {where}: add "
-                            "mode exclusive with copies 1 to the experiment (or pass reference=)"
-                            for b, (_, row) in zip(baseline, out.iterrows())]
-    return out
+RUN_METRICS = [*WITH_CI, "epoch_time_growth", "fairness_index", "slowdown_max", *UTILIZATION, "energy_per_image_j"]
+NOISE_LIMIT = 1.25  # repeats of a cell that differ more, or a baseline whose CI spans more: see `noise`
 
 
 def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per run: the run's own figures from `results.runs` (aggregate and its CI, window, flags, bound_by)
-    joined with what needs baselines: normalized throughput (+ `_ci`, absolute), epoch-time growth, utilization,
-    energy per image, steady memory.
+    joined with what needs baselines: normalized throughput (+ `_ci`, absolute), epoch-time growth, fairness
+    (`fairness.RUN_COLUMNS`: Jain's index, the jobs' slowdowns, who lost most), utilization, energy per image, steady
+    memory.
 
     `normalized_throughput` is the sum of the jobs' relative throughputs over the jobs that trained in the common
     window (all complete jobs where the run fell back); NaN when one lacks a baseline. An exclusive run trains its jobs
@@ -122,8 +50,8 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     columns = RUN_KEYS + ["n_jobs", "n_complete", "jobs_label", "workloads", "aggregate_images_per_s",
                           "aggregate_images_per_s_ci", "throughput_window", "window_s", "flags", "bound_by",
                           "normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
-                          "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION, "energy_per_image_j",
-                          "baseline_note"]
+                          *fairness.RUN_COLUMNS, "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION,
+                          "energy_per_image_j", "baseline_note"]
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -142,8 +70,10 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
             **{metric: _mean_of(run, f"{metric}_mean") for metric in UTILIZATION},
             "energy_per_image_j": _mean_of(counted, "energy_per_image_j"),
             "baseline_note": "; ".join(sorted(set(run["baseline_note"].dropna()))) or None,
+            **fairness.run_fairness(run),
         })
-    out = results.runs.merge(pd.DataFrame(rows), on="run_id", how="right")
+    out = results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore").merge(pd.DataFrame(rows), on="run_id",
+                                                                                 how="right")
     out["normalized_throughput_ci"] = [
         n * figures.relative_ci((a, c if c == c else 0.0), (1.0, b if b == b else 0.0))
         for n, a, c, b in zip(out["normalized_throughput"], out["aggregate_images_per_s"].astype(float),
@@ -191,6 +121,110 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 
+def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per job of each run configuration whose jobs shared the device, over its repeats (a job is matched
+    across repeats by its id, e.g. 'j1-resnet26'): its workload (model, precision) and slot,
+    `relative_throughput_mean/_std`, its slowdown `epoch_time_growth_mean`, its configured share beside the share it
+    had (`share_asked_pct`, `share_had_pct_mean`, `colloc_kit.fairness`), and its configuration's
+    `fairness_index_mean`. What `plots.who_lost` draws; baselines as in `summarize` (`reference=` borrows them).
+
+    >>> job_summary(colloc_kit.load("runs"))[["jobs_label", "job", "epoch_time_growth_mean"]]   # doctest: +SKIP
+    """
+    columns = [*GROUP_KEYS, "job", "workload", "model", "amp", "slot_label", "repeats", "relative_throughput_mean",
+               "relative_throughput_std", "epoch_time_growth_mean", "share_asked_pct", "share_had_pct_mean",
+               "fairness_index_mean"]
+    jobs = fairness.with_shares(with_baselines(results.jobs, reference))
+    if jobs.empty:
+        return pd.DataFrame(columns=columns)
+    runs = run_summary(results, reference)[["run_id", "jobs_label", "workloads", "fairness_index"]]
+    shared = jobs[~jobs["sequential"].astype(bool) & in_figures(jobs)].merge(runs, on="run_id")
+    if shared.empty:
+        return pd.DataFrame(columns=columns)
+    shared = shared.assign(workload=shared.apply(workload_label, axis=1))
+    out = shared.groupby([*GROUP_KEYS, "job"], dropna=False, sort=False).agg(
+        workload=("workload", "first"), model=("model", "first"), amp=("amp", "first"),
+        slot_label=("slot_label", "first"), repeats=("run_id", "nunique"),
+        relative_throughput_mean=("relative_throughput", "mean"),
+        relative_throughput_std=("relative_throughput", "std"),
+        epoch_time_growth_mean=("epoch_time_growth", "mean"), share_asked_pct=("share_asked_pct", "first"),
+        share_had_pct_mean=("share_had_pct", "mean"), fairness_index_mean=("fairness_index", "mean")).reset_index()
+    return out.reindex(columns=columns)
+
+
+def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
+    """A warning when measurements cannot tell ways of sharing apart, judged from repeats and baselines only:
+    repeats of one cell (experiment, mode, copies, jobs) whose images/s, summed over their jobs, differ by more than
+    `limit` (largest / smallest); a lone baseline whose 95 % CI spans more than `limit` ((mean + CI) / (mean - CI));
+    or, in `summary` (`summarize` of the same results), a configuration "gaining" more than its jobs can give: n jobs
+    at once at most n times one job alone (a mix counts its jobs, not its copies), jobs one after another (exclusive)
+    at most once. None when none of these happens.
+
+    Identical jobs of one run that differ are not noise: that is what sharing did to them, their fairness
+    (`colloc_kit.fairness`; `results.runs["fairness_index"]`).
+
+    >>> jobs = pd.DataFrame([{"run_id": r, "experiment": "e", "mode": "naive", "mode_label": "naive", "copies": 2,
+    ...     "sequential": False, "alone": False, "job": j, "model": "m", "dataset": "synthetic", "data_root": None,
+    ...     "image_size": 32, "batch_size": 8, "amp": "off", "recipe": "kit", "device": "cpu", "status": "complete",
+    ...     "images_per_s": rate, "peak_memory_mb": 1.0} for r, j, rate in
+    ...     (("r0", "j0", 100.0), ("r0", "j1", 40.0), ("r1", "j0", 100.0), ("r1", "j1", 45.0))])
+    >>> noise(jobs) is None                        # j0 and j1 differ 2.5x: fairness, not noise
+    True
+    >>> noise(jobs.assign(images_per_s=[100.0, 40.0, 150.0, 60.0]))   # doctest: +ELLIPSIS
+    'repeats of one cell differ 1.50x in images/s (e naive x2: 2 x m bs8, 2 repeats): ...'
+    """
+    done = complete(jobs) if len(jobs) else jobs
+    if done.empty:
+        return None
+    warnings = []
+    spread, cell, repeats = _repeat_spread(done)
+    if spread > limit:
+        warnings.append(f"repeats of one cell differ {spread:.2f}x in images/s ({cell}, {repeats} repeats): "
+                        f"differences between ways of sharing under {spread:.2f}x are noise; run more repeats")
+    base = baselines(done)
+    rel = (base["baseline_images_per_s_ci"].astype(float) / base["baseline_images_per_s"].astype(float)).dropna()
+    if len(rel) and (1 + rel.max()) > limit * (1 - rel.max()):
+        worst = base.loc[rel.idxmax()]
+        warnings.append(f"the lone run of {workload_label(worst)} in {worst['experiment']} is known only to "
+                        f"+-{100 * rel.max():.0f} % (95 % CI over {int(worst['baseline_jobs'])} lone job(s)): gains "
+                        "of it closer than that are noise; repeat its lone run")
+    impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
+    return "; ".join(warnings + ([impossible] if impossible else [])) or None
+
+
+def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
+    """The configuration that gained most beyond what its jobs can give, said in a sentence; None if none did."""
+    jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
+    one_after_another = summary["mode"].eq("exclusive") if "mode" in summary else pd.Series(False, summary.index)
+    most = jobs.where(~one_after_another, 1).astype(float)
+    excess = summary["normalized_throughput_mean"].astype(float) / most
+    if not (excess > limit).any():
+        return None
+    row, n = summary.loc[excess.idxmax()], int(most[excess.idxmax()])
+    mode = row.get("mode_label", row.get("mode", ""))
+    label = (f"{mode} x{int(row['copies'])}" if n == int(row["copies"]) or n == 1 else
+             f"{mode} of {row.get('jobs_label') or f'{n} jobs'}").strip()
+    can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
+        f"{n} jobs at once can give at most {n}x"
+    return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "
+            f"({can}): these measurements are noise (too short a steady window, or a busy machine); give the jobs "
+            "more steps, or measure on a quieter machine")
+
+
+def _repeat_spread(jobs: pd.DataFrame) -> tuple[float, str, int]:
+    """The largest spread (largest / smallest images/s summed over a run's jobs) between repeats of one cell: the
+    spread, the cell in words and its repeats; (1.0, "", 0) where no cell has repeats."""
+    totals = []
+    for _, run in jobs[in_figures(jobs)].groupby("run_id", sort=False):
+        first = run.iloc[0]
+        totals.append({"cell": f"{first['experiment']} {first['mode_label']} x{first['copies']}: {job_mix_label(run)}",
+                       "images_per_s": float(measured_rate(run).sum())})
+    per_cell = pd.DataFrame(totals, columns=["cell", "images_per_s"]).groupby("cell")["images_per_s"]
+    spread = (per_cell.max() / per_cell.min())[per_cell.count() > 1]
+    if spread.empty:
+        return 1.0, "", 0
+    return float(spread.max()), str(spread.idxmax()), int(per_cell.count()[spread.idxmax()])
+
+
 def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFrame:
     """How many copies of each workload fit in each memory capacity, from its steady footprint when run alone.
 
@@ -216,38 +250,10 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
     return pd.DataFrame(rows, columns=columns)
 
 
-def workload_label(row) -> str:
-    """A short label such as 'resnet18 bs64 bf16': '... seed' for the seed study's recipe, '... on cifar10' for data
-    other than synthetic (`data_name`), so that one model on two datasets gives two workloads.
-
-    >>> workload_label({"model": "timm.resnet26", "batch_size": 128, "amp": "off", "recipe": "seed",
-    ...                 "dataset": "imagefolder", "data_root": "/tmp/seed-data/cifar10"})
-    'timm.resnet26 bs128 seed on cifar10'
-    """
-    amp, recipe, data = row.get("amp"), row.get("recipe"), data_name(row.get("dataset"), row.get("data_root"))
-    return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
-            + (f" {recipe}" if recipe and recipe != "kit" else "") + (f" on {data}" if data else ""))
-
-
-def data_name(dataset, data_root) -> str | None:
-    """The data a job reads, in one word: an image folder's name, or the dataset; None for synthetic images.
-
-    >>> data_name("imagefolder", "/data/imagenet64"), data_name("cifar10", "/data"), data_name("synthetic", None)
-    ('imagenet64', 'cifar10', None)
-    """
-    if dataset == "imagefolder" and isinstance(data_root, str) and data_root:
-        return Path(data_root).name
-    return dataset if isinstance(dataset, str) and dataset and dataset != "synthetic" else None
-
-
 def job_mix_label(run: pd.DataFrame) -> str:
     """What a run trained, e.g. '2 x resnet18 bs64' or 'resnet152 bs32 + resnet50 bs64'."""
     counts = run.apply(workload_label, axis=1).value_counts(sort=False)
     return " + ".join(f"{n} x {label}" if n > 1 else label for label, n in counts.items())
-
-
-def _median(frame: pd.DataFrame, column: str) -> float:
-    return frame[column].astype(float).median() if column in frame and frame[column].notna().any() else math.nan
 
 
 def _mean_of(frame: pd.DataFrame, column: str) -> float:

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from . import atomic, machine
+from . import atomic, machine, paths
 from .batch_pages import PLOTLY_JS, PLOTLY_MIME, export_html, plotly_js, warnings_of
 from .errors import BadInput
 
@@ -150,9 +150,12 @@ def select(found: list[Path], only: list[str]) -> list[Path]:
     """Notebooks named by stem, number ('03') or stem prefix ('03_naive')."""
     chosen = []
     for name in only:
-        match = [nb for nb in found if nb.stem == name or nb.stem.startswith(name.removesuffix(".ipynb"))]
+        stem = name.strip().removesuffix(".ipynb")
+        match = [nb for nb in found if nb.stem == stem or nb.stem.startswith(stem)] if stem else []
         if not match:
-            raise BadInput(f"--only {name}: no such notebook; there are {', '.join(nb.stem for nb in found)}")
+            said = name if name.strip() else repr(name)
+            raise BadInput(f"--only {said:.80}: no such notebook; give a number or a name of one of "
+                           f"{', '.join(nb.stem for nb in found)}")
         chosen += [nb for nb in match if nb not in chosen]
     return sorted(chosen)
 
@@ -164,9 +167,12 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
     """Execute the notebooks of a profile into `out/<timestamp>/` with HTML reports and an index.html (with
     `self_contained`, each report holds plotly.js itself and the folder no plotly.min.js)."""
     profiles = profiles if profiles is not None else load_profiles()
-    profile = profile or default_profile()
-    planned = plan(profile, profiles, Path(notebooks_dir or default_notebooks_dir()), overrides, only)
-    folder = _new_folder(Path(out))
+    profile = default_profile() if profile is None else profile
+    out = paths.check_folder(out, "batch folder (--out)", write=True)
+    notebooks = (default_notebooks_dir() if notebooks_dir is None
+                 else paths.check_folder(notebooks_dir, "notebooks folder (--notebooks)", exists=True))
+    planned = plan(profile, profiles, notebooks, overrides, only)
+    folder = _new_folder(out)
     started, started_at = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
     if not self_contained:
         copy_plotly_js(folder)

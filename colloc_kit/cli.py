@@ -1,4 +1,4 @@
-"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise.
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise, export.
 
     colloc-kit info [--json]
     colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
@@ -9,6 +9,7 @@
     colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
     colloc-kit batch [--profile cpu-smoke]
     colloc-kit reference export runs/seed-33 --name h100-80gb
+    colloc-kit export mlflow runs/experiment --tracking-uri http://127.0.0.1:5000
     colloc-kit --debug run ...        # tracebacks too, not only the one-line message
 
 Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk, a folder gone), 2 bad input
@@ -17,13 +18,23 @@ Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
 import sys
+
+if __name__ == "__main__":  # `python -m colloc_kit.cli`: Ctrl-C exits 130 from the first moment, imports included
+    from colloc_kit.interrupts import exit_on_interrupt
+
+    exit_on_interrupt()
+
+import argparse
+import errno
+import json
+import os
+import select
+import shlex
 import traceback
 from dataclasses import fields
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 
@@ -31,8 +42,10 @@ from . import machine
 from . import seed as study
 from .advise_cli import add_subcommand as add_advise
 from .batch import add_subcommand as add_batch
+from .export_cli import add_subcommands as add_export
 from .cli_args import add_run_arguments, experiment_from_args, mode_option_names
-from .errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError
+from .errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
+from .interrupts import EXIT_INTERRUPTED
 from .mig_cli import add_subcommands as add_mig
 from .modes import availability
 from .pipeline import run_spec
@@ -42,6 +55,7 @@ from .pipeline.folder import ExperimentFolder
 from .pipeline.status import experiment_status
 from .reference.cli import add_subcommands as add_reference
 from .results import load
+from .paths import check_folder, shown
 from .rundir import safe_name
 from .spec import ExperimentSpec, JobSpec
 from .spec_yaml import read_yaml
@@ -49,7 +63,24 @@ from .standin import make
 from .statuses import CELL_STATUSES, COMPLETE
 from .worker import MODEL_NAMES
 
-EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_CLOSED_PIPE = 0, 1, 2, 141  # 141: 128 + SIGPIPE, as a shell says
+INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command
+    "run": "interrupted; what was measured is on disk, marked interrupted",
+    "demo": "interrupted; what was measured is on disk, marked interrupted",
+    "advise": "interrupted; what --confirm measured is on disk, marked interrupted",
+    "data": "interrupted; the images written are kept: the same command again finishes the dataset",
+    "batch": "interrupted; the notebooks executed so far are kept",
+}
+OS_ADVICE = (  # (error numbers, what to do): an OSError that reaches the command, said by its cause
+    ({errno.ENOSPC, errno.EDQUOT, errno.EFBIG}, "free space (or raise the quota), then run again"),
+    ({errno.EACCES, errno.EPERM, errno.EROFS}, "fix the folder's permissions (or give a writable one), then run again"),
+    ({errno.ENAMETOOLONG}, "give a shorter name or folder, then run again"),
+    ({errno.ENOTDIR, errno.EISDIR, errno.EEXIST}, "a file stands where a folder should be (or the reverse): move it "
+                                                  "away, then run again"),
+    ({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE}, "the system refused a process, memory or a file (a "
+     "limit such as `ulimit -u` or `-n`): close programs or ask for fewer --jobs/--copies, then run again"),
+    ({errno.ENOENT}, "a file or folder vanished during the command; run again"),
+)
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
                "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
@@ -58,6 +89,7 @@ RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs
 
 def main(argv: list[str] | None = None) -> int:
     """The `colloc-kit` command: parse, run the subcommand, turn errors into one line and an exit code."""
+    _printable(sys.stdout, sys.stderr)
     try:
         parser = build_parser()
     except (BadInput, BrokenPlugin) as exc:  # e.g. a mode plug-in (COLLOC_KIT_MODES) that does not load
@@ -65,31 +97,69 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+        return code
     except (BadInput, BrokenRun, BrokenPlugin) as exc:  # refused before anything started
         return _refuse(args, str(exc), EXIT_BAD_INPUT)
     except CollocKitError as exc:
         return _refuse(args, str(exc), EXIT_FAILED_JOBS)
+    except BrokenPipeError as exc:
+        if _stdout_closed():  # the reader went away (`| head`): nothing to say, and no one to say it to
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_CLOSED_PIPE
+        return _refuse(args, _os_problem(exc, args), EXIT_FAILED_JOBS)
     except OSError as exc:  # the environment broke under a run: a full disk, a folder removed or made read-only
-        where = exc.filename or getattr(args, "out", None)  # a failed flush does not say which file
-        where = f"{where}: " if where else ""
-        return _refuse(args, f"{where}{exc.strerror or exc}; free space or fix the folder's permissions, then run "
-                             "again (what was written before is kept)", EXIT_FAILED_JOBS)
+        return _refuse(args, _os_problem(exc, args), EXIT_FAILED_JOBS)
     except KeyboardInterrupt:
-        return _refuse(args, "interrupted; what was measured is on disk, marked interrupted", EXIT_INTERRUPTED)
+        return _refuse(args, INTERRUPTED_SAYS.get(args.command, "interrupted"), EXIT_INTERRUPTED)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Usage and the shortened message on stderr, exit 2."""
+        super().error(shorten(message))
 
 
 def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
     """One line on stderr (and the traceback with --debug); returns the exit code."""
     if args.debug:
         traceback.print_exc()
-    print(f"colloc-kit: {message}", file=sys.stderr)
+    print(f"colloc-kit: {shorten(message)}", file=sys.stderr)
     return code
+
+
+def _os_problem(exc: OSError, args: argparse.Namespace) -> str:
+    """What an OSError during a command means, and what to do about it, by its error number."""
+    where = exc.filename or getattr(args, "out", None)  # a failed flush does not say which file
+    where = f"{shown(where)}: " if where else ""
+    advice = next((text for numbers, text in OS_ADVICE if exc.errno in numbers),
+                  "fix the cause, then run again")
+    return f"{where}{exc.strerror or exc}; {advice} (what was written before is kept)"
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stream (a test's capture)
+        return False
+
+
+def _printable(*streams) -> None:
+    """Text the terminal cannot encode (a folder name that is not UTF-8) is printed escaped, never an error."""
+    for stream in streams:
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and flag; `run`'s mode options come from the registered modes' declarations."""
-    parser = argparse.ArgumentParser(prog="colloc-kit", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="colloc-kit", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -121,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_batch(sub)
     add_reference(sub)
     add_advise(sub)
+    add_export(sub)
     return parser
 
 
@@ -202,30 +273,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (colloc_kit/seed.py)."""
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
-    takes = {"data_root", "seconds", "warmup_steps", "amp", "repeats", "name", "gpu"}
+    takes = {"data_root", "seconds", "until_ci", "min_seconds", "warmup_steps", "amp", "repeats", "name", "gpu", "gpus",
+             "placement", "mlflow"}
     given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
-                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s"})
+                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s", "placement"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
     if args.plan:
-        card = study.Card.here(seed.gpu)
-        plan = study.plan_rows(seed, card)
-        rows = pd.DataFrame(plan)
-        with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
-            print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
-        cannot = int((~rows["runs"]).sum())
-        runs = "run here" if card.on_this_machine else f"would run on {card.model.name}"
-        print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs}, {cannot} cannot be placed), "
-              f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan) / 3600:.1f} h on "
-              f"the GPU; card: {card.note}; cells already complete under {args.out}/{seed.experiment} are skipped")
-        return EXIT_OK
+        return print_seed_plan(seed, args.out)
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
+
+
+def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
+    """The seed experiment's cells, how each runs here, and the wall time they take over the lanes (GPUs) it runs on,
+    from the cell time measured in its folder where it has runs."""
+    card = study.Card.here(seed.gpu)
+    folder = ExperimentFolder.of(out, seed.experiment)
+    cell_time = study.CellTime.of(seed, load(folder.path).runs if folder.path.is_dir() else None)
+    plan = study.plan_rows(seed, card, cell_time)
+    rows = pd.DataFrame(plan)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
+        print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
+    cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
+    runs = "run here" if card.on_this_machine else f"would run on {card.model.name}"
+    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs}, {cannot} cannot be placed), "
+          f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
+          f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
+          "skipped")
+    return EXIT_OK
 
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:
@@ -248,33 +329,41 @@ def cmd_data_make(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped."""
-    if not Path(args.path).exists():
-        raise BadInput(f"{args.path} does not exist; give a run directory or a folder of runs")
-    results = load(args.path, strict=args.strict)
-    for path, problem in results.broken.items():
-        print(f"colloc-kit: skipped the broken run {path}: {problem}", file=sys.stderr)
+    """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped or a damaged one read
+    in part."""
+    path = check_folder(args.path, "run folder", exists=True)
+    results = load(path, strict=args.strict)
+    for run, problem in results.broken.items():
+        print(f"colloc-kit: skipped the broken run {shown(run)}: {shorten(problem)}", file=sys.stderr)
+    for run, problem in results.damaged.items():
+        print(f"colloc-kit: the run {shown(run)} is read in part: {shorten(problem)}", file=sys.stderr)
     if results.runs.empty:
-        raise BadInput(f"no readable runs (manifest.json) under {args.path}")
+        raise BadInput(f"no readable runs (manifest.json) under {shown(path)}; give a run directory or a folder of "
+                       "runs")
     if args.json:
         print(results.jobs.to_json(orient="records", indent=2))
     else:
         print_tables(results)
-    return EXIT_FAILED_JOBS if results.broken else EXIT_OK
+    return EXIT_FAILED_JOBS if results.broken or results.damaged else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """`colloc-kit status`: an experiment folder's cells and their statuses."""
-    rows = experiment_status(args.path)
+    """`colloc-kit status`: an experiment folder's cells and their statuses; exit 1 when something in the folder
+    could not be read (each named)."""
+    path = check_folder(args.path, "experiment folder", exists=True)
+    rows = experiment_status(path)
+    problems = ExperimentFolder(path).damaged()
+    for problem in problems:
+        print(f"colloc-kit: {shorten(problem)}", file=sys.stderr)
     if not rows:
-        raise BadInput(f"no cells under {args.path}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
+        raise BadInput(f"no cells under {shown(path)}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
                        "wrote")
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.fillna("").to_string(index=False))
     counts = table["status"].value_counts()
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in CELL_STATUSES if s in counts))
-    return EXIT_OK
+    return EXIT_FAILED_JOBS if problems else EXIT_OK
 
 
 def print_tables(results) -> None:

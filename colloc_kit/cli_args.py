@@ -19,7 +19,7 @@ from typing import Any, Callable
 from .errors import BadInput
 from .modes.registry import mode_class, registered
 from .pipeline.executors.slurm import SlurmOptions
-from .spec import ExperimentSpec, JobSpec, with_changes
+from .spec import PLACEMENTS, ExperimentSpec, JobSpec, with_changes
 from .spec_yaml import bundled_specs, read_yaml
 
 __all__ = ["add_mode_options", "add_run_arguments", "experiment_from_args", "mode_option_names", "EXAMPLES",
@@ -48,6 +48,11 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--monitor-interval", dest="monitor_interval_s", type=float, help="seconds between samples")
     run.add_argument("--out", default="runs", help="results folder (default: runs)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--placement", choices=PLACEMENTS,
+                     help="pinned (default): each job its own block of the host's cores, none idle; unpinned: no "
+                          "affinity, as the OS schedules them (as the seed study ran)")
+    run.add_argument("--mlflow", metavar="URI", help="also log each cell, as it completes, to this MLflow tracking "
+                     "server (pip install 'colloc-kit[mlflow]'); one it cannot reach is a warning, the runs go on")
     run.add_argument("--gpus", type=_gpus,
                      help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
@@ -105,7 +110,8 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s", "gpus") if getattr(args, k) is not None}
+                                        "monitor_interval_s", "gpus", "placement", "mlflow")
+           if getattr(args, k) is not None}
     slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
     option_names = mode_option_names()
     mode_options = {k: _one_or_list(v) for k, v in vars(args).items() if k in option_names and v is not None}
@@ -122,7 +128,7 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
         if not (args.slurm or isinstance(data.get("slurm"), dict)):
             raise BadInput(f"--{next(iter(slurm)).replace('_', '-')} is a Slurm option; add --slurm to submit to Slurm")
         data["slurm"] = {**(data.get("slurm") or {}), **slurm}
-    if args.mode:
+    if args.mode is not None:  # `--mode ""` is refused (no mode), never the default
         data["modes"] = _with_options([{"name": m} for m in args.mode], mode_options)
     elif mode_options:
         named = [m if isinstance(m, dict) else {"name": m} for m in data.get("modes") or ["naive"]]

@@ -8,11 +8,37 @@ Every error the kit raises on purpose derives from `CollocKitError`; `BadInput` 
 started".
 """
 
-__all__ = ["BadInput", "BrokenPlugin", "BrokenRun", "CollocKitError", "GpuStateError", "NvmlUnavailable"]
+import re
+
+__all__ = ["BadInput", "BrokenPlugin", "BrokenRun", "CollocKitError", "GpuStateError", "NvmlUnavailable", "shorten"]
+
+WORD_CHARS, MESSAGE_CHARS = 200, 2000  # what one message quotes of one word, and in all
+
+
+def shorten(message: str) -> str:
+    """`message` as the kit says it: a long word (a 100 KB model name, a path) cut in the middle, and the whole at most
+    MESSAGE_CHARS (its start and its end, which says what to do).
+
+    >>> said = shorten("unknown model '" + "m" * 100_000 + "'; choose one of resnet18, ...")
+    >>> len(said), said.endswith("mmm'; choose one of resnet18, ..."), "(100,003 characters)" in said
+    (218, True, True)
+    """
+    def cut(match: re.Match) -> str:
+        word = match.group()
+        return f"{word[:WORD_CHARS // 2]}...({len(word):,} characters)...{word[-WORD_CHARS // 4:]}"
+
+    message = re.sub(r"\S{%d,}" % (WORD_CHARS + 1), cut, message)
+    if len(message) > MESSAGE_CHARS:
+        message = f"{message[:MESSAGE_CHARS * 2 // 3]} ... {message[-MESSAGE_CHARS // 3:]}"
+    return message
 
 
 class CollocKitError(Exception):
-    """Base class of every error the kit raises on purpose."""
+    """Base class of every error the kit raises on purpose; its message is `shorten`ed (a hostile input quoted in it
+    stays short)."""
+
+    def __str__(self) -> str:
+        return shorten(super().__str__())
 
 
 class BadInput(CollocKitError):

@@ -1,5 +1,6 @@
 """The kit's figures, each defined once: the common window, throughput, baselines, normalized throughput and
-epoch-time growth, confidence intervals, why a job gains (`bound_by`) and memory fit.
+epoch-time growth, fairness and shares asked vs had, confidence intervals, why a job gains (`bound_by`) and memory
+fit.
 
 The CLI's tables, `load()`, `analysis`, the notebooks, the panel and `benchmarks/` all call these functions, so one
 run shows one number wherever it is shown. The rules:
@@ -21,6 +22,13 @@ run shows one number wherever it is shown. The rules:
 - **Relative throughput** of a job: its rate in the common window over its workload's baseline; a run's
   **normalized throughput** is the sum over its jobs (1.0 = one job alone's work; exclusive runs: the mean, about 1).
   **Epoch-time growth** of a job: baseline rate over its rate (an epoch is a fixed number of images).
+- **Fairness** of a run whose jobs shared the device: Jain's index over its jobs' relative throughputs x_i,
+  J = (sum x)^2 / (n sum x^2) (`jain_index`): 1 when every job kept the same share of its lone speed, 1/n when one job
+  had it all. A job's **slowdown** is its epoch-time growth (lone images/s over its images/s). The spread between
+  identical jobs of one run is fairness, not noise: noise is judged from repeats of a cell and the baseline's CI.
+- **Asked vs had**: a job's configured share of the device (an MPS active thread percentage, a MIG profile's SMs over
+  the card's) beside the share it had, read from its throughput: its relative throughput (see `colloc_kit.fairness`
+  for why not from NVML).
 - **Confidence intervals** (95 %, Student's t): over repeats where a figure has several; within a single run over the
   window cut into equal slices (one per `interval_s`), which treats the slices as independent, so it is a lower bound
   on the run-to-run spread. A ratio's relative half-width is the root sum of squares of its parts'. A figure whose
@@ -47,11 +55,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import events
+from .stats import ci95
 from .statuses import COMPLETE
 
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
-CI_LEVEL = 0.95
 INPUT_BOUND_SHARE = 0.2  # the job waited for input at least this share of its measured time
 HOST_BOUND_IDLE_SHARE = 0.2  # the GPU ran no kernel at least this share of the time
 HOST_BOUND_SM_ACTIVE_PCT = 40.0  # or its SMs were active less than this (kernels too small to fill it)
@@ -144,18 +152,18 @@ def interval_rates(stream: Sequence[dict]) -> list[float]:
     return [e["interval_images"] / e["interval_s"] for e in steady_intervals(stream, held=False) if e["interval_s"] > 0]
 
 
-def ci95(values: Iterable[float]) -> tuple[float, float]:
-    """(mean, half-width of its 95 % confidence interval, Student's t); the half-width is NaN below two values."""
-    values = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not values:
-        return math.nan, math.nan
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, math.nan
-    from scipy.stats import t  # noqa: PLC0415 - scipy is heavy: only for a confidence interval
+def jain_index(values: Iterable[float]) -> float:
+    """Jain's fairness index of non-negative values (NaN and None left out): (sum x)^2 / (n sum x^2), from 1/n (one
+    value holds everything) to 1 (all equal); NaN with no value above zero.
 
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    return mean, float(t.ppf(0.5 + CI_LEVEL / 2, len(values) - 1)) * sd / math.sqrt(len(values))
+    >>> jain_index([1.0, 1.0]), jain_index([1.0, 0.0]), round(jain_index([0.9, 0.45, 0.45]), 3)
+    (1.0, 0.5, 0.889)
+    """
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if any(x < 0 for x in xs):
+        raise ValueError(f"Jain's index is defined for non-negative values, got {min(xs)}")
+    squares = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * squares) if squares > 0 else math.nan
 
 
 def relative_ci(*parts: tuple[float, float]) -> float:

@@ -36,7 +36,7 @@ from .spec import JobSpec
 from .statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
 from .zygote import ForkedWorker, Zygote
 
-__all__ = ["GPU_JOB_CORES", "LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
+__all__ = ["LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
 
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
@@ -72,22 +72,26 @@ def worker_command(item: LaunchItem) -> list[str]:
             "--job-id", item.job_id, "--barrier", "stdin"]
 
 
-GPU_JOB_CORES = 4  # a GPU job's host share at most: on the H100 a lone job pinned to 4 cores varied 0.8 % between
-                   # repeats, unpinned with 16 threads 6.8 % (benchmarks/lone_swing.py, README)
+def host_shares(n_concurrent: int, placement: str = "pinned") -> list[list[int] | None]:
+    """Where each of `n_concurrent` jobs may run on the host (`spec.PLACEMENTS`). `pinned`: disjoint blocks that
+    together hold every core of this process (the first blocks one core larger where the cores do not divide), so
+    jobs neither oversubscribe the host nor wander across it and no core idles; `unpinned`: None each, no affinity
+    (the jobs and their loader workers go where the OS schedules them, as the seed study ran).
 
-
-def host_shares(n_concurrent: int, device: str) -> list[list[int]]:
-    """Disjoint blocks of this process's cores, one per job that runs at once: cores // jobs each (at most
-    GPU_JOB_CORES for a GPU job), so that jobs neither oversubscribe the host nor wander across it.
-
-    >>> len(host_shares(2, "cpu")) == 2
+    >>> host_shares(2, "unpinned")
+    [None, None]
+    >>> {core for block in host_shares(3) for core in block} == set(supervise.host_cores())
     True
     """
-    return supervise.split_cores(supervise.host_cores(), n_concurrent, None if device == "cpu" else GPU_JOB_CORES)
+    if placement == "unpinned":
+        return [None] * n_concurrent
+    return list(supervise.split_cores(supervise.host_cores(), n_concurrent))
 
 
-def thread_env(cores: list[int]) -> dict[str, str]:
-    """Intra-op threads matching a job's host share."""
+def thread_env(cores: list[int] | None) -> dict[str, str]:
+    """Intra-op threads matching a job's block of cores; none set for an unpinned job (torch's own default)."""
+    if cores is None:
+        return {}
     threads = str(len(cores))
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
@@ -97,13 +101,15 @@ class Wave:
     an interrupt cuts it short, so the caller can record what was measured before the interrupt propagates.
 
     `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
-    started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it.
+    started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
+    `placement` says how they sit on the host's cores (`host_shares`).
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
                  on_event: Callable[[dict], None] | None = None,
-                 on_start: Callable[[dict[int, str]], None] | None = None, zygote: Zygote | None = None):
-        self.items, self.jobs_dir, self.time_limit_s = items, jobs_dir, time_limit_s
+                 on_start: Callable[[dict[int, str]], None] | None = None, zygote: Zygote | None = None,
+                 placement: str = "pinned"):
+        self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
         self.on_event, self.on_start, self.zygote = on_event, on_start, zygote
         self.released_at: float | None = None
         self.outcomes: list[JobOutcome] = []
@@ -116,7 +122,7 @@ class Wave:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[_Job] = []
         try:
-            for item, cores in zip(self.items, host_shares(len(self.items), self.items[0].spec.device)):
+            for item, cores in zip(self.items, host_shares(len(self.items), self.placement)):
                 jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
                 self.on_start({job.proc.pid: job.item.job_id for job in jobs})
@@ -134,7 +140,7 @@ class Wave:
         return self.outcomes
 
 
-def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event, zygote: Zygote | None) -> _Job:
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event, zygote: Zygote | None) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
     env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
@@ -146,10 +152,11 @@ def _start(item: LaunchItem, jobs_dir: Path, cores: list[int], on_event, zygote:
                                     stderr=stderr, env=env, start_new_session=True)
     finally:
         stderr.close()
-    try:
-        os.sched_setaffinity(proc.pid, cores)  # early: its threads and loader workers inherit it (a forked one set it)
-    except OSError:  # it already died: its outcome says why
-        pass
+    if cores is not None:  # early: its threads and loader workers inherit it (a forked one set it itself)
+        try:
+            os.sched_setaffinity(proc.pid, cores)
+        except OSError:  # it already died: its outcome says why
+            pass
     job = _Job(item, proc, events_file(jobs_dir, item.job_id))
     job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
     job.pump.start()
@@ -268,7 +275,9 @@ def _signal(job: _Job, sig: int) -> None:
 
 
 def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
-    """What became of `job`, from how it was stopped, its last events and its exit code."""
+    """What became of `job`, from how it was stopped, its last events and its exit code. A job that reported its
+    `end` is complete even where its exit code is unknown (`zygote.EXIT_UNKNOWN`: the zygote that forked it died) or
+    not 0 (a crash while tearing down): what it measured was reported in full."""
     code = job.proc.returncode
     end, error = job.last.get(events.END), job.last.get(events.ERROR)
     status, error_kind, message = FAILED, None, None
@@ -277,7 +286,7 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
     elif job.stopped_as == TIMED_OUT:
         status, error_kind = TIMED_OUT, ErrorKind.TIMEOUT
         message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
-    elif end is not None and code == 0:
+    elif end is not None:  # it reported its end: its results are whole, whatever happened to its parent after
         status = COMPLETE
     elif error is not None:
         error_kind, message = ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message")
@@ -286,5 +295,10 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
         error_kind, message = ErrorKind.KILLED, f"worker killed by {name} without reporting an error"
     else:
         error_kind, message = ErrorKind.CRASHED, f"worker exited with code {code} without reporting an error"
+    measured = job.last.get(events.MEASURED) or {}
+    ci = measured.get("ci")
     return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
-                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid)
+                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid,
+                      cores=job.last.get(events.READY, {}).get("cores"),
+                      cores_ran_on=(end or measured).get("cores_ran_on"),
+                      window_ci=None if ci is None else round(ci, 5))

@@ -145,7 +145,9 @@ class JobOutcome(_Record):
 
     `error_kind` is an `events.ErrorKind` (a value an older kit wrote that is no kind now stays a string);
     `released_at` is when
-    the start barrier released it and `ended_at` when it ended (Unix seconds); `mode_problem` what the sharing mode
+    the start barrier released it and `ended_at` when it ended (Unix seconds); `cores` the host cores it was allowed
+    and `cores_ran_on` those its processes (main and loader workers) were seen on while it trained; `window_ci` the
+    relative 95 % CI half-width of its images/s when its measured window ended; `mode_problem` what the sharing mode
     saw go wrong (e.g. an MPS server fault), on a job that did not complete.
 
     >>> JobOutcome("j0", "complete").status
@@ -160,6 +162,9 @@ class JobOutcome(_Record):
     released_at: float | None = None
     ended_at: float | None = None
     pid: int | None = None
+    cores: list[int] | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
+    cores_ran_on: list[int] | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
+    window_ci: float | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     mode_problem: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -198,8 +203,11 @@ class Manifest(_Record):
 
     `alone` says whether the run's jobs each had the device to themselves (a baseline), as its mode said when the
     run was written (None in a manifest of an older kit: `is_alone` then applies the built-in modes' rule).
+    `placement` is how its jobs sat on the host's cores (`spec.PLACEMENTS`; None: an older kit's, pinned blocks of at
+    most 4 cores).
     `spec` is the experiment's spec as run (`ExperimentSpec.to_dict()`); `gpu` the GPU index the cell was given
-    (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`;
+    (None for CPU jobs outside a dispatcher); `runner_pid` the process that ran it, on `machine.hostname`, and
+    `runner_started_at` when that process started (the pair tells it from a later process given the same pid);
     `mode_state` what the mode set up and did (`SharingMode.state()`); `problems` what went wrong outside the jobs.
     Build one with its fields, change one with `replace`, store it with `write`, read it with `read`.
     """
@@ -215,9 +223,11 @@ class Manifest(_Record):
     repeat: int | None = None
     sequential: bool = False
     alone: bool | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
+    placement: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     spec: dict[str, Any] = field(default_factory=dict)
     gpu: int | None = None
     runner_pid: int | None = None
+    runner_started_at: float | None = None  # Unix seconds: the runner process's start time, as the OS records it
     slurm_job_id: str | None = None
     machine: MachineRef = field(default_factory=MachineRef)
     host_cpu: HostCpu = field(default_factory=HostCpu)

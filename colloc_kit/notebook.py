@@ -25,8 +25,8 @@ from . import analysis, background, plots
 from .errors import CollocKitError
 from .tables import number, table
 
-__all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "NOISE_LIMIT", "python_terms",
-           "one_line", "install_notices", "noise_warning", "WARNING", "warn", "number", "table"]
+__all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
+           "install_notices", "noise_warning", "WARNING", "warn", "number", "table"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -69,7 +69,6 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
 
 
 INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is kept, marked interrupted"
-NOISE_LIMIT = 1.25  # identical jobs of one run differing more than this (fastest / slowest): gains are not measurable
 
 
 CONNECTIVES = {"or", "and", "to", "for", "with", "instead", "in", "on", "first"}  # words after a flag, not its value
@@ -121,52 +120,7 @@ def install_notices() -> bool:
     return True
 
 
-def noise_warning(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float = NOISE_LIMIT) -> str | None:
-    """A warning when the measurements cannot be compared, as with tiny CPU runs on a busy machine: identical copies
-    of one job in one run differing by more than `limit` in images/s, or (in `summary`, the `analysis.summarize` of
-    the same results) a configuration "gaining" more than its jobs can give: n jobs at once at most n times one job
-    alone, jobs one after another (exclusive) at most once. None when neither happens.
-
-    A mix's jobs are not compared with each other: beside a larger job, two copies of a small one may get unequal
-    shares of the GPU, which is a result (how fairly a mode shares), not noise.
-
-    >>> jobs = pd.DataFrame({"run_id": ["r", "r"], "model": ["m", "m"], "batch_size": [8, 8],
-    ...                      "status": ["complete"] * 2, "images_per_s": [100.0, 210.0]})
-    >>> noise_warning(jobs)                                               # doctest: +ELLIPSIS
-    'identical jobs of one run differ 2.1x in images/s: this machine is too noisy to compare modes ...'
-    """
-    done = jobs[(jobs["status"] == analysis.COMPLETE) & jobs["images_per_s"].notna()] if len(jobs) else jobs
-    if done.empty:
-        return None
-    warnings = []
-    copies = done.groupby("run_id")[["model", "batch_size"]].transform("nunique").max(axis=1) == 1  # not a mix
-    rates = done[copies].groupby(["run_id", "model", "batch_size"])["images_per_s"]
-    spread = (rates.max() / rates.min())[rates.count() > 1]
-    worst = spread.max() if len(spread) else 1.0
-    if worst > limit:
-        warnings.append(f"identical jobs of one run differ {worst:.1f}x in images/s: this machine is too noisy to "
-                        f"compare modes (gains under {worst:.1f}x are noise)")
-    impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
-    return "; ".join(warnings + ([impossible] if impossible else [])) or None
-
-
-def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
-    """The configuration that gained most beyond what its jobs can give, said in a sentence; None if none did."""
-    jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
-    one_after_another = summary["mode"].eq("exclusive") if "mode" in summary else pd.Series(False, summary.index)
-    most = jobs.where(~one_after_another, 1).astype(float)
-    excess = summary["normalized_throughput_mean"].astype(float) / most
-    if not (excess > limit).any():
-        return None
-    row, n = summary.loc[excess.idxmax()], int(most[excess.idxmax()])
-    mode = row.get("mode_label", row.get("mode", ""))
-    label = f"{mode} x{int(row['copies'])}" if n == int(row["copies"]) or n == 1 else \
-        f"{mode} of {row.get('jobs_label') or f'{n} jobs'}"
-    can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
-        f"{n} jobs at once can give at most {n}x"
-    return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "
-            f"({can}): these measurements are noise (too short a steady window, or a busy machine); give the jobs "
-            "more steps, or measure on a quieter machine")
+noise_warning = analysis.noise  # judged from repeats of a cell and the lone baselines' CIs (see analysis.noise)
 
 
 WARNING = "warning: "  # how a page's warnings start: `colloc-kit batch` lists them on its index page

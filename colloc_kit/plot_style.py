@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "empty", "noisy", "short_label", "colours",
+__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "empty", "noisy", "short_label", "counted",
+           "colours",
            "series", "facets", "grid", "where", "category", "in_order"]
 
 # Twelve colours a reader tells apart (Tableau 10 and two more); each sharing mode keeps its own in every figure
@@ -81,9 +82,18 @@ def short_label(label: str) -> str:
     if not match:
         return label.upper() if label in ("mps", "mig") else label
     name, option, value = match.groups()
-    value = re.sub(r"\b(\w+)(?:\+\1\b)+", lambda m: f"{m.group(0).count('+') + 1} x {m.group(1)}", value)
+    value = counted(value)
     words = {"partitions": f"partitions {value}", "thread_percentage": f"threads {value} %", "layout": value}
     return f"{name.upper() if name in ('mps', 'mig') else name} {words.get(option, f'{option} {value}')}"
+
+
+def counted(layout: str) -> str:
+    """A layout with its repeated parts counted: '1g+1g+1g' -> '3 x 1g', '4g+2g+2g' -> '4g+2 x 2g'.
+
+    >>> counted("1g+1g+1g+1g+1g+1g+1g"), counted("4g+2g+2g")
+    ('7 x 1g', '4g+2 x 2g')
+    """
+    return re.sub(r"\b(\w+)(?:\+\1\b)+", lambda m: f"{m.group(0).count('+') + 1} x {m.group(1)}", layout)
 
 
 def colours(names: list[str]) -> dict[str, str]:

@@ -21,7 +21,8 @@ from .statuses import COMPLETE
 
 __all__ = ["TEMPLATE", "use_renderer", "empty", "noisy", "series", "by_mode", "throughput_vs_copies",
            "epoch_time_vs_copies", "gain_vs_growth", "metric_bars", "jobs_by_mode", "batch_size_curves",
-           "memory_fit_figure", "mig_layouts", "partition_shares", "job_metrics"]
+           "memory_fit_figure", "mig_layouts", "partition_shares", "job_metrics", "who_lost"]
+
 
 def use_renderer(name: str) -> None:
     """Set plotly's default renderer for this kernel ("" leaves plotly's own choice, right for JupyterLab), and the
@@ -182,6 +183,52 @@ def jobs_by_mode(jobs: pd.DataFrame, metric: str = "relative_throughput",
         fig.add_bar(x=rows["config"], y=rows[metric], name=workload, text=rows["slot_label"], textposition="inside",
                     marker_color=palette[workload])
     return fig
+
+
+def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
+             title: str = "Who lost when jobs shared the device") -> go.Figure:
+    """Each job's images/s relative to running alone (1 = as fast as alone; its slowdown is the inverse) in each run
+    configuration, one series per way of sharing side by side (e.g. naive against MPS): the lowest marker of a
+    configuration is the job that lost most. Markers of mixed configurations name their model (its `name` where the
+    frame has one, e.g. the study's 'R26'); the hover gives the job, its slowdown, its share asked and had, and the
+    configuration's Jain index.
+
+    `jobs`: `analysis.job_summary` (filter its `mode_label` to the ways to compare); `cell`: the column that labels
+    the x axis (e.g. the study's mixes, `findings`' `mix`).
+
+    >>> who_lost(analysis.job_summary(results)).show()                        # doctest: +SKIP
+    """
+    data = jobs.dropna(subset=["relative_throughput_mean"]) if "relative_throughput_mean" in jobs else jobs.iloc[0:0]
+    if data.empty:
+        return empty(title, "needs jobs that shared the device and a lone run of each of their workloads")
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "scattermode": "group",
+                            "xaxis": {"title": "run configuration", "type": "category"},
+                            "yaxis_title": "images/s relative to alone (x its lone images/s)"})
+    mixed = data.groupby(cell)["workload"].transform("nunique") > 1
+    models = data["name"] if "name" in data else data["workload"].str.split().str[0].str.removeprefix("timm.")
+    labels = data["mode_label"].astype(str).map(short_label)
+    palette = colours(sorted(labels.unique()))
+    for label, rows in data.groupby(labels, sort=True):
+        fig.add_scatter(x=rows[cell], y=rows["relative_throughput_mean"], name=label, mode="markers+text",
+                        text=models[rows.index].where(mixed[rows.index], ""), textposition="middle right",
+                        marker={"size": 10, "color": palette[label]},
+                        hovertext=[_job_hover(r) for r in rows.itertuples()], hoverinfo="text")
+    fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def _job_hover(row) -> str:
+    """One job's hover text: who it is, its slowdown, its shares, its configuration's fairness."""
+    def known(value) -> bool:
+        return value == value and value is not None  # not NaN
+
+    lines = [f"{row.job} ({row.workload})", f"slowdown {row.epoch_time_growth_mean:.2f}x"]
+    if known(row.share_asked_pct):
+        lines.append(f"share asked {row.share_asked_pct:.0f} %, had {row.share_had_pct_mean:.0f} %")
+    if known(row.fairness_index_mean):
+        lines.append(f"Jain index of its configuration {row.fairness_index_mean:.3f}")
+    return "<br>".join(lines + [f"{row.repeats} repeat(s)"])
 
 
 def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:

@@ -85,7 +85,7 @@ class Target:
     gpu: str = "H100-80GB"
     memory_mib: int = 81559
     host_cores: int = 16
-    job_cores: int = 4  # launcher.GPU_JOB_CORES: a GPU job's core block at most
+    job_cores: int = 4  # a GPU job's core block at most, as the shipped reference data ran (kit 0.x's pinned blocks)
 
     @property
     def model(self) -> GpuModel:

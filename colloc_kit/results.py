@@ -7,12 +7,18 @@ killed half-way is still read (its status says so).
     >>> results.runs[["mode", "copies", "aggregate_images_per_s", "flags"]]  # doctest: +SKIP
     >>> results.jobs[["job", "status", "images_per_s", "images_per_s_overlap", "bound_by"]] # doctest: +SKIP
     >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]] # doctest: +SKIP
+    >>> results.runs[["mode", "copies", "fairness_index", "slowdowns", "least_served"]]  # doctest: +SKIP
 
 The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `colloc_kit.figures`; this
 module only gathers their inputs. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
 `images_per_s_overlap` over the run's common window; a run's `aggregate_images_per_s` is
 `figures.run_throughput`'s, with `aggregate_images_per_s_ci` (95 % half-width) and `flags` (why a figure is not
 comparable, or None).
+
+Figures measured against lone runs are joined by `derive`, from each experiment's own lone runs: every job's
+baseline, `relative_throughput` and slowdown (`epoch_time_growth`), and its configured share of the device beside the
+share it had (`share_asked_pct`, `share_had_pct`); every run's `fairness_index` (Jain's), `slowdown_min/_max`,
+`slowdowns` (each job's), `least_served` and `fairness_note` (`colloc_kit.fairness`).
 
 GPU metrics (the monitor's samples) are summarised over each job's measurement window (the common window of the
 run's jobs, or the job's own measured window when it ran alone) and joined onto its row: `<metric>_mean/_p50/_p95`,
@@ -22,13 +28,14 @@ steady device memory `steady_gpu_memory_mb` (NVML, per process, its CUDA context
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
 
-from . import events, figures
+from . import events, fairness, figures
+from .baselines import with_baselines
 from .errors import BrokenRun
 from .manifest import JobEntry, JobOutcome, SlotRecord
 from .monitor import Samples, read_samples, summarize
@@ -57,6 +64,7 @@ class Results:
     samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # GPU time series, one row per sample per run
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
     broken: dict[str, str] = field(default_factory=dict)  # run directory -> what is wrong with it (load skipped it)
+    damaged: dict[str, str] = field(default_factory=dict)  # run directory -> its damaged files (read without them)
 
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""
@@ -72,9 +80,10 @@ class Results:
 def load(path: str | Path | list, strict: bool = False) -> Results:
     """Read one run directory, a folder of them (searched recursively), or a list of either.
 
-    A broken run (a torn manifest, a garbage Parquet or monitor.json file, an unreadable event log) is skipped and
-    named with what is wrong in `.broken`, so that the good runs beside it are still read; `strict=True` raises
-    BrokenRun at the first one instead.
+    A broken run (a torn manifest, an unreadable event log) is skipped and named with what is wrong in `.broken`,
+    so that the good runs beside it are still read; `strict=True` raises BrokenRun at the first one instead. A run
+    whose monitor files are damaged (a garbage Parquet or monitor.json file) is read with its jobs' results, without
+    those samples, and its damaged files named in `.damaged` (and in its row's `problems`).
 
     >>> results = load("runs")                                           # doctest: +SKIP
     >>> results.broken                                                   # doctest: +SKIP
@@ -98,8 +107,10 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
 
 def combine(parts: list[Results]) -> Results:
     """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
-    return Results(*(_concat([getattr(part, name) for part in parts])
-                     for name in ("jobs", "epochs", "runs", "samples", "host_samples")))
+    frames = {name: _concat([getattr(part, name) for part in parts])
+              for name in ("jobs", "epochs", "runs", "samples", "host_samples")}
+    return derive(Results(**frames, broken={k: v for part in parts for k, v in part.broken.items()},
+                          damaged={k: v for part in parts for k, v in part.damaged.items()}))
 
 
 def assemble(readings: list[RunReading]) -> Results:
@@ -111,8 +122,22 @@ def assemble(readings: list[RunReading]) -> Results:
         run_rows.append(summary)
         gpu_frames.append(samples.gpu.assign(run_id=summary["run_id"]))
         host_frames.append(samples.host.assign(run_id=summary["run_id"]))
-    return Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
-                   samples=_concat(gpu_frames), host_samples=_concat(host_frames))
+    return derive(Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
+                          samples=_concat(gpu_frames), host_samples=_concat(host_frames),
+                          damaged={r.summary["run_dir"]: "; ".join(r.samples.problems)
+                                   for r in readings if r.samples.problems}))
+
+
+def derive(results: Results) -> Results:
+    """`results` with what is measured against each experiment's own lone runs: every job's baseline, relative
+    throughput, slowdown (`epoch_time_growth`, `baselines.with_baselines`) and shares asked and had, every run's
+    fairness (`colloc_kit.fairness`). `load`, `combine` and `reference.load` call it; columns already there are
+    computed afresh (a subset or a union of experiments gives the same figures)."""
+    jobs = fairness.with_shares(with_baselines(results.jobs)) if len(results.jobs) else results.jobs
+    runs = results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore")
+    if len(runs) and len(jobs):
+        runs = runs.merge(fairness.per_run(jobs), on="run_id", how="left")
+    return replace(results, jobs=jobs, runs=runs)
 
 
 def read_run(run: RunDir) -> RunReading:
@@ -156,7 +181,7 @@ def read_run(run: RunDir) -> RunReading:
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
                "flags": figures.run_flags(throughput, len(jobs), n_complete),
                "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
-               "problems": "; ".join(manifest.problems) or None,
+               "problems": "; ".join([*manifest.problems, *samples.problems]) or None,
                "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
     return RunReading(jobs, epochs, summary, samples)
 

@@ -33,12 +33,14 @@ from typing import Any
 import psutil
 
 from . import events, manifest
-from .errors import BadInput, BrokenRun
+from .errors import BrokenRun
 from .manifest import MANIFEST, Manifest
 from .statuses import INTERRUPTED, RUNNING, Status
 
-__all__ = ["RunDir", "check_out", "effective_status", "events_file", "find_runs", "read_events", "safe_name",
-           "stderr_file"]
+__all__ = ["RunDir", "effective_status", "events_file", "find_runs", "read_events", "runner_alive", "safe_name",
+           "stderr_file", "this_runner"]
+
+START_TIME_SLACK_S = 2.0  # the OS's start time of one process, read twice, differs by well under this
 
 
 def events_file(jobs_dir: Path, job_id: str) -> Path:
@@ -113,23 +115,50 @@ class RunDir:
 
 def effective_status(record: Manifest) -> Status:
     """A run's status as it stands: its manifest's, except that "running" holds only while the process that runs it
-    lives (one on another host, a Slurm node, is taken as alive); a run whose process died reads as interrupted.
+    lives (`runner_alive`); a run whose process died reads as interrupted (and its cell runs again).
 
     >>> from colloc_kit.manifest import ModeRecord
     >>> effective_status(Manifest(mode=ModeRecord("naive"), jobs=[], runner_pid=None))
     <Status.INTERRUPTED: 'interrupted'>
     """
-    if record.status == RUNNING and not _alive(record.runner_pid, record.machine.hostname):
+    if record.status == RUNNING and not runner_alive(record):
         return INTERRUPTED
     return record.status
 
 
-def _alive(pid: int | None, hostname: str | None) -> bool:
-    if pid is None:
+def this_runner() -> tuple[int, float]:
+    """This process as a run's runner: its pid and its start time (Unix seconds, as the OS records it), the two
+    that `runner_alive` later checks together (a pid alone is reused once the process is gone)."""
+    return os.getpid(), psutil.Process().create_time()
+
+
+def runner_alive(record: Manifest) -> bool:
+    """Whether the process that wrote `record` still runs it: its pid lives and started when the runner did
+    (`runner_started_at`; for a manifest of an older kit: before the run started), so a later process that reused
+    the pid does not count. A runner on another host (a Slurm node) is taken as alive.
+
+    >>> from colloc_kit.manifest import ModeRecord
+    >>> pid, started = this_runner()
+    >>> runner_alive(Manifest(mode=ModeRecord("naive"), jobs=[], runner_pid=pid, runner_started_at=started))
+    True
+    >>> runner_alive(Manifest(mode=ModeRecord("naive"), jobs=[], runner_pid=pid, runner_started_at=started - 60))
+    False
+    """
+    pid, host = record.runner_pid, record.machine.hostname
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
-    if hostname and hostname != socket.gethostname():
+    if host and host != socket.gethostname():
         return True
-    return psutil.pid_exists(pid)
+    try:
+        process = psutil.Process(pid)
+        created, zombie = process.create_time(), process.status() == psutil.STATUS_ZOMBIE
+    except (psutil.Error, OverflowError):  # gone (or a pid no process can have)
+        return False
+    if zombie:
+        return False
+    if isinstance(record.runner_started_at, (int, float)):
+        return abs(created - record.runner_started_at) <= START_TIME_SLACK_S
+    return not isinstance(record.started_at, (int, float)) or created <= record.started_at + START_TIME_SLACK_S
 
 
 def read_events(path: Path) -> list[dict]:
@@ -144,24 +173,28 @@ def read_events(path: Path) -> list[dict]:
     return [e for e in map(events.parse, text.splitlines()) if e is not None and events.readable(e)]
 
 
-def check_out(out: str | Path) -> None:
-    """Refuse (BadInput) a results folder that is a file or where nothing can be written, before anything starts."""
-    path = Path(out).expanduser()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise BadInput(f"results folder (--out) {out}: {existing} is a file, not a folder; give a folder for the "
-                       "results (it is created if absent)")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"results folder (--out) {out}: cannot write in {existing} (no permission or a read-only "
-                       "file system); give a folder you can write to")
-
-
 def find_runs(path: str | Path) -> list[RunDir]:
-    """The run directory at `path`, or every run directory below it, sorted by path."""
+    """The run directory at `path`, or every run directory below it, sorted by path. The folders are walked with a
+    list, not by recursion (a folder thousands of levels deep is walked too); a folder seen before through a link is
+    not walked again, and one that cannot be listed is passed over."""
     path = Path(path)
-    if (path / MANIFEST).exists():
-        return [RunDir(path)]
-    return [RunDir(p.parent) for p in sorted(path.rglob(MANIFEST))]
+    found, todo, seen = [], [path], set()
+    while todo:
+        folder = todo.pop()
+        try:
+            if (folder / MANIFEST).exists():
+                found.append(RunDir(folder))
+                continue
+            stat = folder.stat()
+            key = (stat.st_dev, stat.st_ino)
+            if key in seen:
+                continue
+            seen.add(key)
+            with os.scandir(folder) as entries:
+                todo += [Path(e.path) for e in entries if e.is_dir()]
+        except OSError:
+            continue
+    return sorted(found, key=lambda run: run.path)
 
 
 def safe_name(name: str) -> str:

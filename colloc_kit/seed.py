@@ -26,7 +26,6 @@ import dataclasses
 import math
 import sys
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Mapping
 
 from . import figures
@@ -41,6 +40,7 @@ from .pipeline.cell import preflight
 from .pipeline.folder import ExperimentFolder
 from .results import combine, load
 from .spec import AMP_CHOICES, ExperimentSpec, ModeSpec
+from .standin import missing_data
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
@@ -55,8 +55,9 @@ MIXES = {("R26", "R50"): ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)),
          ("R152", "R50", "R26"): ((1, 1, 1), (1, 1, 2), (1, 1, 3))}
 PARTITION_LABEL = "MPS partition (not MIG)"
 PLANNED_CARD = "H100-80GB"  # the card --plan assumes on a machine without a GPU
-RUN_OVERHEAD_S = 17.0  # a cell's wall time beyond its window on the H100 with the zygote: seed-37's cells took
-                       # 27 s (naive) and 36 s (MPS: its daemon starts and quits) from start to start, 15 s windows
+RUN_OVERHEAD_S = 8.8  # a cell's wall time beyond its window where the experiment's folder has no runs to measure
+                      # it from: the median of seed-33 fp32's first 56 cells on the H100 with lanes, 15 s windows
+                      # (benchmarks/results/h100/issue22/seed33-cells.csv)
 
 
 @dataclass(frozen=True)
@@ -66,21 +67,34 @@ class SeedSpec:
     seed: int
     amp: tuple[str, ...] = ("off",)
     data_root: str = "seed-data"
-    seconds: float = 15.0
+    seconds: float = 15.0  # the most a window measures (the least is min_seconds where until_ci is given)
+    until_ci: float | None = None  # a window ends once its images/s 95 % CI is this tight (JobSpec.until_ci)
+    min_seconds: float = 10.0
     warmup_steps: int = 10
     repeats: int = 3
     name: str | None = None
     gpu: int = 0
+    gpus: list[int] | str | None = None  # cells spread over these GPUs, a lane each (ExperimentSpec.gpus)
+    placement: str = "unpinned"  # as the study ran its jobs: no affinity (ExperimentSpec.placement)
     monitor_interval_s: float = 0.15
+    mlflow: str | None = None  # also log each cell to this MLflow tracking URI
 
     def __post_init__(self) -> None:
         if self.seed not in (*MODELS, 37):
             raise BadInput(f"seed: the study's experiments are 33, 34, 35, 36 and 37, got {self.seed!r}")
         amps = tuple(a.strip() for a in self.amp.split(",")) if isinstance(self.amp, str) else tuple(self.amp)
         if not amps or any(a not in AMP_CHOICES for a in amps):
-            raise BadInput(f"amp: one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
-                           f"got {self.amp!r}")
+            raise BadInput(f"amp must be one or a list of {', '.join(AMP_CHOICES)} (off is the study's fp32), "
+                           f"got {self.amp!r:.60}")
         object.__setattr__(self, "amp", amps)
+        if not isinstance(self.data_root, str) or not self.data_root:
+            raise BadInput(f"seed spec: data_root must be a folder path, got {self.data_root!r:.60}")
+        try:  # the other keys as the experiments will hold them: checked by the one spec schema, now
+            ExperimentSpec.from_mapping({"name": self.experiment, "repeats": self.repeats, "gpu": self.gpu,
+                                         "monitor_interval_s": self.monitor_interval_s,
+                                         "jobs": [_job(self, MODELS[33][0], DATASETS[0], BATCH[33], amps[0])]})
+        except BadInput as exc:
+            raise BadInput(f"seed spec: {str(exc).removeprefix('jobs[0]: ')}") from None
 
     @property
     def experiment(self) -> str:
@@ -165,14 +179,43 @@ def experiments(seed: SeedSpec, card: Card) -> list[ExperimentSpec]:
         by_copies.setdefault(cell.copies, []).append(cell.mode)
     return [ExperimentSpec.from_mapping({
         "name": seed.experiment, "jobs": jobs, "copies": [copies], "repeats": seed.repeats, "gpu": seed.gpu,
-        "monitor_interval_s": seed.monitor_interval_s,
+        "gpus": seed.gpus, "placement": seed.placement, "monitor_interval_s": seed.monitor_interval_s,
+        "mlflow": seed.mlflow,
         "modes": [{"name": m.name, **m.options} for m in modes]})
         for jobs, by_copies in groups.values() for copies, modes in by_copies.items()]
 
 
-def plan_rows(seed: SeedSpec, card: Card) -> list[dict]:
-    """One plain row per cell: the artifact's row, how it runs here, the exact MIG layout, an estimated time."""
-    per_run = RUN_OVERHEAD_S + seed.seconds
+@dataclass(frozen=True)
+class CellTime:
+    """What one cell costs in wall time: its window and the overhead around it (start, warm-up, stop, the mode's
+    set-up), measured from the experiment's runs where it has some, and where that came from.
+
+    >>> CellTime.of(SeedSpec(33), runs=None)
+    CellTime(window_s=15.0, overhead_s=8.8, source='no runs here yet: 9 s of overhead (the H100) + 15 s windows')
+    """
+
+    window_s: float
+    overhead_s: float
+    source: str
+
+    @classmethod
+    def of(cls, seed: SeedSpec, runs: Any) -> "CellTime":
+        """From `runs` (`load(...).runs` of the experiment's folder; None or empty: the built-in H100 figure)."""
+        measured = None if runs is None or runs.empty else runs.dropna(subset=["started_at", "ended_at", "window_s"])
+        if measured is None or measured.empty:
+            return cls(seed.seconds, RUN_OVERHEAD_S, f"no runs here yet: {RUN_OVERHEAD_S:.0f} s of overhead (the H100)"
+                                                     f" + {seed.seconds:.0f} s windows")
+        wall = measured["ended_at"] - measured["started_at"]
+        window, overhead = float(measured["window_s"].median()), float((wall - measured["window_s"]).median())
+        return cls(window, overhead, f"measured over {len(measured)} run(s) here: {overhead:.0f} s of overhead + "
+                                     f"{window:.0f} s windows (medians)")
+
+
+def plan_rows(seed: SeedSpec, card: Card, cell_time: CellTime | None = None) -> list[dict]:
+    """One plain row per cell: the artifact's row, how it runs here, the exact MIG layout, an estimated time (on one
+    GPU: `estimate_s` divides by the lanes)."""
+    cell_time = cell_time or CellTime.of(seed, None)
+    per_run = cell_time.overhead_s + cell_time.window_s
     return [{"workload": c.workload, "amp": c.amp, "artifact": c.artifact, "runs_as": c.runs_as,
              "mig_layout_here": c.mig_layout, "runs": c.mode is not None,
              "estimate_s": per_run * seed.repeats if c.mode is not None else 0.0, "notes": "; ".join(c.notes)}
@@ -181,7 +224,8 @@ def plan_rows(seed: SeedSpec, card: Card) -> list[dict]:
 
 def _job(seed: SeedSpec, model: str, dataset: str, batch: int, amp: str, index: int = 0) -> dict:
     return {"model": model, "dataset": "imagefolder", "data_root": f"{seed.data_root}/{dataset}", "batch_size": batch,
-            "amp": amp, "recipe": "seed", "seconds": seed.seconds, "warmup_steps": seed.warmup_steps, "seed": index}
+            "amp": amp, "recipe": "seed", "seconds": seed.seconds, "until_ci": seed.until_ci,
+            "min_seconds": seed.min_seconds, "warmup_steps": seed.warmup_steps, "seed": index}
 
 
 def _partition(card: Card, slices: list[str]) -> tuple[ModeSpec | None, str, str]:
@@ -247,11 +291,12 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     the card's memory for naive and MPS, the partition's share for partitions) is not run: it is named, with the
     arithmetic, in out/<experiment>/not-run.json and on stderr.
     """
+    folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
-    folder = ExperimentFolder.of(out, seed.experiment)
     exp_dir = folder.path
     specs = experiments(seed, card)
-    check_data(seed, specs)
+    missing_data(seed.experiment, seed.data_root,
+                 [job.data_root for spec in specs for job in spec.jobs if job.data_root])
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
     parts = []
@@ -267,27 +312,6 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
         if fitting:
             parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
-
-
-def check_data(seed: SeedSpec, specs: list[ExperimentSpec]) -> None:
-    """BadInput, before anything starts, where a dataset folder the experiment reads is missing under the data root:
-    which, and the commands that write stand-ins there (or where the real data must go).
-
-    >>> check_data(SeedSpec(33, data_root="/nowhere"), experiments(SeedSpec(33, data_root="/nowhere"),
-    ...                                                          Card.planned("H100-80GB")))       # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    colloc_kit.errors.BadInput: seed-33 reads image folders under the data root /nowhere, which has no cifar10/, ...
-    """
-    folders = dict.fromkeys(Path(job.data_root) for spec in specs for job in spec.jobs if job.data_root)
-    missing = [f for f in folders if not f.is_dir()]
-    if not missing:
-        return
-    names = ", ".join(f"{f.name}/" for f in missing)
-    make = "; ".join(f"colloc-kit data make {f.name} --root {f.parent}" for f in missing)
-    raise BadInput(f"{seed.experiment} reads image folders under the data root {seed.data_root}, which has no "
-                   f"{names}. Write stand-ins there (random pixels in the real layout): {make} "
-                   "(--images N for fewer); or give --data-root the folder that holds the real datasets as "
-                   f"{', '.join(f.name for f in folders)}, each a folder of class folders of images")
 
 
 def _workload_label(spec: ExperimentSpec) -> str:
@@ -345,6 +369,22 @@ def _does_not_fit(need: list[float] | None, mode: ModeSpec, card: Card) -> str |
     return None
 
 
-def estimate_s(rows: list[dict]) -> float:
-    """The estimated wall time of the rows that run (overhead + window per run; warm-up of slow jobs not included)."""
-    return math.fsum(r["estimate_s"] for r in rows)
+def lanes(seed: SeedSpec) -> int:
+    """How many GPUs the cells spread over: those `seed.gpus` names (all: this machine's, at least one), else one.
+
+    >>> lanes(SeedSpec(33, gpus=[0, 1]))
+    2
+    """
+    if seed.gpus is None:
+        return 1
+    return max(1, len(gpu_list()[0])) if seed.gpus == "all" else len(seed.gpus)
+
+
+def estimate_s(rows: list[dict], lanes: int = 1) -> float:
+    """The estimated wall time of the rows that run (overhead + window per run) over `lanes` GPUs running side by
+    side.
+
+    >>> estimate_s([{"estimate_s": 60.0}, {"estimate_s": 40.0}], lanes=2)
+    50.0
+    """
+    return math.fsum(r["estimate_s"] for r in rows) / max(1, lanes)

@@ -13,8 +13,10 @@ A YAML spec::
     modes: [exclusive, naive, {name: mps, thread_percentage: 50}]
     copies: [1, 2, 4]
     repeats: 3
+    placement: pinned          # pinned (default): a block of cores per job; unpinned: as the OS schedules them
     gpus: [0, 1]               # optional: cells spread over these GPUs (or: all); or instead
     # slurm: {partition: gpu, time_min: 30}   # one Slurm array task per cell (pip install colloc-kit[slurm])
+    # mlflow: http://127.0.0.1:5000   # also log each cell to this MLflow server (pip install colloc-kit[mlflow])
     jobs:                      # job groups; each group is started `copies` times
       - {model: resnet18, batch_size: 64, amp: bf16, steps: 300}
 """
@@ -28,6 +30,7 @@ import reprlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from .errors import BadInput
 from .events import ErrorKind
@@ -42,6 +45,7 @@ RECIPE_CHOICES = ("kit", "seed")
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
+PLACEMENTS = ("pinned", "unpinned")  # how jobs sit on the host's cores (ExperimentSpec.placement)
 MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
 
 
@@ -74,7 +78,12 @@ class JobSpec:
     epochs: int | None = _opt("passes over the dataset, warm-up included (default 1 when no budget is given)",
                               default=None)
     steps: int | None = _opt("steps to measure, after the warm-up steps", default=None)
-    seconds: float | None = _opt("seconds to measure, after the warm-up steps", default=None)
+    seconds: float | None = _opt("seconds to measure, after the warm-up steps (with until_ci: the most)", default=None)
+    until_ci: float | None = _opt("end the measured window early, once the half-width of its images/s 95-percent "
+                                  "CI is at most this share of it (e.g. 0.02), after min_seconds; needs seconds "
+                                  "(the most)", default=None)
+    min_seconds: float = _opt("with until_ci: seconds measured at least (a CI of few intervals is unstable: an "
+                              "early stop on one is chance)", default=10.0)
     warmup_steps: int = _opt("steps before the measured window starts", default=10)
     image_size: int | None = _opt("input side in pixels (default: the dataset's own, 224 for synthetic; 32 for "
                                   "synthetic data on the CPU or for smallcnn)", default=None)
@@ -110,12 +119,18 @@ class JobSpec:
         for name in ("warmup_steps", "workers", "seed"):
             _require(_is_int(getattr(self, name)) and getattr(self, name) >= 0,
                      f"{name} must be a whole number >= 0, got {_excerpt(getattr(self, name))}")
-        for name in ("seconds", "interval_s", "lr"):
+        for name in ("seconds", "interval_s", "lr", "min_seconds", "until_ci"):
             value = getattr(self, name)
             if value is not None:
                 _require(_is_positive_number(value), f"{name} must be a positive number, got {_excerpt(value)}")
         _require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
                  "give at most one budget: epochs, steps or seconds")
+        if self.until_ci is not None:
+            _require(self.until_ci < 1, f"until_ci is a share of the throughput such as 0.02, got "
+                                        f"{_excerpt(self.until_ci)}")
+            _require(self.seconds is not None and self.seconds >= self.min_seconds,
+                     "until_ci ends a window of at most `seconds`: give seconds (at least min_seconds, "
+                     f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
         _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
         _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
@@ -239,10 +254,13 @@ class ExperimentSpec:
     monitor_interval_s: float = 0.15
     gpus: list[int] | str | None = None  # cells dispatched over these GPUs, one cell per GPU at a time; "all"
     slurm: dict | None = None  # submit one Slurm array task per cell with these options (see slurm.OPTIONS)
+    placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
+    mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
 
     def __post_init__(self) -> None:
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
-        _require(len(self.modes) > 0, "an experiment needs at least one mode")
+        _require(len(self.modes) > 0,
+                 "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
         _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
                  f"copies must be positive integers, got {_excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)
@@ -256,6 +274,8 @@ class ExperimentSpec:
         if self.time_limit_s is not None:
             _require(_is_positive_number(self.time_limit_s),
                      f"time_limit_s must be a positive number of seconds, got {_excerpt(self.time_limit_s)}")
+        _require(self.placement in PLACEMENTS,
+                 f"placement must be one of {', '.join(PLACEMENTS)}, got {_excerpt(self.placement)}")
         _require(isinstance(self.monitor, bool), f"monitor must be true or false, got {_excerpt(self.monitor)}")
         _require(_is_positive_number(self.monitor_interval_s),
                  f"monitor_interval_s must be a positive number of seconds, got {_excerpt(self.monitor_interval_s)}")
@@ -267,6 +287,11 @@ class ExperimentSpec:
                      f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
         if self.slurm is not None:  # its options are the Slurm executor's to check (pipeline/executors/slurm.py)
             _require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
+        if self.mlflow is not None:
+            _require(isinstance(self.mlflow, str) and self.mlflow.strip(),
+                     f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {_excerpt(self.mlflow)}")
+            _require("@" not in urlsplit(self.mlflow).netloc, "mlflow: the tracking URI is recorded with the runs; "
+                     "leave credentials out of it and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
         devices = {j.device for j in self.jobs}
         _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         for mode in self.modes:

@@ -5,8 +5,8 @@ processes.
 
     >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 2)
     [[0, 1, 2, 3], [4, 5, 6, 7]]
-    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 3, at_most=2)
-    [[0, 1], [2, 3], [4, 5]]
+    >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 3)    # no core left idle: the first blocks take one more
+    [[0, 1, 2], [3, 4, 5], [6, 7]]
     >>> split_cores([0, 1], 3)                      # more children than cores: cores are shared round-robin
     [[0], [1], [0]]
 """
@@ -14,6 +14,7 @@ processes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -23,8 +24,10 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 
 import psutil
 
-__all__ = ["Child", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group", "split_cores",
-           "stop_all"]
+__all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
+           "split_cores", "stop_all"]
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 class Child(Protocol):
@@ -44,13 +47,15 @@ def host_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def split_cores(cores: list[int], n: int, at_most: int | None = None) -> list[list[int]]:
-    """`n` disjoint contiguous blocks of `cores`, `len(cores) // n` each (at most `at_most`); where there are fewer
-    cores than children, one core each, shared round-robin."""
-    size = max(1, len(cores) // max(1, n))
-    if at_most is not None:
-        size = min(size, at_most)
-    return [cores[(i * size) % len(cores):][:size] for i in range(n)]
+def split_cores(cores: list[int], n: int) -> list[list[int]]:
+    """`n` disjoint contiguous blocks that together hold every one of `cores` (the first `len(cores) % n` blocks one
+    core larger); where there are fewer cores than children, one core each, shared round-robin."""
+    n = max(1, n)
+    if len(cores) < n:
+        return [[cores[i % len(cores)]] for i in range(n)]
+    size, larger = divmod(len(cores), n)
+    starts = [i * size + min(i, larger) for i in range(n + 1)]
+    return [cores[starts[i]:starts[i + 1]] for i in range(n)]
 
 
 def pump_lines(stream: IO[bytes], on_line: Callable[[str], None], name: str) -> threading.Thread:
@@ -134,3 +139,14 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child process (e.g. a pool's initializer): be sent `sig` when the parent `parent` dies, whatever ends it,
+    SIGKILL included (Linux prctl PR_SET_PDEATHSIG); if it died already, end now. Elsewhere (no prctl), nothing."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # it died between the fork and the prctl: no signal would come
+        os.kill(os.getpid(), sig)

@@ -118,10 +118,10 @@ class Zygote:
                           file=sys.stderr)
         return bool(self._hello["ok"]) and not self._lost.is_set()
 
-    def spawn(self, argv: list[str], env: dict[str, str], cores: list[int], cwd: str,
+    def spawn(self, argv: list[str], env: dict[str, str], cores: list[int] | None, cwd: str,
               stderr: IO) -> "ForkedWorker | None":
-        """Fork a worker running `argv` (`python -m colloc_kit.worker ...`); None if the zygote cannot (then start it
-        as a fresh process)."""
+        """Fork a worker running `argv` (`python -m colloc_kit.worker ...`) on `cores` (None: wherever the zygote
+        may run); None if the zygote cannot (then start it as a fresh process)."""
         if argv[1:3] != ["-m", WORKER_MODULE] or not self.usable():
             return None
         stdin_r, stdin_w = os.pipe()
@@ -144,6 +144,14 @@ class Zygote:
             return None
         pid, pidfd = started
         return ForkedWorker(self, argv, pid, pidfd, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"))
+
+    @property
+    def lost(self) -> str | None:
+        """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
+        if not self._lost.is_set():
+            return None
+        code = self._proc.poll()
+        return f"the zygote (pid {self._proc.pid}) ended" + (f" with code {code}" if code is not None else "")
 
     def exit_code(self, pid: int, pidfd: int) -> int | None:
         """How worker `pid` ended, None while it runs: as the zygote reaped it, or EXIT_UNKNOWN if it ended after the
@@ -314,7 +322,8 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    os.sched_setaffinity(0, request["cores"])
+    if request["cores"] is not None:
+        os.sched_setaffinity(0, request["cores"])
     spec = importlib.util.find_spec(f"{WORKER_MODULE}.__main__")
     assert spec is not None and spec.origin is not None  # the worker package is installed: a file of it
     sys.argv = [spec.origin, *request["args"]]  # as `-m` sets it

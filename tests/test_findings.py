@@ -1,7 +1,7 @@
 """The seed study's findings: runs sorted into the study's cells and kinds, the cells the data lacks listed, each
 claim's verdict computed from the gains, and notebook 08 writing findings whose numbers are the data's; the
-package's layers (read <- judge <- charts <- appendix <- render) importing one way; the report short, its
-repeated lines grouped."""
+package's layers (read <- judge <- fairness <- charts <- appendix <- render) importing one way; the report short,
+its repeated lines grouped."""
 
 import ast
 import re
@@ -19,7 +19,7 @@ from fake_results import fake_results, job_rows
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's
-LAYERS = ["read", "judge", "charts", "appendix", "render"]  # findings/: each layer imports only those before it
+LAYERS = ["read", "judge", "fairness", "charts", "appendix", "render"]  # findings/: each imports only those before
 
 
 def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:

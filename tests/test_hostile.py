@@ -7,6 +7,7 @@ result is lost or hidden. Everything is real: real worker processes, real files,
 64 KiB tmpfs where this machine can mount one), real permissions (a process that gave up root where needed).
 """
 
+import errno
 import io
 import json
 import os
@@ -20,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 import yaml  # noqa: F401 - imported before a test forks a child that gives up root (it could not import then)
@@ -35,7 +37,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.manifest import Manifest
 from colloc_kit.modes import Slot
-from colloc_kit.rundir import MANIFEST, RunDir, find_runs
+from colloc_kit.rundir import MANIFEST, RunDir, effective_status, find_runs, this_runner
 from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED, JOB_STATUSES, RUN_STATUSES
 
@@ -494,11 +496,6 @@ def _manifest_folder(run: RunDir) -> None:
     (run.path / MANIFEST).mkdir()
 
 
-def _garbage_parquet(run: RunDir) -> None:
-    (parquet,) = run.monitor_dir.glob("samples_host.parquet")
-    parquet.write_bytes(b"PAR1 this is not parquet at all")
-
-
 BROKEN = {
     "truncated manifest": (_truncated_manifest, "cannot be read as JSON"),
     "garbage manifest": (_write(MANIFEST, os.urandom(200) + b"\xff"), "cannot be read as JSON"),
@@ -511,8 +508,6 @@ BROKEN = {
     "manifest with a job id that leaves the run": (
         _manifest_with(jobs=[{"job": "../../x", "spec": {}}]), "lacks a job id or its spec"),
     "manifest is a folder": (_manifest_folder, "cannot be read as JSON (Is a directory)"),
-    "garbage parquet": (_garbage_parquet, "ArrowInvalid"),
-    "monitor.json not JSON": (_write("monitor/monitor.json", "{not json"), "JSONDecodeError"),
     "events file is a directory": (_events_dir, "cannot be read (Is a directory)"),
 }
 
@@ -573,7 +568,7 @@ def test_show_of_a_folder_of_broken_runs_only_exits_2_naming_each(tmp_path, caps
 def test_show_of_nothing_says_what_to_give(tmp_path, capsys, where):
     (tmp_path / "empty").mkdir()
     code, _, err = cli(capsys, "show", tmp_path / where)
-    assert code == 2 and ("give a run directory" in err or "no readable runs" in err)
+    assert code == 2 and ("does not exist; give an existing folder" in err or "no readable runs" in err)
 
 
 # ---------------------------------------------------------------- the statuses and the manifest writes
@@ -624,3 +619,501 @@ def test_a_gpu_index_the_machine_lacks_is_refused_before_anything_starts(tmp_pat
     with nvml.use_backend(FakeNvml(gpus=1)):
         err = refused(capsys, tmp_path, "run", *flags, "--gpu", gpu, "--out", tmp_path)
     assert f"GPU {gpu} does not exist: this machine has 1 GPU(s)" in err and "give --gpu 0" in err
+
+
+# ---------------------------------------------------------------- third pass: liveness that cannot be fooled
+
+
+@pytest.fixture
+def one_done_cell(tmp_path, capsys) -> tuple[Path, RunDir]:
+    """A real experiment folder `live` under tmp_path with one complete cell (run in this process)."""
+    code, _, _ = cli(capsys, "run", *TINY_FLAGS, "--name", "live", "--out", tmp_path)
+    assert code == 0
+    (run,) = find_runs(tmp_path / "live")
+    return tmp_path, run
+
+
+def _as_running(run: RunDir, pid: int, runner_started_at: float | None, started_at: float | None = None) -> None:
+    """Rewrite the run's manifest as a run killed mid-way by a runner `pid` would have left it."""
+    data = json.loads((run.path / MANIFEST).read_text())
+    data.update(status="running", ended_at=None, runner_pid=pid, runner_started_at=runner_started_at)
+    if runner_started_at is None:
+        del data["runner_started_at"]  # a manifest of an older kit
+    if started_at is not None:
+        data["started_at"] = started_at
+    (run.path / MANIFEST).write_text(json.dumps(data))
+
+
+def test_a_run_records_its_runner_by_pid_and_start_time(one_done_cell):
+    _, run = one_done_cell
+    manifest = run.read_manifest()
+    assert manifest.runner_pid == os.getpid()  # run in this process
+    assert manifest.runner_started_at == pytest.approx(psutil.Process().create_time(), abs=0.01)
+
+
+def test_a_live_runner_holds_its_cell(one_done_cell, capsys):
+    out, run = one_done_cell
+    _as_running(run, *this_runner())
+    code, printed, _ = cli(capsys, "status", out / "live")
+    assert code == 0 and re.search(r"\brunning\b", printed.splitlines()[1])
+    code, _, err = cli(capsys, "run", *TINY_FLAGS, "--name", "live", "--out", out)
+    assert code == 0 and "being run by another process" in err and len(find_runs(out / "live")) == 1
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["start time recorded", "manifest of an older kit"])
+def test_a_dead_runners_pid_taken_by_another_process_does_not_hold_its_cell(one_done_cell, capsys, recorded):
+    """Before: `status` said running for good and every rerun skipped the cell. Now the pid's process must have
+    started when the runner did (or, for an older manifest, before the run did): a stranger that took the pid
+    later does not count, the run reads as interrupted and the cell runs again."""
+    out, run = one_done_cell
+    manifest = run.read_manifest()
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # born after the runner died
+    try:
+        _as_running(run, stranger.pid, manifest.runner_started_at if recorded else None,
+                    started_at=manifest.started_at - 60)
+        code, printed, _ = cli(capsys, "status", out / "live")
+        row = printed.splitlines()[1]
+        assert code == 0 and "running" not in row and "failed" in row and "interrupted" in row
+        assert colloc_kit.load(out / "live").runs["status"].tolist() == ["interrupted"]
+        code, _, err = cli(capsys, "run", *TINY_FLAGS, "--name", "live", "--out", out)
+        assert code == 0 and "another process" not in err
+        assert [effective_status(r.read_manifest()) for r in find_runs(out / "live")] == ["interrupted", "complete"]
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+@pytest.mark.parametrize("pid", [None, 0, -5, "12", 2**40, True], ids=repr)
+def test_a_runner_pid_no_process_can_have_reads_as_dead(one_done_cell, capsys, pid):
+    out, run = one_done_cell
+    data = json.loads((run.path / MANIFEST).read_text())
+    data.update(status="running", runner_pid=pid)
+    (run.path / MANIFEST).write_text(json.dumps(data))
+    assert colloc_kit.load(out / "live").runs["status"].tolist() == ["interrupted"]
+
+
+# ---------------------------------------------------------------- third pass: data make, supervised like the runs
+
+
+@pytest.mark.parametrize("jobs", ["-1", "0", str(len(os.sched_getaffinity(0)) + 1), "100000"])
+def test_data_make_parallelism_is_bounded_by_the_cores(tmp_path, capsys, jobs):
+    err = refused(capsys, tmp_path, "data", "make", "cifar10", "--root", tmp_path / "d", "--images", "20",
+                  "--jobs", jobs, "--quiet")
+    assert f"--jobs must be a whole number from 1 to {len(os.sched_getaffinity(0))}" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_data_make_names_a_file_where_a_class_folder_goes_before_writing(tmp_path, capsys):
+    train = tmp_path / "d" / "cifar10" / "train"
+    train.mkdir(parents=True)
+    (train / "cat").write_text("keep me")
+    err = refused(capsys, tmp_path, "data", "make", "cifar10", "--root", tmp_path / "d", "--images", "20", "--quiet")
+    assert f"{train / 'cat'} is a file where the folder of class cat should be; move it away" in err
+    assert [p.name for p in train.iterdir()] == ["cat"] and (train / "cat").read_text() == "keep me"
+
+
+def _data_make(root: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    """A `colloc-kit data make` of full-size ImageNet JPEGs in a process of its own, once its two writers write."""
+    cmd = [sys.executable, "-m", "colloc_kit.cli", "data", "make", "imagenet", "--root", str(root), "--images",
+           "200000", "--jobs", "2", "--quiet"]
+    kit = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not next((root / "imagenet" / "train").rglob("*.JPEG"), None):
+        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read() if kit.stderr else ""
+        time.sleep(0.1)
+    writers = psutil.Process(kit.pid).children()
+    assert len(writers) == 2
+    return kit, writers
+
+
+def test_data_make_writers_die_with_a_sigkilled_make(tmp_path):
+    """Before: the writers lived on, detached. Now each is sent SIGKILL as its parent dies (PR_SET_PDEATHSIG)."""
+    kit, writers = _data_make(tmp_path)
+    alive = survivors_of_killed_kit(kit, writers, timeout=10)
+    assert not alive, f"{len(alive)} writer(s) outlived the SIGKILLed data make"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_data_make_stopped_exits_130_with_its_writers(tmp_path, sig):
+    kit, writers = _data_make(tmp_path)
+    kit.send_signal(sig)
+    _, err = kit.communicate(timeout=60)
+    _, alive = psutil.wait_procs(writers, timeout=5)
+    assert kit.returncode == 130 and not alive
+    assert err == "colloc-kit: interrupted; the images written are kept: the same command again finishes the dataset\n"
+
+
+def test_data_make_whose_writer_is_killed_exits_1_without_hanging(tmp_path):
+    kit, writers = _data_make(tmp_path)
+    writers[0].kill()
+    _, err = kit.communicate(timeout=60)
+    _, alive = psutil.wait_procs(writers, timeout=5)
+    assert kit.returncode == 1 and not alive and "Traceback" not in err
+    assert "a process writing the images died" in err and "run the command again" in err
+
+
+# ---------------------------------------------------------------- third pass: damaged monitor files hide no run
+
+
+def _monitor_file_is_a_folder(run: RunDir) -> None:
+    (run.monitor_dir / "samples_host.parquet").unlink()
+    (run.monitor_dir / "samples_host.parquet").mkdir()
+
+
+def _parquet_without_times(run: RunDir) -> None:
+    pd.DataFrame({"x": [1.0, 2.0]}).to_parquet(run.monitor_dir / "samples_host.parquet")
+
+
+DAMAGED = {
+    "garbage parquet": (_write("monitor/samples_host.parquet", b"PAR1 this is not parquet at all"),
+                        "monitor/samples_host.parquet cannot be read (ArrowInvalid"),
+    "parquet is a folder": (_monitor_file_is_a_folder, "monitor/samples_host.parquet is not a file"),
+    "parquet without sample times": (_parquet_without_times, "monitor/samples_host.parquet has no sample times"),
+    "monitor.json not JSON": (_write("monitor/monitor.json", "{not json"),
+                              "monitor/monitor.json cannot be read as JSON"),
+    "monitor.json not UTF-8": (_write("monitor/monitor.json", b"\xff\xfe{"), "monitor/monitor.json cannot be read"),
+    "monitor.json a list": (_write("monitor/monitor.json", "[1, 2]"), "monitor/monitor.json holds a JSON list"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_run_with_damaged_monitor_files_reads_with_its_jobs_and_names_the_file(tmp_path, capsys, three_runs, case):
+    """Before: the whole run was hidden from `show` and `load()` (and the monitor.json message named no file)."""
+    damage, says = DAMAGED[case]
+    folder, damaged, _ = _runs_with(tmp_path, three_runs, damage)
+
+    code, printed, err = cli(capsys, "show", folder)
+    assert code == 1 and f"the run {damaged.path} is read in part: {damaged.path}/{says}" in err, err
+    assert printed.count("j0-smallcnn") == 3
+
+    for results in (colloc_kit.load(folder), colloc_kit.load(folder, strict=True)):
+        assert len(results.runs) == 3 and not results.broken
+        assert (results.jobs["status"] == COMPLETE).all() and (results.jobs["images_per_s"] > 0).all()
+        assert list(results.damaged) == [str(damaged.path)] and says in results.damaged[str(damaged.path)]
+        problems = results.runs.set_index("run_id").loc[damaged.run_id, "problems"]
+        assert f"{damaged.path}/{says}" in problems
+
+
+# ---------------------------------------------------------------- third pass: status on a damaged experiment folder
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    """A real experiment folder of two complete cells (one tiny CPU job each)."""
+    out = tmp_path_factory.mktemp("experiment")
+    colloc_kit.run([TINY_JOB], mode="naive", repeats=2, out=out, name="exp", monitor=False, progress=False)
+    return out / "exp"
+
+
+def _torn_first_manifest(folder: Path) -> Path:
+    path = find_runs(folder)[0].path / MANIFEST
+    path.write_text(path.read_text()[:40])
+    return path
+
+
+def _put(relative: str, text: str | None):
+    def damage(folder: Path) -> Path:
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if text is None else path.write_text(text)
+        return path
+    return damage
+
+
+FOLDER_DAMAGE = {
+    "a broken spec file": (_put("specs/zz.json", "{not json"), "cannot be read as JSON"),
+    "a stray JSON file in specs/": (_put("specs/zz.json", '{"a": 1}'), "cannot be read as an experiment spec"),
+    "a folder named like a spec": (_put("specs/zz.json", None), "cannot be read as JSON (Is a directory)"),
+    "a damaged submitted.json": (_put("slurm/submitted.json", "[1"), "cannot be read as JSON"),
+    "a not-run.json that is not an object": (_put("not-run.json", "null"), "holds a JSON NoneType, not dict"),
+    "a torn run manifest": (_torn_first_manifest, "cannot be read as JSON"),
+}
+
+
+@pytest.mark.parametrize("case", list(FOLDER_DAMAGE))
+def test_status_of_a_damaged_experiment_folder_shows_its_cells_and_names_the_file(tmp_path, capsys, experiment,
+                                                                                  case):
+    """Before: a broken spec file was a JSON traceback, a stray valid one refused the folder without naming it."""
+    damage, says = FOLDER_DAMAGE[case]
+    folder = tmp_path / "exp"
+    shutil.copytree(experiment, folder)
+    path = damage(folder)
+    code, printed, err = cli(capsys, "status", folder)
+    assert code == 1 and f"colloc-kit: {path} {says}" in err, err
+    assert "done" in printed and "naive-x1-r1" in printed
+
+
+def test_a_folder_1500_levels_deep_is_walked_without_recursion(tmp_path, capsys, three_runs):
+    """Before: a RecursionError traceback in `show` and `status`. Now the walk keeps a list; a run at the bottom is
+    found."""
+    deep = bottom = tmp_path / "deep"
+    try:
+        deep.mkdir()
+        for _ in range(1500):  # not mkdir(parents=True): pathlib recurses there too
+            bottom = bottom / "d"
+            bottom.mkdir()
+        run = find_runs(three_runs)[0]
+        shutil.copytree(run.path, bottom / run.run_id)
+        code, printed, _ = cli(capsys, "show", deep)
+        assert code == 0 and printed.count("j0-smallcnn") == 1
+        code, printed, _ = cli(capsys, "status", deep)
+        assert code == 0 and "done" in printed
+    finally:  # rm walks without recursion; pytest's own clean-up (shutil.rmtree) recurses and would fail on it
+        subprocess.run(["rm", "-rf", str(deep)], check=True)
+
+
+# ---------------------------------------------------------------- third pass: one check of every folder a command takes
+
+
+def _folder_commands(tmp_path: Path) -> dict[str, tuple[bool, callable]]:
+    """Each command that takes a folder: (whether it writes there, argv for folder P)."""
+    out = tmp_path / "out"
+    return {
+        "run --out": (True, lambda p: ["run", *TINY_FLAGS, "--out", p]),
+        "demo --out": (True, lambda p: ["demo", "--out", p]),
+        "run --data-root": (False, lambda p: ["run", *TINY_FLAGS, "--dataset", "imagefolder", "--data-root", p,
+                                              "--out", out]),
+        "data make --root": (True, lambda p: ["data", "make", "cifar10", "--root", p, "--images", "20", "--quiet"]),
+        "batch --out": (True, lambda p: ["batch", "--out", p, "--only", "01"]),
+        "batch --notebooks": (False, lambda p: ["batch", "--notebooks", p, "--out", out]),
+        "status": (False, lambda p: ["status", p]),
+        "show": (False, lambda p: ["show", p]),
+        "advise --runs": (False, lambda p: ["advise", "seed-37", "--runs", p]),
+        "advise --confirm --out": (True, lambda p: ["advise", "seed-37", "--confirm", "1", "--out", p]),
+        "reference export": (False, lambda p: ["reference", "export", p, "--name", "x", "--to", out]),
+        "reference export --to": (True, lambda p: ["reference", "export", tmp_path, "--name", "x", "--to", p]),
+    }
+
+
+def _afile(tmp_path: Path) -> Path:
+    (tmp_path / "afile").write_text("keep me")
+    return tmp_path / "afile"
+
+
+def _not_utf8(tmp_path: Path) -> Path:
+    folder = tmp_path / "caf\udce9"  # the bytes b"caf\xe9" (Latin-1), as Python hands them over
+    folder.mkdir()
+    return folder
+
+
+PATH_PROBLEMS = {
+    "not UTF-8": (_not_utf8, "is not UTF-8 text"),
+    "a file": (_afile, "is a file, not a folder"),
+    "under a file": (lambda t: _afile(t) / "sub", "afile is a file, not a folder"),
+    "a name too long": (lambda t: t / ("n" * 300), "is 300 bytes long; this file system takes at most 255"),
+    "a path too long": (lambda t: t.joinpath(*["d" * 200] * 25), "bytes long; a path has at most 4,095"),
+    "empty": (lambda t: "", "is empty; give a folder"),
+}
+
+
+@pytest.mark.parametrize("problem", list(PATH_PROBLEMS))
+@pytest.mark.parametrize("command", list(_folder_commands(Path("."))))
+def test_every_folder_a_command_takes_is_checked_before_anything_starts(tmp_path, capsys, command, problem):
+    """Before: exit 1 'free space or fix the folder's permissions' (one message 5 KB), or a run that ran and then
+    crashed printing where it was stored. Now: exit 2, what is wrong and what to do, a short message, nothing made."""
+    _, argv = _folder_commands(tmp_path)[command]
+    make, says = PATH_PROBLEMS[problem]
+    path = make(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    err = refused(capsys, tmp_path, *argv(path))
+    assert says in err and len(err) < 600, err
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+    if problem in ("a file", "under a file"):
+        assert (tmp_path / "afile").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("command", [c for c, (writes, _) in _folder_commands(Path(".")).items() if writes])
+def test_a_read_only_folder_is_refused_by_every_command_that_writes(tmp_path, capsys, command):
+    folder = tmp_path / "ro"
+    if not mounted_tmpfs(folder, "ro,size=1m"):
+        pytest.skip("cannot mount a read-only tmpfs here")
+    try:
+        _, argv = _folder_commands(tmp_path)[command]
+        err = refused(capsys, tmp_path, *argv(folder / "new"))
+        assert f"cannot write in {folder}" in err and "give a folder you can write to" in err
+    finally:
+        unmount(folder)
+
+
+# ---------------------------------------------------------------- third pass: plug-ins loaded safely
+
+
+MODE_PLUGIN = '''
+from colloc_kit.modes import NaiveMode, Option
+
+
+class OddMode(NaiveMode):
+    """An odd mode."""
+
+    name = {name}
+    takes = {takes}
+'''
+PLUGINS = {
+    "sys.exit(0) at import": ("import sys\nsys.exit(0)\n", "which did not load (called sys.exit(0))"),
+    "sys.exit('bye') at import": ("import sys\nsys.exit('bye')\n", "which did not load (called sys.exit('bye'))"),
+    "a BaseException at import": ("raise BaseException('odd')\n", "which did not load (BaseException: odd)"),
+    "a mode named 5": (MODE_PLUGIN.format(name="5", takes="()"), "is named 5; a mode's name is a word"),
+    "a mode named ''": (MODE_PLUGIN.format(name="''", takes="()"), "is named ''; a mode's name is a word"),
+    "a mode named 'a,b'": (MODE_PLUGIN.format(name="'a,b'", takes="()"), "is named 'a,b'"),
+    "an option named 'Bad Name'": (MODE_PLUGIN.format(name="'odd'", takes="(Option('Bad Name', int, 'h'),)"),
+                                   "takes an option named 'Bad Name'"),
+    "takes that is a number": (MODE_PLUGIN.format(name="'odd'", takes="5"), "TypeError"),
+    "a mode named like a built-in": (MODE_PLUGIN.format(name="'naive'", takes="()"), "two sharing modes are named"),
+}
+
+
+@pytest.mark.parametrize("case", list(PLUGINS))
+def test_a_plugin_that_misbehaves_exits_2_naming_it(tmp_path, case):
+    """Before: `sys.exit(0)` in a plug-in made `colloc-kit run` exit 0 having run nothing; a mode named 5 was a
+    TypeError traceback."""
+    source, says = PLUGINS[case]
+    plugin = tmp_path / "odd_plugin.py"
+    plugin.write_text(source)
+    done = subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", *TINY_FLAGS, "--out", str(tmp_path / "out")],
+                          env={**os.environ, "COLLOC_KIT_MODES": str(plugin)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"colloc-kit: COLLOC_KIT_MODES names '{plugin}'") and says in done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- third pass: Ctrl-C at any moment
+
+
+@pytest.mark.parametrize("entry", [["-m", "colloc_kit.cli"],
+                                   ["-c", "import sys; from colloc_kit.command import main; sys.exit(main())"]],
+                         ids=["python -m colloc_kit.cli", "the console script"])
+@pytest.mark.parametrize("loaded", ["argparse", "pandas", "colloc_kit.seed"])
+def test_ctrl_c_while_the_kit_loads_exits_130_with_one_line(entry, loaded):
+    """Before: a traceback and exit -2 in the first half second of any command. `-X importtime` says when each module
+    has loaded: SIGINT goes in right after `loaded`, while the rest still loads."""
+    kit = subprocess.Popen([sys.executable, "-X", "importtime", *entry, "info"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    sent = False
+    assert kit.stderr is not None
+    for line in kit.stderr:
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == loaded:
+            kit.send_signal(signal.SIGINT)
+            sent = True
+            break
+    rest = kit.stderr.read()
+    kit.wait(timeout=120)
+    said = [line for line in rest.splitlines() if not line.startswith("import time:")]
+    assert sent, f"{loaded} was never imported"
+    assert kit.returncode == 130 and said == ["colloc-kit: interrupted"], (kit.returncode, said)
+
+
+# ---------------------------------------------------------------- third pass: weak messages
+
+
+@pytest.mark.parametrize("argv", [["show", "{runs}"], ["status", "{runs}/experiment"]], ids=["show", "status"])
+def test_a_closed_stdout_pipe_is_not_reported_as_a_full_disk(tmp_path, three_runs, argv):
+    """`colloc-kit status X | head -0`: the reader is gone before anything is printed. Nothing to say and no one to
+    say it to: no message, exit 141 (128 + SIGPIPE, as a shell reports a command that wrote into a closed pipe)."""
+    runs = tmp_path / "runs"
+    shutil.copytree(three_runs, runs)
+    kit = subprocess.Popen([sys.executable, "-m", "colloc_kit.cli", *(a.format(runs=runs) for a in argv)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert kit.stdout is not None
+    kit.stdout.close()
+    _, err = kit.communicate(timeout=120)
+    assert kit.returncode == 141 and err == ""
+
+
+@pytest.mark.parametrize("number, says", [
+    (errno.ENOSPC, "free space"), (errno.EROFS, "fix the folder's permissions"),
+    (errno.ENAMETOOLONG, "give a shorter name"), (errno.ENOTDIR, "a file stands where a folder should be"),
+    (errno.EAGAIN, "the system refused a process, memory or a file"), (errno.EMFILE, "`ulimit -u` or `-n`"),
+    (errno.EIO, "fix the cause"),
+])
+def test_a_system_error_during_a_command_says_what_it_means(tmp_path, capsys, monkeypatch, number, says):
+    def broken(path):
+        raise OSError(number, os.strerror(number), str(tmp_path / "x"))
+
+    monkeypatch.setattr("colloc_kit.cli.experiment_status", broken)
+    code, _, err = cli(capsys, "status", tmp_path)
+    assert code == 1 and says in err and os.strerror(number) in err and str(tmp_path / "x") in err
+    if number != errno.ENOSPC:
+        assert "free space" not in err
+
+
+@pytest.mark.parametrize("only", ["", ".ipynb", "zz"])
+def test_batch_only_that_matches_nothing_names_the_notebooks(tmp_path, capsys, only):
+    err = refused(capsys, tmp_path, "batch", "--only", only, "--out", tmp_path / "b")
+    assert "no such notebook" in err and "01_gpu_tour" in err and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", *TINY_FLAGS, "--mode=", "--out", "{tmp}"], "needs at least one mode; give e.g. --mode naive"),
+    (["run", *TINY_FLAGS, "--out="], "results folder (--out) is empty"),
+    (["batch", "--profile", "", "--out", "{tmp}/b"], "unknown batch profile ''"),
+    (["data", "make", "cifar10", "--root", "{tmp}/d", "--jobs", "0"], "--jobs must be a whole number from 1"),
+    (["advise", "seed-37", "--seconds", "0", "--confirm", "1", "--out", "{tmp}"], "--seconds must be a positive"),
+    (["advise", "seed-37", "--runs", ""], "lone runs folder (--runs) is empty"),
+    (["advise", "seed-37", "--reference", ""], "--reference is empty"),
+])
+def test_an_invalid_value_is_refused_not_replaced_by_the_default(tmp_path, capsys, argv, says):
+    err = refused(capsys, tmp_path, *(a.format(tmp=tmp_path) for a in argv))
+    assert says in err
+
+
+BIG = "m" * 100_000
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", *TINY_FLAGS, "--model", BIG], ["run", *TINY_FLAGS, "--mode", BIG], ["run", *TINY_FLAGS, "--steps", BIG],
+    ["run", *TINY_FLAGS, "--name", BIG], ["run", BIG], ["show", BIG], ["status", BIG], ["batch", "--only", BIG],
+    ["batch", "--profile", BIG], ["mig", "plan", BIG, "--gpu", "H100-80GB"], ["data", "make", "cifar10", "--root", BIG],
+    ["reference", "export", "{tmp}", "--name", BIG],
+], ids=lambda argv: " ".join(a if a != BIG else "<100 KB>" for a in argv if a not in TINY_FLAGS))
+def test_a_100_kb_value_gets_a_short_message(tmp_path, capsys, argv):
+    """Before: the whole 100 KB value came back in the message."""
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv] + (["--out", tmp_path] if argv[0] == "run" else [])
+    code, _, err = cli(capsys, *argv)
+    assert code == 2 and len(err.splitlines()[-1]) < 600, err[-600:]
+
+
+@pytest.mark.parametrize("line, says", [
+    ("repeats: x", "repeats must be a positive integer, got 'x'"),
+    ("repeats: 1.5", "repeats must be a positive integer"),
+    ("seconds: -1", "seconds must be a positive number"),
+    ("seconds: x", "seconds must be a positive number"),
+    ("warmup_steps: 1.5", "warmup_steps must be a whole number"),
+    ("data_root: 5", "data_root must be a folder path"),
+    ("gpu: x", "gpu must be a GPU index"),
+    ("monitor_interval_s: 0", "monitor_interval_s must be a positive number"),
+    ("name: '..'", "name must be a folder name"),
+    ("amp: fp8", "amp must be one or a list of"),
+])
+def test_a_seed_spec_with_a_value_of_the_wrong_kind_is_refused(tmp_path, capsys, line, says):
+    """Before: `repeats: x` was a TypeError traceback (the plan multiplied by it)."""
+    spec = write_spec(tmp_path, f"seed: 33\n{line}\n")
+    for plan in ([], ["--plan"]):
+        assert says in refused(capsys, tmp_path, "run", spec, "--out", tmp_path, *plan)
+
+
+def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tmp_path):
+    """Killing the preloaded zygote mid-run: its jobs run on and report; each is recorded from its own events
+    (complete, its images/s kept), and the run names what happened to the zygote."""
+    job = dict(model="smallcnn", device="cpu", batch_size=8, image_size=16, workers=0, warmup_steps=2,
+               interval_s=0.1, synthetic_samples=64, seconds=4)
+
+    def kill_the_zygote():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            streams = list(tmp_path.rglob("*.events.jsonl"))
+            if len(streams) == 2 and all('"start"' in p.read_text() for p in streams):
+                for child in psutil.Process().children(recursive=True):
+                    if "colloc_kit.zygote" in " ".join(child.cmdline()):
+                        child.kill()
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_zygote, daemon=True)
+    killer.start()
+    results = colloc_kit.run([job], mode="naive", copies=[2], out=tmp_path, monitor=False, progress=False)
+    killer.join()
+    assert list(results.jobs["status"]) == ["complete", "complete"]
+    assert (results.jobs["images_per_s"] > 0).all()
+    (run,) = find_runs(tmp_path)
+    assert any("the zygote" in problem for problem in run.read_manifest().problems)

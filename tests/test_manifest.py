@@ -21,8 +21,8 @@ PACKAGE = Path(colloc_kit.__file__).parent
 OLD_RUNS = Path(__file__).parent / "data" / "kit-b96d848"
 SPEC = {"model": "smallcnn", "dataset": "synthetic", "batch_size": 64, "amp": "off", "device": "cpu"}
 KEYS_WRITTEN = ["format", "run_id", "experiment", "cell_id", "status", "started_at", "ended_at", "mode", "copies",
-                "repeat", "sequential", "spec", "gpu", "runner_pid", "slurm_job_id", "machine", "host_cpu",
-                "mode_state", "problems", "monitor", "jobs"]  # what the kit has written since cells, in this order
+                "repeat", "sequential", "spec", "gpu", "runner_pid", "runner_started_at", "slurm_job_id", "machine",
+                "host_cpu", "mode_state", "problems", "monitor", "jobs"]  # written since cells, in this order
 
 
 def full_manifest() -> Manifest:

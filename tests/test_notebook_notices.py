@@ -8,6 +8,7 @@ import pytest
 from colloc_kit import batch, notebook
 from colloc_kit.errors import BadInput
 from colloc_kit.progress import Progress
+from fake_results import fake_results, job_rows
 
 
 def run_cells(tmp_path, *sources):
@@ -37,40 +38,19 @@ def test_one_line_flattens_a_message_and_names_the_kind():
     assert notebook.one_line(BadInput("raise --synthetic-samples or lower --batch-size;\nor use --device cpu")) == \
         'BadInput: raise synthetic_samples or lower batch_size; or use device="cpu"'
     assert notebook.one_line(RuntimeError("x --not-a-kit-message")) == "RuntimeError: x --not-a-kit-message"
-
-
-def test_noise_warning_only_where_identical_jobs_of_one_run_disagree():
-    jobs = pd.DataFrame({"run_id": ["a", "a", "b", "b"], "model": ["m", "m", "m", "n"], "batch_size": [8] * 4,
-                         "status": ["complete"] * 4, "images_per_s": [100.0, 110.0, 100.0, 300.0]})
-    assert notebook.noise_warning(jobs) is None  # run b's two jobs are different workloads
-    jobs.loc[1, "images_per_s"] = 140.0
-    assert "differ 1.4x" in notebook.noise_warning(jobs)
-    jobs.loc[1, "status"] = "failed"
-    assert notebook.noise_warning(jobs) is None
-
-
-def test_noise_warning_when_n_copies_gain_more_than_n_jobs_alone():
-    """Tiny CPU runs once drew a "77x gain" for 2 copies: a steady window too short to measure."""
-    jobs = pd.DataFrame({"run_id": ["a", "b"], "model": ["m", "m"], "batch_size": [8, 8], "status": ["complete"] * 2,
-                         "images_per_s": [10.0, 300.0]})
-    summary = pd.DataFrame({"mode": ["exclusive", "naive"], "mode_label": ["exclusive", "naive"], "copies": [1, 2],
-                            "n_jobs": [1, 2], "normalized_throughput_mean": [1.0, 60.0]})
-    assert notebook.noise_warning(jobs, summary).startswith(
-        "naive x2 trained 60.0x one job alone, more than sharing can give (2 jobs at once can give at most 2x)")
-    assert notebook.noise_warning(jobs, summary.assign(normalized_throughput_mean=[1.0, 1.9])) is None
-
-
 def test_noise_warning_counts_a_mixs_jobs_and_holds_jobs_one_after_another_to_1x():
     """Notebook 06 on the H100 once warned of a 3-job mix gaining 1.9x: it divided by copies (1), not by its jobs."""
-    jobs = pd.DataFrame({"run_id": ["m"] * 3, "model": ["a", "b", "c"], "batch_size": [8] * 3,
-                         "status": ["complete"] * 3, "images_per_s": [10.0, 50.0, 90.0]})  # a mix: not compared
+    jobs = fake_results(job_rows("a", "exclusive", 1, [100.0])).jobs  # made-up rates: one lone job, no repeats
     mix = pd.DataFrame({"mode": ["mps"], "mode_label": ["mps"], "copies": [1], "n_jobs": [3],
-                        "normalized_throughput_mean": [1.9]})
+                        "jobs_label": ["a + b + c"], "normalized_throughput_mean": [1.9]})
     assert notebook.noise_warning(jobs, mix) is None
+    assert notebook.noise_warning(jobs, mix.assign(normalized_throughput_mean=[4.0])).startswith(
+        "mps of a + b + c trained 4.0x one job alone, more than sharing can give (3 jobs at once can give at most 3x)")
     alone = pd.DataFrame({"mode": ["exclusive"], "mode_label": ["exclusive"], "copies": [4], "n_jobs": [4],
                           "normalized_throughput_mean": [1.44]})  # notebook 03 on a busy 2-core machine
     assert notebook.noise_warning(jobs, alone).startswith("exclusive x4 trained 1.4x one job alone, more than sharing "
                                                           "can give (one after another, jobs can give at most 1x)")
+
 
 
 @pytest.mark.parametrize("stopped", [KeyboardInterrupt, RuntimeError])

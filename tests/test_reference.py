@@ -122,7 +122,7 @@ def test_per_run_monitor_summaries_carry_gpm_and_energy_over_the_common_window(t
 
 @pytest.mark.parametrize("name, source, message", [
     ("../escape", "runs", "reference set name '../escape'"),
-    ("ok", "missing", "do not exist"),
+    ("ok", "missing", "does not exist"),
     ("ok", "empty", "no runs to export"),
 ])
 def test_bad_input_is_refused_before_anything_is_written(tmp_path, name, source, message):

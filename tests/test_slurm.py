@@ -11,7 +11,7 @@ import pytest
 import colloc_kit
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.cli import main
-from colloc_kit.rundir import find_runs
+from colloc_kit.rundir import find_runs, read_events
 from slurm_cluster import SlurmCluster, why_not
 
 pytest.importorskip("submitit", reason="submitit (the [slurm] extra) is not installed")
@@ -72,3 +72,38 @@ def test_slurm_runs_each_cell_as_an_array_task_and_resubmits_only_what_failed(cl
     assert main(["status", str(exp_dir)]) == 0
     assert "2 done" in capsys.readouterr().out
     assert main(argv) == 0 and "nothing to submit" in capsys.readouterr().err
+
+
+def test_one_array_task_runs_several_cells_through_one_preloaded_process_and_resumes(cluster, tmp_path, capsys):
+    """--cells-per-task 2: three cells go to Slurm as two tasks; the two cells of the first task ran in one process
+    whose jobs were forked from one zygote; a wider matrix into the same folder submits only the new cell."""
+    out, exp_dir = tmp_path / "runs", tmp_path / "runs" / "experiment"
+    argv = ["run", *CELL_FLAGS, "--repeats", "1", "--slurm", "--cells-per-task", "2", "--time-min", "5",
+            "--out", str(out)]
+    wider = [*argv, "--copies", "1,2,3"]
+    assert main([*argv, "--copies", "1,2", "--mode", "naive,exclusive"]) == 0
+    said = capsys.readouterr().err
+    assert "submitted 4 cell(s) to Slurm as 2 task(s)" in said
+    submitted = json.loads((exp_dir / "slurm" / "submitted.json").read_text())
+    assert len(set(submitted.values())) == 2
+    settled(exp_dir)
+    runs = [run.read_manifest() for run in find_runs(out)]
+    assert {m.status for m in runs} == {"complete"}
+    by_task: dict = {}
+    for m in runs:
+        by_task.setdefault(m.slurm_job_id, []).append(m)
+    assert sorted(len(ms) for ms in by_task.values()) == [2, 2]
+    for ms in by_task.values():
+        assert len({m.runner_pid for m in ms}) == 1, "a task's cells ran in one process"
+        parents = set()
+        for m in ms:
+            run = next(r for r in find_runs(out) if r.read_manifest().run_id == m.run_id)
+            parents |= {next(e for e in read_events(run.events_path(j.job)) if e["type"] == "ready")["ppid"]
+                        for j in m.jobs}
+        assert len(parents) == 1 and parents != {ms[0].runner_pid}, "forked from the task's one zygote"
+
+    assert main([*wider, "--mode", "naive,exclusive"]) == 0
+    said = capsys.readouterr().err
+    assert "4 cell(s) already complete" in said and "submitted 2 cell(s) to Slurm as 1 task(s)" in said
+    settled(exp_dir)
+    assert len(find_runs(out)) == 6

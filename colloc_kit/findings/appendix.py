@@ -14,10 +14,12 @@ import re
 
 import pandas as pd
 
+from ..plot_style import counted
 from .judge import _bound, gain_text
 from .read import KINDS
 
-__all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence"]
+__all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
+           "shares_by_layout", "grouped_fairness"]
 
 GROUPED = (  # evidence lines that a table of the appendix holds: (what the lines say, how many, which table)
     ("not fit", "{n} cell(s) did not fit in memory", "not-run"),  # "does not fit" (not run), "did not fit" (OOM)
@@ -109,7 +111,8 @@ def unplaceable(placements: pd.DataFrame, gpus: list[str]) -> pd.DataFrame:
                              for g in present})
 
 
-RESTATED = re.compile(r"(?P<cell>.+): (?P<kind>[\w ()]+) \d+\.\d+ \+- \d+\.\d+ x")  # a gain the tables hold
+GAIN = r"\d+\.\d+ \+- \d+\.\d+ x"
+RESTATED = re.compile(rf"(?P<cell>.+): (?P<kind>[\w ()]+) {GAIN}(?: against (?P<other>[\w ()]+) {GAIN})?")  # tables'
 
 
 def grouped_evidence(evidence: list[str], links: dict[str, str]) -> list[str]:
@@ -131,9 +134,10 @@ def grouped_evidence(evidence: list[str], links: dict[str, str]) -> list[str]:
         n = sum(mark in line for line in evidence)
         if n:
             kept.append(f"{text.format(n=n)}: table {links[table]}")
-    for kind in dict.fromkeys(m["kind"] for m in restated):
-        cells = [m["cell"] for m in restated if m["kind"] == kind]
-        kept.append(f"{kind}'s gain in {len(cells)} cells, as tables {links['gains']} and {links['mixes']} give it: "
+    for kind, other in dict.fromkeys((m["kind"], m["other"]) for m in restated):
+        cells = [m["cell"] for m in restated if (m["kind"], m["other"]) == (kind, other)]
+        said = f"{kind}'s gain" if other is None else f"{kind} against {other}"
+        kept.append(f"{said} in {len(cells)} cells, as tables {links['gains']} and {links['mixes']} give it: "
                     + ", ".join(cells))
     return kept
 
@@ -141,3 +145,60 @@ def grouped_evidence(evidence: list[str], links: dict[str, str]) -> list[str]:
 def _gain(cell: pd.Series) -> str:
     """'1.80 ± 0.05' (95 % CI), '1.80' (no CI) or 'no baseline'."""
     return pretty(gain_text(cell)).removesuffix(" x").replace(" x (no CI)", "")
+
+
+def shares_by_layout(shares: pd.DataFrame) -> pd.DataFrame:
+    """`fairness.shares_table` with one row per workload (its copies' cells side by side, a column per layout) and
+    one per mix: '2 x R152 42 % -> 76-79 %' in a row 'R152', column '3g+3g', reads '42 % -> 76-79 %'.
+
+    >>> shares = pd.DataFrame({"experiment": ["e", "e"], "cell": ["R26 x1", "R26 x2"],
+    ...                        "sharing": ["MPS partition (not MIG) 4g", "MPS partition (not MIG) 3g+3g"],
+    ...                        "asked -> had (share of the card)": ["R26 57 % -> 97 %", "2 x R26 42 % -> 84-87 %"]})
+    >>> shares_by_layout(shares).to_dict("records")
+    [{'experiment': 'e', 'workload or mix': 'R26', '4g': '57 % -> 97 %', '2 x 3g': '42 % -> 84-87 %'}]
+    """
+    if shares.empty:
+        return shares
+    rows: dict[tuple, dict] = {}
+    for r in shares.itertuples(index=False):
+        copies = re.fullmatch(r"(.+) x\d+", r.cell)
+        name = copies.group(1) if copies else r.cell
+        text = r[3] if not copies else re.sub(r"^(\d+ x )?\S+( \S+)? (?=\d)", "", r[3])  # the share alone
+        layout = counted(r.sharing.rsplit(" ", 1)[-1])
+        rows.setdefault((r.experiment, name), {"experiment": r.experiment, "workload or mix": name})[layout] = text
+    return pd.DataFrame(list(rows.values()))
+
+
+FAIRNESS_LINE = re.compile(r"(?P<where>\S+ .+?) as (?P<counts>[\d+]+): naive (?P<naive>[\d.]+) \((?P<naive_lost>\S+) "
+                           r"[\d.]+x lost most\), MPS (?P<mps>[\d.]+) \((?P<mps_lost>\S+) [\d.]+x\)")
+
+
+def grouped_fairness(evidence: list[str]) -> list[str]:
+    """The fairness evidence with the cells of one mix family grouped: one line per family and the job each way of
+    sharing left behind, the indexes as ranges; lines of another form as they are.
+
+    >>> grouped_fairness(["e R26 + R50 as 1+1: naive 0.981 (R50 1.57x lost most), MPS 0.990 (R50 1.25x)",
+    ...                   "e R26 + R50 as 1+2: naive 0.976 (R50 2.42x lost most), MPS 0.963 (R50 1.98x)"])
+    ['e R26 + R50 as 1+1, 1+2: naive 0.976-0.981 (R50 lost most), MPS 0.963-0.990 (R50 lost most)']
+    """
+    groups: dict[tuple, list] = {}
+    kept: list = []
+    for line in evidence:
+        found = FAIRNESS_LINE.fullmatch(line)
+        if found is None:
+            kept.append(line)
+            continue
+        key = (found["where"], found["naive_lost"], found["mps_lost"])
+        if key not in groups:
+            groups[key] = []
+            kept.append(key)
+        groups[key].append(found)
+
+    def span(values: list[str]) -> str:
+        return values[0] if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+    return [item if isinstance(item, str) else
+            f"{item[0]} as {', '.join(f['counts'] for f in groups[item])}: naive "
+            f"{span([f['naive'] for f in groups[item]])} ({item[1]} lost most), MPS "
+            f"{span([f['mps'] for f in groups[item]])} ({item[2]} lost most)" for item in kept]
+

@@ -26,8 +26,8 @@ from ..spec import AMP_CHOICES
 from ..statuses import COMPLETE
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE",
-           "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "mix_label", "missing_cells",
-           "as_run"]
+           "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label",
+           "missing_cells", "as_run"]
 
 ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", seed.PARTITION_LABEL, "MIG"
 KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
@@ -121,18 +121,7 @@ def configurations(results: Results, experiment: str,
         columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "data", "amp", "batch_size",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
-    part, superseded = _without_superseded(part)
-    own = analysis.with_baselines(part.jobs)
-    lacking = own[own["baseline_note"].notna()]
-    notes = ([f"{experiment}: {superseded} run(s) that did not complete, of cells a later run completed, left out"]
-             if superseded else [])
-    reference = None
-    if len(lacking):
-        names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
-        reference = results.jobs
-        notes.append(f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads "
-                     f"in {', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
-    note = "; ".join(notes) or None
+    part, reference, note = part_of(results, experiment)
     summary = analysis.summarize(part, reference)
     per_run = _run_evidence(part, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
@@ -146,6 +135,23 @@ def configurations(results: Results, experiment: str,
     out["kind"] = [k for k, _ in kinds]
     out["layout"] = [layout or "" for _, layout in kinds]  # "" where the kind has no layout
     return out, note
+
+
+def part_of(results: Results, experiment: str) -> tuple[Results, pd.DataFrame | None, str | None]:
+    """The runs of `experiment` the findings read (less the superseded ones, `_without_superseded`); the jobs to take
+    baselines from where it lacks lone runs of a workload (all of `results`', else None); a note saying either."""
+    part, superseded = _without_superseded(results.of_experiments([experiment]))
+    own = analysis.with_baselines(part.jobs)
+    lacking = own[own["baseline_note"].notna()] if len(own) else own
+    notes = ([f"{experiment}: {superseded} run(s) that did not complete, of cells a later run completed, left out"]
+             if superseded else [])
+    reference = None
+    if len(lacking):
+        names = ", ".join(sorted(set(lacking.apply(analysis.workload_label, axis=1))))
+        reference = results.jobs
+        notes.append(f"{experiment} has no lone run of {names}: its baselines are borrowed from the same workloads "
+                     f"in {', '.join(sorted(set(results.runs['experiment'].dropna()) - {experiment})) or 'nowhere'}")
+    return part, reference, "; ".join(notes) or None
 
 
 def _without_superseded(results: Results) -> tuple[Results, int]:

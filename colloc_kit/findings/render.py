@@ -18,10 +18,12 @@ from .. import analysis, notebook, predict_check
 from ..gpu.mig_catalogue import gpu_model
 from ..results import Results
 from ..tables import table
-from .appendix import fit_table, gain_table, grouped_evidence, mix_table, not_run_table, pretty, unplaceable
+from .appendix import (fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty,
+                       shares_by_layout, unplaceable)
 from .charts import TITLES
 from .judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from .read import KINDS, STUDY_33, as_run, configurations, missing_cells
+from .fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 
 __all__ = ["LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
            "a100_note"]
@@ -30,7 +32,8 @@ LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the
            "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
 APPENDIX = {"gains": "B. Gains of experiments 33-36", "mixes": "C. Gains of the mixes of experiment 37",
             "not-run": "D. Cells not run or that did not fit", "fit": "E. Copies that fit in memory",
-            "mig": "F. MIG layouts that cannot be placed"}
+            "mig": "F. MIG layouts that cannot be placed", "fair": "G. The least fair cells",
+            "shares": "H. Shares asked and had"}
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Report:
     claims: list[dict]
     like33: dict[str, pd.DataFrame] = field(default_factory=dict)  # experiments 34-36: their measured cells
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # the prediction model's errors (prediction_errors)
+    fairness: dict | None = None  # who lost when jobs shared, shares asked and had (fairness.fairness_findings)
 
 
 def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
@@ -68,7 +72,8 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
             like33[experiment] = cells
     return Report(gpu, source or "the runs given", [n for n in (note33, note37, noise and f"noise: {noise}") if n],
                   cells33, variant33, cells37, fit, placements, not_run,
-                  claims(cells33, cells37, placements, fit, gpu, not_run), like33, prediction_errors(results))
+                  claims(cells33, cells37, placements, fit, gpu, not_run), like33, prediction_errors(results),
+                  fairness_findings(results, models))
 
 
 def verdicts(found: Report) -> pd.DataFrame:
@@ -107,15 +112,16 @@ def as_markdown(found: Report, images: str = "") -> str:
     lines = ["# Findings: the seed study on this data", "",
              f"Drawn by notebook 08 from {found.source}; every number below is computed from them (gain = normalized "
              "throughput, 1 = one job alone; ± is the 95 % CI). The tables behind the verdicts are in the appendix.",
-             "", *(f"> {n}" for n in found.notes), *([""] if found.notes else []),
+             "", *([f"> {'; '.join(found.notes)}", ""] if found.notes else []),
              "## The verdicts", "", table(shown).to_markdown(), "",
              "**Where the data differs most from the paper:** " + ("; ".join(
                  f"claim {found.claims.index(c) + 1} ({c['verdict']}): {pretty(c['shows'])}" for c in differ[:3])
                  or "nowhere that the data can tell") + ".", ""]
     for i in range(1, min(len(found.claims), len(TITLES)) + 1):
-        lines += [f"## {_figure_heading(i)}", "",
+        lines += [f"## {_figure_heading(i)}",
                   f"![{TITLES[i - 1]}]({images}/claim-{i}.png)" if images else "(drawn in notebook 08)", ""]
-    lines += [*_prediction_section(found.errors), "## What a user of the study's A100-40GB should expect", "",
+    lines += [*_fairness_section(found.fairness), *_prediction_section(found.errors),
+              "## What a user of the study's A100-40GB should expect", "",
               a100_note(found.gpu), f"Copies that fit each card and its smallest MIG profiles: {_link('fit')}.", "",
               *_appendix(found)]
     return "\n".join(lines)
@@ -132,6 +138,15 @@ def _anchor(heading: str) -> str:
 
 def _link(name: str) -> str:
     return f"table [{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})"
+
+
+def _fairness_section(found: dict | None) -> list[str]:
+    """Who lost when jobs shared (`fairness.fairness_findings`) in a few lines; its tables are in the appendix."""
+    if found is None:
+        return []
+    return ["## Fairness: who lost when jobs shared", "", FAIRNESS_TEXT, "", f"- {pretty(found['shows'])}.",
+            *(f"- {e}" for e in grouped_fairness(found["evidence"])),
+            f"- The least fair cells: {_link('fair')}; shares asked and had: {_link('shares')}.", ""]
 
 
 def _prediction_section(errors: pd.DataFrame) -> list[str]:
@@ -151,7 +166,7 @@ def _prediction_section(errors: pd.DataFrame) -> list[str]:
 def _appendix(found: Report) -> list[str]:
     """Each claim's evidence (collapsed), then the tables B-F."""
     links = {name: f"[{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})" for name in APPENDIX}
-    lines = ["## Appendix", "", "### A. The evidence behind each verdict", ""]
+    lines = ["## Appendix: A. The evidence behind each verdict", ""]
     for i, claim in enumerate(found.claims, 1):
         evidence = grouped_evidence(claim["evidence"], links)
         lines += [f"<details><summary>{i}. {claim['claim']} ({len(evidence)} lines)</summary>", "",
@@ -165,9 +180,13 @@ def _appendix(found: Report) -> list[str]:
               f"### {APPENDIX['fit']}", "", _markdown(fit_table(found.fit), None, "No steady footprint measured."), ""]
     refused = unplaceable(found.placements, [found.gpu, STUDY_GPU])
     placed = len(found.placements) - len(refused)
-    return lines + [f"### {APPENDIX['mig']}", "", f"{placed} of the study's {len(found.placements)} mixes have a MIG "
-                    f"layout on both cards (notebook 08 draws them); these cannot be placed:", "",
-                    _markdown(refused, None, "none."), ""]
+    lines += [f"### {APPENDIX['mig']}", "", f"{placed} of the study's {len(found.placements)} mixes have a MIG layout "
+              f"on both cards (notebook 08 draws them); these cannot be placed:", "", _markdown(refused, None, "none."),
+              ""]
+    fair = found.fairness or {"least_fair": pd.DataFrame(), "shares": pd.DataFrame()}
+    return lines + [f"### {APPENDIX['fair']}", "", _markdown(fair["least_fair"], None, "No cell shared."), "",
+                    f"### {APPENDIX['shares']}", "", SHARES_TEXT, "",
+                    _markdown(shares_by_layout(fair["shares"]), None, "No job was given a share."), ""]
 
 
 def _gain_sets(found: Report) -> list[tuple[str, pd.DataFrame]]:

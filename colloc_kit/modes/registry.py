@@ -33,11 +33,14 @@ _INTERNAL = {"base", "registry"}  # modules of the package that hold no mode
 _modes: dict[str, type[SharingMode]] = {}
 _loaded: set[str] = set()  # "built-in", and each plug-in entry already imported
 _lock = threading.RLock()
+MODE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")  # what --mode, a YAML key and a folder name all take
+OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")  # what a --flag and a YAML key take
 
 
 def register(cls: type[SharingMode]) -> None:
     """Record a mode class under its name (called by `SharingMode.__init_subclass__`); a second class with the name
     of another is refused (the same class imported again replaces itself)."""
+    _check_names(cls)
     with _lock:
         old = _modes.get(cls.name)
         if old is not None and (old.__module__, old.__qualname__) != (cls.__module__, cls.__qualname__):
@@ -123,11 +126,26 @@ def _load_plugin(entry: str) -> None:
         module = importlib.import_module(entry)
         for sub in pkgutil.iter_modules(getattr(module, "__path__", [])):
             importlib.import_module(f"{entry}.{sub.name}")
-    except BadInput:
-        raise
-    except Exception as exc:  # a plug-in's own error (missing, a syntax error, ...), reported in one line
-        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({type(exc).__name__}: {exc}); "
-                           f"fix it, or remove it from {PLUGIN_VARIABLE}") from exc
+    except KeyboardInterrupt:
+        raise  # Ctrl-C while a plug-in loads is the user's: the command ends as interrupted
+    except (BadInput, BrokenPlugin) as exc:  # e.g. two modes of one name, a mode named 5
+        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}: {exc}") from None
+    except BaseException as exc:  # its own error (missing, a syntax error), or sys.exit() or a BaseException at import
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({what}); fix it, or remove it "
+                           f"from {PLUGIN_VARIABLE}") from None
+
+
+def _check_names(cls: type[SharingMode]) -> None:
+    """A mode's name and its options' names are what flags and YAML keys are made of: BrokenPlugin otherwise."""
+    if not (isinstance(cls.name, str) and MODE_NAME.fullmatch(cls.name)):
+        raise BrokenPlugin(f"the sharing mode {_where(cls)} is named {cls.name!r:.60}; a mode's name is a word of "
+                           "letters, digits, '-' and '_' starting with a letter (e.g. 'capped'): rename it")
+    for option in cls.takes:
+        name = getattr(option, "name", option)
+        if not (isinstance(name, str) and OPTION_NAME.fullmatch(name)):
+            raise BrokenPlugin(f"the sharing mode {cls.name} takes an option named {name!r:.60}; an option's name is "
+                               "a word of lowercase letters, digits and '_' (e.g. 'max_connections'): rename it")
 
 
 def _where(cls: type) -> str:

@@ -102,7 +102,8 @@ def _read_parts(parts_dir: Path, schema: pa.Schema | None = None) -> pa.Table:
 
 @dataclass
 class Samples:
-    """The monitor's frames of one run; a series the run did not record is an empty frame (see `info`)."""
+    """The monitor's frames of one run; a series the run did not record is an empty frame (see `info`), and one
+    whose file is damaged too (named in `problems`)."""
 
     gpu: pd.DataFrame = field(default_factory=pd.DataFrame)
     mig: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -110,25 +111,58 @@ class Samples:
     host: pd.DataFrame = field(default_factory=pd.DataFrame)
     host_job: pd.DataFrame = field(default_factory=pd.DataFrame)
     info: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
 
 def read_samples(path: str | Path) -> Samples:
     """The frames of a run directory's monitor folder (or of that folder itself); a run killed before the
-    monitor merged its files is read from the parts."""
+    monitor merged its files is read from the parts. A file that cannot be read (damaged, foreign, a folder) leaves
+    its series empty and is named in `problems`: the run's jobs are read without it."""
     monitor_dir = Path(path) / "monitor" if (Path(path) / "monitor").is_dir() else Path(path)
-    frames = {}
+    frames, problems = {}, []
     for series in SERIES:
         merged, parts = monitor_dir / f"{series}.parquet", monitor_dir / f"{series}.parts"
-        if merged.exists():
-            frames[series] = pd.read_parquet(merged)
-        elif parts.is_dir():
-            frames[series] = _read_parts(parts).to_pandas()
-        else:
-            frames[series] = pd.DataFrame()
-    info_path = monitor_dir / INFO_FILE
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        source = merged if merged.exists() else parts if parts.is_dir() else None
+        frames[series] = pd.DataFrame()
+        if source is None:
+            continue
+        if source == merged and not merged.is_file():
+            problems.append(f"{merged} is not a file; the run is read without its {series}")
+            continue
+        try:
+            frame = pd.read_parquet(merged) if source == merged else _read_parts(parts).to_pandas()
+        except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError too
+            problems.append(f"{source} cannot be read ({_said(exc)}); the run is read without its {series}")
+            continue
+        if len(frame) and not ("t" in frame and pd.api.types.is_numeric_dtype(frame["t"])):
+            problems.append(f"{source} has no sample times (column t); the run is read without its {series}")
+            continue
+        frames[series] = frame
+    info = _read_info(monitor_dir / INFO_FILE, problems)
     gpu, mig, process, host, host_job = (frames[s] for s in SERIES)
-    return Samples(gpu, mig, process, host, host_job, info=info)
+    return Samples(gpu, mig, process, host, host_job, info=info, problems=problems)
+
+
+def _read_info(path: Path, problems: list[str]) -> dict[str, Any]:
+    """monitor.json as a dict ({} where it is absent; where it is damaged too, and the damage named in `problems`)."""
+    if not path.exists():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        problems.append(f"{path} cannot be read as JSON ({_said(exc)}); the run is read without the monitor's notes")
+        return {}
+    if not isinstance(info, dict):
+        problems.append(f"{path} holds a JSON {type(info).__name__}, not an object; the run is read without the "
+                        "monitor's notes")
+        return {}
+    return info
+
+
+def _said(exc: BaseException) -> str:
+    """An error in a few words: its kind and the start of its message (Arrow's repeat the path)."""
+    text = getattr(exc, "strerror", None) or str(exc).split(". ")[0]
+    return f"{type(exc).__name__}: {text[:300]}"
 
 
 def write_info(monitor_dir: Path, info: dict[str, Any]) -> None:

@@ -18,9 +18,9 @@ from typing import Any, Iterable, Mapping
 
 from .. import supervise
 from ..errors import BrokenRun
+from ..mlflow_log import log_experiment, warn_unreachable
 from ..progress import Progress
 from ..results import Results, RunReading, assemble, combine, read_run
-from ..rundir import check_out
 from ..spec import ExperimentSpec, JobSpec, ModeSpec
 from .cells import Plan
 from .executors import Executor, chosen
@@ -33,19 +33,22 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         repeats: int = 1, out: str | Path = "runs", name: str = "experiment", gpu: int = 0,
         gpus: list[int] | str | None = None, slurm: dict | None = None,
         time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
-        progress: bool | Progress = True) -> Results:
+        placement: str = "pinned", progress: bool | Progress = True, mlflow: str | None = None) -> Results:
     """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
 
     `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
     "thread_percentage": 50}) or a ModeSpec. `gpus=[0, 1]` (or "all") spreads the cells over those GPUs;
-    `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py).
+    `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py). `placement`: "pinned" (each job
+    its own block of the host's cores) or "unpinned" (as the OS schedules them, as the seed study ran).
+    `mlflow="http://host:5000"` also logs each cell to that MLflow tracking server as it completes (mlflow_log.py; one
+    it cannot reach is a warning: the runs go on, in their folders).
     """
     modes = mode if isinstance(mode, list) else [mode]
     spec = ExperimentSpec(
         jobs=[j if isinstance(j, JobSpec) else JobSpec.from_mapping(j) for j in jobs],
         modes=[ModeSpec.parse(m) for m in modes], copies=copies if isinstance(copies, list) else [copies],
         repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
-        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm)
+        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm, placement=placement, mlflow=mlflow)
     return run_spec(spec, out=out, progress=progress)
 
 
@@ -83,18 +86,22 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     results of all its cells; an interrupt stops at once, keeping what was measured. `executor`: where the cells
     run (a registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
     submitted and the results of those already complete returned."""
-    folder = ExperimentFolder.of(out, spec.name)
+    folder = ExperimentFolder.writable(out, spec.name)
     if not isinstance(executor, Executor):
         kind, options = chosen(spec, executor)
         executor = kind(spec, folder, options, progress=progress)
     executor.check()
-    check_out(out)
+    if spec.mlflow:
+        warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
     plan = Plan.of(spec, folder, executor.in_flight())
     plan.say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
     readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
-    return _results(plan, readings, folder)
+    results = _results(plan, readings, folder)
+    if spec.mlflow and len(results.runs):
+        log_experiment(spec.mlflow, results, str(folder.path))  # cells not yet logged, figures they lacked
+    return results
 
 
 def _results(plan: Plan, readings: dict[str, RunReading], folder: ExperimentFolder) -> Results:

@@ -23,8 +23,9 @@ from .. import events
 from ..launcher import LaunchItem, Wave
 from ..manifest import HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord
 from ..modes import make_mode
+from ..paths import check_folder
 from ..progress import Progress
-from ..rundir import RunDir
+from ..rundir import RunDir, this_runner
 from ..spec import ExperimentSpec, JobSpec
 from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from ..zygote import Zygote
@@ -58,6 +59,8 @@ def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bo
     from ..worker import check_job  # noqa: PLC0415 - lazy: the worker's checks import its model and data tables
 
     for job in spec.jobs:
+        if job.data_root is not None and job.dataset != "synthetic":
+            check_folder(job.data_root, "data folder (--data-root)", exists=True)
         check_job(job)
     for gpu in (gpus or [spec.gpu]) if modes else []:
         for mode_spec in spec.modes:
@@ -99,6 +102,7 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
     outcomes: list[JobOutcome] = []
     status, problems = INTERRUPTED, []
     cpu_before = _children_cpu_s(zygote)
+    lost_before = zygote.lost if zygote else None
     try:
         with mode:
             slots = mode.slots(len(planned))
@@ -109,12 +113,14 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
                 for wave_items in ([[i] for i in items] if mode.sequential else [items]):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
-                                on_start=watch, zygote=zygote)
+                                on_start=watch, zygote=zygote, placement=spec.placement)
                     try:
                         wave.run()
                     finally:
                         outcomes += wave.outcomes
-            problems = mode.problems()
+            problems = mode.problems() + ([f"{zygote.lost} during this run: its jobs are recorded from their own "
+                                          "events; later jobs start as fresh processes"]
+                                         if zygote and zygote.lost and not lost_before else [])
         manifest = replace(manifest, mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
         run.write_manifest(manifest)
         status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
@@ -131,13 +137,14 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
 def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir,
              planned: list[tuple[str, int, JobSpec]], alone: bool, sequential: bool) -> Manifest:
     """The manifest written before the first job starts (status running)."""
-    cuda = spec.device == "cuda"
+    cuda, runner = spec.device == "cuda", this_runner()
     return Manifest(
         run_id=run.run_id, experiment=spec.name, cell_id=cell.cell_id, started_at=events.now(),
         mode=ModeRecord(cell.mode.name, cell.mode.options, cell.mode.label),
-        copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, spec=spec.to_dict(),
+        copies=cell.copies, repeat=cell.repeat, sequential=sequential, alone=alone, placement=spec.placement,
+        spec=spec.to_dict(),
         gpu=placement.gpu if cuda or spec.gpus is not None else None,  # CPU jobs: the dispatcher's GPU slot
-        runner_pid=os.getpid(), slurm_job_id=current_slurm_job(),
+        runner_pid=runner[0], runner_started_at=runner[1], slurm_job_id=current_slurm_job(),
         machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
                            description=os.path.relpath(placement.machine_file, run.path)),
         host_cpu=HostCpu(cores=sorted(os.sched_getaffinity(0))),

@@ -1,8 +1,9 @@
 """The cells of an experiment, and the plan of which to run: the unit that is run, skipped, dispatched, resumed.
 
 A cell is one (mode, copies, repeat) of a spec, in the order `ExperimentSpec.runs()` gives (repeats interleaved,
-A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs, so the same
-command into the same folder finds the cells it already ran, and a changed job (steps, batch size) makes new ones.
+A B A B). Its id is stable: the mode's label, the copies, the repeat and a fingerprint of the jobs and their placement
+on the host's cores, so the same command into the same folder finds the cells it already ran, and a changed job (steps,
+batch size) or placement (a pinned run never counts for an unpinned cell) makes new ones.
 
     >>> from colloc_kit.spec import JobSpec
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2])
@@ -45,8 +46,10 @@ class Cell:
 
 
 def jobs_fingerprint(spec: ExperimentSpec) -> str:
-    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...)."""
-    text = json.dumps([job.to_dict() for job in spec.jobs], sort_keys=True, default=str)
+    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...) or where it
+    sits on the host (`placement`)."""
+    text = json.dumps({"jobs": [job.to_dict() for job in spec.jobs], "placement": spec.placement}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 

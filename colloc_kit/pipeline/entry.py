@@ -1,9 +1,13 @@
-"""The two ways a cell runs in a process of its own, both through `report.run_reported` as on one GPU: a cell
-process of the GPU executor (`python -m colloc_kit.pipeline.entry SPEC_FILE CELL_ID OUT --gpu N --machine-file F`),
-and a Slurm array task (`run_cell_task`, which submitit pickles by reference).
+"""The two ways a lane (lane.py) runs in a process of its own: a lane process of the GPU executor, one per GPU for
+the whole experiment, which runs the cells it is handed on stdin (`python -m colloc_kit.pipeline.entry SPEC_FILE OUT
+--gpu N --machine-file F`), and a Slurm array task, which runs its share of the cells (`run_cells_task`, which
+submitit pickles by reference).
 
-    >>> run_cell_task("runs/demo/specs/3f9a0c1d2e.json", "naive-x2-r0-5e1b9c0a7d", "runs")   # doctest: +SKIP
-    'complete'
+The lane process's stdout is text: its progress, one line at a time, and after each cell one line
+`<CELL_ENDED> <cell id> <code>` (the codes of `EXIT_CODES`). It leaves when its stdin ends.
+
+    >>> run_cells_task("runs/demo/specs/3f9a0c1d2e.json", ["naive-x2-r0-5e1b9c0a7d"], "runs")   # doctest: +SKIP
+    {'naive-x2-r0-5e1b9c0a7d': 'complete'}
 """
 
 from __future__ import annotations
@@ -17,34 +21,43 @@ from pathlib import Path
 from .. import machine, supervise
 from ..progress import Progress
 from ..spec import ExperimentSpec
-from ..statuses import COMPLETE, Status
+from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from .cell import Placement, current_slurm_job, preflight
 from .cells import Cell, cells
 from .folder import ExperimentFolder
-from .report import run_reported
+from .lane import Lane
 
-__all__ = ["EXIT_ERROR", "cell_main", "run_cell_task"]
+__all__ = ["CELL_ENDED", "EXIT_CODES", "lane_main", "run_cells_task"]
 
-EXIT_ERROR = 3  # a cell process whose run raised (the error is in its manifest and on its stderr)
+CELL_ENDED = "colloc-kit-cell-ended"  # the lane process's line after each cell: CELL_ENDED <cell id> <code>
+EXIT_CODES = {COMPLETE: 0, FAILED_JOBS: 1, INTERRUPTED: 130, RUN_ERROR: 3}  # a cell's status as a code (a lane
+                                                                            # process exits with the last one)
 
 
-def _spec_and_cell(spec_file: str | Path, cell_id: str) -> tuple[ExperimentSpec, Cell]:
+def _spec_and_cells(spec_file: str | Path) -> tuple[ExperimentSpec, dict[str, Cell]]:
     spec = ExperimentSpec.from_mapping(json.loads(Path(spec_file).read_text()))
-    return spec, next(c for c in cells(spec) if c.cell_id == cell_id)
+    return spec, {c.cell_id: c for c in cells(spec)}
 
 
-def run_cell_task(spec_file: str, cell_id: str, out: str) -> Status:
-    """A Slurm array task: describe this node, run one cell on the GPU Slurm gave the task (`_visible_gpu`: NVML
-    ignores CUDA_VISIBLE_DEVICES, so the kit finds that card's NVML index); returns the run's status."""
-    spec, cell = _spec_and_cell(spec_file, cell_id)
+def run_cells_task(spec_file: str, cell_ids: list[str], out: str) -> dict[str, Status]:
+    """A Slurm array task: describe this node, run `cell_ids` as one lane on the GPU Slurm gave the task
+    (`_visible_gpu`: NVML ignores CUDA_VISIBLE_DEVICES, so the kit finds that card's NVML index); returns each cell's
+    status (run_error for one whose run raised; the error is in its manifest)."""
+    spec, by_id = _spec_and_cells(spec_file)
     info = machine.describe()
     machine_file = ExperimentFolder.of(out, spec.name).write_machine(info, tag=current_slurm_job() or str(os.getpid()))
     gpu = _visible_gpu(info, spec.gpu) if spec.device == "cuda" else spec.gpu
     preflight(spec, gpus=[gpu])
-    with supervise.sigterm_as_interrupt():
-        reading = run_reported(spec, cell, Placement.on(info, machine_file, gpu, spec.device), Path(out),
-                               Progress(total_runs=1, enabled=False))
-    return Status(reading.summary["status"])
+    statuses: dict[str, Status] = {}
+    with supervise.sigterm_as_interrupt(), Lane(spec, Placement.on(info, machine_file, gpu, spec.device), Path(out),
+                                                Progress(total_runs=len(cell_ids), enabled=False)) as lane:
+        for cell_id in cell_ids:
+            try:
+                statuses[cell_id] = Status(lane.run(by_id[cell_id]).summary["status"])
+            except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the task's other cells run on
+                print(f"colloc-kit: cell {by_id[cell_id].label}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                statuses[cell_id] = RUN_ERROR
+    return statuses
 
 
 def _visible_gpu(machine_info: dict, default: int) -> int:
@@ -58,30 +71,34 @@ def _visible_gpu(machine_info: dict, default: int) -> int:
     return next((g["index"] for g in machine_info["gpus"] if g["uuid"] == first), default)
 
 
-def cell_main(argv: list[str] | None = None) -> int:
-    """One cell in its own process, its progress as text lines on stdout (the GPU executor's line for its GPU).
-    Exit 0 complete, 1 failed jobs, 130 interrupted, 3 an error (on stderr and in the manifest)."""
-    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=cell_main.__doc__)
+def lane_main(argv: list[str] | None = None) -> int:
+    """One GPU's lane in its own process: runs each cell id read from stdin, its progress as text lines on stdout
+    and a CELL_ENDED line after each; exits when stdin ends (0), or 130 on an interrupt."""
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=lane_main.__doc__)
     parser.add_argument("spec_file")
-    parser.add_argument("cell_id")
     parser.add_argument("out")
     parser.add_argument("--gpu", type=int, required=True)
     parser.add_argument("--machine-file", required=True)
     args = parser.parse_args(argv)
-    spec, cell = _spec_and_cell(args.spec_file, args.cell_id)
+    spec, by_id = _spec_and_cells(args.spec_file)
     placement = Placement.on(json.loads(Path(args.machine_file).read_text()), Path(args.machine_file), args.gpu,
                              spec.device)
-    bar = Progress(total_runs=1, report=lambda text: print(text, flush=True))
     try:
-        with supervise.sigterm_as_interrupt():
-            status = run_reported(spec, cell, placement, Path(args.out), bar).summary["status"]
+        with supervise.sigterm_as_interrupt(), Lane(spec, placement, Path(args.out), Progress(
+                total_runs=1, report=lambda text: print(text, flush=True))) as lane:
+            for line in sys.stdin:
+                cell = by_id[line.strip()]
+                try:
+                    status = lane.run(cell).summary["status"]
+                except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the lane's next cells run on
+                    print(f"colloc-kit: cell {cell.label} on GPU {args.gpu}: {type(exc).__name__}: {exc}",
+                          file=sys.stderr, flush=True)
+                    status = RUN_ERROR
+                print(f"{CELL_ENDED} {cell.cell_id} {EXIT_CODES.get(status, EXIT_CODES[RUN_ERROR])}", flush=True)
     except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        print(f"colloc-kit: cell {cell.label} on GPU {args.gpu}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    return 0 if status == COMPLETE else 1
+        return EXIT_CODES[INTERRUPTED]
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(cell_main())
+    sys.exit(lane_main())

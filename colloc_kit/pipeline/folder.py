@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import atomic
-from ..errors import BrokenRun
+from .. import atomic, paths
+from ..errors import BadInput, BrokenRun
 from ..rundir import RunDir, effective_status, find_runs, safe_name
 from ..spec import ExperimentSpec
 from ..statuses import COMPLETE, Status
@@ -72,6 +73,15 @@ class ExperimentFolder:
         """The folder of experiment `name` under the results folder `out`."""
         return cls(Path(out) / safe_name(name))
 
+    @classmethod
+    def writable(cls, out: str | Path, name: str) -> "ExperimentFolder":
+        """The folder of experiment `name` under `out`, once both are fit to hold results (`paths.check_folder`:
+        text, length, a folder, writable); BadInput saying what is wrong before anything starts."""
+        what = "results folder (--out)"
+        folder = cls.of(paths.check_folder(out, what, write=True), name)
+        paths.check_folder(folder.path, what, write=True)
+        return folder
+
     @property
     def out(self) -> Path:
         """The results folder that holds this experiment (run directories are made under it, by name)."""
@@ -82,9 +92,40 @@ class ExperimentFolder:
         return atomic.write_json(self.path / SPECS / f"{spec_fingerprint(spec)}.json", spec.to_dict())
 
     def specs(self) -> list[ExperimentSpec]:
-        """Every spec run into this folder, oldest first."""
-        files = sorted((self.path / SPECS).glob("*.json"), key=lambda p: p.stat().st_mtime)
-        return [ExperimentSpec.from_mapping(json.loads(f.read_text())) for f in files]
+        """Every spec run into this folder, oldest first; a file there that is not one is passed over (`damaged`
+        names it)."""
+        found = []
+        for file in self._spec_files():
+            try:
+                found.append(_read_spec(file))
+            except BrokenRun:
+                continue
+        return found
+
+    def damaged(self) -> list[str]:
+        """What in this folder cannot be read, each with what is wrong and what to do: its spec files,
+        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run)."""
+        problems = []
+        for file in self._spec_files():
+            try:
+                _read_spec(file)
+            except BrokenRun as exc:
+                problems.append(str(exc))
+        for read in (self.submitted, self.not_run, *(run.read_manifest for run in find_runs(self.path))):
+            try:
+                read()
+            except BrokenRun as exc:
+                problems.append(str(exc))
+        return problems
+
+    def _spec_files(self) -> list[Path]:
+        def modified(file: Path) -> float:
+            try:
+                return file.stat().st_mtime
+            except OSError:  # a dangling link: read (and named) last
+                return float("inf")
+
+        return sorted((self.path / SPECS).glob("*.json"), key=modified)
 
     def write_machine(self, info: dict[str, Any], tag: str | None = None) -> Path:
         """Store a machine description, named by host and `tag` (default: the time); returns the file."""
@@ -99,21 +140,21 @@ class ExperimentFolder:
     def submitted(self) -> dict[str, str]:
         """{cell_id: Slurm job id} of every cell ever submitted from this folder."""
         path = self.slurm_dir / SUBMITTED
-        return json.loads(path.read_text()) if path.exists() else {}
+        return _read_json(path, dict) if path.exists() else {}
 
     def record_submitted(self, ids: dict[str, str]) -> None:
         """Add {cell_id: Slurm job id} to the submitted cells."""
         atomic.write_json(self.slurm_dir / SUBMITTED, {**self.submitted(), **ids})
 
-    def dispatch_log(self, cell_label: str, gpu: int) -> Path:
-        """Where a cell process on GPU `gpu` keeps its stderr (the folder is made)."""
+    def dispatch_log(self, name: str, gpu: int) -> Path:
+        """Where a process the dispatcher started for GPU `gpu` (its lane) keeps its stderr (the folder is made)."""
         (self.path / DISPATCH).mkdir(parents=True, exist_ok=True)
-        return self.path / DISPATCH / f"{cell_label}.gpu{gpu}.stderr.log"
+        return self.path / DISPATCH / f"{name}.gpu{gpu}.stderr.log"
 
     def not_run(self) -> dict[str, str]:
         """{cell: why} of the cells the experiment chose not to run."""
         path = self.path / NOT_RUN
-        return json.loads(path.read_text()) if path.is_file() else {}
+        return _read_json(path, dict) if os.path.lexists(path) else {}
 
     def record_not_run(self, cell: str, why: str) -> None:
         """Add `cell` and why it was not run, keeping what earlier runs into the folder recorded."""
@@ -136,3 +177,24 @@ class ExperimentFolder:
             if previous is None or previous.status != COMPLETE:  # runs are sorted by path: by start time
                 found[manifest.cell_id] = state
         return found
+
+
+def _read_json(path: Path, kind: type) -> Any:
+    """The JSON value of a file of the folder's own, of type `kind`; BrokenRun naming the file otherwise."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
+        raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc}); move it away "
+                        "(the kit writes it again where it needs it)") from None
+    if not isinstance(data, kind):
+        raise BrokenRun(f"{path} holds a JSON {type(data).__name__}, not {kind.__name__}; move it away")
+    return data
+
+
+def _read_spec(file: Path) -> ExperimentSpec:
+    """One spec file of `specs/`; BrokenRun naming it where it cannot be read as an experiment spec."""
+    try:
+        return ExperimentSpec.from_mapping(_read_json(file, dict))
+    except BadInput as exc:
+        raise BrokenRun(f"{file} cannot be read as an experiment spec ({exc}); move it out of {SPECS}/ (its cells "
+                        "are then listed from their runs alone)") from None

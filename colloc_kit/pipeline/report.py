@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..mlflow_log import log_cell
 from ..progress import Progress
 from ..results import RunReading, read_run
 from ..rundir import RunDir
@@ -29,12 +30,15 @@ JOBS_CSV = "jobs.csv"  # one row per job, derived from the events (a convenience
 def run_reported(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress,
                  zygote: Zygote | None = None) -> RunReading:
     """Run `cell` into a new run directory under `out`, then read it back (also after an interrupt or an error,
-    which then propagate); returns the reading."""
+    which then propagate); returns the reading. A cell that ended is also logged to `spec.mlflow` where set
+    (`mlflow_log.log_cell`: a failure there is a warning)."""
     run = RunDir.create(out, spec.name, cell.label)
     try:
         run_cell(spec, cell, placement, run, bar, zygote)
     finally:
         reading = _report(run, bar)
+    if spec.mlflow:
+        log_cell(spec.mlflow, run, reading)
     return reading
 
 

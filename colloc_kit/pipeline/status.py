@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import BrokenRun
 from ..statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING, Status
 from .cells import cells
 from .executors.slurm import queue_states
@@ -18,14 +19,18 @@ __all__ = ["experiment_status"]
 
 
 def experiment_status(experiment_dir: str | Path) -> list[dict]:
-    """One row per cell the folder knows (its spec files' cells in order, then cells only its runs name)."""
+    """One row per cell the folder knows (its spec files' cells in order, then cells only its runs name); what in
+    the folder cannot be read is passed over here, and named by `ExperimentFolder.damaged()`."""
     folder = ExperimentFolder(Path(experiment_dir))
     labels: dict[str, str] = {}
     for spec in folder.specs():
         for cell in cells(spec):
             labels.setdefault(cell.cell_id, cell.label)
     states = folder.cell_states()
-    jobs = folder.submitted()
+    try:
+        jobs = folder.submitted()
+    except BrokenRun:  # named by `folder.damaged()`; the cells are read from their runs
+        jobs = {}
     queue = queue_states(list(jobs.values()))
     rows = []
     for cell_id in [*labels, *(c for c in states if c not in labels)]:

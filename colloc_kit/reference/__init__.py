@@ -43,8 +43,9 @@ from ..analysis import job_mix_label
 from ..errors import BadInput, BrokenRun
 from ..machine import git_commit
 from ..monitor import summarize
+from ..paths import check_folder
 from ..pipeline.folder import NOT_RUN as NOT_RUN_FILE
-from ..results import Results
+from ..results import Results, derive
 from ..results import load as load_runs
 from ..rundir import RunDir, safe_name
 
@@ -77,9 +78,10 @@ def folder(name: str | Path) -> Path:
 
 
 def load(name: str | Path = DEFAULT) -> Results:
-    """The set's runs as `Results` (jobs, epochs, runs; the raw monitor series are not shipped)."""
+    """The set's runs as `Results` (jobs, epochs, runs; the raw monitor series are not shipped), with the figures
+    `results.derive` joins (baselines, fairness, shares) computed as `colloc_kit.load` computes them."""
     path = folder(name)
-    return Results(*(pd.read_parquet(path / f"{table}.parquet") for table in TABLES))
+    return derive(Results(*(pd.read_parquet(path / f"{table}.parquet") for table in TABLES)))
 
 
 def monitor(name: str | Path = DEFAULT) -> pd.DataFrame:
@@ -172,20 +174,16 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
     """
     if not isinstance(name, str) or safe_name(name) != name:
         raise BadInput(f"reference set name {name!r}: use letters, digits and . _ + = - only, e.g. h100-80gb")
+    root = SHIPPED if root is None else check_folder(root, "reference folder (--to)", write=True)
     if isinstance(source, Results):
         results, sources = source, []
     else:
         sources = [source] if isinstance(source, (str, Path)) else list(source)
-        missing = [str(s) for s in sources if not Path(s).exists()]
-        if missing:
-            raise BadInput(f"run folder(s) {', '.join(missing)} do not exist; give experiment folders such as "
-                           "runs/seed-33")
-        results = load_runs([Path(s) for s in sources])
+        results = load_runs([check_folder(s, "run folder", exists=True) for s in sources])
     if results.runs.empty:
         raise BadInput(f"no runs to export (in {', '.join(map(str, sources)) or 'the Results given'}); give folders "
                        "that hold run directories (manifest.json)")
     facts = {str(k): v for k, v in (facts or {}).items()}
-    root = Path(SHIPPED if root is None else root)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     staging.chmod(0o755)  # mkdtemp makes it private; a set is package data that everyone reads

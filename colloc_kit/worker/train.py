@@ -15,10 +15,10 @@ the run has its window then, so the jobs' windows overlap), and stops at once if
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import os
 import re
-import resource
 import signal
 import sys
 import threading
@@ -30,8 +30,10 @@ from .. import events
 from ..errors import BadInput
 from ..events import ErrorKind
 from ..spec import JobSpec
+from ..stats import relative_ci95
 from . import check_job
 from .models import build_model
+from .process import cores_seen, peak_rss_mb, started_at
 from .recipes import RECIPES
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -128,7 +130,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
 
     from .loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
 
-    launched_at = _started_at()  # where a run's set-up time goes: the `ready` event says
+    launched_at = started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
 
     if os.environ.get("OMP_NUM_THREADS"):
@@ -179,7 +181,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                 held_s=meter.end_t - meter.window_end_t,
                 peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
                 peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
-                peak_rss_mb=_peak_rss_mb())
+                peak_rss_mb=peak_rss_mb(), cores_ran_on=sorted(meter.cores_ran_on))
     return EXIT_OK
 
 
@@ -212,7 +214,7 @@ def _described(torch: Any, spec: JobSpec, feed: Any, model: Any, device: Any) ->
                 channels_last=spec.channels_last, params=sum(p.numel() for p in model.parameters()),
                 num_classes=feed.num_classes, steps_per_epoch=feed.steps_per_epoch, warmup_steps=spec.warmup_steps,
                 threads=torch.get_num_threads(), cores=sorted(os.sched_getaffinity(0)), torch=torch.__version__,
-                pid=os.getpid())
+                pid=os.getpid(), ppid=os.getppid())
 
 
 def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]]) -> Iterator[Any]:
@@ -250,7 +252,9 @@ class _Meter:
     The budget counts the measured window only: `steps` and `seconds` start after warm-up; `epochs` are whole
     passes over the data, warm-up included. Past the budget (`measured`), steps are *held*: the job trains on, under
     the same sharing, until the launcher says stop; held intervals carry `held: true` and never count for the job's own
-    throughput. The device is synchronised only where a time is read (`count_step` says when).
+    throughput. With `until_ci`, a `seconds` window ends early, after `min_seconds`, once its intervals' images/s
+    have a 95 % CI no wider than that share (stats.relative_ci95, the CI `figures` reports for a job alone). The device
+    is synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
@@ -266,6 +270,8 @@ class _Meter:
         self.end_t = self.window_end_t = self.t0
         self.measured = self._window_due = False  # measured: the budget is met and `window` is final
         self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
+        self.rates: list[float] = []  # images/s of each interval of the measured window so far (figures.interval_rates)
+        self.cores_ran_on: set[int] = set()
 
     @property
     def images(self) -> int:
@@ -289,10 +295,15 @@ class _Meter:
         warmup_end = self.step == self.spec.warmup_steps
         steps = self.step - self.window_step0
         if steps and (self._window_due or warmup_end or self.measured or now - self.window_t0 >= self.spec.interval_s):
+            warmup = self.step <= self.spec.warmup_steps
             self.writer.emit(events.INTERVAL, step=self.step, images=self.images, loss=float(loss),
                              step_time_s=(now - self.window_t0) / steps, data_wait_s=self.data_wait_s,
-                             warmup=self.step <= self.spec.warmup_steps, held=self.measured,
+                             warmup=warmup, held=self.measured,
                              interval_s=now - self.window_t0, interval_images=steps * self.spec.batch_size)
+            if not (warmup or self.measured) and now > self.window_t0:
+                self.rates.append(steps * self.spec.batch_size / (now - self.window_t0))
+                self._window_due = self._window_due or self._precise(now)
+            self.cores_ran_on |= cores_seen()
             self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
         if warmup_end:
             self.steady_t0, self.steady_step0 = now, self.step
@@ -305,7 +316,18 @@ class _Meter:
         if self._window_due:
             self.measured, self.window_end_t = True, now
             self.window = self._window()
-            self.writer.emit(events.MEASURED, steps=self.step, **self.window)
+            ci = relative_ci95(self.rates)
+            self.writer.emit(events.MEASURED, steps=self.step, **self.window, ci=None if math.isnan(ci) else ci,
+                             cores_ran_on=sorted(self.cores_ran_on))
+
+    def _precise(self, now: float) -> bool:
+        """With `until_ci`, after `min_seconds`: whether the window's intervals so far give its images/s to that
+        precision (the 95 % CI's half-width over the mean). Asked as each interval ends, so a window that ends on it
+        ends on an interval's edge and reports the CI it stopped on."""
+        if self.spec.until_ci is None or self.steady_t0 is None or now - self.steady_t0 < self.spec.min_seconds:
+            return False
+        ci = relative_ci95(self.rates)
+        return not math.isnan(ci) and ci <= self.spec.until_ci
 
     def _window(self) -> dict:
         """The measured window's counts and throughput (none if the budget ended inside warm-up)."""
@@ -338,17 +360,3 @@ def _inject_fault(torch: Any, kind: str, step: int, device: Any) -> None:
         free_bytes, _ = torch.cuda.mem_get_info(device)
         torch.empty(free_bytes + 2 ** 30, dtype=torch.uint8, device=device)
     raise torch.cuda.OutOfMemoryError(f"CUDA out of memory (injected at step {step}; the CPU has no CUDA allocator)")
-
-
-def _started_at() -> float:
-    """When this process started (was forked, for one forked from the zygote), on the kit's clock, to a clock tick
-    (psutil's create_time can be a second off: it adds whole seconds of boot time)."""
-    with open("/proc/self/stat") as stat:
-        ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime: clock ticks after boot
-    return events.now() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process in MiB (data-loader processes not included)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 2 ** 10

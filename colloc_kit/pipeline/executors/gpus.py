@@ -1,11 +1,13 @@
-"""The executor of several GPUs of this host: one cell per GPU at a time, each cell in its own process.
+"""The executor of several GPUs of this host: a lane per GPU for the whole experiment, each in its own process.
 
-Each cell process (`python -m colloc_kit.pipeline.entry ...`, the same `run_reported` as one GPU runs) owns its
-GPU for its whole run: its mode (a private MPS daemon with its own pipe directory under the run, MIG changes on that
-GPU only), its monitor sampling that GPU, its jobs pinned with CUDA_VISIBLE_DEVICES=<GPU UUID>. The host's cores are
-divided among the GPUs (each cell process and its workers are pinned to their share; the launcher divides them
-within it). Ctrl-C or SIGTERM interrupts every cell process once and waits for each to stop its jobs and restore its
-GPU; a dispatcher killed outright takes its cells with it (they get SIGTERM from the kernel).
+Each lane process (`python -m colloc_kit.pipeline.entry ...`, lane.py) owns its GPU: its mode (a private MPS daemon
+with its own pipe directory under the run, MIG changes on that GPU only), its monitor sampling that GPU, its jobs
+forked from its own zygote (imports and cuDNN loaded once per lane) with CUDA_VISIBLE_DEVICES=<GPU UUID>. The
+dispatcher hands each idle lane the next cell (on stdin) and hears it end (a CELL_ENDED line). With pinned placement
+the host's cores are divided among the lanes (each lane process and its workers pinned to its block; the launcher
+divides the block among a cell's jobs). Ctrl-C or SIGTERM interrupts every lane once and waits for each to stop its
+jobs and restore its GPU; a dispatcher killed outright takes its lanes with it (they get SIGTERM from the kernel, and
+a lane's zygote leaves with it).
 
     >>> executor = GpusExecutor(spec, ExperimentFolder.of("runs", spec.name))      # doctest: +SKIP
     >>> {job.cell.label: job.result() for job in executor.submit(cells(spec))}      # doctest: +SKIP
@@ -16,12 +18,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import machine, supervise
@@ -29,25 +32,40 @@ from ...progress import GpuBoard
 from ...statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from ..cell import Placement, preflight
 from ..cells import Cell
+from ..entry import CELL_ENDED, EXIT_CODES
 from .base import CellJob, Executor, FinishedCell
 from .here import run_in_this_process
 
-__all__ = ["CELL_ENTRY", "GpusExecutor"]
+__all__ = ["LANE_ENTRY", "GpusExecutor"]
 
-CELL_ENTRY = "colloc_kit.pipeline.entry"  # what each cell process runs (`python -m`)
-EXIT_STATUS = {0: COMPLETE, 1: FAILED_JOBS, 130: INTERRUPTED}  # a cell process's exit code; else an error
-POLL_S = 0.1
+LANE_ENTRY = "colloc_kit.pipeline.entry"  # what each lane process runs (`python -m`)
+STATUS_OF_CODE = {code: status for status, code in EXIT_CODES.items()}
+POLL_S = 0.05
 STOP_TIMEOUT_S = 120.0  # a cell's jobs stop within seconds; an MPS daemon's quit is bounded at about 30 s
 _PR_SET_PDEATHSIG = 1
 
 
 @dataclass
-class _Running:
-    cell: Cell
+class _LaneProcess:
+    """One GPU's lane process and the cell it runs now (None: idle)."""
+
     label: str
+    placement: Placement
     proc: subprocess.Popen[bytes]
     log: Path
     pump: threading.Thread
+    cell: Cell | None = None
+    ended: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)  # (cell id, code) per CELL_ENDED line
+
+    def hand(self, cell: Cell) -> None:
+        """Give the lane its next cell (a lane that just died ends it with its exit code: `_heard`)."""
+        assert self.proc.stdin is not None  # a pipe
+        self.cell = cell
+        try:
+            self.proc.stdin.write(f"{cell.cell_id}\n".encode())
+            self.proc.stdin.flush()
+        except OSError:
+            pass
 
 
 class GpusExecutor(Executor):
@@ -79,88 +97,136 @@ class GpusExecutor(Executor):
         if not cells:
             return []
         placements = self.placements()
-        if len(placements) == 1:  # one GPU: in this process, as `here` runs them, on that GPU
+        if len(placements) == 1:  # one GPU: its lane in this process, as `here` runs it, on that GPU
             return run_in_this_process(self, cells, placements[0])
+        placements = placements[:len(cells)]  # a lane per GPU that gets a cell
         labels = [f"GPU {p.gpu}" for p in placements]
         board = GpuBoard(labels, total_cells=len(cells), enabled=bool(self.progress))
-        shares = supervise.split_cores(supervise.host_cores(), len(placements))
-        queue, codes = list(cells), {}
-        running: dict[int, _Running] = {}
+        shares = (supervise.split_cores(supervise.host_cores(), len(placements)) if self.spec.placement == "pinned"
+                  else [None] * len(placements))
+        todo: list[Cell] = list(cells)
+        codes: dict[str, int] = {}
+
+        def start(slot: int) -> _LaneProcess:
+            return self._start(placements[slot], labels[slot], shares[slot], spec_file, board)
+
+        lanes = [start(slot) for slot in range(len(placements))]
         try:
-            while queue or running:
-                for slot, placement in enumerate(placements):
-                    if slot not in running and queue:
-                        running[slot] = self._start(queue.pop(0), placement, labels[slot], shares[slot], spec_file,
-                                                    board)
-                for slot, cell_run in list(running.items()):
-                    if cell_run.proc.poll() is not None:
-                        del running[slot]
-                        codes[cell_run.cell.cell_id] = _ended(cell_run, board)
+            while todo or any(lane.cell for lane in lanes):
+                for slot, lane in enumerate(lanes):
+                    if _heard(lane, codes, board) and todo:  # the lane died: a fresh one takes its place
+                        lanes[slot] = lane = start(slot)
+                    if lane.cell is None and todo:
+                        cell = todo.pop(0)
+                        lane.hand(cell)
+                        board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
+            _close(lanes)
         except KeyboardInterrupt:
-            _stop(list(running.values()), board)
+            _stop(lanes, board)
             raise
         finally:
             board.close()
-        return [FinishedCell(cell, EXIT_STATUS.get(codes[cell.cell_id], RUN_ERROR)) for cell in cells]
+        return [FinishedCell(cell, STATUS_OF_CODE.get(codes[cell.cell_id], RUN_ERROR)) for cell in cells]
 
-    def _start(self, cell: Cell, placement: Placement, label: str, cores: list[int], spec_file: Path,
-               board: GpuBoard) -> _Running:
-        log = self.folder.dispatch_log(cell.label, placement.gpu)
-        command = [sys.executable, "-m", CELL_ENTRY, str(spec_file), cell.cell_id, str(self.folder.out),
+    def _start(self, placement: Placement, label: str, cores: list[int] | None, spec_file: Path,
+               board: GpuBoard) -> _LaneProcess:
+        log = self.folder.dispatch_log("lane", placement.gpu)
+        command = [sys.executable, "-m", LANE_ENTRY, str(spec_file), str(self.folder.out),
                    "--gpu", str(placement.gpu), "--machine-file", str(placement.machine_file)]
         with open(log, "ab") as stderr:
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                     start_new_session=True,  # a terminal's Ctrl-C reaches the dispatcher only: it
-                                    preexec_fn=lambda: _child_setup(cores))  # forwards one interrupt per cell
-        board.show(label, f"{cell.label}: starting")
+                                    preexec_fn=lambda: _child_setup(cores))  # forwards one interrupt per lane
+        ended: queue.Queue = queue.Queue()
 
-        def show(line: str) -> None:  # each line a cell process prints is its state now
-            if line.strip():
+        def heard(line: str) -> None:  # each line a lane prints is its state now, or the end of its cell
+            if line.startswith(CELL_ENDED):
+                _, cell_id, code = line.split()
+                ended.put((cell_id, int(code)))
+            elif line.strip():
                 board.show(label, line.strip())
 
         assert proc.stdout is not None  # a pipe
-        pump = supervise.pump_lines(proc.stdout, show, name=f"cell-{label}")
-        return _Running(cell, label, proc, log, pump)
+        pump = supervise.pump_lines(proc.stdout, heard, name=f"lane-{label}")
+        board.show(label, "starting its lane")
+        return _LaneProcess(label, placement, proc, log, pump, ended=ended)
 
 
-def _child_setup(cores: list[int]) -> None:
-    """In the cell process before it starts: pinned to its cores, and sent SIGTERM if the dispatcher dies."""
-    os.sched_setaffinity(0, cores)
+def _child_setup(cores: list[int] | None) -> None:
+    """In the lane process before it starts: pinned to its cores (pinned placement), and sent SIGTERM if the
+    dispatcher dies."""
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _ended(cell_run: _Running, board: GpuBoard) -> int:
-    """Show how a cell process ended (its last stderr line where it failed); returns its exit code."""
-    code = cell_run.proc.returncode
-    cell_run.pump.join(timeout=5)
+def _heard(lane: _LaneProcess, codes: dict[str, int], board: GpuBoard) -> bool:
+    """Note each cell `lane` finished (its code into `codes`); True if the lane process died (its cell, if it had
+    one, ends with the lane's exit code)."""
+    while not lane.ended.empty():
+        cell_id, code = lane.ended.get()
+        codes[cell_id] = code
+        _ended(lane, code, board)
+    if lane.proc.poll() is None:
+        return False
+    lane.pump.join(timeout=5)  # its last lines
+    if not lane.ended.empty():
+        return _heard(lane, codes, board)
+    if lane.cell is not None:
+        codes[lane.cell.cell_id] = lane.proc.returncode
+        _ended(lane, lane.proc.returncode, board)
+    return True
+
+
+def _ended(lane: _LaneProcess, code: int, board: GpuBoard) -> None:
+    """Show how a lane's cell ended (the lane's last stderr line where it ended in an error); the lane is idle."""
+    assert lane.cell is not None
     board.cell_finished()
-    said = _last_line(cell_run.log)
-    if code != 0 and said:  # an error, or a crash of the cell process itself (not failed jobs)
-        board.write(f"{cell_run.label}: cell {cell_run.cell.label} ended with code {code}: {said} "
-                    f"(all of it: {cell_run.log})")
-    status: Status = EXIT_STATUS.get(code, RUN_ERROR)
-    board.show(cell_run.label, f"{cell_run.cell.label} done" if code == 0 else
-               f"{cell_run.cell.label} {'failed jobs' if status == FAILED_JOBS else 'error'}")
-    return code
+    status: Status = STATUS_OF_CODE.get(code, RUN_ERROR)
+    said = _last_line(lane.log)
+    if status not in (COMPLETE, FAILED_JOBS, INTERRUPTED) and said:
+        board.write(f"{lane.label}: cell {lane.cell.label} ended with code {code}: {said} (all of it: {lane.log})")
+    board.show(lane.label, f"{lane.cell.label} done" if status == COMPLETE else
+               f"{lane.cell.label} {'failed jobs' if status == FAILED_JOBS else status}")
+    lane.cell = None
 
 
-def _stop(running: list[_Running], board: GpuBoard) -> None:
-    """Interrupt every cell process once and wait for each to stop its jobs and restore its GPU; kill what is still
-    there after STOP_TIMEOUT_S, or at once on a second interrupt."""
-    for cell_run in running:
-        board.show(cell_run.label, f"{cell_run.cell.label}: stopping")
+def _close(lanes: list[_LaneProcess]) -> None:
+    """Every cell done: end each lane's input, so that it leaves (its zygote with it); stop any that does not within
+    STOP_TIMEOUT_S."""
+    for lane in lanes:
+        if lane.proc.stdin and not lane.proc.stdin.closed:
+            lane.proc.stdin.close()
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for lane in lanes:
+        try:
+            lane.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    supervise.stop_all([lane.proc for lane in lanes])
+    for lane in lanes:
+        lane.pump.join(timeout=5)
+
+
+def _stop(lanes: list[_LaneProcess], board: GpuBoard) -> None:
+    """Interrupt every lane once and wait for each to stop its jobs and restore its GPU; kill what is still there
+    after STOP_TIMEOUT_S, or at once on a second interrupt."""
+    for lane in lanes:
+        board.show(lane.label, f"{lane.cell.label}: stopping" if lane.cell else "stopping")
 
     def killed(proc: supervise.Child) -> None:
-        cell_run = next(r for r in running if r.proc is proc)
-        board.write(f"{cell_run.label}: cell {cell_run.cell.label} did not stop in time; killed with its workers "
-                    f"(its MPS watchdog quits the daemon); see {cell_run.log}")
+        lane = next(r for r in lanes if r.proc is proc)
+        board.write(f"{lane.label}: its lane did not stop in time; killed with its workers "
+                    f"(its MPS watchdog quits the daemon); see {lane.log}")
 
     try:
-        supervise.stop_all([r.proc for r in running], first=signal.SIGINT, grace_s=STOP_TIMEOUT_S, on_kill=killed)
+        supervise.stop_all([lane.proc for lane in lanes], first=signal.SIGINT, grace_s=STOP_TIMEOUT_S, on_kill=killed)
     finally:
-        for cell_run in running:
-            cell_run.pump.join(timeout=5)
+        for lane in lanes:
+            lane.pump.join(timeout=5)
+            if lane.proc.stdin and not lane.proc.stdin.closed:
+                lane.proc.stdin.close()
 
 
 def _last_line(path: Path) -> str:

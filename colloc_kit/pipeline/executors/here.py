@@ -1,5 +1,5 @@
-"""The executor of this process: the cells one after another on one GPU (or the CPU), their jobs forked from one
-zygote that imports torch once for the whole experiment (zygote.py).
+"""The executor of this process: the cells one after another on one GPU (or the CPU) as one lane (lane.py), their
+jobs forked from one zygote that imports torch once for the whole experiment.
 
     >>> executor = HereExecutor(spec, ExperimentFolder.of("runs", spec.name))      # doctest: +SKIP
     >>> [job.result() for job in executor.submit(cells(spec))]                      # doctest: +SKIP
@@ -12,10 +12,9 @@ from pathlib import Path
 
 from ... import machine
 from ...progress import Progress
-from ...zygote import Zygote
 from ..cell import Placement, preflight
 from ..cells import Cell
-from ..report import run_reported
+from ..lane import Lane
 from .base import CellJob, Executor, FinishedCell
 
 __all__ = ["HereExecutor", "run_in_this_process"]
@@ -39,14 +38,14 @@ class HereExecutor(Executor):
 
 
 def run_in_this_process(executor: Executor, cells: list[Cell], placement: Placement) -> list[CellJob]:
-    """`cells` one after another in this process at `placement`, their jobs forked from one zygote."""
-    spec, progress = executor.spec, executor.progress
+    """`cells` one after another in this process at `placement`, as one lane."""
+    progress = executor.progress
     bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(cells), enabled=bool(progress))
     handles: list[CellJob] = []
     try:
-        with Zygote.for_experiment(job.model for job in spec.jobs) as zygote:
+        with Lane(executor.spec, placement, executor.folder.out, bar) as lane:
             for cell in cells:
-                reading = run_reported(spec, cell, placement, executor.folder.out, bar, zygote)
+                reading = lane.run(cell)
                 handles.append(FinishedCell(cell, reading.summary["status"], reading))
     finally:
         bar.close()

@@ -1,8 +1,9 @@
-"""The Slurm executor: an experiment's cells submitted through submitit, one array task per cell, each on a GPU of
-its own.
+"""The Slurm executor: an experiment's cells submitted through submitit as one job array, each task on a GPU of its
+own running `cells_per_task` cells (default 1) as one lane: one process whose jobs fork from one zygote, so torch's
+imports and cuDNN's libraries load once per task.
 
-An optional extra: `pip install 'colloc-kit[slurm]'`. Each task runs `entry.run_cell_task` (the same code as a
-local cell) with the interpreter that submitted it, so the kit must be installed where the nodes see it, and `--out`
+An optional extra: `pip install 'colloc-kit[slurm]'`. Each task runs `entry.run_cells_task` (the same lane as a
+local GPU runs) with the interpreter that submitted it, so the kit must be installed where the nodes see it, and `--out`
 must be a folder the nodes share. The submitting process may exit; rerunning the same command submits only the cells
 neither complete in the folder nor queued or running in Slurm; `colloc-kit status DIR` tells which.
 
@@ -25,7 +26,7 @@ from ...errors import BadInput
 from ...statuses import Status
 from ..cell import preflight
 from ..cells import Cell
-from ..entry import run_cell_task
+from ..entry import run_cells_task
 from .base import CellJob, Executor
 
 __all__ = ["SlurmExecutor", "SlurmOptions", "queue_states"]
@@ -43,6 +44,9 @@ class SlurmOptions:
     array_parallelism: int | None = field(default=None, metadata={"help": "at most this many tasks at once"})
     cpus_per_task: int | None = field(default=None, metadata={
         "help": "CPU cores per task (give enough for the jobs' loader workers)"})
+    cells_per_task: int = field(default=1, metadata={
+        "help": "cells each task runs one after another through one preloaded process (imports paid once per "
+                "task); time_min is per task, so raise it with this"})
 
     @classmethod
     def flags(cls) -> list[dataclasses.Field]:
@@ -51,7 +55,7 @@ class SlurmOptions:
 
 
 class SlurmJob(CellJob):
-    """A cell as a Slurm array task (a submitit job)."""
+    """A cell in a Slurm array task (a submitit job that runs it, maybe with other cells)."""
 
     def __init__(self, cell: Cell, job):
         super().__init__(cell)
@@ -63,10 +67,10 @@ class SlurmJob(CellJob):
 
     def result(self) -> Status | str:
         """The cell run's status as the task returned it (waits for the task)."""
-        return self.job.result()
+        return self.job.result()[self.cell.cell_id]
 
     def cancel(self) -> None:
-        """scancel the task."""
+        """scancel the task (with the task's other cells)."""
         self.job.cancel()
 
 
@@ -103,13 +107,18 @@ class SlurmExecutor(Executor):
             return []
         executor = submitit.AutoExecutor(folder=self.folder.slurm_dir.absolute() / "%j", cluster="slurm")
         executor.update_parameters(**self._parameters())
-        n, out = len(cells), str(self.folder.out.absolute())
-        jobs = executor.map_array(run_cell_task, [str(spec_file.absolute())] * n, [c.cell_id for c in cells],
-                                  [out] * n)
-        self.folder.record_submitted({cell.cell_id: job.job_id for cell, job in zip(cells, jobs)})
-        print(f"colloc-kit: submitted {n} cell(s) to Slurm as job array {jobs[0].job_id.split('_')[0]}; "
-              f"follow them with `colloc-kit status {self.folder.path}`", file=sys.stderr)
-        return [SlurmJob(cell, job) for cell, job in zip(cells, jobs)]
+        assert isinstance(self.options, SlurmOptions)
+        per_task = self.options.cells_per_task
+        tasks = [cells[i:i + per_task] for i in range(0, len(cells), per_task)]
+        n, out = len(tasks), str(self.folder.out.absolute())
+        jobs = executor.map_array(run_cells_task, [str(spec_file.absolute())] * n,
+                                  [[c.cell_id for c in task] for task in tasks], [out] * n)
+        by_cell = [(cell, job) for task, job in zip(tasks, jobs) for cell in task]
+        self.folder.record_submitted({cell.cell_id: job.job_id for cell, job in by_cell})
+        print(f"colloc-kit: submitted {len(cells)} cell(s) to Slurm as {n} task(s) of job array "
+              f"{jobs[0].job_id.split('_')[0]}; follow them with `colloc-kit status {self.folder.path}`",
+              file=sys.stderr)
+        return [SlurmJob(cell, job) for cell, job in by_cell]
 
     def _parameters(self) -> dict:
         """submitit's parameters for the options."""

@@ -1,0 +1,195 @@
+"""The peer check: the kit beside the study's own training program, timm's `train.py` (the script the seed artifact
+vendored), on the same workload, machine and data, alone and collocated, so the kit's figures can be held against
+the program the study measured with. Nothing of train.py is in this repository: give a checkout of timm's repository
+(its `train.py` and `timm/` package are run from there, and the kit's jobs import that same `timm`).
+
+Each workload runs, for each program, naive x1 (the lone job, the denominator of every gain), then naive and MPS at
+the given copy counts. train.py gets the study's flags (`--model`, `--data-dir`, `--warmup-epochs 0`,
+`--batch-size`, and `--amp --amp-dtype bfloat16` for bf16), its copies share the GPU through the kit's own modes
+(the same private MPS daemon), and its throughput is read from its log lines (`Train: epoch [step/steps]`), each
+stamped on arrival: a copy's images/s over one window common to all copies, after a warm-up. The kit runs the same
+cells with the seed recipe (`colloc-kit run ... --recipe seed`) and the given placements.
+
+    python3 benchmarks/peer_train_py.py run --timm ~/pytorch-image-models --data seed-data --out /tmp/peer
+    python3 benchmarks/peer_train_py.py compare /tmp/peer        # table.md and table.csv in /tmp/peer
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import colloc_kit
+from colloc_kit.modes import make_mode
+from colloc_kit.spec import ModeSpec
+
+__all__ = ["WORKLOADS", "compare", "main", "run_train_py"]
+
+WORKLOADS = {"r26-fp32": ("resnet26", "cifar10", "off"), "r26-bf16": ("resnet26", "cifar10", "bf16"),
+             "r50-in64": ("resnet50", "imagenet64", "off")}
+BATCH = 128
+STEP_LINE = re.compile(r"Train: (\d+) \[\s*(\d+)/(\d+)")
+LOG_INTERVAL = 5  # train.py logs every this many steps (its --log-interval)
+
+
+def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, warmup_s: float, seconds: float,
+                 out: Path) -> dict:
+    """One cell of train.py: `copies` copies under `mode` (the kit's mode, so MPS is the same private daemon);
+    returns the copies' images/s over the common window and the aggregate."""
+    model, dataset, amp = WORKLOADS[workload]
+    folder = out / "train_py" / f"{workload}-{mode}-x{copies}"
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(timm / "train.py"), "--data-dir", str(data / dataset), "--model", model,
+               "--batch-size", str(BATCH), "--warmup-epochs", "0", "--epochs", "100", "--workers", "4",
+               "--log-interval", str(LOG_INTERVAL), "--output", str(folder)]
+    if amp == "bf16":
+        command += ["--amp", "--amp-dtype", "bfloat16"]
+    with make_mode(ModeSpec(mode), workdir=folder / "mode", gpu=0, device="cuda") as sharing:
+        stamps: list[list[tuple[float, int]]] = [[] for _ in range(copies)]
+        procs, pumps = [], []
+        for i, slot in enumerate(sharing.slots(copies)):
+            env = {**os.environ, **slot.env, "PYTHONPATH": f"{timm}:{os.environ.get('PYTHONPATH', '')}"}
+            proc = subprocess.Popen([*command, "--seed", str(i)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True)
+            procs.append(proc)
+            pumps.append(threading.Thread(target=_stamp, args=(proc, stamps[i], folder / f"copy{i}.log"), daemon=True))
+            pumps[-1].start()
+        try:
+            start = _all_training(procs, stamps)
+            window = (start + warmup_s, start + warmup_s + seconds)
+            while time.time() < window[1] + 2 and all(p.poll() is None for p in procs):
+                time.sleep(0.2)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, 15)
+            for proc in procs:
+                proc.wait(timeout=60)
+    rates = [_rate(s, window) for s in stamps]
+    return {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies,
+            "aggregate_images_per_s": sum(rates), "job_rates": json.dumps([round(r, 1) for r in rates])}
+
+
+def _stamp(proc: subprocess.Popen, stamps: list[tuple[float, int]], log: Path) -> None:
+    """Each step line of a train.py copy as (arrival time, images trained so far); the whole output to `log`."""
+    assert proc.stdout is not None
+    with open(log, "w") as copy:
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            copy.write(line)
+            found = STEP_LINE.search(line)
+            if found:
+                epoch, step, steps = map(int, found.groups())
+                stamps.append((time.time(), (epoch * steps + step + 1) * BATCH))
+
+
+def _all_training(procs: list[subprocess.Popen], stamps: list[list[tuple[float, int]]]) -> float:
+    """Wait until every copy has logged a step; when that was. A copy that ended before is an error."""
+    deadline = time.time() + 600
+    while not all(stamps):
+        if any(p.poll() is not None for p in procs) or time.time() > deadline:
+            raise RuntimeError("a train.py copy ended (or none trained within 600 s) before all trained; see its log")
+        time.sleep(0.1)
+    return time.time()
+
+
+def _rate(stamps: list[tuple[float, int]], window: tuple[float, float]) -> float:
+    """Images/s of one copy over `window`, its images counted at each edge by linear interpolation between log lines."""
+    def images_at(t: float) -> float:
+        for (t0, n0), (t1, n1) in zip(stamps, stamps[1:]):
+            if t0 <= t <= t1:
+                return n0 + (n1 - n0) * (t - t0) / (t1 - t0)
+        raise RuntimeError(f"no log lines around {t:.1f}: the copy did not train through the window")
+
+    return (images_at(window[1]) - images_at(window[0])) / (window[1] - window[0])
+
+
+def run_kit(data: Path, workload: str, modes: list[str], copies: list[int], placement: str, seconds: float,
+            out: Path) -> list[dict]:
+    """The kit's cells of one workload (naive x1, then `modes` at `copies`) with the seed recipe and `placement`."""
+    model, dataset, amp = WORKLOADS[workload]
+    name = f"peer-{workload}-{placement}"
+    job = ["--model", f"timm.{model}", "--dataset", "imagefolder", "--data-root", str(data / dataset),
+           "--recipe", "seed", "--amp", amp, "--batch-size", str(BATCH), "--seconds", str(seconds),
+           "--warmup-steps", "10", "--placement", placement, "--name", name, "--out", str(out / "kit"), "--quiet"]
+    for mode_list, copy_list in ((["naive"], [1]), (modes, copies)):
+        subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", *job, "--mode", ",".join(mode_list),
+                        "--copies", ",".join(map(str, copy_list))], check=False)
+    results = colloc_kit.load(out / "kit" / name)
+    rates = results.jobs.groupby("run_id")["images_per_s"].apply(lambda v: [round(x, 1) for x in v])
+    return [{"program": "kit", "placement": placement, "workload": workload, "mode": r["mode"],
+             "copies": int(r["copies"]), "aggregate_images_per_s": r["aggregate_images_per_s"],
+             "job_rates": json.dumps(rates.get(r["run_id"], []))} for _, r in results.runs.iterrows()]
+
+
+def compare(out: Path) -> pd.DataFrame:
+    """One row per (workload, program, placement): lone images/s, and per collocated cell its aggregate and gain,
+    with each kit figure's difference from train.py's; written to table.csv and table.md."""
+    rows = pd.read_json(out / "results.jsonl", lines=True)
+    rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False)[
+        "aggregate_images_per_s"].mean()
+    lone = rows[(rows["mode"] == "naive") & (rows["copies"] == 1)].set_index(["workload", "program", "placement"])
+    rows["gain"] = [r.aggregate_images_per_s / lone.loc[(r.workload, r.program, r.placement),
+                                                       "aggregate_images_per_s"] for r in rows.itertuples()]
+    peer = rows[rows["program"] == "train.py"].set_index(["workload", "mode", "copies"])["aggregate_images_per_s"]
+    rows["vs_train_py_pct"] = [100 * (r.aggregate_images_per_s / peer.get((r.workload, r.mode, r.copies), float("nan"))
+                                      - 1) for r in rows.itertuples()]
+    rows.to_csv(out / "table.csv", index=False)
+    shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str),
+                        images_per_s=rows["aggregate_images_per_s"].map("{:,.0f}".format),
+                        gain=rows["gain"].map("{:.2f}".format),
+                        vs_train_py=rows["vs_train_py_pct"].map(lambda v: "" if pd.isna(v) else f"{v:+.1f} %"))
+    columns = ["workload", "cell", "program", "placement", "images_per_s", "gain", "vs_train_py"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown[columns].itertuples(index=False)]
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`run` measures (appending to OUT/results.jsonl as it goes), `compare` tabulates."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--timm", type=Path, required=True, help="a checkout of timm's repository (holds train.py)")
+    run.add_argument("--data", type=Path, required=True, help="holds cifar10/ and imagenet64/ (colloc-kit data make)")
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--workloads", default=",".join(WORKLOADS))
+    run.add_argument("--modes", default="naive,mps")
+    run.add_argument("--copies", default="3,7")
+    run.add_argument("--placements", default="unpinned,pinned", help="the kit's placements to run")
+    run.add_argument("--seconds", type=float, default=15.0, help="the measured window of every cell")
+    run.add_argument("--warmup-s", type=float, default=8.0, help="train.py's seconds after all copies train")
+    sub.add_parser("compare").add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "compare":
+        print(compare(args.out).to_string(index=False))
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",")]
+    with open(args.out / "results.jsonl", "a") as results:
+        for workload in args.workloads.split(","):
+            cells = [("naive", 1)] + [(m, c) for m in modes for c in copies]
+            for mode, n in cells:
+                row = run_train_py(args.timm, args.data, workload, mode, n, args.warmup_s, args.seconds, args.out)
+                results.write(json.dumps(row) + "\n")
+                results.flush()
+                print(row, flush=True)
+            for placement in args.placements.split(","):
+                for row in run_kit(args.data, workload, modes, copies, placement, args.seconds, args.out):
+                    results.write(json.dumps(row) + "\n")
+                    results.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The kit's one confidence interval: the mean of some values and the half-width of its 95 % interval (Student's t).
+`figures` builds every figure's CI on it, and a worker uses it to end its measured window once its throughput is
+precise enough (`JobSpec.until_ci`), so the precision a window stops at is the one the figures then report.
+
+    >>> ci95([100.0, 102.0, 98.0])
+    (100.0, 4.968...)
+    >>> round(relative_ci95([100.0, 102.0, 98.0]), 4)
+    0.0497
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+__all__ = ["CI_LEVEL", "ci95", "relative_ci95"]
+
+CI_LEVEL = 0.95
+
+
+def ci95(values: Iterable[float]) -> tuple[float, float]:
+    """(mean, half-width of its 95 % confidence interval, Student's t); the half-width is NaN below two values."""
+    values = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not values:
+        return math.nan, math.nan
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, math.nan
+    from scipy.stats import t  # noqa: PLC0415 - scipy is heavy: only for a confidence interval
+
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return mean, float(t.ppf(0.5 + CI_LEVEL / 2, len(values) - 1)) * sd / math.sqrt(len(values))
+
+
+def relative_ci95(values: Iterable[float]) -> float:
+    """The half-width of the values' 95 % CI as a share of their mean; NaN below two values or for a zero mean."""
+    mean, half_width = ci95(values)
+    return half_width / abs(mean) if mean and not math.isnan(mean) else math.nan

@@ -1,0 +1,53 @@
+"""What a worker knows of its own process: when it started, its peak memory, and the host cores it and its loader
+workers were seen running on (the placement it actually had, whatever it was allowed).
+
+    >>> seen = cores_seen()
+    >>> bool(seen) and seen <= set(range(os.cpu_count() or 1))
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+
+import psutil
+
+from .. import events
+
+__all__ = ["cores_seen", "peak_rss_mb", "started_at"]
+
+
+def started_at() -> float:
+    """When this process started (was forked, for one forked from the zygote), on the kit's clock, to a clock tick
+    (psutil's create_time can be a second off: it adds whole seconds of boot time)."""
+    with open("/proc/self/stat") as stat:
+        ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime: clock ticks after boot
+    return events.now() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (data-loader processes not included)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 2 ** 10
+
+
+def cores_seen() -> set[int]:
+    """The cores this process's threads and those of its children (loader workers) last ran on: field 39 of each
+    thread's /proc stat. Sampled once per progress interval, the union is where the job ran."""
+    pids = [os.getpid(), *(child.pid for child in psutil.Process().children(recursive=True))]
+    seen = set()
+    for pid in pids:
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # a loader worker that just left
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                    seen.add(int(stat.read().rsplit(")", 1)[1].split()[36]))
+            except (OSError, IndexError, ValueError):
+                continue
+    return seen
