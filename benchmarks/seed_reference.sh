@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Export the seed study's H100 runs as the shipped reference set h100-80gb, and draw docs/findings.md from it.
+# Export the seed study's H100 runs as the shipped reference set h100-80gb, and draw docs/findings.md (and its
+# figures, docs/img/findings/: Playwright and Debian's Chromium) from it.
 #   mkdir -p /tmp/seed && tar xzf benchmarks/results/h100/seed/seed-runs.tgz -C /tmp/seed
 #   bash benchmarks/seed_reference.sh /tmp/seed/runs
 # The runs came from `bash benchmarks/seed_h100.sh start|wait|stop` on nvidia-h100-x1 machines over three sessions.
@@ -33,4 +34,4 @@ benchmarks/pinning_seed.sh /tmp/seed-data /tmp/pin (one repeat each): a lone Res
 past EfficientNetV2-S on CIFAR-10 and the lone cells on ImageNet-64, and both on ImageNet: device time ran out; cells \
 not run for memory are listed below with the reason"
 python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08_seed_reproduction.out.ipynb \
-  -p FINDINGS_FILE "$PWD/docs/findings.md" --log-level WARNING
+  -p FINDINGS_FILE "$PWD/docs/findings.md" -p FINDINGS_IMAGES "$PWD/docs/img/findings" --log-level WARNING

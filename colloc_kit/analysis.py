@@ -84,7 +84,8 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
 def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each run configuration (experiment, mode, copies, jobs) over its repeats: `<metric>_mean`, `_std`, and for
     aggregate and normalized throughput `_ci` (95 % half-width: over repeats where there are several, combined with
-    the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `flags` (every repeat's, plus
+    the baseline's own CI; a single run's within-run CI otherwise), `repeats`, `n_jobs` (the jobs of one run: the
+    copies, or a mix's jobs), `flags` (every repeat's, plus
     "wide CI" past +-3 %) and the most frequent `bound_by`.
 
     >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean"]]   # doctest: +SKIP
@@ -92,10 +93,10 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
     runs = run_summary(results, reference)
     stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI]
     if runs.empty:
-        return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+        return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     rows = []
     for keys, group in runs.groupby(GROUP_KEYS, dropna=False, sort=False):
-        row = {**dict(zip(GROUP_KEYS, keys)), "repeats": len(group)}
+        row = {**dict(zip(GROUP_KEYS, keys)), "repeats": len(group), "n_jobs": group["n_jobs"].max()}
         for metric in RUN_METRICS:
             values = group[metric].astype(float)
             row[f"{metric}_mean"], row[f"{metric}_std"] = values.mean(), values.std()
@@ -116,7 +117,7 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
         verdicts = group["bound_by"].dropna()
         row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
         rows.append(row)
-    summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "flags", "bound_by"] + stat_columns)
+    summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 
@@ -154,8 +155,9 @@ def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float 
     """A warning when measurements cannot tell ways of sharing apart, judged from repeats and baselines only:
     repeats of one cell (experiment, mode, copies, jobs) whose images/s, summed over their jobs, differ by more than
     `limit` (largest / smallest); a lone baseline whose 95 % CI spans more than `limit` ((mean + CI) / (mean - CI));
-    or, in `summary` (`summarize` of the same results), N copies "gaining" more than N times one job alone (too short
-    a steady window). None when none of these happens.
+    or, in `summary` (`summarize` of the same results), a configuration "gaining" more than its jobs can give: n jobs
+    at once at most n times one job alone (a mix counts its jobs, not its copies), jobs one after another (exclusive)
+    at most once. None when none of these happens.
 
     Identical jobs of one run that differ are not noise: that is what sharing did to them, their fairness
     (`colloc_kit.fairness`; `results.runs["fairness_index"]`).
@@ -185,12 +187,27 @@ def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float 
         warnings.append(f"the lone run of {workload_label(worst)} in {worst['experiment']} is known only to "
                         f"+-{100 * rel.max():.0f} % (95 % CI over {int(worst['baseline_jobs'])} lone job(s)): gains "
                         "of it closer than that are noise; repeat its lone run")
-    if summary is not None and len(summary):
-        per_copy = (summary["normalized_throughput_mean"] / summary["copies"]).max()
-        if per_copy > limit:
-            warnings.append(f"N copies trained {per_copy:.1f}x N jobs alone, more than sharing can give: the steady "
-                            "windows were too short to measure; give the jobs more steps")
-    return "; ".join(warnings) or None
+    impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
+    return "; ".join(warnings + ([impossible] if impossible else [])) or None
+
+
+def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
+    """The configuration that gained most beyond what its jobs can give, said in a sentence; None if none did."""
+    jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
+    one_after_another = summary["mode"].eq("exclusive") if "mode" in summary else pd.Series(False, summary.index)
+    most = jobs.where(~one_after_another, 1).astype(float)
+    excess = summary["normalized_throughput_mean"].astype(float) / most
+    if not (excess > limit).any():
+        return None
+    row, n = summary.loc[excess.idxmax()], int(most[excess.idxmax()])
+    mode = row.get("mode_label", row.get("mode", ""))
+    label = (f"{mode} x{int(row['copies'])}" if n == int(row["copies"]) or n == 1 else
+             f"{mode} of {row.get('jobs_label') or f'{n} jobs'}").strip()
+    can = "one after another, jobs can give at most 1x" if one_after_another[excess.idxmax()] else \
+        f"{n} jobs at once can give at most {n}x"
+    return (f"{label} trained {row['normalized_throughput_mean']:.1f}x one job alone, more than sharing can give "
+            f"({can}): these measurements are noise (too short a steady window, or a busy machine); give the jobs "
+            "more steps, or measure on a quieter machine")
 
 
 def _repeat_spread(jobs: pd.DataFrame) -> tuple[float, str, int]:

@@ -3,6 +3,7 @@
     colloc-kit batch                              # gpu-quick where torch sees a GPU, else cpu-smoke
     colloc-kit batch --profile paper -p REPEATS=3 --only 03 06 --out batch-runs
     colloc-kit batch --show-code                  # reports with the code cells
+    colloc-kit batch --self-contained             # each report one file, plotly.js inlined once: mail it, move it
 
     >>> report = run_batch("cpu-smoke", out="batch-runs")        # doctest: +SKIP
     >>> report.folder, [n.status for n in report.notebooks]      # doctest: +SKIP
@@ -13,42 +14,40 @@ sys.executable, whatever kernelspecs are installed), with the output folder as i
 experiment notebooks write their runs to `<folder>/runs` and the analysis notebook reads them. One failing notebook is
 reported with its error cell; the others still run.
 
-The HTML pages are reports for reading: code cells hidden (`--show-code` keeps them), the parameters of the run as
-a small table, the panel cells (`if INTERACTIVE:`) left out. Figures are drawn by one copy of plotly.js per batch
-folder (`plotly.min.js`, from the plotly package) that every page references, so pages stay small and work
-offline; no page loads anything from another host (no require.js, MathJax or widget manager from a CDN).
+The HTML pages are reports for reading (batch_pages.py): code cells hidden (`--show-code` keeps them), the
+parameters of the run as a small table, the panel cells (`if INTERACTIVE:`) left out, a failed notebook shown up to
+its error. Figures are drawn by one copy of plotly.js per batch folder (`plotly.min.js`, from the plotly package)
+that every page references, so pages stay small and work offline; a page without it says so in each figure's place.
+`--self-contained` inlines plotly.js once per page instead. No page loads anything from another host (no
+require.js, MathJax or widget manager from a CDN). The index lists each notebook's warnings (e.g. a machine too
+noisy to compare modes) and the size of each page.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
-import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import yaml
 
 from . import atomic, machine, paths
+from .batch_pages import PLOTLY_JS, PLOTLY_MIME, export_html, plotly_js, warnings_of
 from .errors import BadInput
+
+__all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
+           "default_profile", "default_notebooks_dir", "load_profiles", "plan", "select", "run_batch",
+           "describe_machine", "copy_plotly_js", "execute", "current_python_kernel_manager", "write_index", "where",
+           "add_subcommand", "main_batch", "parse_parameters"]  # PLOTLY_JS, PLOTLY_MIME: batch_pages', for callers
 
 PROFILES_FILE = Path(__file__).with_name("batch_profiles.yaml")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"}  # figures as JSON; export draws them
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
-WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
-PLOTLY_JS = "plotly.min.js"
-PANEL_CELL = "colloc_kit.panel(INTERACTIVE"  # the cell that shows the widget panel in JupyterLab; left out of reports
 OK, FAILED = "ok", "failed"
-REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
-{%- block html_head_js -%}<script src="{{ resources.plotly_js }}"></script>{%- endblock html_head_js -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-"""
 
 
 @dataclass
@@ -64,6 +63,8 @@ class NotebookOutcome:
     error: str | None = None
     error_cell: int | None = None  # execution count of the failing cell: "In [n]" in the notebook and its HTML
     error_source: str | None = None  # the failing cell's first lines
+    warnings: list[str] = field(default_factory=list)  # what the notebook printed as `notebook.warn`
+    html_bytes: int = 0  # the size of its page
 
 
 @dataclass
@@ -161,9 +162,10 @@ def select(found: list[Path], only: list[str]) -> list[Path]:
 
 def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overrides: Mapping[str, Any] | None = None,
               only: list[str] | None = None, notebooks_dir: str | Path | None = None,
-              profiles: Mapping[str, dict] | None = None, show_code: bool = False,
+              profiles: Mapping[str, dict] | None = None, show_code: bool = False, self_contained: bool = False,
               log: Callable[[str], None] = print) -> BatchReport:
-    """Execute the notebooks of a profile into `out/<timestamp>/` with HTML reports and an index.html."""
+    """Execute the notebooks of a profile into `out/<timestamp>/` with HTML reports and an index.html (with
+    `self_contained`, each report holds plotly.js itself and the folder no plotly.min.js)."""
     profiles = profiles if profiles is not None else load_profiles()
     profile = default_profile() if profile is None else profile
     out = paths.check_folder(out, "batch folder (--out)", write=True)
@@ -172,14 +174,17 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
     planned = plan(profile, profiles, notebooks, overrides, only)
     folder = _new_folder(out)
     started, started_at = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
-    copy_plotly_js(folder)
+    if not self_contained:
+        copy_plotly_js(folder)
     timeout = profiles[profile].get("cell_timeout_s")
     log(f"batch profile {profile}: {len(planned)} notebooks into {folder}")
     outcomes = []
     for i, (notebook, params) in enumerate(planned, 1):
-        outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code)
+        outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code,
+                          self_contained=self_contained)
         outcomes.append(outcome)
-        detail = f"{where(outcome)}: {outcome.error}" if outcome.error else outcome.html
+        detail = f"{where(outcome)}: {outcome.error}" if outcome.error else \
+            f"{outcome.html}, {outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
         log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
     report = BatchReport(profile, folder, outcomes, started_at, time.monotonic() - started, *describe_machine())
     write_index(report)
@@ -201,13 +206,11 @@ def describe_machine() -> tuple[str, str]:
 
 def copy_plotly_js(folder: Path) -> Path:
     """The one plotly.js every report of the batch folder references (plotly ships it in its package)."""
-    import plotly  # noqa: PLC0415 - heavy: loaded when a batch writes its report
-
-    return Path(shutil.copyfile(Path(plotly.__file__).parent / "package_data" / PLOTLY_JS, folder / PLOTLY_JS))
+    return Path(shutil.copyfile(plotly_js(), folder / PLOTLY_JS))
 
 
 def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: float | None = None,
-            show_code: bool = False) -> NotebookOutcome:
+            show_code: bool = False, self_contained: bool = False) -> NotebookOutcome:
     """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
     import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
@@ -224,10 +227,12 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
     except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
         error = f"{type(exc).__name__}: {exc}"
     seconds = time.monotonic() - started
-    page = export_html(output, parameters, show_code) if output.exists() else None
+    shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
+    page = export_html(output, shown, show_code, self_contained) if output.exists() else None
     return NotebookOutcome(name=notebook.stem, status=FAILED if error else OK, seconds=seconds, ipynb=output.name,
                            html=page.name if page else None, parameters=parameters, error=error, error_cell=error_cell,
-                           error_source=error_source)
+                           error_source=error_source, warnings=warnings_of(output) if output.exists() else [],
+                           html_bytes=page.stat().st_size if page else 0)
 
 
 def current_python_kernel_manager() -> type:
@@ -249,84 +254,31 @@ def current_python_kernel_manager() -> type:
     return CurrentPythonKernelManager
 
 
-def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, show_code: bool = False) -> Path:
-    """The executed notebook as an HTML report beside it, its figures drawn by the folder's plotly.min.js."""
-    import jinja2  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
-    import nbconvert  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
-    import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
-
-    nb = nbformat.read(notebook, as_version=4)
-    if not show_code:
-        nb = as_report(nb, parameters or {})
-    for cell in nb.cells:
-        if "outputs" in cell:  # widget views (progress bars) need a widget manager, which would come from a CDN
-            cell.outputs = [drawable(o) for o in cell.outputs if WIDGET_VIEW_MIME not in o.get("data", {})]
-    nb.metadata.pop("widgets", None)
-    exporter = nbconvert.HTMLExporter(template_name="lab", template_file="report.html.j2",
-                                      extra_loaders=[jinja2.DictLoader({"report.html.j2": REPORT_TEMPLATE})],
-                                      exclude_input=not show_code, exclude_input_prompt=not show_code,
-                                      exclude_output_prompt=not show_code)
-    body, _ = exporter.from_notebook_node(nb, resources={"plotly_js": PLOTLY_JS})
-    page = notebook.with_suffix(".html")
-    page.write_text(body, encoding="utf-8")
-    return page
-
-
-def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
-    """The notebook as a report: the parameters as a table under the title; the parameters cells, the panel cells
-    and code cells without output left out."""
-    import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
-
-    def kept(cell: Any) -> bool:
-        tags = set(cell.metadata.get("tags", []))
-        return cell.cell_type != "code" or not (tags & {"parameters", "injected-parameters"} or not cell.outputs
-                                                or cell.source.lstrip().startswith(PANEL_CELL))
-
-    cells = [c for c in nb.cells if kept(c)]
-    shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
-    if shown:
-        rows = "".join(f"| {k} | `{json.dumps(v)}` |\n".replace("`|", "`\\|") for k, v in shown.items())
-        table = nbformat.v4.new_markdown_cell(f"**Parameters of this run** (the rest: the notebook's own)\n\n"
-                                              f"| parameter | value |\n|---|---|\n{rows}")
-        first_code = next((i for i, c in enumerate(cells) if c.cell_type == "code"), len(cells))
-        cells.insert(first_code, table)
-    report = nbformat.from_dict(dict(nb))
-    report.cells = cells
-    return report
-
-
-def drawable(output: Any) -> Any:
-    """The output, a plotly figure given an HTML form that draws with the page's plotly.js."""
-    import plotly.io as pio  # noqa: PLC0415 - heavy: loaded when a batch writes its report
-
-    data = output.get("data", {})
-    if PLOTLY_MIME in data and "text/html" not in data:
-        data["text/html"] = pio.to_html(data[PLOTLY_MIME], include_plotlyjs=False, full_html=False, validate=False)
-    return output
-
-
 def write_index(report: BatchReport) -> Path:
-    """index.html: when, where and how long, then one row per notebook with its status, time, error and links."""
+    """index.html: when, where and how long, then one row per notebook with its status, time, page size, warnings,
+    error and links."""
     rows = []
     for n in report.notebooks:
         links = " ".join(f'<a href="{html.escape(p)}">{p.rsplit(".", 1)[1]}</a>' for p in (n.html, n.ipynb) if p)
         error = html.escape(f"{where(n)}: {n.error}\n{n.error_source or ''}" if n.error else "")
+        warned = "".join(f"<li>{html.escape(w)}</li>" for w in n.warnings)
         rows.append(f'<tr class="{n.status}"><td>{html.escape(n.name)}</td><td>{n.status}</td>'
-                    f"<td>{n.seconds:,.0f} s</td><td>{links}</td><td><pre>{error}</pre></td></tr>")
+                    f"<td>{n.seconds:,.0f} s</td><td>{n.html_bytes / 1e6:.2f} MB</td><td>{links}</td>"
+                    f"<td>{f'<ul class=warnings>{warned}</ul>' if warned else ''}</td><td><pre>{error}</pre></td></tr>")
     facts = {"date": report.started_at, "machine": report.host, "GPU": report.gpus, "profile": report.profile,
              "total time": f"{report.seconds:,.0f} s"}
-    page = report.folder / "index.html"
-    page.write_text(
+    with_warnings = sum(bool(n.warnings) for n in report.notebooks)
+    return atomic.write_text(report.folder / "index.html", (
         "<!doctype html><html><head><meta charset='utf-8'><title>colloc-kit batch</title><style>"
         "body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left;vertical-align:top}"
-        ".failed td{background:#fdd}pre{white-space:pre-wrap;margin:0}</style></head><body>"
+        ".failed td{background:#fdd}pre{white-space:pre-wrap;margin:0}ul.warnings{margin:0;padding-left:1em;"
+        "color:#8a4b00}</style></head><body>"
         f"<h1>colloc-kit batch: {html.escape(report.profile)}</h1><table class='facts'>"
         + "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
         + f"</table><p>{len(report.notebooks) - len(report.failed)} of {len(report.notebooks)} notebooks ran without "
-        "error; runs are under <code>runs/</code>.</p>"
-        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>open</th><th>error</th></tr>"
-        + "".join(rows) + "</table></body></html>", encoding="utf-8")
-    return page
+        f"error{f', {with_warnings} with warnings' if with_warnings else ''}; runs are under <code>runs/</code>.</p>"
+        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>page</th><th>open</th><th>warnings</th>"
+        "<th>error</th></tr>" + "".join(rows) + "</table></body></html>"))
 
 
 def where(outcome: NotebookOutcome) -> str:
@@ -345,6 +297,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
     parser.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks, e.g. 03 07_analysis")
     parser.add_argument("--notebooks", help="folder of the notebooks (default: the checkout's notebooks/)")
     parser.add_argument("--show-code", action="store_true", help="keep the code cells in the HTML reports")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="inline plotly.js once in each report (about 4.7 MB more a page) so that a page works "
+                             "alone, copied or mailed; default: one plotly.min.js beside the pages")
     parser.set_defaults(handler=main_batch)
     return parser
 
@@ -352,7 +307,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentP
 def main_batch(args: argparse.Namespace) -> int:
     """0 when every notebook ran without error, 1 otherwise; bad input raises BadInput (exit 2)."""
     report = run_batch(profile=args.profile, out=args.out, overrides=parse_parameters(args.parameters),
-                       only=args.only, notebooks_dir=args.notebooks, show_code=getattr(args, "show_code", False))
+                       only=args.only, notebooks_dir=args.notebooks, show_code=getattr(args, "show_code", False),
+                       self_contained=getattr(args, "self_contained", False))
     return 1 if report.failed else 0
 
 

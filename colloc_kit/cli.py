@@ -301,7 +301,8 @@ def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
         print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
     cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
-    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} run here, {cannot} cannot be placed), "
+    runs = "run here" if card.on_this_machine else f"would run on {card.model.name}"
+    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs}, {cannot} cannot be placed), "
           f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
           f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
           "skipped")
@@ -370,6 +371,26 @@ def print_tables(results) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
         print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
+    print_gains(results)
+
+
+GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "normalized_throughput_mean", "normalized_throughput_ci",
+                "epoch_time_growth_mean", "bound_by", "repeats", "flags"]
+
+
+def print_gains(results) -> None:
+    """Each configuration's gain over one job alone (with its CI and each job's epoch-time growth), and the noise
+    warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
+    from . import analysis, notebook  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`
+    from .tables import table  # noqa: PLC0415 - as above
+
+    summary = analysis.summarize(results)
+    shown = summary[summary["normalized_throughput_mean"].notna()] if len(summary) else summary
+    if len(shown):
+        print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
+    noise = notebook.noise_warning(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
+    if noise:
+        print(f"\nwarning: {noise}")
 
 
 if __name__ == "__main__":

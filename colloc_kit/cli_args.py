@@ -20,14 +20,24 @@ from .errors import BadInput
 from .modes.registry import mode_class, registered
 from .pipeline.executors.slurm import SlurmOptions
 from .spec import PLACEMENTS, ExperimentSpec, JobSpec, with_changes
-from .spec_yaml import read_yaml
+from .spec_yaml import bundled_specs, read_yaml
 
-__all__ = ["add_mode_options", "add_run_arguments", "experiment_from_args", "mode_option_names"]
+__all__ = ["add_mode_options", "add_run_arguments", "experiment_from_args", "mode_option_names", "EXAMPLES",
+           "HIDDEN_FLAGS"]
+
+EXAMPLES = """examples:
+  colloc-kit run cpu-smoke                                   a bundled spec (below), on a machine without a GPU
+  colloc-kit run --model resnet18 --mode exclusive,naive,mps --copies 1,2,4 --seconds 10
+  colloc-kit run seed-mixed --steps 60 --out runs            a bundled spec with a flag on top
+  colloc-kit run my-spec.yaml --gpus all                     your own spec, its cells spread over the GPUs
+  colloc-kit run seed-33 --plan                              the cells and how each runs here; nothing runs
+  colloc-kit show runs/cpu-smoke                             the stored runs as tables, with their gains"""
+HIDDEN_FLAGS = ("fail_at_step", "fail_kind")  # fault injection for the kit's own tests: taken, not advertised
 
 
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
     """`colloc-kit run`'s arguments: the spec, the experiment's flags, Slurm's, the job's and the modes' options."""
-    run.add_argument("spec", nargs="?", help="YAML experiment spec (see README)")
+    run.add_argument("spec", nargs="?", help="a YAML experiment spec: a bundled one's name (below) or a file")
     run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(registered())} (comma-separated)")
     run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
     run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
@@ -55,6 +65,19 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     modes = run.add_argument_group("sharing-mode options (a flag goes to the modes of the run that take it)")
     JobSpec.add_arguments(run.add_argument_group("job options"))
     add_mode_options(modes, taken=set(run._option_string_actions))
+    for action in run._actions:
+        if action.dest in HIDDEN_FLAGS:
+            action.help = argparse.SUPPRESS
+    specs = "\n".join(f"  {name:<22} {_summary(path)}" for name, path in bundled_specs().items())
+    run.formatter_class = argparse.RawDescriptionHelpFormatter
+    run.epilog = f"{EXAMPLES}\n\nbundled specs (give the name as SPEC; a file of your own works the same):\n{specs}"
+
+
+def _summary(spec: Any) -> str:
+    """A bundled spec's first comment line: what it runs."""
+    first = next((line for line in spec.read_text(encoding="utf-8").splitlines() if line.startswith("#")), "# ")
+    text = first.lstrip("# ").strip()
+    return text if len(text) <= 90 else text[:87].rsplit(" ", 1)[0] + " ..."
 
 
 def add_mode_options(group: argparse._ArgumentGroup, taken: set[str]) -> None:

@@ -23,6 +23,10 @@ import pandas as pd
 
 from . import analysis, background, plots
 from .errors import CollocKitError
+from .tables import number, table
+
+__all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
+           "install_notices", "noise_warning", "WARNING", "warn", "number", "table"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -119,40 +123,16 @@ def install_notices() -> bool:
 noise_warning = analysis.noise  # judged from repeats of a cell and the lone baselines' CIs (see analysis.noise)
 
 
-UNITS = (("_per_s", "/s"), ("_pct", " %"), ("_mb", " (MB)"), ("_j", " (J)"),
-         ("_s", " (s)"))
-STATISTICS = {"_mean": "mean", "_std": "std", "_ci": "CI"}
+WARNING = "warning: "  # how a page's warnings start: `colloc-kit batch` lists them on its index page
 
 
-def number(value: float) -> str:
-    """How tables show a float: thousands separated and whole above 100, three significant digits below.
+def warn(message: str | None) -> str | None:
+    """Print `message` as the page's warning (the batch's index lists it); nothing where it is None. Returns it.
 
-    >>> number(6620.632486), number(1.27449), number(0.000123)
-    ('6,621', '1.27', '0.000123')
+    >>> warn("identical jobs of one run differ 2.1x")
+    warning: identical jobs of one run differ 2.1x
+    'identical jobs of one run differ 2.1x'
     """
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def readable(column: str) -> str:
-    """A column name for readers: 'aggregate_images_per_s_mean' -> 'aggregate images/s (mean)'.
-
-    >>> readable("aggregate_images_per_s_mean"), readable("epoch_time_growth_mean"), readable("peak_memory_mb")
-    ('aggregate images/s (mean)', 'epoch time growth (mean)', 'peak memory (MB)')
-    """
-    statistic = next((name for suffix, name in STATISTICS.items() if column.endswith(suffix)), None)
-    if statistic:
-        column = column[: column.rindex("_")]
-    unit = next(((suffix, text) for suffix, text in UNITS if column.endswith(suffix)), None)
-    if unit:
-        column = column[: -len(unit[0])] + unit[1]
-    text = column.replace("_", " ")
-    return f"{text} ({statistic})" if statistic else text
-
-
-def table(frame: pd.DataFrame, columns: list[str] | None = None) -> "pd.io.formats.style.Styler":
-    """The frame (or these columns) as a table for reading: readable column names, formatted numbers, no index.
-
-    >>> table(pd.DataFrame({"normalized_throughput_mean": [1.27449]})).to_html().count("1.27")   # doctest: +SKIP
-    """
-    shown = (frame[columns] if columns else frame).rename(columns=readable)
-    return shown.style.format(lambda v: number(v) if isinstance(v, float) else v).hide(axis="index")
+    if message:
+        print(WARNING + message)
+    return message

@@ -15,57 +15,87 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from .analysis import workload_label
+from .plot_style import (MIXES, PALETTE, TEMPLATE, category, colours, empty, facets, grid, in_order, noisy, series,
+                         short_label, where)
 from .statuses import COMPLETE
 
-TEMPLATE = "plotly_white"
+__all__ = ["TEMPLATE", "use_renderer", "empty", "noisy", "series", "by_mode", "throughput_vs_copies",
+           "epoch_time_vs_copies", "gain_vs_growth", "metric_bars", "jobs_by_mode", "batch_size_curves",
+           "memory_fit_figure", "mig_layouts", "partition_shares", "job_metrics", "who_lost"]
 
 
 def use_renderer(name: str) -> None:
-    """Set plotly's default renderer for this kernel; "" leaves plotly's own choice (right for JupyterLab)."""
+    """Set plotly's default renderer for this kernel ("" leaves plotly's own choice, right for JupyterLab), and the
+    kit's figure style as the default template, so that a notebook's own figures look like the kit's."""
+    pio.templates.default = TEMPLATE
     if name:
         pio.renderers.default = name
 
 
-def empty(title: str, note: str) -> go.Figure:
-    """A figure that says why there is nothing to draw (instead of an error)."""
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False},
-                            "yaxis": {"visible": False}})
-    fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
-    return fig
-
-
 def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str = "copies",
             reference: float | None = None) -> go.Figure:
-    """One line per mode of `<metric>_mean` against copies; error bars are its 95 % CI where the figure has one
-    (`<metric>_ci`), else the spread over repeats. Flagged configurations (`flags`) get open markers, and the hover
-    says why, with `bound_by`."""
+    """One line per mode of `<metric>_mean` against copies, one plot per workload (and one for mixes of workloads,
+    against their number of jobs); error bars are its 95 % CI where the figure has one (`<metric>_ci`), else the
+    spread over repeats. Flagged configurations (`flags`) get open markers, and the hover says why, with
+    `bound_by`. Each mode has one colour and one legend entry in every plot."""
     mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no runs measured {metric.replace('_', ' ')}")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": x.replace("_", " "),
-                            "yaxis_title": y_title, "legend_title": "mode"})
-    for label, rows in data.groupby(series(data), sort=True):
-        rows = rows.sort_values(x)
-        notes = rows.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).fillna("")
-        fig.add_scatter(x=rows[x], y=rows[mean], name=str(label), mode="lines+markers",
-                        error_y={"type": "data", "array": rows[spread].fillna(0), "visible": True},
-                        marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 9},
-                        customdata=notes, hovertemplate="%{customdata[0]}<br>%{y:.3g} +- %{error_y.array:.2g} "
-                        "(repeats: %{customdata[1]}; bound by %{customdata[2]})<br>%{customdata[3]}<extra>"
-                        + str(label) + "</extra>")
-    if reference is not None:
-        fig.add_hline(y=reference, line_dash="dot", line_color="grey")
-    if x == "copies":
-        fig.update_xaxes(tickmode="array", tickvals=sorted(data[x].unique()))
+    data = data.assign(series=series(data))
+    parts = facets(data)
+    palette = colours(sorted(data["series"].unique()))
+    fig = grid([t for t, _ in parts], title)
+    for i, (facet, rows) in enumerate(parts):
+        if facet == MIXES:
+            _mix_points(fig, rows, i, mean, spread, palette)
+            continue
+        for label, points in rows.groupby("series", sort=True):
+            points = points.sort_values(x)
+            notes = points.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).fillna("")
+            fig.add_scatter(x=points[x], y=points[mean], name=label, legendgroup=label,
+                            showlegend=label not in {t.name for t in fig.data}, mode="lines+markers",
+                            line={"color": palette[label]},
+                            error_y={"type": "data", "array": points[spread].fillna(0), "visible": True},
+                            marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 9,
+                                    "color": palette[label]},
+                            customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
+        fig.update_xaxes(tickmode="array", tickvals=sorted(rows[x].dropna().unique()),
+                         title_text=X_TITLES.get(x, x.replace("_", " ")), **where(i))
+    for i in range(len(parts)):
+        if reference is not None:
+            fig.add_hline(y=reference, line_dash="dot", line_color="grey", **where(i))
     fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(title_text=y_title, col=1)
     return fig
+
+
+HOVER = ("%{customdata[0]}<br>%{y:.3g} +- %{error_y.array:.2g} (repeats: %{customdata[1]}; bound by "
+         "%{customdata[2]})<br>%{customdata[3]}<extra>")
+X_TITLES = {"copies": "copies (identical jobs)", "n_jobs": "jobs in the mix"}
+
+
+def _mix_points(fig: go.Figure, rows: pd.DataFrame, i: int, mean: str, spread: str, palette: dict) -> None:
+    """The mixes' plot: a point per mix and mode against the mix's number of jobs, the modes side by side."""
+    axis = "n_jobs" if "n_jobs" in rows else "copies"
+    modes = sorted(rows["series"].unique())
+    for label, points in rows.groupby("series", sort=True):
+        notes = points.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).fillna("")
+        shift = (modes.index(label) - (len(modes) - 1) / 2) * 0.12
+        fig.add_scatter(x=points[axis] + shift, y=points[mean], name=label, legendgroup=label, mode="markers",
+                        showlegend=label not in {t.name for t in fig.data},
+                        error_y={"type": "data", "array": points[spread].fillna(0), "visible": True},
+                        marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 8,
+                                "color": palette[label]},
+                        customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
+    fig.update_xaxes(tickmode="array", tickvals=sorted(rows[axis].dropna().unique()), title_text=X_TITLES[axis],
+                     **where(i))
 
 
 def throughput_vs_copies(summary: pd.DataFrame) -> go.Figure:
     """Normalized throughput (1 = one job alone) against the number of copies, per mode."""
     return by_mode(summary, "normalized_throughput", "Throughput gain from collocation",
-                   "normalized throughput (x one job alone)", reference=1.0)
+                   "gain (x one job alone)", reference=1.0)
 
 
 def epoch_time_vs_copies(summary: pd.DataFrame) -> go.Figure:
@@ -74,35 +104,60 @@ def epoch_time_vs_copies(summary: pd.DataFrame) -> go.Figure:
 
 
 def gain_vs_growth(summary: pd.DataFrame) -> go.Figure:
-    """The trade-off in one picture: throughput gain (up) against per-job slowdown (right), per mode and copies."""
+    """The trade-off in one picture: throughput gain (up) against per-job slowdown (right), per mode and copies,
+    one plot per workload (and one for mixes)."""
     title = "Throughput gain against per-job slowdown"
     data = summary.dropna(subset=["normalized_throughput_mean", "epoch_time_growth_mean"])
     if data.empty:
         return empty(title, "needs runs with baselines (a job of the same workload run alone)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis_title": "epoch time (x alone)",
-                            "yaxis_title": "normalized throughput (x one job alone)", "legend_title": "mode"})
-    for label, rows in data.groupby(series(data), sort=True):
-        fig.add_scatter(x=rows["epoch_time_growth_mean"], y=rows["normalized_throughput_mean"], name=str(label),
-                        mode="markers+text", text=[f"{c}x" for c in rows["copies"]], textposition="top center",
-                        marker={"size": 11})
+    data = data.assign(series=series(data))
+    parts, palette = facets(data), colours(sorted(data["series"].unique()))
+    fig = grid([t for t, _ in parts], title, shared_y=False)
     top = max(data["epoch_time_growth_mean"].max(), data["normalized_throughput_mean"].max(), 1.0) * 1.05
-    fig.add_scatter(x=[1, top], y=[1, top], mode="lines", line={"dash": "dot", "color": "grey"},
-                    name="gain = slowdown", hoverinfo="skip")
+    for i, (facet, rows) in enumerate(parts):
+        jobs = rows["n_jobs"] if facet == MIXES and "n_jobs" in rows else rows["copies"]
+        rows = rows.assign(point=[f"{int(n)} jobs" if facet == MIXES else f"x{int(n)}" for n in jobs])
+        for label, points in rows.groupby("series", sort=True):
+            fig.add_scatter(x=points["epoch_time_growth_mean"], y=points["normalized_throughput_mean"], name=label,
+                            legendgroup=label, showlegend=label not in {t.name for t in fig.data},
+                            mode="markers" if facet == MIXES else "markers+text", text=points["point"],
+                            textposition="top center",
+                            marker={"size": 10, "color": palette[label]}, **where(i))
+        fig.add_scatter(x=[1, top], y=[1, top], mode="lines", line={"dash": "dot", "color": "grey"},
+                        name="gain = slowdown", legendgroup="diagonal", showlegend=i == 0, hoverinfo="skip",
+                        **where(i))
+    fig.update_xaxes(title_text="epoch time (x alone)", range=[0, top])
+    fig.update_yaxes(range=[0, top])
+    fig.update_yaxes(title_text="gain (x one job alone)", col=1)
     return fig
 
 
 def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str = "copies") -> go.Figure:
-    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x; or another column, e.g. a mix), e.g. SM
-    utilization or energy per image; error bars as in `by_mode`."""
+    """Grouped bars of `<metric>_mean` per mode (colour) and copies (x, in numeric order; or another column, e.g. a
+    mix), one plot per workload (and one for mixes, by their jobs), e.g. SM activity or energy per image; error
+    bars as in `by_mode`."""
     mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
         return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group",
-                            "xaxis_title": x.replace("_", " "), "yaxis_title": y_title, "legend_title": "mode"})
-    for label, rows in data.groupby(series(data), sort=True):
-        fig.add_bar(x=rows[x].astype(str), y=rows[mean], name=str(label),
-                    error_y={"type": "data", "array": rows[spread].fillna(0)})
+    data = data.assign(series=series(data))
+    parts, palette = facets(data), colours(sorted(data["series"].unique()))
+    fig = grid([t for t, _ in parts], title)
+    fig.update_layout(barmode="group")
+    for i, (facet, rows) in enumerate(parts):
+        if facet == MIXES:
+            _mix_points(fig, rows, i, mean, spread, palette)
+            continue
+        order = in_order(rows[x])
+        for label, bars in rows.groupby("series", sort=True):
+            fig.add_bar(x=bars[x].map(category), y=bars[mean], name=label, legendgroup=label,
+                        showlegend=label not in {t.name for t in fig.data}, marker_color=palette[label],
+                        error_y={"type": "data", "array": bars[spread].fillna(0)},
+                        customdata=bars.reindex(columns=["jobs_label"]).fillna(""),
+                        hovertemplate="%{customdata[0]}<br>%{y:.3g}<extra>" + label + "</extra>", **where(i))
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=order,
+                         title_text=X_TITLES.get(x, x.replace("_", " ")), **where(i))
+    fig.update_yaxes(title_text=y_title, col=1)
     return fig
 
 
@@ -118,12 +173,15 @@ def jobs_by_mode(jobs: pd.DataFrame, metric: str = "relative_throughput",
     if data.empty:
         return empty(title, f"no complete job has {metric.replace('_', ' ')}")
     data = data.assign(workload=data.apply(workload_label, axis=1),
-                       config=data["mode_label"].astype(str) + " x" + data["copies"].astype(str))
+                       config=data["mode_label"].astype(str).map(short_label) + " x" + data["copies"].astype(str))
     mean = data.groupby(["config", "workload", "slot_label"], dropna=False)[metric].mean().reset_index()
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "stack", "xaxis_title": "mode x copies",
-                            "yaxis_title": metric.replace("_", " "), "legend_title": "job"})
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "stack",
+                            "xaxis": {"title": "mode x copies", "type": "category"},
+                            "yaxis_title": "share of its speed alone (1 = alone)"})
+    palette = colours(sorted(mean["workload"].unique()))
     for workload, rows in mean.groupby("workload", sort=True):
-        fig.add_bar(x=rows["config"], y=rows[metric], name=workload, text=rows["slot_label"], textposition="inside")
+        fig.add_bar(x=rows["config"], y=rows[metric], name=workload, text=rows["slot_label"], textposition="inside",
+                    marker_color=palette[workload])
     return fig
 
 
@@ -143,16 +201,18 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
     data = jobs.dropna(subset=["relative_throughput_mean"]) if "relative_throughput_mean" in jobs else jobs.iloc[0:0]
     if data.empty:
         return empty(title, "needs jobs that shared the device and a lone run of each of their workloads")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "scattermode": "group", "legend_title": "mode",
-                            "xaxis_title": "run configuration",
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "scattermode": "group",
+                            "xaxis": {"title": "run configuration", "type": "category"},
                             "yaxis_title": "images/s relative to alone (x its lone images/s)"})
     mixed = data.groupby(cell)["workload"].transform("nunique") > 1
     models = data["name"] if "name" in data else data["workload"].str.split().str[0].str.removeprefix("timm.")
-    for i, (label, rows) in enumerate(data.groupby(data["mode_label"].astype(str), sort=True)):
+    labels = data["mode_label"].astype(str).map(short_label)
+    palette = colours(sorted(labels.unique()))
+    for label, rows in data.groupby(labels, sort=True):
         fig.add_scatter(x=rows[cell], y=rows["relative_throughput_mean"], name=label, mode="markers+text",
                         text=models[rows.index].where(mixed[rows.index], ""), textposition="middle right",
-                        marker={"size": 10, "color": _color(i)}, hovertext=[_job_hover(r) for r in rows.itertuples()],
-                        hoverinfo="text")
+                        marker={"size": 10, "color": palette[label]},
+                        hovertext=[_job_hover(r) for r in rows.itertuples()], hoverinfo="text")
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -172,22 +232,26 @@ def _job_hover(row) -> str:
 
 
 def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
-    """One job alone: images/s (left) and peak memory (right) against batch size, one line per model."""
+    """One job alone: images/s (left) and peak memory (right) against batch size (log axis, a tick at each batch size
+    measured), one line per model."""
     data = jobs[jobs["status"] == COMPLETE].sort_values("batch_size") if not jobs.empty else jobs
     if data.empty:
         return empty("One job alone", "no complete job to draw")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"))
-    for i, (model, rows) in enumerate(data.groupby("model", sort=True)):
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("throughput", "peak memory"), horizontal_spacing=0.1)
+    palette = colours(sorted(data["model"].unique()))
+    for model, rows in data.groupby("model", sort=True):
         agg = rows.groupby("batch_size").agg(images_per_s=("images_per_s", "median"),
                                              peak_memory_mb=("peak_memory_mb", "median")).reset_index()
-        color = _color(i)
-        fig.add_scatter(x=agg["batch_size"], y=agg["images_per_s"], name=model, mode="lines+markers",
-                        line={"color": color}, legendgroup=model, row=1, col=1)
-        fig.add_scatter(x=agg["batch_size"], y=agg["peak_memory_mb"], name=model, mode="lines+markers",
-                        line={"color": color}, legendgroup=model, showlegend=False, row=1, col=2)
-    fig.update_xaxes(type="log", title_text="batch size")
-    fig.update_yaxes(title_text="images/s", row=1, col=1)
-    fig.update_yaxes(title_text="MB", row=1, col=2)
+        line = {"color": palette[model]}
+        fig.add_scatter(x=agg["batch_size"], y=agg["images_per_s"], name=model, mode="lines+markers", line=line,
+                        legendgroup=model, row=1, col=1)
+        fig.add_scatter(x=agg["batch_size"], y=agg["peak_memory_mb"], name=model, mode="lines+markers", line=line,
+                        legendgroup=model, showlegend=False, row=1, col=2)
+    sizes = sorted(data["batch_size"].unique())
+    fig.update_xaxes(type="log", tickmode="array", tickvals=sizes, ticktext=[str(int(b)) for b in sizes],
+                     title_text="batch size (images per step)")
+    fig.update_yaxes(title_text="images/s", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="peak memory (MB)", rangemode="tozero", row=1, col=2)
     fig.update_layout(title="One job alone: throughput and memory against batch size", template=TEMPLATE)
     return fig
 
@@ -195,12 +259,14 @@ def batch_size_curves(jobs: pd.DataFrame) -> go.Figure:
 def memory_fit_figure(fit: pd.DataFrame) -> go.Figure:
     """Copies of each workload that fit in each capacity (card, MIG instance), from its steady footprint."""
     title = "How many copies fit in memory"
-    if fit.empty:
+    if fit.empty or fit["copies_fit"].isna().all():
         return empty(title, "no steady GPU memory measured yet (it needs a monitored GPU)")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "xaxis_title": "memory",
-                            "yaxis_title": "copies that fit", "legend_title": "workload"})
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group",
+                            "xaxis": {"title": "memory capacity (card or MIG instance)", "type": "category"},
+                            "yaxis_title": "copies that fit (count)"})
+    palette = colours(sorted(fit["workload"].unique()))
     for workload, rows in fit.groupby("workload", sort=True):
-        fig.add_bar(x=rows["capacity"], y=rows["copies_fit"], name=workload,
+        fig.add_bar(x=rows["capacity"], y=rows["copies_fit"], name=workload, marker_color=palette[workload],
                     customdata=rows[["steady_gpu_memory_mb", "peak_memory_mb"]],
                     hovertemplate="%{y} copies of %{customdata[0]:.0f} MB steady (torch peak %{customdata[1]:.0f} MB)"
                                   "<extra>" + workload + "</extra>")
@@ -265,28 +331,19 @@ def partition_shares(table: pd.DataFrame, title: str = "What each MPS partition 
 
 def job_metrics(jobs: pd.DataFrame, columns: list[str], title: str, y_title: str) -> go.Figure:
     """Grouped bars per workload (model and batch size) of per-job monitor metrics, e.g. SM utilization."""
+    from .tables import readable  # noqa: PLC0415 - the one table formatter names the metrics too
+
     present = [c for c in columns if c in jobs and jobs[c].notna().any()]
     if jobs.empty or not present:
         return empty(title, "no job has these metrics (they need a monitored GPU)")
     data = jobs.assign(workload=jobs.apply(workload_label, axis=1))
     mean = data.groupby("workload", sort=False)[present].mean().dropna(how="all").reset_index()
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "yaxis_title": y_title})
-    for column in present:
-        fig.add_bar(x=mean["workload"], y=mean[column], name=column)
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "barmode": "group", "yaxis_title": y_title,
+                            "xaxis": {"title": "workload", "type": "category"}})
+    for column, colour in zip(present, PALETTE):
+        fig.add_bar(x=mean["workload"], y=mean[column], name=readable(column), marker_color=colour)
     return fig
 
 
-def series(frame: pd.DataFrame) -> pd.Series:
-    """The legend entry of each row: its mode, with its experiment and workloads where the frame holds several."""
-    labels = frame["mode_label"].fillna(frame["mode"]).astype(str)
-    if "workloads" in frame and frame["workloads"].nunique() > 1:
-        labels = labels + " · " + frame["workloads"].astype(str)
-    if "experiment" in frame and frame["experiment"].nunique() > 1:
-        labels = frame["experiment"].astype(str) + " / " + labels
-    return labels
-
-
 def _color(i: int) -> str:
-    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
-    return palette[i % len(palette)]
-
+    return PALETTE[i % len(PALETTE)]

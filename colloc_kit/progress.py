@@ -16,6 +16,7 @@ With several GPUs, each cell runs in its own process and reports its lines (`rep
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from tqdm.auto import tqdm
@@ -71,7 +72,15 @@ class Progress:
         (self.report or self.bar.write)(message)
 
     def close(self) -> None:
-        """Close the progress bar."""
+        """Close the progress bar. Closed while an interrupt or an error goes by (the pipeline closes it in a
+        `finally`), the bar says so and a notebook's turns red: a stopped experiment never looks done, green at 100 %,
+        even where its last run had reported finished."""
+        stopped = sys.exc_info()[0]
+        if stopped is not None and not self.bar.disable:
+            why = "interrupted" if issubclass(stopped, KeyboardInterrupt) else "stopped by an error"
+            self._describe(f"{self.label}: {why}; what was measured is kept" if self.label else why)
+            if hasattr(self.bar, "disp"):  # tqdm.notebook: close() keeps a "danger" bar as it is
+                self.bar.disp(bar_style="danger")
         self.bar.close()
 
     def _describe(self, text: str) -> None:

@@ -40,6 +40,7 @@ from .pipeline.cell import preflight
 from .pipeline.folder import ExperimentFolder
 from .results import combine, load
 from .spec import AMP_CHOICES, ExperimentSpec, ModeSpec
+from .standin import missing_data
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
@@ -119,6 +120,7 @@ class Card:
     mig_enabled: bool
     memory_mib: int
     note: str = ""
+    on_this_machine: bool = False  # False: planned from a built-in table (no such GPU here), nothing runs as planned
 
     @classmethod
     def here(cls, gpu: int = 0) -> "Card":
@@ -131,8 +133,8 @@ class Card:
         mig = bool((card.get("mig_mode") or {}).get("current"))
         if model is None:
             return cls(gpu_model(PLANNED_CARD), mig, card["memory_mb"], f"{card['name']} has no built-in MIG "
-                                                                        f"table: slices of {PLANNED_CARD}")
-        return cls(model, mig, card["memory_mb"], card["name"])
+                                                                        f"table: slices of {PLANNED_CARD}", True)
+        return cls(model, mig, card["memory_mb"], card["name"], True)
 
     @classmethod
     def planned(cls, name: str, note: str = "") -> "Card":
@@ -293,6 +295,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     card = Card.here(seed.gpu)
     exp_dir = folder.path
     specs = experiments(seed, card)
+    missing_data(seed.experiment, seed.data_root,
+                 [job.data_root for spec in specs for job in spec.jobs if job.data_root])
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
     parts = []

@@ -185,3 +185,24 @@ def _write_class(chunk: tuple[str, str, int, int]) -> int:
             else:
                 Image.fromarray(pixels).save(tmp, format="PNG")
     return count
+
+
+def missing_data(experiment: str, data_root: str | Path, folders: list[str]) -> None:
+    """BadInput, before anything starts, where a dataset folder an experiment reads (`folders`, under `data_root`) is
+    missing: which, and the `colloc-kit data make` commands that write stand-ins there, or where the real data go.
+
+    >>> missing_data("seed-33", "/nowhere", ["/nowhere/cifar10", "/nowhere/imagenet"])     # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: seed-33 reads image folders under the data root /nowhere, which does not exist. ...
+    """
+    wanted = list(dict.fromkeys(Path(f) for f in folders))
+    missing = [f for f in wanted if not f.is_dir()]
+    if not missing:
+        return
+    which = "does not exist" if not Path(data_root).is_dir() else f"has no {', '.join(f'{f.name}/' for f in missing)}"
+    make = "; ".join(f"colloc-kit data make {f.name} --root {f.parent}" for f in missing)
+    raise BadInput(f"{experiment} reads image folders under the data root {data_root}, which {which}. Write stand-ins "
+                   f"there (random pixels in the real layout): {make} (--images N for fewer); or give --data-root the "
+                   f"folder that holds the real datasets as {', '.join(f.name for f in wanted)}, each a folder of "
+                   "class folders of images")
+

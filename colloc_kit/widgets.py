@@ -8,7 +8,9 @@ A notebook's panel cell is one call, `panel(INTERACTIVE, setup, ...)`: the panel
 line saying how to turn it on (papermill batches keep INTERACTIVE False).
 
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
-modes, then every other registered mode that runs here without options; copies and batch size). Run measures one
+modes that run here, then every other registered mode that runs here without options; copies and batch size); a
+notebook's mode that cannot run here (MPS on a CPU) is not offered, and the status line says why. On a CPU the
+GPU's live panels are left out. Run measures one
 copy count after another (`colloc_kit.run`, or the `run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
 after each. While a run goes on, live figures draw each job's images/s as the jobs report it and the GPU's SM
@@ -72,8 +74,9 @@ class ExperimentPanel:
         options = list(dict.fromkeys([*models, *sorted(set(more_models) - set(models))]))
         self.models = w.SelectMultiple(options=options, value=tuple(models), description="models",
                                        rows=min(6, max(2, len(options))))
-        self.mode = w.Dropdown(options=[(m.label, m) for m in mode_choices(modes, self.job.get("device", "cuda"))],
-                               description="mode")
+        device = self.job.get("device", "cuda")
+        self.mode = w.Dropdown(options=[(m.label, m) for m in mode_choices(modes, device)], description="mode")
+        self.not_offered = not_offered(modes, device)  # the notebook's modes that cannot run here, with why
         self.copies = w.SelectMultiple(options=sorted(set(COPY_CHOICES) | set(copies)), value=tuple(copies),
                                        description="copies", rows=4)
         batch = self.job.get("batch_size") or batch_sizes[0]
@@ -84,7 +87,8 @@ class ExperimentPanel:
         self.button = w.Button(description="Run", button_style="primary", icon="play")
         self.stop_button = w.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
         self.progress = w.IntProgress(value=0, min=0, max=1, description="runs")
-        self.status = w.HTML("Choose, then press Run.")
+        self.status = w.HTML("Choose, then press Run." + "".join(
+            f"<br>{html.escape(m)} is not offered here: {html.escape(why)}" for m, why in self.not_offered.items()))
         self.log = w.Output()
         self.figure = go.FigureWidget(plots.empty("Results", PLACEHOLDER))
         self.readings: list[dict] = []  # every job's images/s as reported, every run
@@ -94,12 +98,14 @@ class ExperimentPanel:
         self._live_lock, self._live_drawn_at = threading.Lock(), 0.0
         self.gpu_readings: list[dict] = []  # every sample of the run's GPU, every run
         self.live_gpu = go.FigureWidget(_gpu_panels())
+        self.runs_started = 0  # each run of the panel draws its own live lines, even where two runs share a label
         self._gpu_drawn_at = 0.0
         self.button.on_click(self.run)
         self.stop_button.on_click(self.stop)
         controls = w.VBox([self.models, self.mode, self.copies, self.batch_size, self.steps, self.time_limit,
                            w.HBox([self.button, self.stop_button, self.progress]), self.status])
-        self.widget = w.VBox([w.HBox([controls, self.log]), self.live, self.live_gpu, self.figure])  # results last
+        live = [self.live, self.live_gpu] if device != "cpu" else [self.live]  # a CPU run has no GPU to draw
+        self.widget = w.VBox([w.HBox([controls, self.log]), *live, self.figure])  # results last
         background.route_kernel_interrupts()  # Kernel > Interrupt stops a run of this panel
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
@@ -148,6 +154,7 @@ class ExperimentPanel:
         for i, n in enumerate(copies, 1):
             self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
                                  f"({i} of {len(copies)})...")
+            self.runs_started += 1
             results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
                              progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate, on_gpu=self.on_gpu))
             self.draw_live()
@@ -189,7 +196,8 @@ class ExperimentPanel:
     def on_rate(self, run: str, job: str, t: float, images_per_s: float) -> None:
         """A job's throughput as measured (from the launcher's event threads): kept, and drawn once a second."""
         with self._live_lock:
-            self.readings.append({"run": run, "job": job, "t": t, "images_per_s": images_per_s})
+            self.readings.append({"run": f"{run} (the panel's run {self.runs_started})", "job": job, "t": t,
+                                  "images_per_s": images_per_s})
             due = time.monotonic() - self._live_drawn_at >= LIVE_REDRAW_S
         if due:
             self.draw_live()
@@ -200,7 +208,8 @@ class ExperimentPanel:
         sm = sample.get("sm_util_pct")
         with self._live_lock:
             self.gpu_readings.append({
-                "run": run, "t": sample["t"], "sm_active_pct": sample.get("gpu_util_pct") if sm is None else sm,
+                "run": f"{run} (the panel's run {self.runs_started})", "t": sample["t"],
+                "sm_active_pct": sample.get("gpu_util_pct") if sm is None else sm,
                 "mem_used_mb": sample.get("mem_used_mb"), "power_w": sample.get("power_w")})
             due = time.monotonic() - self._gpu_drawn_at >= LIVE_REDRAW_S
             if due:
@@ -248,10 +257,11 @@ class ExperimentPanel:
         return self.results.jobs
 
     def add(self, results: Results) -> None:
-        """Keep one more run's results and redraw the figure from all of them (the placeholder goes)."""
+        """Keep one more run's results and redraw the figure from all of them (the placeholder goes; greyed, "not a
+        result", where the noise check fires)."""
         self.results = combine([self.results, results])
         self.summary = analysis.summarize(self.results)
-        drawn = self.figure_fn(self.summary)
+        drawn = plots.noisy(self.figure_fn(self.summary), notebook.noise_warning(self.jobs, self.summary))
         # a new figure widget each time: plotly.js merges a new layout into the old one, which kept the placeholder
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)
@@ -277,17 +287,31 @@ def panel(interactive: bool, setup: notebook.Setup, modes: Sequence[Any], copies
 
 
 def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:
-    """The panel's modes: the notebook's (first is preselected), then every other registered mode that needs no option
-    and runs on `device` here (a mode of your own in COLLOC_KIT_MODES included).
+    """The panel's modes: the notebook's that run on `device` here (the first preselected), then every other
+    registered mode that needs no option and runs here (a mode of your own in COLLOC_KIT_MODES included).
 
-    >>> [m.label for m in mode_choices(["naive"], device="cpu")][:2]
+    >>> [m.label for m in mode_choices(["mps", "naive"], device="cpu")][:2]
     ['naive', 'exclusive']
     """
-    chosen = [ModeSpec.parse(m) for m in modes]
-    names = {m.name for m in chosen}
+    chosen = [m for m in map(ModeSpec.parse, modes) if registered()[m.name].unavailable_here(device=device) is None]
+    names = {m.name for m in map(ModeSpec.parse, modes)}
     return chosen + [ModeSpec(name) for name, cls in registered().items()
                      if name not in names and not any(o.required for o in cls.takes)
                      and cls.unavailable_here(device=device) is None]
+
+
+def not_offered(modes: Sequence[Any], device: str) -> dict[str, str]:
+    """The notebook's modes that cannot run on `device` here, each with why (the panel's status line says so).
+
+    >>> list(not_offered(["mps", "naive"], device="cpu"))
+    ['mps']
+    """
+    found = {}
+    for mode in map(ModeSpec.parse, modes):
+        why = registered()[mode.name].unavailable_here(device=device)
+        if why is not None:
+            found[mode.label] = why
+    return found
 
 
 def _gpu_panels() -> go.Figure:

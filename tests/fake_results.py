@@ -25,5 +25,6 @@ def fake_results(rows: list[dict]) -> Results:
     jobs = pd.DataFrame(rows)
     keys = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
     runs = jobs.groupby(keys, sort=False)["images_per_s"].sum().rename("aggregate_images_per_s").reset_index()
-    runs = runs.assign(aggregate_images_per_s_ci=0.0, flags=None, bound_by=None)
+    runs = runs.assign(aggregate_images_per_s_ci=0.0, flags=None, bound_by=None,
+                       n_jobs=jobs.groupby("run_id", sort=False).size().values)
     return Results(jobs=jobs, epochs=pd.DataFrame(), runs=runs)

@@ -143,13 +143,15 @@ def test_figures_carry_one_trace_per_mode(jobs):
     one_model = jobs[~jobs["run_id"].isin(["alone2", "mix"])]
     summary = analysis.summarize(results_of(one_model))
     fig = plots.throughput_vs_copies(summary)
-    assert {t.name for t in fig.data} == {"exclusive", "naive", "mps"}
-    several = plots.throughput_vs_copies(analysis.summarize(results_of(jobs)))
-    assert "naive · resnet18 bs64 bf16 + resnet50 bs64 bf16" in {t.name for t in several.data}
+    assert {t.name for t in fig.data} == {"exclusive", "naive", "MPS"}
+    several = plots.throughput_vs_copies(analysis.summarize(results_of(jobs)))  # a mix too: a plot of its own
+    assert [a.text for a in several.layout.annotations] == ["resnet18 bs64 bf16", "resnet50 bs64 bf16",
+                                                            "mixes of workloads"]
+    assert {t.name for t in several.data} == {"exclusive", "naive", "MPS"}  # one legend entry per mode
     assert isinstance(plots.gain_vs_growth(summary), go.Figure)
     summary = analysis.summarize(results_of(jobs))
     util = plots.metric_bars(summary, "sm_util_pct", "SM", "%")
-    assert {t.name for t in util.data} == {"naive", "mps"}  # only resnet18 runs were monitored
+    assert {t.name for t in util.data} == {"naive", "MPS"}  # only resnet18 runs were monitored
     stacked = plots.jobs_by_mode(analysis.with_baselines(jobs))
     assert {t.name for t in stacked.data} == {"resnet18 bs64 bf16", "resnet50 bs64 bf16"}
 

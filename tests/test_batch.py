@@ -70,7 +70,8 @@ def notebook(path, *sources, parameters="INTERACTIVE = False\nPLOTLY_RENDERER = 
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     cell = nbformat.v4.new_code_cell(parameters)
     cell.metadata["tags"] = ["parameters"]
-    nb.cells = [cell] + [nbformat.v4.new_code_cell(s) for s in sources]
+    nb.cells = [cell] + [nbformat.v4.new_markdown_cell(s) if s.startswith("## ") else nbformat.v4.new_code_cell(s)
+                         for s in sources]
     nbformat.write(nb, path)
 
 
@@ -78,8 +79,10 @@ def notebook(path, *sources, parameters="INTERACTIVE = False\nPLOTLY_RENDERER = 
 def tiny(tmp_path):
     books = tmp_path / "notebooks"
     books.mkdir()
-    notebook(books / "01_fails.ipynb", "x = N", "raise RuntimeError(f'broken on purpose {N}')")
-    notebook(books / "02_works.ipynb", "import sys\nprint(sys.executable)\nN * 2")
+    notebook(books / "01_fails.ipynb", "x = N", "raise RuntimeError(f'broken on purpose {N}')", "print('after')",
+             "## Reading\n\nThe figure above shows a gain.")
+    notebook(books / "02_works.ipynb", "import sys\nprint(sys.executable)\nN * 2",
+             "from colloc_kit import notebook\nnotebook.warn('identical jobs differ 2.1x')")
     return books
 
 
@@ -98,6 +101,33 @@ def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(t
     streams = "".join(o.get("text", "") for o in outputs(report.folder / works.ipynb))
     assert sys.executable in streams  # the kernel is this very Python
     assert "broken on purpose 7" in (report.folder / "index.html").read_text()
+    page = (report.folder / failed.html).read_text()
+    assert "broken on purpose 7" in page and "stopped here with an error" in page
+    assert "Reading" not in page and "shows a gain" not in page  # no reading of what was not computed
+
+
+def test_the_index_lists_each_notebooks_warnings_and_the_size_of_its_page(tiny, tmp_path):
+    report = batch.run_batch("t", out=tmp_path / "out", notebooks_dir=tiny, profiles={"t": {}}, only=["02"])
+    (works,) = report.notebooks
+    assert works.warnings == ["identical jobs differ 2.1x"]
+    assert works.html_bytes == (report.folder / works.html).stat().st_size > 0
+    index = (report.folder / "index.html").read_text()
+    assert "<li>identical jobs differ 2.1x</li>" in index and "1 with warnings" in index
+    assert f"{works.html_bytes / 1e6:.2f} MB" in index
+
+
+def test_self_contained_pages_hold_plotly_js_once_and_light_ones_say_where_it_is_missing(tiny, tmp_path):
+    notebook(tiny / "03_figure.ipynb", "import plotly.graph_objects as go\nimport plotly.io as pio\n"
+             "pio.renderers.default = 'plotly_mimetype'\ngo.Figure(go.Bar(y=[1, 2]))")
+    light, whole = (batch.run_batch("t", out=tmp_path / name, notebooks_dir=tiny, profiles={"t": {}}, only=["03"],
+                                    self_contained=name == "whole") for name in ("light", "whole"))
+    light_page = (light.folder / light.notebooks[0].html).read_text()
+    whole_page = (whole.folder / whole.notebooks[0].html).read_text()
+    assert (light.folder / batch.PLOTLY_JS).exists() and not (whole.folder / batch.PLOTLY_JS).exists()
+    assert re.findall(r'<script[^>]* src="([^"]*)"', light_page) == [batch.PLOTLY_JS]
+    assert "plotly.min.js, which lay beside this page" in light_page and "--self-contained" in light_page
+    assert re.findall(r'<script[^>]* src="([^"]*)"', whole_page) == [] and whole_page.count("plotly.js v") == 1
+    assert "which lay beside this page" not in whole_page
 
 
 def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, tmp_path):

@@ -1,15 +1,26 @@
-"""In a real browser (Playwright driving Debian's Chromium): notebook 03 in JupyterLab with its panel on the CPU (Run
-updates the figure, Kernel > Interrupt stops a run within 10 s and keeps it, bad input shows in the status line),
-and the batch's HTML reports (under 1 MB, figures drawn offline). No request leaves the machine.
+"""In a real browser (Playwright driving Debian's Chromium), the pages people read:
 
-Screenshots go to test-artifacts/browser/ (or $COLLOC_KIT_ARTIFACTS). CI installs Chromium (.ci/run); where it is
-absent these tests are skipped with the reason.
+- every notebook run in JupyterLab on this CPU with the cpu-smoke profile's parameters, one after another as a
+  reader would (Run All Cells), a screenshot of each; the batch's HTML reports of the same notebooks (under 1 MB,
+  figures drawn offline). On both, every figure is checked as drawn (at most MAX_SERIES series a plot, the legend
+  below the plot, at least 60 % of the width for the plots, categories in numeric order, every axis titled) and no
+  output reads "nan" or "None";
+- a report made `--self-contained` draws alone, and a light report moved away from its plotly.min.js says so in
+  each figure's place;
+- notebook 03's panel (Run updates the figure, Kernel > Interrupt stops a run within 10 s and keeps it, the progress
+  bar then shows the interrupt, bad input shows in the status line), and a notebook cell interrupted mid-run: its
+  progress bar turns red and says so, never green at 100 %.
+
+No request leaves the machine. Screenshots go to test-artifacts/browser/ (or $COLLOC_KIT_ARTIFACTS); the README's
+and docs' figures come from there. CI installs Chromium (.ci/run); where it is absent these tests are skipped.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -23,6 +34,10 @@ from urllib.request import urlopen
 import nbformat
 import psutil
 import pytest
+
+from colloc_kit import batch
+from colloc_kit.batch_pages import export_html
+from colloc_kit.plot_style import MAX_SERIES
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
@@ -70,11 +85,66 @@ def page(browser):
 
 
 def shot(page, name: str) -> None:
+    """The whole page as a PNG; in JupyterLab, which scrolls inside itself, the window is made as tall as the
+    notebook first (at most 16,000 px)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    tall = page.evaluate("() => { const s = document.querySelector('.jp-WindowedPanel-outer');"
+                         " return s ? s.scrollHeight + 160 : 0; }")
+    viewport = page.viewport_size
+    if tall > viewport["height"]:
+        page.set_viewport_size({"width": viewport["width"], "height": min(tall, 16_000)})
+        page.evaluate("() => { document.querySelector('.jp-WindowedPanel-outer').scrollTop = 0; }")
+        page.wait_for_timeout(500)  # plotly redraws at the new size
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    page.set_viewport_size(viewport)
 
 
-def test_every_report_of_the_batch_is_small_and_draws_its_figures_offline(smoke, page):
+ACTIVE = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook in front (earlier ones stay open behind it)
+FIGURES_JS = """root => Array.from(document.querySelector(root).querySelectorAll('.js-plotly-plot')).map(gd => {
+  const L = gd._fullLayout, box = gd.getBoundingClientRect(), legend = gd.querySelector('.legend');
+  const names = {}, used = new Set();  // per plot, the series a legend names (guide lines have no hover)
+  (gd._fullData || []).forEach(t => {
+    if (t.visible === false) return;
+    used.add(t.xaxis || 'x'); used.add(t.yaxis || 'y');
+    if (t.hoverinfo !== 'skip' && L.showlegend !== false) (names[t.xaxis || 'x'] ||= new Set()).add(t.name);
+  });
+  const series = Object.fromEntries(Object.entries(names).map(([k, v]) => [k, v.size]));
+  const axes = Object.keys(L).filter(k => /^[xy]axis[0-9]*$/.test(k) && L[k].visible !== false)
+    .filter(k => used.has(k.replace('axis', ''))).map(k => ({name: k, title: (L[k].title || {}).text || '',
+      type: L[k].type, categories: (L[k]._categories || []).map(String)}));
+  return {title: (L.title || {}).text || '', series: series, axes: axes,
+          legend: legend && L.showlegend !== false ? legend.getBoundingClientRect().top - box.top : null,
+          plotBottom: L._size.t + L._size.h, plotShare: L._size.w / L.width};
+})"""
+OUTPUT_TEXT_JS = """root => Array.from(document.querySelector(root).querySelectorAll('.jp-OutputArea-output'))
+  .filter(o => !o.querySelector('.js-plotly-plot')).map(o => o.innerText).join('\\n')"""
+MISSING = {"nan", "NaN", "None", "<NA>", "NaT"}
+
+
+def check_page(page, name: str, root: str = "body") -> None:
+    """Every figure of the page (under `root`) as drawn, and the text of its outputs: what a reader meets."""
+    figures = page.evaluate(FIGURES_JS, root)
+    for fig in figures:
+        where = f"{name}: {fig['title']!r}"
+        assert not fig["series"] or max(fig["series"].values()) <= MAX_SERIES, (where, fig["series"])
+        if fig["legend"] is not None:
+            assert fig["legend"] >= fig["plotBottom"] - 1, (where, "legend beside or over the plot")
+        if fig["series"]:
+            assert fig["plotShare"] >= 0.6, (where, f"the plots take {fig['plotShare']:.0%} of the width")
+        for axis in fig["axes"]:
+            numbers = [c for c in axis["categories"] if c.replace(".", "", 1).isdigit()]
+            if axis["type"] == "category" and numbers == axis["categories"] and numbers:
+                assert numbers == sorted(numbers, key=float), (where, axis)
+        assert any(a["title"] for a in fig["axes"] if a["name"].startswith("x")) or not fig["axes"], where
+    words = set(page.evaluate(OUTPUT_TEXT_JS, root).replace("|", " ").replace(",", " ").split())
+    assert not words & MISSING, f"{name} shows {sorted(words & MISSING)} as text"
+    tables = page.evaluate("root => Array.from(document.querySelector(root).querySelectorAll('.ck-table table'))"
+                           ".map(t => [t.getBoundingClientRect().right, t.closest('.jp-OutputArea-output')"
+                           ".getBoundingClientRect().right])", root)
+    assert all(right <= bound + 1 for right, bound in tables), f"{name}: a table wider than the page"
+
+
+def test_every_report_of_the_batch_is_small_and_draws_its_figures_offline_for_a_reader(smoke, page):
     for n in smoke.notebooks:
         report = smoke.folder / n.html
         assert report.stat().st_size < 1_000_000, f"{n.html}: {report.stat().st_size:,} bytes"
@@ -84,7 +154,50 @@ def test_every_report_of_the_batch_is_small_and_draws_its_figures_offline(smoke,
         page.wait_for_load_state("load")
         drawn = page.locator(".js-plotly-plot .main-svg")
         assert drawn.count() >= figures > 0, f"{n.html}: {drawn.count()} drawn of {figures}"
+        check_page(page, n.html)
         shot(page, f"report-{n.name}")
+    assert page.outside == []
+
+
+def test_a_self_contained_report_draws_alone_and_a_light_one_moved_alone_says_why_it_cannot(smoke, page, tmp_path):
+    (n,) = [n for n in smoke.notebooks if n.name.startswith("03")]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(smoke.folder / n.ipynb, alone / n.ipynb)
+    whole = export_html(alone / n.ipynb, {}, self_contained=True)
+    page.goto(whole.as_uri())
+    page.wait_for_load_state("load")
+    assert page.locator(".js-plotly-plot .main-svg").count() >= 3 and page.locator(".ck-missing-plotly").count() == 0
+    moved = tmp_path / "moved.html"
+    shutil.copy(smoke.folder / n.html, moved)  # mailed alone: its plotly.min.js stayed behind
+    page.goto(moved.as_uri())
+    page.wait_for_load_state("load")
+    notices = page.locator(".ck-missing-plotly")
+    assert notices.count() >= 3 and "colloc-kit batch --self-contained" in notices.first.inner_text()
+    shot(page, "report-without-plotly-js")
+    assert page.outside == []
+
+
+def test_notebooks_07_and_08_on_the_h100_data_read_well_and_their_figures_are_shot(smoke, page, tmp_path):
+    """The two pages with the most series: 07 on the shipped H100 data (its folder holds no runs), and 08's findings.
+    Their main figures and the findings page are what docs/img shows (figure-*.png, findings-page.png)."""
+    (analysis,) = [nb for nb in sorted(batch.default_notebooks_dir().glob(batch.NOTEBOOK_GLOB)) if nb.stem[:2] == "07"]
+    shutil.copy(batch.plotly_js(), tmp_path / batch.PLOTLY_JS)
+    outcome = batch.execute(analysis, {**batch.BATCH_PARAMETERS, "RESULTS_DIR": str(tmp_path / "none")}, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    (findings,) = [n for n in smoke.notebooks if n.name.startswith("08")]
+    for report, figures in ((tmp_path / outcome.html, {"figure-07-gain": "Throughput gain from collocation"}),
+                            (smoke.folder / findings.html, {"figure-08-gain": "1. Gain from copies",
+                                                            "figure-08-epoch-time": "Epoch time of each job"})):
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        check_page(page, report.name)
+        for name, title in figures.items():
+            figure = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text=title)).first
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            figure.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / "findings-page.png"))  # the top of 08: the verdicts, the first figure
     assert page.outside == []
 
 
@@ -93,26 +206,38 @@ PLOTLY = "application/vnd.plotly.v1+json"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab on 127.0.0.1 over a folder holding notebook 03 with INTERACTIVE = True (on this CPU)."""
+    """JupyterLab on 127.0.0.1 over a folder holding: every notebook with the cpu-smoke profile's parameters
+    (`every/`), notebook 03 with INTERACTIVE = True (`panel/`), and a notebook whose cell runs until interrupted."""
     pytest.importorskip("jupyterlab", reason="needs JupyterLab (pip install -e '.[dev]')")
     root = tmp_path_factory.mktemp("lab")
+    (root / "every").mkdir()
+    for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
+        nb = nbformat.read(notebook, as_version=4)
+        set_parameters(nb, {k: v for k, v in values.items() if k != "PLOTLY_RENDERER"})
+        nbformat.write(nb, root / "every" / notebook.name)
+    (root / "panel").mkdir()
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    params.source = params.source.replace("INTERACTIVE = False", "INTERACTIVE = True") \
-        .replace("COPIES = [1, 2, 4, 7]", "COPIES = [1, 2]")
-    assert "INTERACTIVE = True" in params.source and "COPIES = [1, 2]" in params.source
-    nbformat.write(nb, root / NOTEBOOK.name)
+    set_parameters(nb, {"INTERACTIVE": True, "COPIES": [1, 2]})
+    nbformat.write(nb, root / "panel" / NOTEBOOK.name)
+    nbformat.write(interrupted_notebook(), root / "panel" / "interrupt.ipynb")
+    for extension, name, values in (("notebook-extension", "tracker", {"windowingMode": "none"}),  # every cell drawn
+                                    ("apputils-extension", "notification", {"fetchNews": "false"})):  # no pop-up
+        settings = root / ".settings" / "@jupyterlab" / extension
+        settings.mkdir(parents=True)
+        (settings / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
     log = open(root / "jupyterlab.log", "wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+         f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.workspaces'}",
          "--allow-root"],
         stdout=log, stderr=subprocess.STDOUT, cwd=root)
     try:
         _wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", server)
-        yield {"url": f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK.name}?token={token}", "root": root}
+        yield {"url": lambda path: f"http://127.0.0.1:{port}/lab/workspaces/{re.sub(r'[^a-z0-9]', '-', path)}"
+                              f"/tree/{path}?token={token}", "root": root}  # a workspace of its own: no tabs restored
     finally:
         children = psutil.Process(server.pid).children(recursive=True) if server.poll() is None else []
         server.terminate()
@@ -121,12 +246,95 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-        for child in children:  # the kernel, should the server not have shut it down
+        for child in children:  # the kernels, should the server not have shut them down
             if child.is_running():
                 child.kill()
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / "jupyterlab.log", ARTIFACTS / "jupyterlab.log")
+
+
+def set_parameters(nb, values: dict) -> None:
+    """Give the parameters cell these values (each assignment replaced whole, over as many lines as it spans), as a
+    teacher editing it would."""
+    (params,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    lines = params.source.splitlines()
+    for node in reversed(ast.parse(params.source).body):  # from the bottom: line numbers above stay right
+        name = node.targets[0].id
+        if name in values:
+            lines[node.lineno - 1:node.end_lineno] = [f"{name} = {values[name]!r}"]
+    params.source = "\n".join(lines)
+    assert set(values) <= {n.targets[0].id for n in ast.parse(params.source).body}, "a parameter the cell lacks"
+
+
+def interrupted_notebook():
+    """A notebook whose second cell trains two tiny CPU jobs for much longer than the test waits."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import colloc_kit\nfrom colloc_kit import notebook\n\n"
+        "setup = notebook.prepare('cpu', ['smallcnn'], {**notebook.TINY_CPU_JOB, 'steps': 100000})"),
+        nbformat.v4.new_code_cell("colloc_kit.run([{**setup.job, 'model': 'smallcnn'}], mode='naive', copies=[1, 2], "
+                                  "out='runs', name='interrupted')")]
+    return nb
+
+
+@pytest.mark.timeout(1800)  # nine notebooks one after another, as the cpu-smoke batch runs them: minutes on 2 cores
+def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(lab, page):
+    for path in sorted((lab["root"] / "every").glob(batch.NOTEBOOK_GLOB)):
+        try:
+            run_all(page, lab["url"](f"every/{path.name}"))
+            errors = page.locator(f"{ACTIVE} .jp-OutputArea-output", has_text="Traceback")
+            assert errors.count() == 0, f"{path.name}: {errors.first.inner_text()[:500]}"
+            check_page(page, path.name, ACTIVE)
+            assert page.locator(f"{ACTIVE} .js-plotly-plot .main-svg").count() >= 1, f"{path.name} drew no figure"
+            shot(page, f"lab-{path.stem}")
+        except BaseException:
+            shot(page, f"lab-{path.stem}-failed")
+            raise
+        _menu(page, "Kernel", "Shut Down Kernel")
+    assert page.outside == []
+
+
+def run_all(page, url: str, timeout_s: float = 600) -> None:
+    """Open the notebook, wait for its kernel, Run All Cells, and wait until every code cell has run (its prompt
+    numbered). A kernel dialog may come late on a busy machine: it is answered whenever it shows."""
+    page.goto(url)
+    page.locator(f"{ACTIVE} .jp-Notebook").wait_for(timeout=60_000)
+    status = page.locator(".jp-StatusBar-Left")  # "Python 3 (ipykernel) | Idle" once the kernel is up
+    _wait_until(lambda: _answer_kernel_dialog(page) or "| Idle" in status.inner_text(), 180)
+    _menu(page, "Run", "Run All Cells")
+    prompts = page.locator(f"{ACTIVE} .jp-CodeCell .jp-InputPrompt")
+    errors = page.locator(f"{ACTIVE} .jp-OutputArea-output", has_text="Traceback")  # Run All stops at an error
+    _wait_until(lambda: _answer_kernel_dialog(page) or errors.count() > 0 or all(
+        re.fullmatch(r"\[\d+\]:", t.strip()) for t in prompts.all_inner_texts()), timeout_s)
+
+
+def _answer_kernel_dialog(page) -> bool:
+    """Take the kernel JupyterLab offers (this Python's) where it asks; False (nothing to answer) otherwise."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and dialog.locator("button", has_text="Select").count():
+        dialog.locator("button", has_text="Select").click()
+        dialog.wait_for(state="detached")
+    return False
+
+
+def test_a_notebook_cell_interrupted_mid_run_ends_with_a_red_bar_that_says_so(lab, page):
+    """After Kernel > Interrupt the bar of the interrupted run once stayed green at 100 %."""
+    page.goto(lab["url"]("panel/interrupt.ipynb"))
+    page.locator(".jp-Notebook").wait_for(timeout=60_000)
+    _accept_kernel_dialog(page)
+    _menu(page, "Run", "Run All Cells")
+    bar = page.locator(".widget-hprogress .progress-bar").last
+    page.locator(".widget-html-content", has_text="steady").last.wait_for(timeout=120_000)
+    _menu(page, "Kernel", "Interrupt Kernel")
+    page.locator(".jp-OutputArea-output", has_text="interrupted: the jobs were stopped").wait_for(timeout=30_000)
+    classes = bar.get_attribute("class")
+    assert "progress-bar-danger" in classes and "progress-bar-success" not in classes, classes
+    assert page.locator(".widget-html-content", has_text="interrupted; what was measured is kept").count() == 1
+    shot(page, "lab-interrupted-cell")
+    _menu(page, "Kernel", "Shut Down Kernel")
+    assert page.outside == []
 
 
 def test_the_panel_of_notebook_03_runs_stops_on_kernel_interrupt_and_shows_errors(lab, page):
@@ -139,7 +347,7 @@ def test_the_panel_of_notebook_03_runs_stops_on_kernel_interrupt_and_shows_error
 
 
 def drive_the_panel(lab, page):
-    page.goto(lab["url"])
+    page.goto(lab["url"](f"panel/{NOTEBOOK.name}"))
     page.locator(".jp-Notebook").wait_for(timeout=60_000)
     _accept_kernel_dialog(page)
     _menu(page, "Run", "Run All Cells")
@@ -161,7 +369,7 @@ def drive_the_panel(lab, page):
     _field(page, "steps").press("Enter")
     panel_run.click()
     page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
-    runs = lab["root"] / "runs" / "03-naive-panel"
+    runs = lab["root"] / "panel" / "runs" / "03-naive-panel"
     _wait_until(lambda: any('"start"' in p.read_text() for p in runs.rglob("*.events.jsonl")), 120)
     interrupted_at = time.monotonic()
     _menu(page, "Kernel", "Interrupt Kernel")
@@ -169,6 +377,8 @@ def drive_the_panel(lab, page):
     assert time.monotonic() - interrupted_at < INTERRUPT_WITHIN_S
     statuses = [json.loads(m.read_text())["status"] for m in runs.rglob("manifest.json")]
     assert "interrupted" in statuses  # the run is kept, marked interrupted
+    bar = page.locator(".widget-hprogress", has_text="runs").locator(".progress-bar").get_attribute("class")
+    assert "progress-bar-warning" in bar and "progress-bar-success" not in bar, bar  # not green: interrupted
     shot(page, "lab-3-interrupted")
 
     page.locator(".widget-dropdown", has_text="batch size").locator("select").select_option("256")

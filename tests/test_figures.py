@@ -5,7 +5,7 @@ import math
 import pytest
 
 import colloc_kit
-from colloc_kit import analysis, cli, figures
+from colloc_kit import analysis, cli, figures, tables
 from colloc_kit.widgets import ExperimentPanel
 
 
@@ -105,6 +105,9 @@ def test_cli_table_load_analysis_and_panel_show_one_aggregate_and_one_normalized
     printed = capsys.readouterr().out
     for value in results.runs["aggregate_images_per_s"]:
         assert f"{value:,.2f}" in printed
+    assert "gains (x one job alone; 95 % CI)" in printed  # each configuration's gain, as the notebooks draw it
+    for row in analysis.summarize(loaded).dropna(subset=["normalized_throughput_mean"]).itertuples():
+        assert tables.number(row.normalized_throughput_mean) in printed
     panel = ExperimentPanel(models=["smallcnn"], job=job, run_fn=lambda *a, **k: loaded)
     panel.add(loaded)
     drawn = analysis.summarize(panel.results).set_index(["mode_label", "copies"])

@@ -1,8 +1,10 @@
 """The seed study's findings: runs sorted into the study's cells and kinds, the cells the data lacks listed, each
 claim's verdict computed from the gains, and notebook 08 writing findings whose numbers are the data's; the
-package's layers (read <- judge <- fairness <- render) importing one way."""
+package's layers (read <- judge <- fairness <- charts <- appendix <- render) importing one way; the report short,
+its repeated lines grouped."""
 
 import ast
+import re
 import importlib
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from fake_results import fake_results, job_rows
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's
-LAYERS = ["read", "judge", "fairness", "render"]  # colloc_kit/findings/: each layer may import only those before it
+LAYERS = ["read", "judge", "fairness", "charts", "appendix", "render"]  # findings/: each imports only those before
 
 
 def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:
@@ -82,7 +84,7 @@ def test_gains_verdicts_and_missing_cells_come_from_the_data():
     assert mps["verdict"] == "agrees" and "in 1 of 1 cells" in mps["shows"]
     assert "equal copies on partitions trained 0.89 x what MPS did" in mig["shows"]  # 1.6 / 1.8
     row = findings.gain_table(cells).iloc[0]
-    assert row["copies"] == 2 and row[findings.MPS] == "1.80 +- 0.00 x (bound by unknown)"
+    assert row["copies"] == 2 and row[findings.MPS] == "1.80 ± 0.00" and row["bound by"] == "unknown"
 
 
 def test_a_workload_without_a_lone_run_borrows_its_baseline_and_says_so():
@@ -104,11 +106,14 @@ def test_notebook_08_writes_findings_whose_numbers_are_the_datas(tmp_path):
     summary = analysis.summarize(reference.load(TEST_SET))
     shared = summary[(summary["experiment"] == "seed-33") & (summary["mode"] == "naive")]
     for row in shared.itertuples():
-        assert f"{row.normalized_throughput_mean:.2f} +- {row.normalized_throughput_ci:.2f} x (bound by cpu)" in text
-    assert "| smallcnn bs16 | naive | 7 |  | did not fit: 7 of 7 jobs out of memory |" in text
-    assert "| smallcnn bs16 | MPS | 2 |  | not run |" in text
-    assert "| mobilenet_v3_small bs8 | naive | 7 |  | not run, does not fit: STAND-IN reason" in text  # not-run.json
-    assert "| R26 + R50 as 2+1 | naive |" in text
+        assert f"| {row.normalized_throughput_mean:.2f} ± {row.normalized_throughput_ci:.2f} |" in text
+    assert "| did not fit: 7 of 7 jobs out of memory | 1 | smallcnn bs16: naive x7 |" in text
+    (not_run,) = [line for line in text.splitlines() if line.startswith("| not run | ")]
+    assert "smallcnn bs16: " in not_run and "MPS x2" in not_run
+    (stand_in,) = [line for line in text.splitlines() if "STAND-IN reason" in line and line.startswith("| not run")]
+    assert stand_in.endswith("| 1 | mobilenet_v3_small bs8: naive x7 |")  # the reason its not-run.json gives
+    assert "\n| R26 + R50 as 2+1 | " in text and len(text.splitlines()) < 200
+    assert "nan" not in text.lower().split() and "None" not in text
     outputs = [o for c in nbformat.read(tmp_path / outcome.ipynb, as_version=4).cells if c.cell_type == "code"
                for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
@@ -149,8 +154,9 @@ def test_mixes_are_compared_across_ways_of_sharing_in_the_findings():
     assert shared.loc[findings.PARTITION, "layout"] == "2g+1g"
     text = findings.markdown(results, "H100-80GB")
     assert "mixes on partitions trained 0.69 x what MPS did" in text  # (0.5 + 0.6) / 1.6
-    assert "| R26 + R50 as 1+1 | MPS | 1.60 +- 0.00 x |  |" in text  # the made-up runs have no bound_by
-    assert "R26 + R50 as 1+1: MPS 1.60 +- 0.00 x" in text and "No shared cell of experiment 33" in text
+    assert "| R26 + R50 as 1+1 | 1.20 ± 0.00 | 1.60 ± 0.00 | 1.10 ± 0.00 | unknown |" in text  # no bound_by made up
+    assert "MPS's gain in 1 cells, as tables [B](#b-gains-of-experiments-33-36) and [C](#c-gains-of-the-mixes-of-" \
+           "experiment-37) give it: R26 + R50 as 1+1" in text and "No shared cell measured." in text
 
 
 def test_a_failed_run_of_a_cell_a_later_run_completed_is_left_out_and_counted():
@@ -184,10 +190,10 @@ def test_experiments_34_to_36_get_their_gain_table_where_the_data_has_them():
     jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [45.0, 45.0]})
     results = fake_results(jobs.assign(experiment="seed-35", model="timm.cait_xxs24_224").to_dict("records"))
     text = findings.markdown(results, "H100-80GB")
-    assert "## Experiment 35: CaiT-XXS24 on the three datasets" in text
-    assert "2 of the study's 39 cells measured." in text
-    assert "| timm.cait_xxs24_224 bs128 | 2 | 0.90 +- 0.00 x (bound by " in text
-    assert "## Experiment 34" not in text and "## Experiment 36" not in text  # not in the data: no section
+    assert "35: CaiT-XXS24 on the three datasets" in text
+    assert "Cells measured of the study's 39 per experiment: 33: 0, 35: 2." in text
+    assert "| 35 | timm.cait_xxs24_224 bs128 | 2 | 0.90 ± 0.00 | unknown |" in text
+    assert "| 34 |" not in text and "| 36 |" not in text  # not in the data: no rows
 
 
 def folder_jobs(data_root: str, amp: str, rates: dict) -> pd.DataFrame:
@@ -202,12 +208,12 @@ def test_the_claims_hold_the_studys_fp32_and_bf16_gets_its_own_section():
     fast = {("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [125.0, 125.0]}
     jobs = pd.concat([folder_jobs("/d/cifar10", "off", rates), folder_jobs("/d/cifar10", "bf16", fast)])
     text = findings.markdown(fake_results(jobs.to_dict("records")), "H100-80GB")
-    claims = text.split("## Where the data differs")[0]
-    assert "the largest gain is 1.20 +- 0.00 x (resnet26 bs128 seed on cifar10, 2 copies, naive)" in claims
+    claims = text.split("## Appendix")[0]
+    assert "the largest gain is 1.20 ± 0.00 x (resnet26 bs128 seed on cifar10, 2 copies, naive)" in claims
     assert "2.50" not in claims
-    assert "## Experiment 33 in bf16" in text
-    assert ("The largest gain in bf16: 2.50 +- 0.00 x (resnet26 bs128 bf16 seed on cifar10, 2 copies, naive); as the "
-            "study ran it: 1.20 +- 0.00 x") in text
+    assert "| 33 bf16 | resnet26 bs128 bf16 seed on cifar10 | 2 | 2.50 ± 0.00 |" in text
+    assert ("The largest gain in bf16: 2.50 ± 0.00 x (resnet26 bs128 bf16 seed on cifar10, 2 copies, naive); as the "
+            "study ran it: 1.20 ± 0.00 x") in text
 
 
 def test_a_not_run_cell_is_explained_only_for_its_own_precision_and_data():
@@ -256,3 +262,22 @@ def test_the_package_reexports_every_public_name_of_its_layers():
     layers = [importlib.import_module(f"colloc_kit.findings.{layer}") for layer in LAYERS]
     assert sorted(findings.__all__) == sorted(name for layer in layers for name in layer.__all__)
     assert all(getattr(findings, name) is getattr(layer, name) for layer in layers for name in layer.__all__)
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+REGENERATE = ("python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08.ipynb -p FINDINGS_FILE "
+              "$PWD/docs/findings.md -p FINDINGS_IMAGES $PWD/docs/img/findings")
+
+
+def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
+    """docs/findings.md is drawn, not written: the report of the shipped H100 set, under 200 lines, its figures
+    beside it."""
+    results, not_run, source = findings.read("h100-80gb")
+    text = findings.markdown(results, findings.gpu_of(results), source=source, not_run=not_run, images="img/findings")
+    assert (DOCS / "findings.md").read_text(encoding="utf-8") == text, f"stale: regenerate it with {REGENERATE}"
+    assert len(text.splitlines()) < 200
+    figures = re.findall(r"!\[[^\]]*\]\((img/findings/claim-\d\.png)\)", text)
+    assert len(figures) == len(findings.TITLES) and all((DOCS / f).exists() for f in figures)
+    anchors = set(re.findall(r"\]\(#([\w-]+)\)", text))
+    headings = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    assert anchors <= headings, anchors - headings  # every link to a figure or a table lands

@@ -1,9 +1,15 @@
-"""Every figure keeps a readable size, whatever it is given; MIG layouts show which job gets which instance."""
+"""Every figure keeps a readable size, whatever it is given; MIG layouts show which job gets which instance; many
+workloads make facets of few series, each mode one colour and one legend entry; mixes stand on their own axis (by
+jobs); categories in numeric order; every axis says what it counts; legends below; a noisy figure says so."""
+
+from collections import Counter
 
 import pandas as pd
+import plotly.io as pio
 import pytest
 
-from colloc_kit import analysis, plots
+from colloc_kit import analysis, plots, reference
+from colloc_kit.plot_style import MAX_SERIES, MIXES
 from colloc_kit.gpu import mig_planner as planner
 from fake_results import fake_results, job_rows
 
@@ -47,3 +53,83 @@ def test_layout_proposals_that_differ_only_by_assignment_look_different():
     on_instances = [a.text for a in drawn.layout.annotations if "SMs" in a.text]
     assert on_instances[:2] != on_instances[2:]  # same profiles, other jobs on them
     assert {t.split("<br>")[0] for t in on_instances} == set(labels)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    """The summary of the shipped H100 data: 13 workloads, the study's mixes, up to 9 ways of sharing."""
+    return analysis.summarize(reference.load("h100-80gb"))
+
+
+def by_plot(fig) -> Counter:
+    """How many series each plot (x axis) of a figure holds (not its guide lines, which have no hover)."""
+    return Counter(trace.xaxis or "x" for trace in fig.data if trace.hoverinfo != "skip")
+
+
+def many(summary):
+    return {"gain": plots.throughput_vs_copies(summary), "epoch time": plots.epoch_time_vs_copies(summary),
+            "gain vs growth": plots.gain_vs_growth(summary),
+            "SM activity": plots.metric_bars(summary, "sm_util_pct", "SM activity", "SM active (%)")}
+
+
+def test_figures_of_many_workloads_are_facets_of_few_series_each_mode_one_colour_and_legend_entry(h100):
+    """Notebook 07 on the H100 data once drew 20+ series in one plot, plotly's 10 colours repeating."""
+    for name, fig in many(h100).items():
+        assert len(by_plot(fig)) >= 10, name  # a plot per workload, one for the mixes
+        assert max(by_plot(fig).values()) <= MAX_SERIES, (name, by_plot(fig))
+        entries = [t.name for t in fig.data if t.showlegend is not False]
+        assert len(entries) == len(set(entries)) <= MAX_SERIES + 2, name  # each mode once: a short legend
+        colour = {}
+        for trace in (t for t in fig.data if t.hoverinfo != "skip"):
+            drawn = trace.marker.color if trace.type == "bar" or "lines" not in trace.mode else trace.line.color
+            assert colour.setdefault(trace.name, drawn) == drawn, (name, trace.name)  # the same in every plot
+        assert len(set(colour.values())) == len(colour), name  # no two modes share a colour
+
+
+def test_mixes_are_drawn_against_their_number_of_jobs_not_at_copies_1(h100):
+    fig = plots.throughput_vs_copies(h100)
+    assert MIXES in [a.text for a in fig.layout.annotations]  # the plot's title
+    (axis,) = [name for name in fig.layout
+               if name.startswith("xaxis") and fig.layout[name].title.text == "jobs in the mix"]
+    points = [x for t in fig.data if (t.xaxis or "x") == axis.replace("axis", "") for x in t.x]
+    assert min(points) > 1.5 and max(points) < 5.5  # the study's mixes have 2 to 5 jobs, none at "copies 1"
+
+
+def test_categories_of_copies_are_in_numeric_order():
+    rows = [job_rows(f"r{n}", "naive", n, [50.0] * n) for n in (3, 2, 7)] + [job_rows("a", "exclusive", 1, [100.0])]
+    summary = analysis.summarize(fake_results([r for run in rows for r in run]))
+    fig = plots.metric_bars(summary, "normalized_throughput", "t", "gain (x one job alone)")
+    assert list(fig.layout.xaxis.categoryarray) == ["1", "2", "3", "7"]
+    drawn = plots.batch_size_curves(analysis.with_baselines(fake_results(
+        job_rows("b", "exclusive", 1, [10.0], batch_size=64) + job_rows("c", "exclusive", 1, [12.0], batch_size=128)
+    ).jobs))
+    assert list(drawn.layout.xaxis.tickvals) == [64, 128] and drawn.layout.xaxis.type == "log"  # not 70-130
+
+
+@pytest.mark.parametrize("name", [n for n in figures() if n not in ("empty", "mig_layouts one row",
+                                                                    "mig_layouts three rows", "partition_shares")])
+def test_every_axis_of_a_figure_has_a_title_with_what_it_counts(name):
+    fig = figures()[name]
+    used = {t.xaxis or "x" for t in fig.data} | {t.yaxis or "y" for t in fig.data}
+    for axis in used:
+        title = fig.layout[axis.replace("x", "xaxis").replace("y", "yaxis")].title.text
+        if axis.startswith("y") and title is None:  # facets share the first column's y title
+            continue
+        assert title, (name, axis)
+    assert not fig.data or fig.layout.yaxis.title.text, name  # a figure with nothing to draw says why instead
+
+
+def test_the_kits_figures_put_their_legend_below_the_plot():
+    legend = pio.templates[plots.TEMPLATE.split("+")[1]].layout.legend
+    assert legend.orientation == "h" and legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
+    assert all(plots.TEMPLATE == fig.layout.template or fig.layout.template.layout.legend.orientation == "h"
+               for fig in figures().values())
+
+
+def test_a_figure_the_noise_check_flags_is_greyed_and_says_it_is_no_result():
+    fig = plots.noisy(figures()["throughput_vs_copies"], "identical jobs of one run differ 2.1x")
+    assert fig.layout.title.text.endswith("(not a result: too noisy)")
+    assert any(a.text.startswith("Not a result: identical jobs") for a in fig.layout.annotations)
+    assert {t.marker.color for t in fig.data} == {"#c8c8c8"}
+    unmarked = plots.noisy(figures()["gain_vs_growth"], None)
+    assert unmarked.layout.title.text == "Throughput gain against per-job slowdown"

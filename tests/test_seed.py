@@ -76,6 +76,22 @@ def test_plan_needs_no_gpu(capsys):
     assert "MPS partition (not MIG)" in out and "3 cannot be placed" in out
 
 
+def test_the_plan_says_where_its_cells_would_run_on_a_machine_without_that_gpu(capsys, monkeypatch):
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
+    assert main(["run", "seed-33", "--plan"]) == 0
+    assert "78 cells (78 would run on H100-80GB, 0 cannot be placed)" in capsys.readouterr().out
+
+
+def test_a_data_root_without_the_studys_folders_is_refused_saying_how_to_make_them(tmp_path, capsys):
+    """`run seed-33` once named ImageNet for a missing CIFAR-10 folder, and neither `data make` nor --data-root."""
+    (tmp_path / "cifar10").mkdir()
+    assert main(["run", "seed-33", "--data-root", str(tmp_path), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert f"under the data root {tmp_path}, which has no imagenet64/, imagenet/" in err
+    assert f"colloc-kit data make imagenet64 --root {tmp_path}; colloc-kit data make imagenet --root {tmp_path}" in err
+    assert "give --data-root the folder" in err and "image-net.org" not in err
+
+
 def test_seed_refuses_flags_that_change_the_study(capsys):
     assert main(["run", "seed-33", "--model", "resnet18", "--plan"]) == 2
     assert "--model" in capsys.readouterr().err

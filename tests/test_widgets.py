@@ -11,6 +11,8 @@ import psutil
 import pytest
 
 from colloc_kit.errors import BadInput
+from colloc_kit.events import INTERVAL
+from colloc_kit.modes import registered
 from colloc_kit.notebook import Setup
 from colloc_kit.spec import JobSpec
 from colloc_kit.widgets import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
@@ -41,7 +43,7 @@ def fake_run(calls, rates=None, status="complete", error=None):
 
 def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     calls = []
-    panel = ExperimentPanel(models=["smallcnn", "resnet18"], modes=["naive", {"name": "mps", "thread_percentage": 50}],
+    panel = ExperimentPanel(models=["smallcnn", "resnet18"], modes=["exclusive", "naive"],
                             copies=(1, 2), job=dict(TINY_CPU_JOB), run_fn=fake_run(calls))
     panel.models.value = ("resnet18",)
     panel.batch_size.value = 64
@@ -53,7 +55,7 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     assert panel.wait(10)
     assert [c["copies"] for c in calls] == [1, 2, 4]
     assert calls[0]["jobs"] == [{**TINY_CPU_JOB, "model": "resnet18", "batch_size": 64, "steps": 12}]
-    assert calls[0]["mode"].options == {"thread_percentage": 50} and calls[0]["time_limit_s"] == 30
+    assert calls[0]["mode"].name == "naive" and calls[0]["time_limit_s"] == 30
     assert panel.progress.value == 3 and not panel.button.disabled
     (trace,) = panel.figure.data
     assert list(trace.x) == [1, 2, 4]
@@ -61,6 +63,32 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     assert "done: 7 jobs" in panel.status.value and panel.progress.bar_style == "success"
     assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible is not False
     assert panel.widget.children[-1] is panel.figure  # the panel shows the redrawn figure
+
+
+def test_a_mode_that_cannot_run_here_is_not_offered_and_the_status_line_says_why():
+    """On a CPU, notebook 04's panel once preselected MPS, then said 'BadInput: ...' when Run was pressed."""
+    panel = ExperimentPanel(models=["smallcnn"], modes=["mps", "naive", {"name": "mps", "thread_percentage": 50}],
+                            job=dict(TINY_CPU_JOB), run_fn=fake_run([]))
+    assert [label for label, _ in panel.mode.options][:2] == ["naive", "exclusive"]  # the first that runs here
+    assert "mps is not offered here" in panel.status.value
+    assert "mps(thread_percentage=50) is not offered here" in panel.status.value
+    assert panel.live_gpu not in panel.widget.children  # a CPU run has no GPU panels to leave empty
+
+
+def test_a_second_run_of_the_same_cell_draws_its_own_live_lines_not_the_firsts():
+    def run(jobs, mode, copies, out, name, time_limit_s, progress):
+        progress.run_started("naive x1 r0", 1)  # the same label each time, as a rerun of one cell has
+        for t in (1.0, 2.0):
+            progress.on_event({"type": INTERVAL, "job": "j0", "t": t, "interval_images": 50.0, "interval_s": 1.0})
+        return fake_results(job_rows("r1", "naive", 1, [50.0]))
+
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1,), job=dict(TINY_CPU_JOB), run_fn=run)
+    for _ in range(2):
+        panel.button.click()
+        assert panel.wait(10)
+    assert len(panel.live_history()) == 4  # every reading is kept
+    (trace,) = panel.live.data
+    assert list(trace.x) == [0.0, 1.0]  # the last run's two readings only
 
 
 def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():
@@ -81,8 +109,14 @@ def test_the_panel_call_is_off_in_a_batch_and_says_how_to_turn_it_on(capsys):
     assert capsys.readouterr().out == OFF_NOTICE + "\n"
 
 
+@pytest.fixture
+def mps_runs_here(monkeypatch):
+    """As on a GPU machine with MPS: the mps mode says it runs here (nothing is run in these tests)."""
+    monkeypatch.setattr(registered()["mps"], "unavailable_here", classmethod(lambda cls, device="cuda", gpu=0: None))
+
+
 @pytest.mark.parametrize("tiny", [True, False])
-def test_the_panel_call_builds_the_panel_from_the_notebooks_setup(tiny):
+def test_the_panel_call_builds_the_panel_from_the_notebooks_setup(tiny, mps_runs_here):
     setup = Setup("cuda", ["resnet18"], {"device": "cuda", "amp": "bf16", "seconds": 8}, tiny=tiny, gpu=True)
     shown = panel(True, setup, modes=["mps", {"name": "mps", "thread_percentage": 50}], copies=[2, 4], batch_size=64,
                   name="04-mps-panel", out="elsewhere", time_limit_s=30)
@@ -106,7 +140,7 @@ def test_bad_input_shows_in_the_status_line_and_the_panel_stays_usable():
     assert not panel.button.disabled and len(panel.jobs) == 0 and panel.progress.bar_style == "danger"
 
 
-def test_the_panel_starts_from_the_notebooks_choices_and_offers_the_rest_behind_them():
+def test_the_panel_starts_from_the_notebooks_choices_and_offers_the_rest_behind_them(mps_runs_here):
     panel = ExperimentPanel(models=["resnet18"], more_models=["alexnet", "efficientnet_b0", "resnet18"],
                             modes=["mps", "naive"], copies=(2, 7), batch_sizes=(32, 128), job={"batch_size": 64})
     assert panel.models.options == ("resnet18", "alexnet", "efficientnet_b0") and panel.models.value == ("resnet18",)
@@ -137,6 +171,18 @@ def test_identical_jobs_that_differ_are_fairness_not_a_noise_warning():
     panel.run()
     assert panel.wait(10)
     assert "warning" not in panel.status.value and panel.progress.bar_style == "success"
+
+
+def test_a_gain_beyond_what_its_jobs_can_give_is_a_warning_and_the_figure_says_not_a_result():
+    def run(jobs, mode, copies, out, name, time_limit_s, progress):  # made-up rates: 2 copies at 3x one alone
+        return fake_results(job_rows(f"r{copies}", mode.name, copies, [100.0] if copies == 1 else [150.0] * copies))
+
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1, 2), job=dict(TINY_CPU_JOB), run_fn=run)
+    panel.run()
+    assert panel.wait(10)
+    assert "<b>warning</b>: naive x2 trained 3.0x one job alone" in panel.status.value
+    assert panel.progress.bar_style == "warning"
+    assert panel.figure.layout.title.text.endswith("(not a result: too noisy)")  # the figure says so too
 
 
 def endless_run(started):

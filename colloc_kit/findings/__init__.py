@@ -6,9 +6,10 @@ experiment per cell with the evidence beside each gain; `claims` puts each claim
 shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
 data lacks are listed, never fatal.
 
-Four layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
+Six layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
 `judge.py` (the claims, their verdicts and evidence), `fairness.py` (who lost when jobs shared, shares asked and
-had), `render.py` (the findings as Markdown, tables for the notebook).
+had), `charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
+`render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
 
@@ -25,12 +26,18 @@ from .read import (ALONE, EVIDENCE, KINDS, MIG, MIX_MODELS, MPS, NAIVE, PARTITIO
 from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from .fairness import (FAIRNESS_TEXT, SHARES_TEXT, fairness_findings, least_fair, naive_vs_mps, shared_jobs,
                        shares_table)
-from .render import LIKE_33, a100_note, for_plots, gain_table, markdown
+from .charts import TITLES, claim_figures, for_plots, save_png, versus_figure
+from .appendix import (fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty,
+                       shares_by_layout, unplaceable)
+from .render import LIKE_33, Report, a100_note, all_gains, all_missing, as_markdown, markdown, report, verdicts
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
            "STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text",
            "prediction_errors",
            "FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
-           "fairness_findings",
-           "LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]
+           "fairness_findings", "TITLES", "for_plots", "claim_figures", "versus_figure", "save_png", "pretty",
+           "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
+           "shares_by_layout", "grouped_fairness",
+           "LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
+           "a100_note"]

@@ -1,172 +1,221 @@
-"""Rendering the findings: `markdown` writes docs/findings.md (the claims judged by `judge.claims`, the gain tables of
-experiments 33-36, the mixes of 37, what an A100 user should expect); `gain_table` and `for_plots` shape the cells
-for the notebook's tables and figures.
+"""The findings as a short report (notebook 08 and docs/findings.md): one verdict table (claim, verdict, the evidence
+in one line, a link to its figure), one figure per claim, what predicts a gain and what an A100 user should expect,
+then an appendix of detail tables with repeated lines grouped. `report` gathers it all once; `markdown` writes it.
 
-    >>> cell = {"workloads": "resnet26 bs128", "copies": 2, "kind": "MPS", "normalized_throughput_mean": 1.8,
-    ...         "normalized_throughput_ci": 0.05, "bound_by": "gpu"}
-    >>> gain_table(pd.DataFrame([cell])).to_dict("records")
-    [{'workload': 'resnet26 bs128', 'copies': 2, 'MPS': '1.80 +- 0.05 x (bound by gpu)'}]
-    >>> text = markdown(results, "H100-80GB", source="the reference data")  # doctest: +SKIP
+    >>> found = report(results, "H100-80GB", source="the reference data", not_run=not_run)   # doctest: +SKIP
+    >>> verdicts(found)                                             # the table notebook 08 opens with  # doctest: +SKIP
+    >>> text = markdown(results, "H100-80GB", source="the reference data", images="img/findings")  # doctest: +SKIP
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from .. import analysis, notebook, predict_check
 from ..gpu.mig_catalogue import gpu_model
 from ..results import Results
-from .judge import STUDY_GPU, _bound, capacities, claims, gain_text, mig_placements, prediction_errors
+from ..tables import table
+from .appendix import (fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty,
+                       shares_by_layout, unplaceable)
+from .charts import TITLES
+from .judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
+from .read import KINDS, STUDY_33, as_run, configurations, missing_cells
 from .fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
-from .read import ALONE, KINDS, PARTITION, STUDY_33, _copies, as_run, configurations, missing_cells
 
-__all__ = ["LIKE_33", "markdown", "gain_table", "for_plots", "a100_note"]
+__all__ = ["LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
+           "a100_note"]
 
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
            "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
+APPENDIX = {"gains": "B. Gains of experiments 33-36", "mixes": "C. Gains of the mixes of experiment 37",
+            "not-run": "D. Cells not run or that did not fit", "fit": "E. Copies that fit in memory",
+            "mig": "F. MIG layouts that cannot be placed", "fair": "G. The least fair cells",
+            "shares": "H. Shares asked and had"}
 
 
-def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
-             not_run: pd.DataFrame | None = None) -> str:
-    """The findings as Markdown, ready for docs/findings.md: the gain table of experiment 33 (and of 34-36 where the
-    data has them), the mixes of 37, each claim beside what the data shows, and what an A100 user should expect."""
+@dataclass
+class Report:
+    """Everything the findings say, computed once from the data (`report`)."""
+
+    gpu: str
+    source: str
+    notes: list[str]  # on the data: borrowed baselines, runs left out, noise
+    cells33: pd.DataFrame  # experiment 33 as the study ran it (fp32)
+    variant33: pd.DataFrame  # experiment 33 in another precision (bf16), where the data has it
+    cells37: pd.DataFrame
+    fit: pd.DataFrame  # analysis.memory_fit on the card's and the study's capacities
+    placements: pd.DataFrame  # the MIG layouts of the mixes on this card and the study's
+    not_run: pd.DataFrame | None
+    claims: list[dict]
+    like33: dict[str, pd.DataFrame] = field(default_factory=dict)  # experiments 34-36: their measured cells
+    errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # the prediction model's errors (prediction_errors)
+    fairness: dict | None = None  # who lost when jobs shared, shares asked and had (fairness.fairness_findings)
+
+
+def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
+           not_run: pd.DataFrame | None = None) -> Report:
+    """The findings of `results` on `gpu`'s MIG tables: the cells, the claims judged, and what the appendix shows."""
     all33, note33 = configurations(results, "seed-33", models)
     cells33, variant33 = as_run(all33)
     cells37, note37 = configurations(results, "seed-37", models)
     placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
-        if len(results.jobs) else pd.DataFrame(columns=["capacity", "copies_fit"])
+        if len(results.jobs) else pd.DataFrame(columns=["workload", "capacity", "copies_fit", "steady_gpu_memory_mb"])
     noise = notebook.noise_warning(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)
+    like33 = {}
+    for experiment in LIKE_33:
+        cells, _ = configurations(results, experiment, models)
+        if len(cells):
+            like33[experiment] = cells
+    return Report(gpu, source or "the runs given", [n for n in (note33, note37, noise and f"noise: {noise}") if n],
+                  cells33, variant33, cells37, fit, placements, not_run,
+                  claims(cells33, cells37, placements, fit, gpu, not_run), like33, prediction_errors(results),
+                  fairness_findings(results, models))
+
+
+def verdicts(found: Report) -> pd.DataFrame:
+    """One row per claim: its number, the claim, the verdict, the evidence in one line."""
+    return pd.DataFrame([{"#": i, "the paper claims": c["claim"], "verdict": c["verdict"],
+                          "what the data shows": pretty(c["shows"])} for i, c in enumerate(found.claims, 1)])
+
+
+def all_gains(found: Report) -> pd.DataFrame:
+    """The gains of experiment 33 in every precision and of 34-36, one row per workload and copies."""
+    frames = [gain_table(cells).assign(experiment=name) for name, cells in _gain_sets(found)]
+    return pd.concat(frames, ignore_index=True).reindex(columns=["experiment", "workload", "copies", *KINDS,
+                                                                 "bound by"]).dropna(axis=1, how="all")
+
+
+def all_missing(found: Report) -> pd.DataFrame:
+    """Experiment 33's cells the data lacks or whose jobs failed, in every precision (`read.missing_cells`)."""
+    return pd.concat([missing_cells(cells, found.not_run, found.fit, found.gpu)
+                      for cells in (found.cells33, found.variant33) if len(cells) or cells is found.cells33])
+
+
+def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
+             not_run: pd.DataFrame | None = None, images: str = "") -> str:
+    """The findings of `results` as Markdown (`report`, then `as_markdown`), ready for docs/findings.md."""
+    return as_markdown(report(results, gpu, models, source, not_run), images)
+
+
+def as_markdown(found: Report, images: str = "") -> str:
+    """The report as Markdown, under 200 lines for the seed study's data. `images`: the folder (relative to the
+    file) holding each claim's figure as claim-<n>.png (`charts.save_png`); without it the figures are named, and
+    notebook 08 draws them."""
+    shown = verdicts(found).assign(figure=[f"[figure {i}](#{_anchor(_figure_heading(i))})" if i <= len(TITLES)
+                                           else "" for i in range(1, len(found.claims) + 1)])
+    differ = sorted((c for c in found.claims if c["verdict"] in ("disagrees", "partly")),
+                    key=lambda c: c["verdict"] != "disagrees")
     lines = ["# Findings: the seed study on this data", "",
-             f"Drawn by notebook 08 from {source or 'the runs given'}; every number below is computed from them "
-             "(gain = normalized throughput, 1 = one job alone; +- is the 95 % CI).", "",
-             *(f"> {n}" for n in (note33, note37, noise and f"noise: {noise}") if n), "",
-             *_claims_section(claims(cells33, cells37, placements, fit, gpu, not_run)),
-             *_section_33(cells33, not_run, fit, gpu),
-             *_variant_section(variant33, cells33, not_run, fit, gpu),
-             *_like_33_sections(results, models),
-             *_mixes_section(cells37, not_run, placements),
-             *_fairness_section(fairness_findings(results, models)),
-             *_prediction_section(results),
-             "## What a user of the study's A100-40GB should expect", "", *(f"- {x}" for x in a100_note(fit, gpu)), ""]
+             f"Drawn by notebook 08 from {found.source}; every number below is computed from them (gain = normalized "
+             "throughput, 1 = one job alone; ± is the 95 % CI). The tables behind the verdicts are in the appendix.",
+             "", *([f"> {'; '.join(found.notes)}", ""] if found.notes else []),
+             "## The verdicts", "", table(shown).to_markdown(), "",
+             "**Where the data differs most from the paper:** " + ("; ".join(
+                 f"claim {found.claims.index(c) + 1} ({c['verdict']}): {pretty(c['shows'])}" for c in differ[:3])
+                 or "nowhere that the data can tell") + ".", ""]
+    for i in range(1, min(len(found.claims), len(TITLES)) + 1):
+        lines += [f"## {_figure_heading(i)}",
+                  f"![{TITLES[i - 1]}]({images}/claim-{i}.png)" if images else "(drawn in notebook 08)", ""]
+    lines += [*_fairness_section(found.fairness), *_prediction_section(found.errors),
+              "## What a user of the study's A100-40GB should expect", "",
+              a100_note(found.gpu), f"Copies that fit each card and its smallest MIG profiles: {_link('fit')}.", "",
+              *_appendix(found)]
     return "\n".join(lines)
 
 
+def _figure_heading(i: int) -> str:
+    return f"Figure {TITLES[i - 1]}"
+
+
+def _anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: 'Figure 1. Gain, as run' -> 'figure-1-gain-as-run'."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def _link(name: str) -> str:
+    return f"table [{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})"
+
+
 def _fairness_section(found: dict | None) -> list[str]:
-    """Who lost when jobs shared (`fairness.fairness_findings`), and the shares asked and had; nothing without it."""
+    """Who lost when jobs shared (`fairness.fairness_findings`) in a few lines; its tables are in the appendix."""
     if found is None:
         return []
-    shares = ["### Shares asked and had", "", SHARES_TEXT, "", _table(found["shares"]), ""] if len(found["shares"]) \
-        else []
-    return ["## Fairness: who lost when jobs shared", "", FAIRNESS_TEXT, "", f"- {found['shows']}.",
-            *(f"- {e}" for e in found["evidence"]), "", "### The least fair cells", "", _table(found["least_fair"]),
-            "", *shares]
+    return ["## Fairness: who lost when jobs shared", "", FAIRNESS_TEXT, "", f"- {pretty(found['shows'])}.",
+            *(f"- {e}" for e in grouped_fairness(found["evidence"])),
+            f"- The least fair cells: {_link('fair')}; shares asked and had: {_link('shares')}.", ""]
 
 
-def _prediction_section(results: Results) -> list[str]:
+def _prediction_section(errors: pd.DataFrame) -> list[str]:
     """What predicts a gain: the model's error per mode on this data's collocated cells (none: no section)."""
-    errors = prediction_errors(results)
     if errors.empty:
         return []
-    rows = [f"| {r.mode} | {r.cells} | {100 * r.median:.1f} % | {100 * r.p90:.1f} % |" for r in errors.itertuples()]
+    shown = errors.assign(median=[f"{100 * v:.1f} %" for v in errors["median"]],
+                          p90=[f"{100 * v:.1f} %" for v in errors["p90"]])
+    shown.columns = ["mode", "cells", "median error of the gain", "90th percentile"]
     return ["## What predicts a gain", "",
-            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict` (a job's share of the GPU "
-            "it leaves idle, its host cores and input pipeline, its memory), against what it measured; the model's "
-            f"four constants were fitted on {predict_check.HOLD_OUT}, so its cells are left out here. The model, "
-            "its five worst cells and why: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
-            "", "| mode | cells | median error of the gain | 90th percentile |", "|---|---|---|---|", *rows, ""]
+            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict`, against what it "
+            f"measured; the model's constants were fitted on {predict_check.HOLD_OUT}, whose cells are left out. "
+            "The model and its worst cells: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
+            "", table(shown).to_markdown(), ""]
 
 
-def _claims_section(found: list[dict]) -> list[str]:
-    """Each claim with its verdict and evidence, then those where the data differs most from the paper."""
-    lines = ["## The claims", ""]
-    for i, claim in enumerate(found, 1):
-        lines += [f"{i}. **{claim['claim']}**", f"   - *{claim['verdict']}*: {claim['shows']}.",
-                  *(f"   - {e}" for e in claim["evidence"]), ""]
-    differ = sorted((c for c in found if c["verdict"] in ("disagrees", "partly")),
-                    key=lambda c: c["verdict"] != "disagrees")
-    return lines + ["## Where the data differs most from the paper", "",
-                    *([f"- {c['claim']} *{c['verdict']}*: {c['shows']}." for c in differ[:3]] or
-                      ["- nowhere that the data can tell"]), ""]
+def _appendix(found: Report) -> list[str]:
+    """Each claim's evidence (collapsed), then the tables B-F."""
+    links = {name: f"[{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})" for name in APPENDIX}
+    lines = ["## Appendix: A. The evidence behind each verdict", ""]
+    for i, claim in enumerate(found.claims, 1):
+        evidence = grouped_evidence(claim["evidence"], links)
+        lines += [f"<details><summary>{i}. {claim['claim']} ({len(evidence)} lines)</summary>", "",
+                  *(f"- {e}" for e in evidence), "", "</details>", ""]
+    lines += [f"### {APPENDIX['gains']}", "", _measured(found), "",
+              _markdown(all_gains(found), None, "No shared cell measured."),
+              "", f"### {APPENDIX['mixes']}", "",
+              _markdown(mix_table(found.cells37), None, "No mixed run in the data."), "",
+              f"### {APPENDIX['not-run']}", "",
+              _markdown(not_run_table(all_missing(found), found.not_run), None, "Every cell of the study ran."), "",
+              f"### {APPENDIX['fit']}", "", _markdown(fit_table(found.fit), None, "No steady footprint measured."), ""]
+    refused = unplaceable(found.placements, [found.gpu, STUDY_GPU])
+    placed = len(found.placements) - len(refused)
+    lines += [f"### {APPENDIX['mig']}", "", f"{placed} of the study's {len(found.placements)} mixes have a MIG layout "
+              f"on both cards (notebook 08 draws them); these cannot be placed:", "", _markdown(refused, None, "none."),
+              ""]
+    fair = found.fairness or {"least_fair": pd.DataFrame(), "shares": pd.DataFrame()}
+    return lines + [f"### {APPENDIX['fair']}", "", _markdown(fair["least_fair"], None, "No cell shared."), "",
+                    f"### {APPENDIX['shares']}", "", SHARES_TEXT, "",
+                    _markdown(shares_by_layout(fair["shares"]), None, "No job was given a share."), ""]
 
 
-def _section_33(cells: pd.DataFrame, not_run: pd.DataFrame | None, fit: pd.DataFrame, gpu: str) -> list[str]:
-    """Experiment 33 as the study ran it: its gains, and the cells not run or that did not fit."""
-    gains, missing = gain_table(cells), missing_cells(cells, not_run, fit, gpu)
-    return ["## Experiment 33: gain at 2, 3 and 7 copies", "",
-            _table(gains) if len(gains) else "No shared cell of experiment 33 in the data.", "",
-            "### Cells not run or that did not fit", "",
-            _table(missing) if len(missing) else "Every cell of the study ran.", ""]
+def _gain_sets(found: Report) -> list[tuple[str, pd.DataFrame]]:
+    """(name, cells) of experiment 33 in each precision and of 34-36, as the gains table lists them."""
+    sets = [("33", found.cells33)] + ([(f"33 {_precisions(found.variant33)}", found.variant33)]
+                                      if len(found.variant33) else [])
+    return sets + [(name.removeprefix("seed-"), cells) for name, cells in found.like33.items()]
 
 
-def _variant_section(variant: pd.DataFrame, study: pd.DataFrame, not_run: pd.DataFrame | None, fit: pd.DataFrame,
-                     gpu: str) -> list[str]:
-    """Experiment 33 in another precision (e.g. bf16) beside the study's recipe; nothing where the data has none."""
-    if variant.empty:
-        return []
-    gains, missing = gain_table(variant), missing_cells(variant, not_run, fit, gpu)
-    amp = _precisions(variant)
-    return [f"## Experiment 33 in {amp}", "", f"The study's recipe with {amp} autocast, as users train today; "
-            "the claims above hold the recipe as the study ran it (fp32).", "",
-            _versus_as_run(variant, study), "",
-            _table(gains) if len(gains) else f"No shared cell measured in {amp}.", "",
-            f"### Cells not run or that did not fit ({amp})", "",
-            _table(missing) if len(missing) else f"Every cell ran in {amp}.", ""]
+def _measured(found: Report) -> str:
+    """How many of each experiment's cells were measured, and the largest gain in another precision."""
+    counts = ", ".join(f"{name}: {cells['normalized_throughput_mean'].notna().sum()}" for name, cells
+                       in _gain_sets(found))
+    said = f"Cells measured of the study's {len(STUDY_33) * 3} per experiment: {counts}."
+    if len(found.variant33):
+        said += " " + _versus_as_run(found.variant33, found.cells33)
+    return said + " Experiments 34-36 are experiment 33's matrix for " + \
+        "; ".join(f"{k.removeprefix('seed-')}: {v}" for k, v in LIKE_33.items()) + "."
 
 
-def _like_33_sections(results: Results, models: dict[str, str] | None) -> list[str]:
-    """The gains of experiments 34-36 (experiment 33's matrix for other workloads), where the data has them."""
-    lines = []
-    for experiment, what in LIKE_33.items():  # where the data has them, however partly
-        cells, note = configurations(results, experiment, models)
-        measured = cells[cells["normalized_throughput_mean"].notna()]  # a cell with a complete run
-        if len(cells):
-            gains = gain_table(measured)
-            lines += [f"## Experiment {experiment.removeprefix('seed-')}: {what}", "",
-                      *([f"> {note}", ""] if note else []),
-                      f"{len(measured)} of the study's {len(STUDY_33) * 3} cells measured.", "",
-                      _table(gains) if len(gains) else "No shared cell measured yet.", ""]
-    return lines
-
-
-def _mixes_section(cells37: pd.DataFrame, not_run: pd.DataFrame | None, placements: pd.DataFrame) -> list[str]:
-    """Experiment 37: the gain of each mix under each way of sharing, the mixes not run, their MIG layouts."""
-    mixes = cells37[cells37["kind"].isin(KINDS)] if len(cells37) else cells37
-    lines = ["## Experiment 37: mixed workloads", "", _table(pd.DataFrame({
-        "mix": mixes.get("mix", pd.Series(dtype=str)).fillna(mixes.get("jobs_label", "")),
-        "sharing": mixes.get("kind"), "gain": [gain_text(r) for _, r in mixes.iterrows()],
-        "bound by": mixes.get("bound_by")})) if len(mixes) else "No mixed run in the data.", ""]
-    skipped = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else None
-    if skipped is not None and len(skipped):
-        lines += ["### Mixes not run", "", _table(skipped[["cell", "why"]]), ""]
-    return lines + ["### MIG layouts of the study's mixes", "", _table(placements), ""]
-
-
-def _table(frame: pd.DataFrame) -> str:
-    """A frame as a Markdown table (no index; empty cells blank)."""
-    frame = frame.fillna("").astype(str)
-    head = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    return "\n".join([head, rule] + ["| " + " | ".join(row) + " |" for row in frame.itertuples(index=False)])
-
-
-def gain_table(cells: pd.DataFrame, copies: tuple[int, ...] = (2, 3, 7)) -> pd.DataFrame:
-    """Per workload and copies: the gain under each way of sharing as 'gain +- CI x (bound by ...)'."""
-    shared = cells[cells["kind"].isin(KINDS) & cells["copies"].isin(copies)]
-    rows = []
-    for (workload, n), group in shared.groupby(["workloads", "copies"], sort=True):
-        row = {"workload": workload, "copies": int(n)}
-        for _, cell in group.iterrows():
-            row[cell["kind"]] = f"{gain_text(cell)} (bound by {_bound(cell)})"
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["workload", "copies", *KINDS]).dropna(axis=1, how="all")
+def _markdown(frame: pd.DataFrame, columns: list[str] | None, nothing: str) -> str:
+    return table(frame, columns).to_markdown() if len(frame) else nothing
 
 
 def _versus_as_run(variant: pd.DataFrame, study: pd.DataFrame) -> str:
     """The largest gain of the variant's cells (e.g. bf16) beside the largest of the study's recipe."""
     best = [cells.loc[cells["normalized_throughput_mean"].idxmax()] if cells["normalized_throughput_mean"].notna().any()
             else None for cells in (variant[variant["kind"].isin(KINDS)], study[study["kind"].isin(KINDS)])]
-    said = [f"{gain_text(b)} ({b['workloads']}, {int(b['copies'])} copies, {b['kind']})" if b is not None
+    said = [f"{pretty(gain_text(b))} ({b['workloads']}, {int(b['copies'])} copies, {b['kind']})" if b is not None
             else "none measured" for b in best]
     return f"The largest gain in {_precisions(variant)}: {said[0]}; as the study ran it: {said[1]}."
 
@@ -175,22 +224,14 @@ def _precisions(cells: pd.DataFrame) -> str:
     return " and ".join(sorted(set(cells["amp"].dropna())))
 
 
-def for_plots(cells: pd.DataFrame) -> pd.DataFrame:
-    """The cells with `mode_label` set to their kind (a partition of part of the card named by its layout), so
-    that `plots.by_mode` draws one line per way of sharing against copies."""
-    part_card = (cells["kind"] == PARTITION) & (cells["copies"] == 1) & (cells["layout"] != "7g")
-    label = cells["kind"].where(~part_card, "MPS partition " + cells["layout"] + " (not MIG)")
-    return cells[cells["kind"] != ALONE].assign(mode_label=label)
+def a100_note(gpu: str) -> str:
+    """What a user of the study's A100-40GB should expect, from the two cards' tables.
 
-
-def a100_note(fit: pd.DataFrame, gpu: str) -> list[str]:
-    """What a user of the study's A100-40GB should expect, from the card tables and the measured footprints."""
+    >>> a100_note("H100-80GB")[:60]
+    'A100-40GB has 108 SMs and 40,960 MiB against 132 SMs and 81,'
+    """
     here, there = gpu_model(gpu), gpu_model(STUDY_GPU)
-    lines = [f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs "
-             f"and {here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "
-             "smaller card busier still, so its copies gain no more there; a job that leaves SMs idle here (host- or "
-             "input-bound) leaves them idle there too, and copies gain on both."]
-    a100 = fit[fit["capacity"].astype(str).str.startswith(STUDY_GPU)].dropna(subset=["copies_fit"]) if len(fit) else fit
-    lines += [f"{r.workload}: {_copies(r.copies_fit)} fit in {r.capacity} (steady {r.steady_gpu_memory_mb:,.0f} MiB "
-              "measured here)" for r in a100.itertuples()]
-    return lines
+    return (f"{there.name} has {there.sm_count} SMs and {there.total_memory_mib:,} MiB against {here.sm_count} SMs "
+            f"and {here.total_memory_mib:,} MiB on {here.name}: a job that keeps this card's SMs busy alone keeps the "
+            "smaller card busier still, so its copies gain no more there; a job that leaves SMs idle here (host- or "
+            "input-bound) leaves them idle there too, and copies gain on both.")

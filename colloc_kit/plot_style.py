@@ -1,0 +1,178 @@
+"""The kit's figure style, one for every figure: a plotly template of its own (plotly_white, a palette of twelve
+colours a reader tells apart, legends below the plot), a fixed colour per sharing mode, short legend labels, plots
+split into facets (one per workload, one for mixes of workloads) instead of twenty series in one, and the mark of a
+figure that is no result (a noisy machine).
+
+    >>> fig = go.Figure(layout={"template": TEMPLATE})
+    >>> fig.layout.template.layout.legend.orientation
+    'h'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "empty", "noisy", "short_label", "counted",
+           "colours",
+           "series", "facets", "grid", "where", "category", "in_order"]
+
+# Twelve colours a reader tells apart (Tableau 10 and two more); each sharing mode keeps its own in every figure
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",
+           "#bab0ac", "#17becf", "#8c564b")
+MODE_COLOURS = (("exclusive", "#7f7f7f"), ("naive", "#f28e2b"), ("mps partition", "#59a14f"),
+                ("mps(partitions", "#59a14f"), ("mps(thread", "#76b7b2"), ("mps", "#4e79a7"), ("mig", "#b07aa1"))
+MAX_SERIES = 8  # traces in one plot (one facet) at most; more go into facets
+FACET_COLUMNS, FACET_HEIGHT_PX = 3, 300
+MIXES = "mixes of workloads"  # the facet of runs whose jobs are not copies of one workload
+pio.templates["colloc_kit"] = go.layout.Template(layout={
+    "colorway": PALETTE, "font": {"size": 13},
+    "title": {"x": 0, "xref": "paper", "xanchor": "left", "font": {"size": 17}},
+    "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
+               "title": {"text": ""}, "font": {"size": 12}},
+    "margin": {"l": 70, "r": 30, "t": 80, "b": 110}, "hoverlabel": {"namelength": -1},
+    "xaxis": {"automargin": True, "title": {"font": {"size": 12}}},
+    "yaxis": {"automargin": True, "title": {"font": {"size": 12}}}})
+TEMPLATE = "plotly_white+colloc_kit"  # the kit's figure style: plotly_white, its palette, legends below
+
+
+def empty(title: str, note: str) -> go.Figure:
+    """A figure that says why there is nothing to draw (instead of an error)."""
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False},
+                            "yaxis": {"visible": False}, "height": 300})
+    fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    return fig
+
+
+def noisy(fig: go.Figure, warning: str | None) -> go.Figure:
+    """The figure marked as no result where `warning` (the page's noise check) is given: every trace greyed, the
+    warning written across it, the title saying so. Without a warning the figure is returned as it is.
+
+    >>> noisy(go.Figure(layout={"title": "Gain"}), "identical jobs differ 2.1x").layout.title.text
+    'Gain (not a result: too noisy)'
+    """
+    if not warning:
+        return fig
+    fig.update_traces(marker_color="#c8c8c8", opacity=0.5, selector=lambda t: hasattr(t, "marker"))
+    fig.update_traces(line_color="#c8c8c8", selector=lambda t: hasattr(t, "line"))
+    text = "<br>".join(textwrap.wrap(f"Not a result: {warning}", 90))
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13},
+                       bgcolor="rgba(255,255,255,0.85)", bordercolor="#d62728", borderwidth=1)
+    fig.update_layout(title_text=f"{fig.layout.title.text or ''} (not a result: too noisy)".strip())
+    return fig
+
+
+def short_label(label: str) -> str:
+    """A mode's label as a legend says it: 'mps(partitions=1g+1g+1g+1g+1g+1g+1g)' -> 'MPS partitions 7 x 1g'.
+
+    >>> short_label("mps(partitions=1g+1g+1g+1g+1g+1g+1g)"), short_label("mps(thread_percentage=60+30+10)")
+    ('MPS partitions 7 x 1g', 'MPS threads 60+30+10 %')
+    >>> short_label("mig(layout=3g.40gb+2g.20gb)"), short_label("naive")
+    ('MIG 3g.40gb+2g.20gb', 'naive')
+    >>> short_label("mps")
+    'MPS'
+    """
+    match = re.fullmatch(r"(\w+)\((\w+)=(.*)\)", label)
+    if not match:
+        return label.upper() if label in ("mps", "mig") else label
+    name, option, value = match.groups()
+    value = counted(value)
+    words = {"partitions": f"partitions {value}", "thread_percentage": f"threads {value} %", "layout": value}
+    return f"{name.upper() if name in ('mps', 'mig') else name} {words.get(option, f'{option} {value}')}"
+
+
+def counted(layout: str) -> str:
+    """A layout with its repeated parts counted: '1g+1g+1g' -> '3 x 1g', '4g+2g+2g' -> '4g+2 x 2g'.
+
+    >>> counted("1g+1g+1g+1g+1g+1g+1g"), counted("4g+2g+2g")
+    ('7 x 1g', '4g+2 x 2g')
+    """
+    return re.sub(r"\b(\w+)(?:\+\1\b)+", lambda m: f"{m.group(0).count('+') + 1} x {m.group(1)}", layout)
+
+
+def colours(names: list[str]) -> dict[str, str]:
+    """A colour per series: a sharing mode's own where the name says which (naive orange, MPS blue, ...), the
+    palette's next free one otherwise, so that no two series of a figure share one.
+
+    >>> colours(["MPS partitions 3g+3g", "MPS", "naive", "my mode"])
+    {'MPS partitions 3g+3g': '#59a14f', 'MPS': '#4e79a7', 'naive': '#f28e2b', 'my mode': '#e15759'}
+    """
+    def kind(name: str) -> str | None:
+        return next((c for prefix, c in MODE_COLOURS if name.lower().replace(" · ", " ").startswith(prefix)), None)
+
+    out: dict[str, str] = {}
+    for name in sorted(names, key=len):  # a plain mode ("MPS") before its variants ("MPS partitions 3g+3g")
+        if kind(name) and kind(name) not in out.values():
+            out[name] = kind(name)  # type: ignore[assignment]
+    for name in names:
+        if name not in out:
+            out[name] = next((c for c in PALETTE if c not in out.values()), PALETTE[len(out) % len(PALETTE)])
+    return {name: out[name] for name in names}
+
+
+def facets(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The plots a figure of `data` splits into: one per workload (copies of one job) and one for the mixes, so
+    that no plot holds every series; a single plot where there is one."""
+    if "workloads" not in data or data["workloads"].nunique() <= 1:
+        return [("", data)]
+    mix = data["workloads"].astype(str).str.contains(" + ", regex=False)
+    groups = [(str(w), rows) for w, rows in data[~mix].groupby("workloads", sort=True)]
+    return groups + ([(MIXES, data[mix])] if mix.any() else [])
+
+
+def grid(titles: list[str], title: str, shared_y: bool = True) -> go.Figure:
+    """A figure of one plot per title, FACET_COLUMNS to a row, the legend below them all."""
+    cols = min(FACET_COLUMNS, len(titles))
+    rows = math.ceil(len(titles) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles if titles != [""] else None,
+                        shared_yaxes="all" if shared_y else False, horizontal_spacing=0.06,
+                        vertical_spacing=0.3 / rows if rows > 1 else 0.1)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(title=title, template=TEMPLATE, height=FACET_HEIGHT_PX * rows + 190)
+    return fig
+
+
+def where(i: int) -> dict:
+    """The row and column of facet `i` of a `grid`: what plotly's add_trace and update_xaxes take."""
+    return {"row": i // FACET_COLUMNS + 1, "col": i % FACET_COLUMNS + 1}
+
+
+def series(frame: pd.DataFrame) -> pd.Series:
+    """The legend entry of each row: its mode as a legend says it (`short_label`), with its experiment where one
+    workload ran under that mode in several experiments (workloads are facets, `facets`).
+
+    >>> series(pd.DataFrame({"mode_label": ["naive", "naive"], "mode": ["naive"] * 2, "workloads": ["a", "a"],
+    ...                      "experiment": ["03-naive", "07"]})).tolist()
+    ['03-naive / naive', '07 / naive']
+    """
+    labels = frame["mode_label"].fillna(frame["mode"]).astype(str).map(short_label)
+    if "experiment" in frame and frame["experiment"].nunique() > 1:
+        workload = frame["workloads"].astype(str) if "workloads" in frame else pd.Series("", frame.index)
+        several = frame.groupby([workload, labels])["experiment"].transform("nunique") > 1
+        labels = labels.where(~several, frame["experiment"].astype(str) + " / " + labels)
+    return labels
+
+
+def category(value) -> str:
+    """A category's text: 2 for 2.0, the value itself otherwise."""
+    return str(int(value)) if _is_number(value) and float(value).is_integer() else str(value)
+
+
+def in_order(values: pd.Series) -> list[str]:
+    """The categories of an axis: numbers in numeric order (1, 2, 3, 7, never 3, 2, 1, 7), text in its order.
+
+    >>> in_order(pd.Series([3, 2, 1, 7, 2]))
+    ['1', '2', '3', '7']
+    """
+    unique = list(dict.fromkeys(values.dropna()))
+    return [category(v) for v in (sorted(unique) if all(_is_number(v) for v in unique) else unique)]
+
+
+def _is_number(value) -> bool:
+    return pd.api.types.is_number(value) and not pd.api.types.is_bool(value)
