@@ -68,15 +68,19 @@ def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, 
             window = (start + warmup_s, start + warmup_s + seconds)
             while time.time() < window[1] + 2 and all(p.poll() is None for p in procs):
                 time.sleep(0.2)
+        except RuntimeError as exc:  # e.g. 7 copies that do not fit: recorded, and the next cell runs
+            window, note = None, str(exc)
         finally:
             for proc in procs:
                 if proc.poll() is None:
                     os.killpg(proc.pid, 15)
             for proc in procs:
                 proc.wait(timeout=60)
+    cell = {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies}
+    if window is None:
+        return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": note}
     rates = [_rate(s, window) for s in stamps]
-    return {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies,
-            "aggregate_images_per_s": sum(rates), "job_rates": json.dumps([round(r, 1) for r in rates])}
+    return {**cell, "aggregate_images_per_s": sum(rates), "job_rates": json.dumps([round(r, 1) for r in rates])}
 
 
 def _stamp(proc: subprocess.Popen, stamps: list[tuple[float, int]], log: Path) -> None:
@@ -97,7 +101,7 @@ def _all_training(procs: list[subprocess.Popen], stamps: list[list[tuple[float, 
     deadline = time.time() + 600
     while not all(stamps):
         if any(p.poll() is not None for p in procs) or time.time() > deadline:
-            raise RuntimeError("a train.py copy ended (or none trained within 600 s) before all trained; see its log")
+            raise RuntimeError("not every copy trained: a copy ended, or none trained within 600 s (see its log)")
         time.sleep(0.1)
     return time.time()
 
@@ -113,22 +117,26 @@ def _rate(stamps: list[tuple[float, int]], window: tuple[float, float]) -> float
     return (images_at(window[1]) - images_at(window[0])) / (window[1] - window[0])
 
 
-def run_kit(data: Path, workload: str, modes: list[str], copies: list[int], placement: str, seconds: float,
-            out: Path) -> list[dict]:
-    """The kit's cells of one workload (naive x1, then `modes` at `copies`) with the seed recipe and `placement`."""
+def run_kit(data: Path, workload: str, mode: str, copies: int, placement: str, seconds: float, out: Path) -> dict:
+    """One cell of the kit (`copies` jobs under `mode`) with the seed recipe and `placement`, in its own experiment
+    folder; a cell that did not complete (e.g. its copies do not fit) is returned with its status."""
     model, dataset, amp = WORKLOADS[workload]
-    name = f"peer-{workload}-{placement}"
-    job = ["--model", f"timm.{model}", "--dataset", "imagefolder", "--data-root", str(data / dataset),
-           "--recipe", "seed", "--amp", amp, "--batch-size", str(BATCH), "--seconds", str(seconds),
-           "--warmup-steps", "10", "--placement", placement, "--name", name, "--out", str(out / "kit"), "--quiet"]
-    for mode_list, copy_list in ((["naive"], [1]), (modes, copies)):
-        subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", *job, "--mode", ",".join(mode_list),
-                        "--copies", ",".join(map(str, copy_list))], check=False)
+    name = f"peer-{workload}-{placement}-{mode}-x{copies}"
+    subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", "--model", f"timm.{model}", "--dataset",
+                    "imagefolder", "--data-root", str(data / dataset), "--recipe", "seed", "--amp", amp,
+                    "--batch-size", str(BATCH), "--seconds", str(seconds), "--warmup-steps", "10", "--placement",
+                    placement, "--mode", mode, "--copies", str(copies), "--name", name, "--out", str(out / "kit"),
+                    "--quiet"], check=False)
+    cell = {"program": "kit", "placement": placement, "workload": workload, "mode": mode, "copies": copies}
     results = colloc_kit.load(out / "kit" / name)
-    rates = results.jobs.groupby("run_id")["images_per_s"].apply(lambda v: [round(x, 1) for x in v])
-    return [{"program": "kit", "placement": placement, "workload": workload, "mode": r["mode"],
-             "copies": int(r["copies"]), "aggregate_images_per_s": r["aggregate_images_per_s"],
-             "job_rates": json.dumps(rates.get(r["run_id"], []))} for _, r in results.runs.iterrows()]
+    if results.runs.empty:
+        return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": "no run recorded: see the log"}
+    run = results.runs.iloc[-1]
+    if run["status"] != "complete":
+        return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": f"the kit's run {run['status']}"}
+    rates = results.jobs[results.jobs["run_id"] == run["run_id"]]["images_per_s"]
+    return {**cell, "aggregate_images_per_s": run["aggregate_images_per_s"],
+            "job_rates": json.dumps([round(x, 1) for x in rates])}
 
 
 def compare(out: Path) -> pd.DataFrame:
@@ -145,8 +153,9 @@ def compare(out: Path) -> pd.DataFrame:
                                       - 1) for r in rows.itertuples()]
     rows.to_csv(out / "table.csv", index=False)
     shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str),
-                        images_per_s=rows["aggregate_images_per_s"].map("{:,.0f}".format),
-                        gain=rows["gain"].map("{:.2f}".format),
+                        images_per_s=rows["aggregate_images_per_s"].map(
+                            lambda v: "did not run (see results.jsonl)" if pd.isna(v) else f"{v:,.0f}"),
+                        gain=rows["gain"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
                         vs_train_py=rows["vs_train_py_pct"].map(lambda v: "" if pd.isna(v) else f"{v:+.1f} %"))
     columns = ["workload", "cell", "program", "placement", "images_per_s", "gain", "vs_train_py"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
@@ -166,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--workloads", default=",".join(WORKLOADS))
     run.add_argument("--modes", default="naive,mps")
     run.add_argument("--copies", default="3,7")
-    run.add_argument("--placements", default="unpinned,pinned", help="the kit's placements to run")
+    run.add_argument("--placements", default="unpinned", help="the kit's placements to run (unpinned,pinned)")
     run.add_argument("--seconds", type=float, default=15.0, help="the measured window of every cell")
     run.add_argument("--warmup-s", type=float, default=8.0, help="train.py's seconds after all copies train")
     sub.add_parser("compare").add_argument("out", type=Path)
@@ -178,16 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",")]
     with open(args.out / "results.jsonl", "a") as results:
         for workload in args.workloads.split(","):
-            cells = [("naive", 1)] + [(m, c) for m in modes for c in copies]
-            for mode, n in cells:
-                row = run_train_py(args.timm, args.data, workload, mode, n, args.warmup_s, args.seconds, args.out)
-                results.write(json.dumps(row) + "\n")
-                results.flush()
-                print(row, flush=True)
-            for placement in args.placements.split(","):
-                for row in run_kit(args.data, workload, modes, copies, placement, args.seconds, args.out):
+            for mode, n in [("naive", 1)] + [(m, c) for m in modes for c in copies]:  # the programs interleaved
+                rows = [run_train_py(args.timm, args.data, workload, mode, n, args.warmup_s, args.seconds, args.out)]
+                rows += [run_kit(args.data, workload, mode, n, placement, args.seconds, args.out)
+                         for placement in args.placements.split(",")]
+                for row in rows:
                     results.write(json.dumps(row) + "\n")
                     results.flush()
+                    print(row, flush=True)
     return 0
 
 

@@ -114,6 +114,18 @@ def test_seed_transform_yields_224_uint8_images_from_a_small_png(tmp_path):
     assert out.shape == (3, 224, 224) and out.dtype == torch.uint8
 
 
+def test_the_seed_recipe_without_timm_is_refused_before_anything_starts(tmp_path, monkeypatch, capsys):
+    import importlib.util  # noqa: PLC0415 - this test only
+
+    folder = make("cifar10", tmp_path / "data", images=20, progress=False)
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "timm" else found(name, *a))
+    code = main(["run", "--model", "smallcnn", "--device", "cpu", "--recipe", "seed", "--dataset", "imagefolder",
+                 "--data-root", str(folder), "--steps", "2", "--out", str(tmp_path / "runs")])
+    assert code == 2 and "the seed recipe (timm's own training transform) needs timm" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.slow
 def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_path):
     folder = make("cifar10", tmp_path / "data", images=200, progress=False)

@@ -15,7 +15,7 @@ from ..errors import BadInput, NvmlUnavailable
 from ..gpu import nvml
 from ..spec import JobSpec
 from .datasets import DATASET_NAMES, image_side, locate
-from .models import MODEL_NAMES, check_model
+from .models import MODEL_NAMES, check_model, require_timm
 
 __all__ = ["check_job", "MODEL_NAMES", "DATASET_NAMES"]
 
@@ -23,9 +23,12 @@ NO_CUDA = "CUDA is not available on this machine{why}; use --device cpu"
 
 
 def check_job(spec: JobSpec) -> None:
-    """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, no CUDA."""
+    """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, the seed recipe
+    without timm, no CUDA."""
     locate(spec.dataset, spec.data_root)
     check_model(spec.model, image_side(spec.dataset, spec.image_size, spec.model, spec.device))
+    if spec.recipe == "seed":
+        require_timm("the seed recipe (timm's own training transform)")
     if spec.dataset == "synthetic" and spec.synthetic_samples < spec.batch_size:
         raise BadInput(f"synthetic_samples ({spec.synthetic_samples}) is smaller than one batch ({spec.batch_size}); "
                        "raise --synthetic-samples or lower --batch-size")

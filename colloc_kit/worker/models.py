@@ -80,9 +80,14 @@ def _small_cnn(num_classes: int) -> Any:
     )
 
 
-def _check_timm(name: str, image_size: int) -> None:
+def require_timm(what: str) -> None:
+    """Refuse (BadInput) `what` where timm is not installed, saying how to install it."""
     if importlib.util.find_spec("timm") is None:
-        raise BadInput(f"model {TIMM_PREFIX}{name} needs timm, which is not installed; {TIMM_INSTALL}")
+        raise BadInput(f"{what} needs timm, which is not installed; {TIMM_INSTALL}")
+
+
+def _check_timm(name: str, image_size: int) -> None:
+    require_timm(f"model {TIMM_PREFIX}{name}")
     import timm  # noqa: PLC0415 - optional (colloc-kit[timm]), only for timm models
 
     if not timm.is_model(name):
