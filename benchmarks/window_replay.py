@@ -151,7 +151,8 @@ def replay_run(run: RunDir, rules: Sequence[Rule] = RULES) -> list[dict]:
     starts = {job: ivs[0]["t"] - ivs[0]["interval_s"] for job, ivs in measured.items() if ivs}
     own = {job: [(e["t"] - starts[job], e["interval_s"], e["interval_images"]) for e in ivs]
            for job, ivs in measured.items() if ivs}
-    key = [manifest.experiment, manifest.mode.label, *sorted(json.dumps(job.spec, sort_keys=True) for job in manifest.jobs)]
+    specs = sorted(json.dumps(job.spec, sort_keys=True) for job in manifest.jobs)
+    key = [manifest.experiment, manifest.mode.label, *specs]
     cell = hashlib.sha1("; ".join(map(str, key)).encode()).hexdigest()[:10]  # the same jobs, mode and copies
     rows = []
     for rule in rules:
