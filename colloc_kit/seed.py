@@ -67,7 +67,7 @@ class SeedSpec:
     seed: int
     amp: tuple[str, ...] = ("off",)
     data_root: str = "seed-data"
-    seconds: float = 15.0  # the most a window measures (the least is min_seconds where until_ci is given)
+    seconds: float = 10.0  # each window (with until_ci: the most); 10 s: benchmarks/window_replay.py on the H100 set
     until_ci: float | None = None  # a window ends once its images/s 95 % CI is this tight (JobSpec.until_ci)
     min_seconds: float = 10.0
     warmup_steps: int = 10
@@ -191,7 +191,7 @@ class CellTime:
     set-up), measured from the experiment's runs where it has some, and where that came from.
 
     >>> CellTime.of(SeedSpec(33), runs=None)
-    CellTime(window_s=15.0, overhead_s=8.8, source='no runs here yet: 9 s of overhead (the H100) + 15 s windows')
+    CellTime(window_s=10.0, overhead_s=8.8, source='no runs here yet: 9 s of overhead (the H100) + 10 s windows')
     """
 
     window_s: float
