@@ -3,6 +3,7 @@
 # benchmark in a background runner (its own session, so it outlives one call), polled.
 #   bash benchmarks/peer_h100.sh start DATA OUT TIMM [peer_train_py.py run flags]   # data, then the runner; returns
 #   bash benchmarks/peer_h100.sh wait OUT SECONDS      # poll for SECONDS or until the runner ends; then the table
+#   bash benchmarks/peer_h100.sh stop OUT              # interrupt the runner and its cell (SIGTERM; MPS quits), wait
 set -u
 case $1 in
 start)
@@ -21,6 +22,13 @@ wait)
   wc -l < "$out/results.jsonl"
   python3 benchmarks/peer_train_py.py compare "$out" > /dev/null 2>&1; cat "$out/table.md"
   kill -0 "$(cat "$out.pid")" 2>/dev/null && echo "still running" || { tail -3 "$out.log"; echo "done"; }
+  echo "MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
+  ;;
+stop)
+  out=$2
+  kill -TERM -- -"$(cat "$out.pid")" 2>/dev/null  # the runner's whole session: it, the kit or train.py copies
+  for _ in $(seq 120); do pgrep -s "$(cat "$out.pid")" > /dev/null || break; sleep 1; done
+  tail -3 "$out.log"
   echo "MPS processes left: $(pgrep -a nvidia-cuda-mps || echo none)"
   ;;
 esac

@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(compare(args.out).to_string(index=False))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the copies are killed and MPS quits (finally)
     modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",")]
     with open(args.out / "results.jsonl", "a") as results:
         for workload in args.workloads.split(","):
