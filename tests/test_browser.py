@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 from urllib.request import urlopen
 
 import nbformat
@@ -38,19 +37,14 @@ import pytest
 from colloc_kit import batch
 from colloc_kit.batch_pages import export_html
 from colloc_kit.plot_style import MAX_SERIES
+from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_naive_collocation.ipynb"
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 INTERRUPT_WITHIN_S = 10
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
-                                                     "(apt-get install chromium; .ci/run installs it in CI)"),
-]
+pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
@@ -66,22 +60,9 @@ def browser():
 @pytest.fixture
 def page(browser):
     """A page whose requests to any other host are aborted and recorded in `page.outside`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    outside: list[str] = []
-
-    def only_local(route):
-        url = urlparse(route.request.url)
-        if url.scheme in ("file", "data", "blob") or url.hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_local)
-    page = context.new_page()
-    page.outside = outside
+    page = local_only_page(browser, 1400, 1000)
     yield page
-    context.close()
+    page.context.close()
 
 
 def shot(page, name: str) -> None:

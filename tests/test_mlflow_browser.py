@@ -11,29 +11,23 @@ from __future__ import annotations
 import os
 import tarfile
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
 import colloc_kit
 from colloc_kit import mlflow_log
+from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
 from mlflow_server import server
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS", ROOT / "test-artifacts")) / "mlflow-browser"
 RUNS = ROOT / "benchmarks" / "results" / "h100" / "seed" / "seed-runs.tgz"  # the raw runs of reference set h100-80gb
 BASELINE, PAIR = "20261122-230325-exclusive-x1-r0", ("20261122-230557-naive-x2-r0", "20261122-230721-mps-x2-r0")
 CHARTS = ("interval/images_per_s", "gpu/sm_util_pct", "gpu/power_w", "aggregate_images_per_s",
           "normalized_throughput", "energy_per_image_j")
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 CELLS, COLORS = "tags.`colloc_kit.kind` = 'cell'", ("#1f77b4", "#d62728")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium "
-                                                     "(apt-get install chromium; .ci/run installs it in CI)"),
-]
+pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
@@ -62,21 +56,7 @@ def page():
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (pip install -e '.[dev]')")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1400, "height": 1480})
-        outside: list[str] = []
-
-        def only_local(route):
-            url = urlparse(route.request.url)
-            if url.scheme in ("data", "blob") or url.hostname in LOCAL_HOSTS:
-                route.continue_()
-            else:
-                outside.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", only_local)
-        page = context.new_page()
-        page.outside = outside
-        yield page
+        yield local_only_page(browser, 1400, 1480)
         browser.close()
 
 
