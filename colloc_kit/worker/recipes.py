@@ -7,8 +7,8 @@
   scale 0.08-1 and a random choice of bilinear or bicubic interpolation, horizontal flip 0.5, colour jitter 0.4), the
   loader yielding uint8 images that the GPU converts and normalises (timm's "prefetcher"); SGD with momentum 0.9 and
   weight decay 2e-5; label smoothing 0.1. It needs timm, as the study's models do; the learning rate does not change
-  throughput and stays the job's own. (A torchvision rewrite of the transform decoded CIFAR-size images about 8 %
-  slower per core than timm's PIL path, and the study's jobs are bound by exactly that work.)
+  throughput and stays the job's own. (The kit's earlier torchvision rewrite of this transform was 6 % slower per
+  core on 32-px images and 22 % faster on 400-px ones: `benchmarks/transform_speed.py`.)
 
     >>> RECIPES["seed"].weight_decay, RECIPES["seed"].label_smoothing
     (2e-05, 0.1)
