@@ -33,7 +33,7 @@ import colloc_kit
 from colloc_kit.modes import make_mode
 from colloc_kit.spec import ModeSpec
 
-__all__ = ["WORKLOADS", "compare", "main", "run_train_py"]
+__all__ = ["WORKLOADS", "compare", "kit_name", "kit_row", "main", "run_train_py"]
 
 WORKLOADS = {"r26-fp32": ("resnet26", "cifar10", "off"), "r26-bf16": ("resnet26", "cifar10", "bf16"),
              "r50-in64": ("resnet50", "imagenet64", "off")}
@@ -122,28 +122,44 @@ def run_kit(data: Path, workload: str, mode: str, copies: int, placement: str, s
     """One cell of the kit (`copies` jobs under `mode`) with the seed recipe and `placement`, in its own experiment
     folder; a cell that did not complete (e.g. its copies do not fit) is returned with its status."""
     model, dataset, amp = WORKLOADS[workload]
-    name = f"peer-{workload}-{placement}-{mode}-x{copies}"
+    name = kit_name(workload, placement, mode, copies)
     subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", "--model", f"timm.{model}", "--dataset",
                     "imagefolder", "--data-root", str(data / dataset), "--recipe", "seed", "--amp", amp,
                     "--batch-size", str(BATCH), "--seconds", str(seconds), "--warmup-steps", "10", "--placement",
                     placement, "--mode", mode, "--copies", str(copies), "--name", name, "--out", str(out / "kit"),
                     "--quiet"], check=False)
-    cell = {"program": "kit", "placement": placement, "workload": workload, "mode": mode, "copies": copies}
-    results = colloc_kit.load(out / "kit" / name)
+    return kit_row(out / "kit" / name, {"program": "kit", "placement": placement, "workload": workload,
+                                        "mode": mode, "copies": copies})
+
+
+def kit_name(workload: str, placement: str, mode: str, copies: int) -> str:
+    """The kit's experiment folder of one cell."""
+    return f"peer-{workload}-{placement}-{mode}-x{copies}"
+
+
+def kit_row(folder: Path, cell: dict) -> dict:
+    """`cell` with the aggregate of the kit's run in `folder` as today's `colloc_kit.load` computes it; a cell that
+    did not complete (e.g. its copies do not fit) with its status."""
+    results = colloc_kit.load(folder)
     if results.runs.empty:
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": "no run recorded: see the log"}
     run = results.runs.iloc[-1]
     if run["status"] != "complete":
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": f"the kit's run {run['status']}"}
     rates = results.jobs[results.jobs["run_id"] == run["run_id"]]["images_per_s"]
-    return {**cell, "aggregate_images_per_s": run["aggregate_images_per_s"],
+    return {**cell, "aggregate_images_per_s": float(run["aggregate_images_per_s"]),
             "job_rates": json.dumps([round(x, 1) for x in rates])}
 
 
 def compare(out: Path) -> pd.DataFrame:
     """One row per (workload, program, placement): lone images/s, and per collocated cell its aggregate and gain,
-    with each kit figure's difference from train.py's; written to table.csv and table.md."""
+    with each kit figure's difference from train.py's; written to table.csv and table.md. Where the kit's runs are
+    beside results.jsonl (OUT/kit), the kit's rows are computed from them again, with today's figures."""
     rows = pd.read_json(out / "results.jsonl", lines=True)
+    kit = out / "kit"
+    if kit.is_dir():
+        rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"]), r)
+                             if r["program"] == "kit" else r for r in rows.to_dict("records")])
     rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False)[
         "aggregate_images_per_s"].mean()
     lone = rows[(rows["mode"] == "naive") & (rows["copies"] == 1)].set_index(["workload", "program", "placement"])

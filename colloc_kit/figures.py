@@ -6,8 +6,10 @@ The CLI's tables, `load()`, `analysis`, the notebooks, the panel and `benchmarks
 run shows one number wherever it is shown. The rules:
 
 - **Common window.** Jobs that start together train until every one of them has its measured window (the launcher's
-  stop protocol), so their steady spans overlap. The common window is the span in which every job that reached steady
-  state trained steadily (its measured and held steps): from the last job's end of warm-up to the first job's stop.
+  stop protocol), so their measured windows overlap. The common window is the span in which every job that reached
+  steady state was inside its own measured window: from the last job's end of warm-up to the first job's end of its
+  window. Held steps (a job training on, unmeasured, until its neighbours are done) keep the device as busy as
+  before but are not counted: around a window's end jobs synchronise, report and wait to be stopped.
   A job that failed ends its steady span when it fails, so the window ends there too; a job that never reached
   steady state (it failed while warming up) is left out of the window and named in the run's flags.
 - **Aggregate throughput** of jobs that ran together: the images every job trained inside the common window, over the
@@ -102,8 +104,8 @@ def steady_span(stream: Sequence[dict], held: bool = True) -> tuple[float, float
 
 
 def common_window(streams: Mapping[str, Sequence[dict]]) -> Window:
-    """The span in which every job that reached steady state trained steadily (see the module's rules)."""
-    spans = {job: steady_span(stream) for job, stream in streams.items()}
+    """The span in which every job that reached steady state was inside its measured window (the module's rules)."""
+    spans = {job: steady_span(stream, held=False) for job, stream in streams.items()}
     steady = {job: span for job, span in spans.items() if span}
     never = sorted(job for job, span in spans.items() if not span)
     left_out = f"; {', '.join(never)} never reached steady state" if never else ""

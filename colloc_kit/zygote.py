@@ -40,8 +40,8 @@ from typing import IO, Iterable, NoReturn
 
 from .worker.models import TIMM_PREFIX
 
-PRELOAD = ("torch", "torchvision", "setproctitle", "colloc_kit.worker.train", "colloc_kit.worker.loaders",
-           "colloc_kit.worker.models", "colloc_kit.worker.recipes")
+PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
+           "colloc_kit.worker.loaders", "colloc_kit.worker.models", "colloc_kit.worker.recipes")
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
                                           # calls it); the zygote must have one thread when it forks
 WORKER_MODULE = "colloc_kit.worker"

@@ -24,6 +24,18 @@ def test_the_common_window_runs_from_the_last_warmup_end_to_the_first_stop():
     assert (window.start, window.end, window.note) == (2, 8, None)
 
 
+def test_the_common_window_ends_with_the_first_measured_window_and_a_stall_after_it_does_not_count():
+    """Around a window's end jobs synchronise, report and wait to be stopped: on the H100 a worker that loaded scipy
+    there stalled every job for about a second, in held steps that the window used to include (-6 % aggregates)."""
+    def measured_then_stalled(end):
+        return steady(0, end, rate=800) + [interval(end + 1, seconds=1.0, images=128, held=True)]
+
+    streams = {"a": measured_then_stalled(15), "b": measured_then_stalled(15)}
+    out = figures.run_throughput(streams, {"a": "complete", "b": "complete"}, sequential=False)
+    assert (out["window_start"], out["window_end"]) == (0, 15)
+    assert out["aggregate_images_per_s"] == pytest.approx(1600)
+
+
 def test_a_failed_job_contributes_what_it_trained_inside_the_window():
     streams = {"ok": steady(0, 10, rate=900), "failed": steady(0, 6, rate=800)}  # failed at t=6
     out = figures.run_throughput(streams, {"ok": "complete", "failed": "failed"}, sequential=False)
