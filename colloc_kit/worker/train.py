@@ -126,12 +126,10 @@ def _job_id(argv: list[str]) -> str:
 
 def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     check_job(spec)
+    import scipy.stats  # noqa: F401, PLC0415 - the window's CI needs it: loaded now, not where the window ends (~1 s)
     import torch  # noqa: PLC0415 - after check_job: bad input is refused before torch loads
 
     from .loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
-
-    import scipy.stats  # noqa: F401, PLC0415 - for the window's CI (stats.ci95): loaded now, not at the window's end,
-    # where it stalled every job of a run for about a second (a zygote preloads it)
 
     launched_at = started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()
