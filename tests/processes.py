@@ -1,4 +1,4 @@
-"""Checks that a killed kit leaves no process behind (real processes)."""
+"""Checks that the kit leaves no process behind (real processes)."""
 
 from __future__ import annotations
 
@@ -16,3 +16,16 @@ def survivors_of_killed_kit(kit: subprocess.Popen, below: list[psutil.Process], 
     for proc in alive:
         proc.kill()
     return alive
+
+
+def kit_processes_below_us() -> list[psutil.Process]:
+    """This test process's descendants that run the kit (lanes, zygotes, workers): what a run must not leave behind.
+    Other tests' helpers (a browser's driver on its way out) are not the kit's."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "colloc_kit" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:  # ended, or a zombie, while we looked
+            continue
+    return found

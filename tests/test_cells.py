@@ -15,7 +15,7 @@ import time
 
 import psutil
 import pytest
-from processes import survivors_of_killed_kit
+from processes import kit_processes_below_us, survivors_of_killed_kit
 
 import colloc_kit
 from colloc_kit.cli import main
@@ -142,7 +142,7 @@ def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_i
     assert sorted(m.gpu for m in found) == [0, 1]
     assert {m.status for m in found} == {"interrupted"}
     assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}
-    assert psutil.Process().children(recursive=True) == [], "no cell process or worker is left"
+    assert kit_processes_below_us() == [], "no cell process or worker is left"
     assert {r["status"] for r in experiment_status(tmp_path / "experiment")} == {"failed"}
 
 

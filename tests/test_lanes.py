@@ -4,8 +4,8 @@ NVML), any number of them."""
 
 import os
 
-import psutil
 import pytest
+from processes import kit_processes_below_us
 
 import colloc_kit
 from colloc_kit import supervise
@@ -56,7 +56,7 @@ def test_each_gpu_is_one_lane_whose_jobs_fork_from_one_zygote(tmp_path, n_gpus):
         for m, _ in on_gpu:
             job_cores = [set(j.outcome.cores) for j in m.jobs]
             assert set().union(*job_cores) == set(lane_blocks[gpu]), "the lane's jobs use every core of its block"
-    assert psutil.Process().children(recursive=True) == [], "no lane or zygote is left"
+    assert kit_processes_below_us() == [], "no lane or zygote is left"
 
 
 def test_pinned_and_unpinned_runs_are_two_cells_and_jobs_record_where_they_ran(tmp_path):

@@ -7,8 +7,9 @@ import signal
 import threading
 import time
 
-import psutil
 import pytest
+from fake_results import fake_results, job_rows
+from processes import kit_processes_below_us
 
 from colloc_kit.errors import BadInput
 from colloc_kit.events import INTERVAL
@@ -17,7 +18,6 @@ from colloc_kit.notebook import Setup
 from colloc_kit.spec import JobSpec
 from colloc_kit.widgets import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.worker.models import MODEL_NAMES
-from fake_results import fake_results, job_rows
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
                 "workers": 0}
@@ -240,7 +240,7 @@ def test_stopping_a_real_cpu_run_keeps_it_marked_interrupted_and_leaves_no_proce
     (manifest,) = tmp_path.rglob("manifest.json")
     assert json.loads(manifest.read_text())["status"] == "interrupted"
     assert "interrupted" in panel.status.value
-    assert not psutil.Process().children(recursive=True)
+    assert not kit_processes_below_us()
 
 
 @pytest.mark.slow
