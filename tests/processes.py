@@ -29,3 +29,15 @@ def kit_processes_below_us() -> list[psutil.Process]:
         except psutil.Error:  # ended, or a zombie, while we looked
             continue
     return found
+
+
+def kit_processes_since(started: float) -> list[psutil.Process]:
+    """Every process on this machine that runs the kit and began after `started` (a time.time())."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.create_time() >= started and "colloc_kit" in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.Error:  # ended while we looked
+            continue
+    return found

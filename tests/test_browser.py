@@ -38,6 +38,7 @@ from colloc_kit import batch
 from colloc_kit.batch_pages import export_html
 from colloc_kit.plot_style import MAX_SERIES
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
+from processes import kit_processes_since
 
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
@@ -190,6 +191,7 @@ def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 over a folder holding: every notebook with the cpu-smoke profile's parameters
     (`every/`), notebook 03 with INTERACTIVE = True (`panel/`), and a notebook whose cell runs until interrupted."""
     pytest.importorskip("jupyterlab", reason="needs JupyterLab (pip install -e '.[dev]')")
+    started = time.time()
     root = tmp_path_factory.mktemp("lab")
     (root / "every").mkdir()
     for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
@@ -230,6 +232,8 @@ def lab(tmp_path_factory):
         for child in children:  # the kernels, should the server not have shut them down
             if child.is_running():
                 child.kill()
+        for proc in kit_processes_since(started):  # known defect (closing note 9): workers of the kernels' runs can
+            proc.kill()                            # outlive their kernel; they must not starve the next tests
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / "jupyterlab.log", ARTIFACTS / "jupyterlab.log")
