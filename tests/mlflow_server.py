@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 from urllib.request import urlopen
 
-import psutil
+from processes import stop_tree
 
 START_TIMEOUT_S = 180  # a cold start on a busy 2-core machine
 
@@ -38,17 +38,7 @@ def server(root: Path) -> Iterator[str]:
 
 def stop(proc: subprocess.Popen) -> None:
     """Stop the server and every process under it; assert that none outlives it."""
-    children = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    _, alive = psutil.wait_procs(children, timeout=15)
-    for child in alive:
-        child.kill()
-    _, left = psutil.wait_procs(alive, timeout=10)
+    left = stop_tree(proc)
     assert not left, f"processes of the MLflow server left behind: {[p.pid for p in left]}"
 
 

@@ -41,3 +41,19 @@ def kit_processes_since(started: float) -> list[psutil.Process]:
         except psutil.Error:  # ended while we looked
             continue
     return found
+
+
+def stop_tree(proc: subprocess.Popen, grace_s: float = 15) -> list[psutil.Process]:
+    """Stop a server started by a test and every process under it: SIGTERM, then SIGKILL to whatever is still running
+    after `grace_s`; returns those that outlived even that."""
+    children = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        child.kill()
+    return psutil.wait_procs(alive, timeout=10)[1]

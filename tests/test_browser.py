@@ -31,14 +31,13 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import nbformat
-import psutil
 import pytest
 
 from colloc_kit import batch
 from colloc_kit.batch_pages import export_html
 from colloc_kit.plot_style import MAX_SERIES
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
-from processes import kit_processes_since
+from processes import kit_processes_since, stop_tree
 
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
@@ -222,16 +221,7 @@ def lab(tmp_path_factory):
         yield {"url": lambda path: f"http://127.0.0.1:{port}/lab/workspaces/{re.sub(r'[^a-z0-9]', '-', path)}"
                               f"/tree/{path}?token={token}", "root": root}  # a workspace of its own: no tabs restored
     finally:
-        children = psutil.Process(server.pid).children(recursive=True) if server.poll() is None else []
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        for child in children:  # the kernels, should the server not have shut them down
-            if child.is_running():
-                child.kill()
+        stop_tree(server)  # and the kernels, should the server not have shut them down
         for proc in kit_processes_since(started):  # known defect (closing note 9): workers of the kernels' runs can
             proc.kill()                            # outlive their kernel; they must not starve the next tests
         log.close()
