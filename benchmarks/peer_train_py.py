@@ -3,10 +3,11 @@ vendored), on the same workload, machine and data, alone and collocated, so the 
 the program the study measured with. Nothing of train.py is in this repository: give a checkout of timm's repository
 (its `train.py` and `timm/` package are run from there, and the kit's jobs import that same `timm`).
 
-Each workload runs, for each program, naive x1 (the lone job, the denominator of every gain), then naive and MPS at
-the given copy counts. train.py gets the study's flags (`--model`, `--data-dir`, `--warmup-epochs 0`,
-`--batch-size`, and `--amp --amp-dtype bfloat16` for bf16), its copies share the GPU through the kit's own modes
-(the same private MPS daemon), and its throughput is read from its log lines (`Train: epoch [step/steps]`), each
+Each workload runs, for each program, naive x1 (the lone job, the denominator of every gain; `--lone-repeats` times,
+the programs alternating, since a lone job swings between runs), then naive and MPS at the given copy counts.
+train.py gets the study's flags (`--model`, `--data-dir`, `--warmup-epochs 0`, `--batch-size`, and
+`--amp --amp-dtype bfloat16` for bf16), its copies share the GPU through the kit's own modes (the same private MPS
+daemon), and its throughput is read from its log lines (`Train: epoch [step/steps]`), each
 stamped on arrival: a copy's images/s over one window common to all copies, after a warm-up. The kit runs the same
 cells with the seed recipe (`colloc-kit run ... --recipe seed`) and the given placements.
 
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -43,11 +45,11 @@ LOG_INTERVAL = 5  # train.py logs every this many steps (its --log-interval)
 
 
 def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, warmup_s: float, seconds: float,
-                 out: Path) -> dict:
+                 out: Path, repeat: int = 1) -> dict:
     """One cell of train.py: `copies` copies under `mode` (the kit's mode, so MPS is the same private daemon);
     returns the copies' images/s over the common window and the aggregate."""
     model, dataset, amp = WORKLOADS[workload]
-    folder = out / "train_py" / f"{workload}-{mode}-x{copies}"
+    folder = out / "train_py" / f"{workload}-{mode}-x{copies}" / f"repeat-{repeat}"
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(timm / "train.py"), "--data-dir", str(data / dataset), "--model", model,
                "--batch-size", str(BATCH), "--warmup-epochs", "0", "--epochs", "100", "--workers", "4",
@@ -77,7 +79,8 @@ def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, 
                     os.killpg(proc.pid, 15)
             for proc in procs:
                 proc.wait(timeout=60)
-    cell = {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies}
+    cell = {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies,
+            "repeat": repeat}
     if window is None:
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": note}
     rates = [_rate(s, window) for s in stamps]
@@ -118,18 +121,20 @@ def _rate(stamps: list[tuple[float, int]], window: tuple[float, float]) -> float
     return (images_at(window[1]) - images_at(window[0])) / (window[1] - window[0])
 
 
-def run_kit(data: Path, workload: str, mode: str, copies: int, placement: str, seconds: float, out: Path) -> dict:
-    """One cell of the kit (`copies` jobs under `mode`) with the seed recipe and `placement`, in its own experiment
-    folder; a cell that did not complete (e.g. its copies do not fit) is returned with its status."""
+def run_kit(data: Path, workload: str, mode: str, copies: int, placement: str, seconds: float, out: Path,
+            repeat: int = 1) -> dict:
+    """Repeat `repeat` of one cell of the kit (`copies` jobs under `mode`) with the seed recipe and `placement`, in
+    its own experiment folder (which keeps the earlier repeats); a cell that did not complete (e.g. its copies do not
+    fit) is returned with its status."""
     model, dataset, amp = WORKLOADS[workload]
     name = kit_name(workload, placement, mode, copies)
     subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", "--model", f"timm.{model}", "--dataset",
                     "imagefolder", "--data-root", str(data / dataset), "--recipe", "seed", "--amp", amp,
                     "--batch-size", str(BATCH), "--seconds", str(seconds), "--warmup-steps", "10", "--placement",
-                    placement, "--mode", mode, "--copies", str(copies), "--name", name, "--out", str(out / "kit"),
-                    "--quiet"], check=False)
+                    placement, "--mode", mode, "--copies", str(copies), "--repeats", str(repeat), "--name", name,
+                    "--out", str(out / "kit"), "--quiet"], check=False)
     return kit_row(out / "kit" / name, {"program": "kit", "placement": placement, "workload": workload,
-                                        "mode": mode, "copies": copies})
+                                        "mode": mode, "copies": copies, "repeat": repeat})
 
 
 def kit_name(workload: str, placement: str, mode: str, copies: int) -> str:
@@ -138,12 +143,15 @@ def kit_name(workload: str, placement: str, mode: str, copies: int) -> str:
 
 
 def kit_row(folder: Path, cell: dict) -> dict:
-    """`cell` with the aggregate of the kit's run in `folder` as today's `colloc_kit.load` computes it; a cell that
-    did not complete (e.g. its copies do not fit) with its status."""
+    """`cell` with the aggregate of the kit's run (its `repeat`, the last where it has none) in `folder` as today's
+    `colloc_kit.load` computes it; a cell that did not complete (e.g. its copies do not fit) with its status."""
     results = colloc_kit.load(folder)
-    if results.runs.empty:
+    runs = results.runs
+    if pd.notna(cell.get("repeat")) and not runs.empty:
+        runs = runs[runs["repeat"] == cell["repeat"]]
+    if runs.empty:
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": "no run recorded: see the log"}
-    run = results.runs.iloc[-1]
+    run = runs.iloc[-1]
     if run["status"] != "complete":
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": f"the kit's run {run['status']}"}
     rates = results.jobs[results.jobs["run_id"] == run["run_id"]]["images_per_s"]
@@ -153,15 +161,17 @@ def kit_row(folder: Path, cell: dict) -> dict:
 
 def compare(out: Path) -> pd.DataFrame:
     """One row per (workload, program, placement): lone images/s, and per collocated cell its aggregate and gain,
-    with each kit figure's difference from train.py's; written to table.csv and table.md. Where the kit's runs are
-    beside results.jsonl (OUT/kit), the kit's rows are computed from them again, with today's figures."""
+    with each kit figure's difference from train.py's; written to table.csv and table.md. A cell measured more than
+    once (the lone job's repeats) shows its median and range. Where the kit's runs are beside results.jsonl
+    (OUT/kit), the kit's rows are computed from them again, with today's figures."""
     rows = pd.read_json(out / "results.jsonl", lines=True)
     kit = out / "kit"
     if kit.is_dir():
         rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"]), r)
                              if r["program"] == "kit" else r for r in rows.to_dict("records")])
-    rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False)[
-        "aggregate_images_per_s"].mean()
+    rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False).agg(
+        aggregate_images_per_s=("aggregate_images_per_s", "median"), n=("aggregate_images_per_s", "count"),
+        low=("aggregate_images_per_s", "min"), high=("aggregate_images_per_s", "max"))
     lone = rows[(rows["mode"] == "naive") & (rows["copies"] == 1)].set_index(["workload", "program", "placement"])
     rows["gain"] = [r.aggregate_images_per_s / lone.loc[(r.workload, r.program, r.placement),
                                                        "aggregate_images_per_s"] for r in rows.itertuples()]
@@ -170,8 +180,7 @@ def compare(out: Path) -> pd.DataFrame:
                                       - 1) for r in rows.itertuples()]
     rows.to_csv(out / "table.csv", index=False)
     shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str),
-                        images_per_s=rows["aggregate_images_per_s"].map(
-                            lambda v: "did not run (see results.jsonl)" if pd.isna(v) else f"{v:,.0f}"),
+                        images_per_s=[_shown(r) for r in rows.itertuples()],
                         gain=rows["gain"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
                         vs_train_py=rows["vs_train_py_pct"].map(lambda v: "" if pd.isna(v) else f"{v:+.1f} %"))
     columns = ["workload", "cell", "program", "placement", "images_per_s", "gain", "vs_train_py"]
@@ -179,6 +188,15 @@ def compare(out: Path) -> pd.DataFrame:
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown[columns].itertuples(index=False)]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     return rows
+
+
+def _shown(cell) -> str:
+    """A cell's images/s as the table shows it: the figure, or the median and range of its repeats."""
+    if pd.isna(cell.aggregate_images_per_s):
+        return "did not run (see results.jsonl)"
+    if cell.n == 1:
+        return f"{cell.aggregate_images_per_s:,.0f}"
+    return f"{cell.aggregate_images_per_s:,.0f} (median of {cell.n}: {cell.low:,.0f}-{cell.high:,.0f})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--workloads", default=",".join(WORKLOADS))
     run.add_argument("--modes", default="naive,mps")
-    run.add_argument("--copies", default="3,7")
+    run.add_argument("--copies", default="3,7", help="collocated copy counts (\"\": the lone cell only)")
     run.add_argument("--placements", default="unpinned", help="the kit's placements to run (unpinned,pinned)")
     run.add_argument("--seconds", type=float, default=15.0, help="the measured window of every cell")
     run.add_argument("--warmup-s", type=float, default=8.0, help="train.py's seconds after all copies train")
+    run.add_argument("--lone-repeats", type=int, default=1, help="runs of each program's lone cell, alternating")
     sub.add_parser("compare").add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "compare":
@@ -202,14 +221,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the copies are killed and MPS quits (finally)
-    modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",")]
+    modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",") if c]
     with open(args.out / "results.jsonl", "a") as results:
         for workload in args.workloads.split(","):
-            for mode, n in [("naive", 1)] + [(m, c) for m in modes for c in copies]:  # the programs interleaved
-                rows = [run_train_py(args.timm, args.data, workload, mode, n, args.warmup_s, args.seconds, args.out)]
-                rows += [run_kit(args.data, workload, mode, n, placement, args.seconds, args.out)
-                         for placement in args.placements.split(",")]
-                for row in rows:
+            cells = [("naive", 1, r) for r in range(1, args.lone_repeats + 1)] + [(m, c, 1) for m in modes
+                                                                                    for c in copies]
+            for mode, n, repeat in cells:  # the programs interleaved, a repeat's first program alternating
+                measures = [partial(run_train_py, args.timm, args.data, workload, mode, n, args.warmup_s,
+                                    args.seconds, args.out, repeat)]
+                measures += [partial(run_kit, args.data, workload, mode, n, placement, args.seconds, args.out, repeat)
+                             for placement in args.placements.split(",")]
+                for measure in measures[::-1] if repeat % 2 == 0 else measures:
+                    row = measure()
                     results.write(json.dumps(row) + "\n")
                     results.flush()
                     print(row, flush=True)
