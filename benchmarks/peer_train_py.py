@@ -148,7 +148,7 @@ def kit_row(folder: Path, cell: dict) -> dict:
     results = colloc_kit.load(folder)
     runs = results.runs
     if pd.notna(cell.get("repeat")) and not runs.empty:
-        runs = runs[runs["repeat"] == cell["repeat"]]
+        runs = runs[runs["repeat"] == cell["repeat"] - 1]  # the kit counts repeats from 0
     if runs.empty:
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": "no run recorded: see the log"}
     run = runs.iloc[-1]
