@@ -23,14 +23,6 @@ TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synt
                 "workers": 0}
 
 
-@pytest.fixture(autouse=True)
-def keep_sigint_handler():
-    """The panel routes SIGINT to its runs; give pytest its own handler back afterwards."""
-    previous = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def fake_run(calls, rates=None, status="complete", error=None):
     """A stand-in for colloc_kit.run: Results with made-up rates, from `rates` or a 1.5x gain per copy."""
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
