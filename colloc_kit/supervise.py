@@ -143,7 +143,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
     """In a child process (e.g. a pool's initializer): be sent `sig` when the parent `parent` dies, whatever ends it,
-    SIGKILL included (Linux prctl PR_SET_PDEATHSIG); if it died already, end now. Elsewhere (no prctl), nothing."""
+    SIGKILL included (Linux prctl PR_SET_PDEATHSIG; strictly, when the parent's thread that started this process
+    ends); if it died already, end now. Not inherited by this process's own children. Elsewhere (no prctl), nothing."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
     except (OSError, AttributeError):  # not Linux

@@ -8,10 +8,12 @@ before anything touches CUDA, names itself as `python -m colloc_kit.worker ...` 
 worker's `main`. To the launcher a forked worker is a `Popen` look-alike: pid (its process group), stdin, stdout,
 poll/wait with the exit code (negative: killed by that signal).
 
-Faults: the zygote leaves when the kit's end of its socket closes (the kit ended or was killed); a worker whose kit
-is gone leaves when its stdin closes, as a `Popen`-started one does. A worker outliving its zygote (the zygote
-killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_KIT_ZYGOTE=0` turns the zygote off
-(every worker a fresh `python -m colloc_kit.worker`).
+Faults: the zygote dies with the kit that started it, whatever ends the kit (SIGKILL too) and also while it still
+imports (a parent-death signal, `supervise.die_with_parent`; Linux counts the kit's thread that started it as its
+parent, and a lane starts and ends its zygote in one thread); it also leaves when the kit closes its socket. A worker
+whose kit is gone leaves when its stdin closes, as a `Popen`-started one does. A worker outliving its zygote (the
+zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_KIT_ZYGOTE=0` turns the zygote
+off (every worker a fresh `python -m colloc_kit.worker`).
 
     >>> with Zygote() as zygote:                                                  # doctest: +SKIP
     ...     proc = zygote.spawn(["python", "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
@@ -38,6 +40,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterable, NoReturn
 
+from . import supervise
 from .worker.models import TIMM_PREFIX
 
 PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
@@ -65,8 +68,8 @@ class Zygote:
         """`models`: the names the jobs will build, so that a library only some need (timm) is imported too."""
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         extra = ["timm"] if any(name.startswith(TIMM_PREFIX) for name in models) else []
-        self._proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno()), *extra],
-                                      pass_fds=[theirs.fileno()],
+        self._proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid()),
+                                       *extra], pass_fds=[theirs.fileno()],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       env={**os.environ, **ONE_THREAD, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
         theirs.close()
@@ -333,8 +336,10 @@ def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
     leave(main(request["args"]))
 
 
-def main(fd: int, extra: list[str]) -> NoReturn:
-    """The zygote process: import, say whether forking is safe, then fork workers until the kit goes."""
+def main(fd: int, kit: int, extra: list[str]) -> NoReturn:
+    """The zygote process: dies with the kit (pid `kit`), imports, says whether forking is safe, then forks workers
+    until the kit goes."""
+    supervise.die_with_parent(kit)
     sock = socket.socket(fileno=fd)
     why = _preload(extra)
     try:
@@ -348,4 +353,4 @@ def main(fd: int, extra: list[str]) -> NoReturn:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2:])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])

@@ -1,9 +1,12 @@
 """Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason; the cpu-smoke batch
-that the batch and browser tests read is run once per session."""
+that the batch and browser tests read is run once per session; SIGINT raises KeyboardInterrupt in every test, however
+the run was started and whatever the test before it did."""
 
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -18,6 +21,30 @@ def _cuda_reason() -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA GPU on this machine"
     return None
+
+
+def pytest_configure(config):
+    """A run started in the background of a script (`bash .ci/run > log &`, nohup ... &) inherits SIGINT ignored:
+    shells start such commands so. The interrupt tests send SIGINT to this process (what Ctrl-C or Kernel > Interrupt
+    sends) and to the kits they start, which would inherit the ignoring; give it Python's own handler back."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_before():
+    """Every test leaves SIGINT as it found it: a panel routes SIGINT to its background runs for good (as it must in a
+    kernel), and a background run still going after its test would take the next test's SIGINT for a Stop. One left
+    is stopped, then reported."""
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
+    background = sys.modules.get("colloc_kit.background")
+    left = background.stop_all() if background else 0
+    deadline = time.monotonic() + 30
+    while left and background.stop_all() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"{left} background run(s) still going after the test (stopped now)"
 
 
 def pytest_collection_modifyitems(config, items):

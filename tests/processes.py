@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
+from typing import Callable
 
 import psutil
 
@@ -31,22 +34,58 @@ def kit_processes_below_us() -> list[psutil.Process]:
     return found
 
 
-def kit_processes_since(started: float) -> list[psutil.Process]:
-    """Every process on this machine that runs the kit and began after `started` (a time.time())."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.create_time() >= started and "colloc_kit" in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:  # ended while we looked
-            continue
-    return found
+class KitWatch:
+    """Every process of the kit that ran below process `root` (a server a test started: JupyterLab and its kernels),
+    seen by looking at its tree every `every_s` s from a thread: so one orphaned later (its kernel gone, it was moved
+    to init) is still known as theirs, and no other test's (or session's) process is taken for one."""
+
+    def __init__(self, root: int, every_s: float = 0.2):
+        self.root, self.seen = psutil.Process(root), {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._look, args=(every_s,), name="kit-watch", daemon=True)
+        self._thread.start()
+
+    def _look(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            try:
+                below = self.root.children(recursive=True)
+            except psutil.Error:  # the root ended
+                return
+            for proc in below:
+                try:
+                    if proc.pid not in self.seen and "colloc_kit" in " ".join(proc.cmdline()):
+                        self.seen[proc.pid] = proc
+                except psutil.Error:  # ended while we looked
+                    continue
+
+    def saw(self, proc: psutil.Process) -> bool:
+        """Whether `proc` is one of the kit's processes seen below the root."""
+        return self.seen.get(proc.pid) == proc  # the same process (a pid can be reused)
+
+    def survivors(self, grace_s: float) -> list[psutil.Process]:
+        """Stop looking; the kit's processes seen that still run after up to `grace_s` s."""
+        self._stop.set()
+        self._thread.join()
+        deadline = time.monotonic() + grace_s
+        while (alive := [proc for proc in self.seen.values() if _running(proc)]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return alive
 
 
-def stop_tree(proc: subprocess.Popen, grace_s: float = 15) -> list[psutil.Process]:
+def _running(proc: psutil.Process) -> bool:
+    """Whether `proc` still runs: the same process (not a later one given its pid), and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop_tree(proc: subprocess.Popen, grace_s: float = 15,
+              spare: Callable[[psutil.Process], bool] = lambda _: False) -> list[psutil.Process]:
     """Stop a server started by a test and every process under it: SIGTERM, then SIGKILL to whatever is still running
-    after `grace_s`; returns those that outlived even that."""
-    children = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    after `grace_s` (but those `spare` names: the caller judges them); returns those that outlived even that."""
+    below = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
+    children = [child for child in below if not spare(child)]
     proc.terminate()
     try:
         proc.wait(timeout=30)

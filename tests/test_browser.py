@@ -9,7 +9,8 @@
   each figure's place;
 - notebook 03's panel (Run updates the figure, Kernel > Interrupt stops a run within 10 s and keeps it, the progress
   bar then shows the interrupt, bad input shows in the status line), and a notebook cell interrupted mid-run: its
-  progress bar turns red and says so, never green at 100 %.
+  progress bar turns red and says so, never green at 100 %;
+- none of the kit's processes (zygotes, workers) outlives the kernels once the lab is shut down.
 
 No request leaves the machine. Screenshots go to test-artifacts/browser/ (or $COLLOC_KIT_ARTIFACTS); the README's
 and docs' figures come from there. CI installs Chromium (.ci/run); where it is absent these tests are skipped.
@@ -31,18 +32,20 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import nbformat
+import psutil
 import pytest
 
 from colloc_kit import batch
 from colloc_kit.batch_pages import export_html
 from colloc_kit.plot_style import MAX_SERIES
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
-from processes import kit_processes_since, stop_tree
+from processes import KitWatch, stop_tree
 
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_naive_collocation.ipynb"
 INTERRUPT_WITHIN_S = 10
+KIT_GRACE_S = 10  # for the kit's processes to end after the lab and its kernels: a worker leaves at its next step
 
 pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
@@ -190,7 +193,6 @@ def lab(tmp_path_factory):
     """JupyterLab on 127.0.0.1 over a folder holding: every notebook with the cpu-smoke profile's parameters
     (`every/`), notebook 03 with INTERACTIVE = True (`panel/`), and a notebook whose cell runs until interrupted."""
     pytest.importorskip("jupyterlab", reason="needs JupyterLab (pip install -e '.[dev]')")
-    started = time.time()
     root = tmp_path_factory.mktemp("lab")
     (root / "every").mkdir()
     for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
@@ -216,17 +218,28 @@ def lab(tmp_path_factory):
          f"--LabApp.user_settings_dir={root / '.settings'}", f"--LabApp.workspaces_dir={root / '.workspaces'}",
          "--allow-root"],
         stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    watch = KitWatch(server.pid)  # the kit's processes that the kernels' runs start
     try:
         _wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", server)
         yield {"url": lambda path: f"http://127.0.0.1:{port}/lab/workspaces/{re.sub(r'[^a-z0-9]', '-', path)}"
                               f"/tree/{path}?token={token}", "root": root}  # a workspace of its own: no tabs restored
     finally:
-        stop_tree(server)  # and the kernels, should the server not have shut them down
-        for proc in kit_processes_since(started):  # known defect (closing note 9): workers of the kernels' runs can
-            proc.kill()                            # outlive their kernel; they must not starve the next tests
+        stop_tree(server, spare=watch.saw)  # and the kernels, should the server not have shut them down
+        left = watch.survivors(grace_s=KIT_GRACE_S)
+        said = [_described(proc) for proc in left]
+        for proc in left:  # ours: ended before the assertion, so that they cannot starve the tests after this one
+            proc.kill()
         log.close()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / "jupyterlab.log", ARTIFACTS / "jupyterlab.log")
+    assert not said, f"the kit's processes outlived their kernels (killed now): {said}"
+
+
+def _described(proc) -> str:
+    try:
+        return f"{proc.pid} (parent {proc.ppid()}): {' '.join(proc.cmdline())[:120]}"
+    except psutil.Error:  # it ended just now
+        return f"{proc.pid} (ended)"
 
 
 def set_parameters(nb, values: dict) -> None:

@@ -24,6 +24,7 @@ from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
+from colloc_kit.pipeline.executors import gpus
 from colloc_kit.pipeline.folder import ExperimentFolder
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.rundir import find_runs
@@ -144,6 +145,53 @@ def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_i
     assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}
     assert kit_processes_below_us() == [], "no cell process or worker is left"
     assert {r["status"] for r in experiment_status(tmp_path / "experiment")} == {"failed"}
+
+
+def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_path, two_stand_in_gpus, monkeypatch):
+    """Not only an interrupt: whatever ends the dispatcher's loop (a bug, a test's timeout) stops its lanes, which
+    would otherwise train on, unseen, for as long as the dispatcher's process lives (a notebook's kernel)."""
+    def heard_then_failed(lane, codes, board):
+        if len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) >= 2:
+            raise RuntimeError("the dispatcher failed")
+        return heard(lane, codes, board)
+
+    heard = gpus._heard
+    monkeypatch.setattr(gpus, "_heard", heard_then_failed)
+    with pytest.raises(RuntimeError, match="the dispatcher failed"):
+        colloc_kit.run([{**TINY, "steps": 100000}], mode="naive", copies=[1, 2], out=tmp_path, monitor=False,
+                       progress=False, gpus=[0, 1])
+    left = kit_processes_below_us()
+    for proc in left:  # ours: ended before the assertion, so that they cannot starve the tests after this one
+        proc.kill()
+    assert left == [], "lanes or workers left training"
+    found = manifests(tmp_path)
+    assert sorted(m.gpu for m in found) == [0, 1] and {m.status for m in found} == {"interrupted"}
+
+
+def test_lanes_stop_on_their_dispatchers_interrupt_also_where_sigint_was_ignored(tmp_path):
+    """A kit started in the background of a script inherits SIGINT ignored, and its lanes would inherit that from it;
+    stopped by SIGTERM, it passes the interrupt on to its lanes as SIGINT, which they must hear: each stops its jobs and
+    marks its run interrupted, rather than being killed after the dispatcher's wait."""
+    script = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a command with &\n"
+        "import colloc_kit\n"
+        "from colloc_kit.gpu import nvml\n"
+        "from colloc_kit.gpu.mig_simulator import SimulatedNvml\n"
+        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):\n"
+        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
+        "                   monitor=False, progress=False, gpus=[0, 1])\n")
+    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
+        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
+        time.sleep(0.1)
+    kit.terminate()
+    assert kit.wait(timeout=240) != 0
+    kit.stderr.close()
+    found = manifests(tmp_path)
+    assert len(found) == 2 and {m.status for m in found} == {"interrupted"}, "a lane was killed, not interrupted"
+    assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}
 
 
 @pytest.mark.parametrize("argv, message", [

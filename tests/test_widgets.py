@@ -4,12 +4,15 @@ Stop or SIGINT keeping the run, and says every outcome in one status line."""
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from fake_results import fake_results, job_rows
-from processes import kit_processes_below_us
+from processes import KitWatch, kit_processes_below_us
 
 from colloc_kit.errors import BadInput
 from colloc_kit.events import INTERVAL
@@ -21,14 +24,6 @@ from colloc_kit.worker.models import MODEL_NAMES
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
                 "workers": 0}
-
-
-@pytest.fixture(autouse=True)
-def keep_sigint_handler():
-    """The panel routes SIGINT to its runs; give pytest its own handler back afterwards."""
-    previous = signal.getsignal(signal.SIGINT)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 def fake_run(calls, rates=None, status="complete", error=None):
@@ -217,6 +212,20 @@ def test_sigint_without_a_panel_run_interrupts_as_before():
 
 
 @pytest.mark.slow
+def test_sigint_still_interrupts_in_a_test_run_started_with_sigint_ignored():
+    """`bash .ci/run > log &` starts pytest with SIGINT ignored, as shells start every background command; the tests
+    that interrupt still get their KeyboardInterrupt (the suite's conftest gives SIGINT Python's handler back)."""
+    here = Path(__file__)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            f"tests/{here.name}::test_sigint_without_a_panel_run_interrupts_as_before"]
+    pytest_ignoring_sigint = ("import os, signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                              f"os.execv({argv[0]!r}, {argv!r})")
+    run = subprocess.run([sys.executable, "-c", pytest_ignoring_sigint], capture_output=True, text=True, timeout=300,
+                         cwd=here.parents[1])
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.slow
 def test_panel_drives_a_real_tiny_cpu_run(tmp_path):
     panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1,), batch_sizes=(8,),
                             job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path), time_limit_s=120)
@@ -241,6 +250,37 @@ def test_stopping_a_real_cpu_run_keeps_it_marked_interrupted_and_leaves_no_proce
     assert json.loads(manifest.read_text())["status"] == "interrupted"
     assert "interrupted" in panel.status.value
     assert not kit_processes_below_us()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("end", ["killed", "shut down", "interrupted, then killed"])
+def test_a_panels_run_in_a_kernel_leaves_no_process_once_the_kernel_is_gone(tmp_path, end):
+    """A real ipykernel runs a panel's run (its zygote and two workers training); the kernel is then killed (SIGKILL,
+    as JupyterLab does to a kernel that does not shut down), shut down, or interrupted and killed at once, before its
+    interrupt is through. None of the kit's processes outlives it."""
+    manager = pytest.importorskip("jupyter_client.manager", reason="needs Jupyter (pip install -e '.[dev]')")
+    km, kc = manager.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    watch = KitWatch(km.provisioner.process.pid)
+    try:
+        reply = kc.execute_interactive(
+            "from colloc_kit.widgets import ExperimentPanel\n"
+            "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], copies=(2,), batch_sizes=(8,), "
+            f"job={ {**TINY_CPU_JOB, 'steps': 100_000}!r}, out={str(tmp_path)!r}, time_limit_s=300)\n"
+            "panel.run()", timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        deadline = time.monotonic() + 120
+        while sum('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.2)
+        if end.startswith("interrupted"):
+            km.interrupt_kernel()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=end != "shut down")
+    left = watch.survivors(grace_s=30)
+    for proc in left:  # ours: ended before the assertion, so that they cannot starve the tests after this one
+        proc.kill()
+    assert len(watch.seen) >= 3 and not left, f"{len(left)} of the kit's processes outlived the kernel"
 
 
 @pytest.mark.slow

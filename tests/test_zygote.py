@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -106,6 +107,24 @@ def test_the_zygote_leaves_with_a_sigkilled_kit(tmp_path):
     pids = json.loads(kit.stdout.readline())
     alive = survivors_of_killed_kit(kit, [psutil.Process(pid) for pid in pids], timeout=20)
     assert not alive, f"{[p.pid for p in alive]} outlived the SIGKILLed kit (zygote, worker)"
+
+
+def test_a_zygote_still_importing_dies_with_its_sigkilled_kit():
+    """Not only once it serves and hears its socket's end: a zygote whose kit dies while it still imports torch ends
+    too (a parent-death signal). It is stopped mid-import here, so that it is still importing when the kit dies,
+    whatever the machine's speed."""
+    script = ("import sys; from colloc_kit.zygote import Zygote; z = Zygote(); print(z._proc.pid, flush=True); "
+              "sys.stdin.read()")
+    kit = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    zygote = psutil.Process(int(kit.stdout.readline()))
+    deadline = time.monotonic() + 60
+    while not any("libtorch" in m.path for m in zygote.memory_maps()):  # importing torch: past its own set-up
+        assert time.monotonic() < deadline, "the zygote did not start importing torch"
+        time.sleep(0.01)
+    zygote.suspend()
+    alive = survivors_of_killed_kit(kit, [zygote], timeout=20)
+    kit.stdout.close()
+    assert not alive, "the zygote outlived its SIGKILLed kit"
 
 
 def test_a_zygote_that_would_fork_threads_refuses():

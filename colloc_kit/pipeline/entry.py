@@ -4,7 +4,9 @@ the whole experiment, which runs the cells it is handed on stdin (`python -m col
 submitit pickles by reference).
 
 The lane process's stdout is text: its progress, one line at a time, and after each cell one line
-`<CELL_ENDED> <cell id> <code>` (the codes of `EXIT_CODES`). It leaves when its stdin ends.
+`<CELL_ENDED> <cell id> <code>` (the codes of `EXIT_CODES`). It leaves when its stdin ends, and stops its cell on
+SIGINT (its dispatcher's interrupt) or SIGTERM, also where it inherited SIGINT ignored (a kit started in the
+background of a script: shells start such commands with SIGINT ignored, and a child inherits that).
 
     >>> run_cells_task("runs/demo/specs/3f9a0c1d2e.json", ["naive-x2-r0-5e1b9c0a7d"], "runs")   # doctest: +SKIP
     {'naive-x2-r0-5e1b9c0a7d': 'complete'}
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -83,6 +86,7 @@ def lane_main(argv: list[str] | None = None) -> int:
     spec, by_id = _spec_and_cells(args.spec_file)
     placement = Placement.on(json.loads(Path(args.machine_file).read_text()), Path(args.machine_file), args.gpu,
                              spec.device)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the dispatcher's interrupt, whatever was inherited
     try:
         with supervise.sigterm_as_interrupt(), Lane(spec, placement, Path(args.out), Progress(
                 total_runs=1, report=lambda text: print(text, flush=True))) as lane:

@@ -6,8 +6,8 @@ forked from its own zygote (imports and cuDNN loaded once per lane) with CUDA_VI
 dispatcher hands each idle lane the next cell (on stdin) and hears it end (a CELL_ENDED line). With pinned placement
 the host's cores are divided among the lanes (each lane process and its workers pinned to its block; the launcher
 divides the block among a cell's jobs). Ctrl-C or SIGTERM interrupts every lane once and waits for each to stop its
-jobs and restore its GPU; a dispatcher killed outright takes its lanes with it (they get SIGTERM from the kernel, and
-a lane's zygote leaves with it).
+jobs and restore its GPU, and so does any other exception that ends the dispatcher; a dispatcher killed outright takes
+its lanes with it (they get SIGTERM from the kernel, and a lane's zygote leaves with it).
 
     >>> executor = GpusExecutor(spec, ExperimentFolder.of("runs", spec.name))      # doctest: +SKIP
     >>> {job.cell.label: job.result() for job in executor.submit(cells(spec))}      # doctest: +SKIP
@@ -108,8 +108,10 @@ class GpusExecutor(Executor):
         def start(slot: int) -> _LaneProcess:
             return self._start(placements[slot], labels[slot], shares[slot], spec_file, board)
 
-        lanes = [start(slot) for slot in range(len(placements))]
+        lanes: list[_LaneProcess] = []
         try:
+            for slot in range(len(placements)):
+                lanes.append(start(slot))
             while todo or any(lane.cell for lane in lanes):
                 for slot, lane in enumerate(lanes):
                     if _heard(lane, codes, board) and todo:  # the lane died: a fresh one takes its place
@@ -120,8 +122,8 @@ class GpusExecutor(Executor):
                         board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
             _close(lanes)
-        except KeyboardInterrupt:
-            _stop(lanes, board)
+        except BaseException:  # an interrupt, and anything else that ends the dispatcher (an error, a test's
+            _stop(lanes, board)  # timeout): its lanes never train on without it
             raise
         finally:
             board.close()
