@@ -41,6 +41,24 @@ def two_stand_in_gpus():
         yield sim
 
 
+def two_gpu_kit_training(out, preamble: str = "") -> subprocess.Popen:
+    """A kit in its own process (after `preamble`, Python lines) running a 1-copy and a 2-copy cell of 100,000 steps
+    on two stand-in GPUs into `out`, returned once both cells' jobs train."""
+    script = preamble + (
+        "import colloc_kit\n"
+        "from colloc_kit.gpu import nvml\n"
+        "from colloc_kit.gpu.mig_simulator import SimulatedNvml\n"
+        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):  # stand-in GPUs\n"
+        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(out)!r},\n"
+        "                   monitor=False, progress=False, gpus=[0, 1])\n")
+    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while len([p for p in out.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
+        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
+        time.sleep(0.1)
+    return kit
+
+
 def manifests(path):
     return [run.read_manifest() for run in find_runs(path)]
 
@@ -172,20 +190,8 @@ def test_lanes_stop_on_their_dispatchers_interrupt_also_where_sigint_was_ignored
     """A kit started in the background of a script inherits SIGINT ignored, and its lanes would inherit that from it;
     stopped by SIGTERM, it passes the interrupt on to its lanes as SIGINT, which they must hear: each stops its jobs and
     marks its run interrupted, rather than being killed after the dispatcher's wait."""
-    script = (
-        "import signal\n"
-        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell starts a command with &\n"
-        "import colloc_kit\n"
-        "from colloc_kit.gpu import nvml\n"
-        "from colloc_kit.gpu.mig_simulator import SimulatedNvml\n"
-        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):\n"
-        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
-        "                   monitor=False, progress=False, gpus=[0, 1])\n")
-    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
-        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
-        time.sleep(0.1)
+    kit = two_gpu_kit_training(tmp_path, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # as a "
+                                         "shell starts a command with &\n")
     kit.terminate()
     assert kit.wait(timeout=240) != 0
     kit.stderr.close()
@@ -242,18 +248,7 @@ def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
 def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path):
     """SIGKILL of the kit (no chance to clean up): each cell process is told by the kernel (SIGTERM), stops its jobs
     and marks its run interrupted; no process is left."""
-    script = (
-        "import colloc_kit\n"
-        "from colloc_kit.gpu import nvml\n"
-        "from colloc_kit.gpu.mig_simulator import SimulatedNvml\n"
-        "with nvml.use_backend(SimulatedNvml('H100-80GB', gpus=2)):  # stand-in GPUs\n"
-        f"    colloc_kit.run([{ {**TINY, 'steps': 100000}!r}], mode='naive', copies=[1, 2], out={str(tmp_path)!r},\n"
-        "                   monitor=False, progress=False, gpus=[0, 1])\n")
-    kit = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) < 2:
-        assert time.monotonic() < deadline and kit.poll() is None, kit.stderr.read()
-        time.sleep(0.1)
+    kit = two_gpu_kit_training(tmp_path)
     below = psutil.Process(kit.pid).children(recursive=True)
     assert len(below) >= 4  # two cell processes and their workers
     alive = survivors_of_killed_kit(kit, below, timeout=120)
