@@ -148,6 +148,7 @@ def read_run(run: RunDir) -> RunReading:
     base = {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
             "mode_label": manifest.mode.label, "copies": manifest.copies, "repeat": manifest.repeat,
             "sequential": manifest.sequential, "alone": manifest.is_alone,
+            "placement": manifest.placement or "pinned",  # None: an older kit's, which pinned every job
             "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
             "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s}
     streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}

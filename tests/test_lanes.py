@@ -75,6 +75,7 @@ def test_pinned_and_unpinned_runs_are_two_cells_and_jobs_record_where_they_ran(t
         for job in manifest.jobs:
             assert job.outcome.cores_ran_on and set(job.outcome.cores_ran_on) <= set(job.outcome.cores)
     assert all(set(j.outcome.cores) == host for j in by_placement["unpinned"].jobs)
+    assert sorted(colloc_kit.load(tmp_path).runs["placement"]) == ["pinned", "unpinned"]  # what the tables say
 
 
 def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):

@@ -50,7 +50,8 @@ def read(data: str) -> tuple[Results, pd.DataFrame, str]:
     try:
         results = reference.load(data)
         return results, reference.not_run(data), (f"the reference data {data} ({len(results.runs)} runs of "
-                                                  f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))})")
+                                                  f"{', '.join(sorted(results.runs['experiment'].dropna().unique()))}"
+                                                  f"{_placement_text(results)})")
     except BadInput:
         pass
     results = load(data) if Path(data).exists() else Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
@@ -59,7 +60,19 @@ def read(data: str) -> tuple[Results, pd.DataFrame, str]:
             f"no runs in {data}, and no reference set of that name (shipped: "
             f"{', '.join(reference.available()) or 'none in this install'}): nothing to show")
     skipped = reference.read_not_run(Path(d).parent for d in results.runs["run_dir"].dropna())
-    return results, skipped, f"the runs in {data} ({len(results.runs)} runs)"
+    return results, skipped, f"the runs in {data} ({len(results.runs)} runs{_placement_text(results)})"
+
+
+def _placement_text(results: Results) -> str:
+    """How the runs' jobs sat on the host's cores, by experiment ('' where an older set does not say).
+    >>> runs = pd.DataFrame({"experiment": ["seed-33", "seed-37"], "placement": ["unpinned", "pinned"]})
+    >>> _placement_text(Results(pd.DataFrame(), pd.DataFrame(), runs))
+    '; placement: pinned (seed-37), unpinned (seed-33)'
+    """
+    if "placement" not in results.runs or results.runs["placement"].isna().all():
+        return ""
+    by_placement = sorted(results.runs.groupby("placement")["experiment"].unique().items())
+    return "; placement: " + ", ".join(f"{how} ({', '.join(sorted(experiments))})" for how, experiments in by_placement)
 
 
 def gpu_of(results: Results, gpu: str = "") -> str:
