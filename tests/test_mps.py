@@ -188,24 +188,26 @@ def test_server_fault_is_reported_from_status_and_log(tmp_path, control, monkeyp
     assert daemon.fault == fault and daemon.server_fault() is not None  # still known from the log after the stop
 
 
-def test_ctrl_c_during_shutdown_kills_the_daemon_at_once(tmp_path, control, monkeypatch):
+@pytest.mark.parametrize("interrupt, why", [(KeyboardInterrupt(), "was interrupted"),
+                                             (OSError(28, "No space left on device"), "failed (OSError")])
+def test_ctrl_c_or_an_error_during_shutdown_kills_the_daemon_at_once(tmp_path, control, monkeypatch, interrupt, why):
     monkeypatch.setenv("FAKE_MPS_HANG_ON_QUIT", "1")
     daemon = MpsDaemon("0", tmp_path / "mps", control, **{**FAST, "quit_timeout_s": 60.0})
     daemon.start()
     daemon.command("start_server -uid 0")
     waits, real_wait_gone = [], wait_gone
 
-    def interrupted_wait(pids, timeout_s):  # Ctrl-C while waiting for the daemon to quit
+    def interrupted_wait(pids, timeout_s):  # Ctrl-C or an error while waiting for the daemon to quit
         waits.append(timeout_s)
         if len(waits) == 1:
-            raise KeyboardInterrupt
+            raise interrupt
         return real_wait_gone(pids, timeout_s)
 
     monkeypatch.setattr(mps_daemon, "wait_gone", interrupted_wait)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(type(interrupt)):
         daemon.stop()
     assert waits[0] == 60.0 and gone(daemon.control_pid, *daemon.server_pids)
-    assert "killed because the shutdown was interrupted" in daemon.notes[0]
+    assert f"killed because the shutdown {why}" in daemon.notes[0]
 
 
 @pytest.mark.parametrize("interrupt", [RuntimeError("job runner failed"), KeyboardInterrupt()])

@@ -122,7 +122,7 @@ class MpsDaemon:
         """Quit the daemon and wait for it and its servers to exit; force what does not, and say so in `notes`.
 
         Order: note a server fault; end clients still connected (`terminate_client`, then kill); `quit`; wait;
-        kill the daemon's leftover processes. Every wait is bounded; a Ctrl-C during the waits kills at once.
+        kill the daemon's leftover processes. Every wait is bounded; a Ctrl-C or an error during them kills at once.
         """
         if not self._running:
             return
@@ -133,9 +133,10 @@ class MpsDaemon:
             self.fault = self.server_fault()
             if self.owned:
                 self._shut_down()
-        except KeyboardInterrupt:
+        except BaseException as exc:  # Ctrl-C, or an error while it quits: no process of the daemon outlives the kit
             if self.owned:
-                self._force("because the shutdown was interrupted")
+                self._force("because the shutdown was interrupted" if isinstance(exc, KeyboardInterrupt)
+                            else f"because the shutdown failed ({type(exc).__name__}: {exc})")
             raise
         finally:
             self._running = False
