@@ -29,13 +29,15 @@ import time
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 import colloc_kit
 from colloc_kit.modes import make_mode
 from colloc_kit.spec import ModeSpec
 
-__all__ = ["WORKLOADS", "compare", "kit_name", "kit_row", "main", "run_train_py"]
+__all__ = ["WORKLOADS", "compare", "difference_ci", "kit_name", "kit_row", "main", "run_train_py"]
 
 WORKLOADS = {"r26-fp32": ("resnet26", "cifar10", "off"), "r26-bf16": ("resnet26", "cifar10", "bf16"),
              "r50-in64": ("resnet50", "imagenet64", "off")}
@@ -162,13 +164,16 @@ def kit_row(folder: Path, cell: dict) -> dict:
 def compare(out: Path) -> pd.DataFrame:
     """One row per (workload, program, placement): lone images/s, and per collocated cell its aggregate and gain,
     with each kit figure's difference from train.py's; written to table.csv and table.md. A cell measured more than
-    once (the lone job's repeats) shows its median and range. Where the kit's runs are beside results.jsonl
+    once (the lone job's repeats) shows its median and range, and with 3 repeats or more of both programs the
+    difference's 95 % CI (`difference_ci`). Where the kit's runs are beside results.jsonl
     (OUT/kit), the kit's rows are computed from them again, with today's figures."""
     rows = pd.read_json(out / "results.jsonl", lines=True)
     kit = out / "kit"
     if kit.is_dir():
         rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"]), r)
                              if r["program"] == "kit" else r for r in rows.to_dict("records")])
+    repeats = rows.dropna(subset=["aggregate_images_per_s"]).groupby(
+        ["workload", "program", "placement", "mode", "copies"])["aggregate_images_per_s"].apply(list)
     rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False).agg(
         aggregate_images_per_s=("aggregate_images_per_s", "median"), n=("aggregate_images_per_s", "count"),
         low=("aggregate_images_per_s", "min"), high=("aggregate_images_per_s", "max"))
@@ -178,16 +183,45 @@ def compare(out: Path) -> pd.DataFrame:
     peer = rows[rows["program"] == "train.py"].set_index(["workload", "mode", "copies"])["aggregate_images_per_s"]
     rows["vs_train_py_pct"] = [100 * (r.aggregate_images_per_s / peer.get((r.workload, r.mode, r.copies), float("nan"))
                                       - 1) for r in rows.itertuples()]
+    cis = [difference_ci(repeats.get((r.workload, r.program, r.placement, r.mode, r.copies), []),
+                         repeats.get((r.workload, "train.py", "unpinned", r.mode, r.copies), []))
+           if r.program == "kit" else (float("nan"), float("nan")) for r in rows.itertuples()]
+    rows["vs_train_py_ci_low_pct"], rows["vs_train_py_ci_high_pct"] = zip(*cis)
     rows.to_csv(out / "table.csv", index=False)
     shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str),
                         images_per_s=[_shown(r) for r in rows.itertuples()],
                         gain=rows["gain"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
-                        vs_train_py=rows["vs_train_py_pct"].map(lambda v: "" if pd.isna(v) else f"{v:+.1f} %"))
+                        vs_train_py=[_difference_shown(r) for r in rows.itertuples()])
     columns = ["workload", "cell", "program", "placement", "images_per_s", "gain", "vs_train_py"]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown[columns].itertuples(index=False)]
     (out / "table.md").write_text("\n".join(lines) + "\n")
     return rows
+
+
+def difference_ci(kit: list[float], peer: list[float], min_repeats: int = 3) -> tuple[float, float]:
+    """The 95 % CI (percentile bootstrap, in %) of the kit's median over train.py's, from each program's repeats of
+    one cell; NaNs where either has fewer than `min_repeats`. A target of +-3 % is met where it lies inside +-3 %.
+
+    >>> low, high = difference_ci([100, 102, 98], [100, 101, 99])
+    >>> -5 < low <= 0 <= high < 5
+    True
+    """
+    if min(len(kit), len(peer)) < min_repeats:
+        return float("nan"), float("nan")
+    found = stats.bootstrap((kit, peer), lambda k, p: 100 * (np.median(k) / np.median(p) - 1), vectorized=False,
+                            n_resamples=2000, method="percentile", rng=np.random.default_rng(0))
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
+
+
+def _difference_shown(cell) -> str:
+    """The kit's difference from train.py as the table shows it, with its 95 % CI where the repeats give one."""
+    if pd.isna(cell.vs_train_py_pct):
+        return ""
+    if pd.isna(cell.vs_train_py_ci_low_pct):
+        return f"{cell.vs_train_py_pct:+.1f} %"
+    low, high = cell.vs_train_py_ci_low_pct, cell.vs_train_py_ci_high_pct
+    return f"{cell.vs_train_py_pct:+.1f} % (95 % CI {low:+.1f} to {high:+.1f})"
 
 
 def _shown(cell) -> str:

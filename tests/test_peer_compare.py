@@ -1,0 +1,49 @@
+"""The peer benchmark's table (benchmarks/peer_train_py.py compare): a lone job's repeats give the kit's difference
+from train.py with a 95 % CI, so a +-3 % target can be judged against what repeats of either program do."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+PEER = Path(__file__).resolve().parents[1] / "benchmarks" / "peer_train_py.py"
+
+
+@pytest.fixture(scope="module")
+def peer():
+    spec = importlib.util.spec_from_file_location("peer_train_py", PEER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results(folder: Path, rates: dict[tuple[str, str], list[float]]) -> Path:
+    """results.jsonl as `run` writes it: one lone row per (workload, program) repeat."""
+    rows = [{"program": program, "placement": "unpinned", "workload": workload, "mode": "naive", "copies": 1,
+             "repeat": i + 1, "aggregate_images_per_s": rate, "job_rates": json.dumps([rate])}
+            for (workload, program), values in rates.items() for i, rate in enumerate(values)]
+    (folder / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return folder
+
+
+def test_a_clear_difference_has_a_ci_that_excludes_zero_and_a_noisy_one_does_not(peer, tmp_path):
+    rows = peer.compare(_results(tmp_path, {
+        ("r26-fp32", "kit"): [900, 905, 895, 910, 890], ("r26-fp32", "train.py"): [1000, 1005, 995, 1010, 990],
+        ("r50-in64", "kit"): [1000, 1300, 1100, 1400, 900], ("r50-in64", "train.py"): [1100, 950, 1350, 1000, 1250]}))
+    kit = rows[rows["program"] == "kit"].set_index("workload")
+    clear, noisy = kit.loc["r26-fp32"], kit.loc["r50-in64"]
+    assert clear["vs_train_py_pct"] == pytest.approx(-10.0)
+    assert clear["vs_train_py_ci_low_pct"] <= -10.0 <= clear["vs_train_py_ci_high_pct"] < 0
+    assert noisy["vs_train_py_ci_low_pct"] < -3 and noisy["vs_train_py_ci_high_pct"] > 3  # +-3 % not shown
+    table = (tmp_path / "table.md").read_text()
+    assert "-10.0 % (95 % CI" in table and "nan" not in table.lower()
+
+
+def test_too_few_repeats_give_the_difference_without_a_ci(peer, tmp_path):
+    rows = peer.compare(_results(tmp_path, {("r26-bf16", "kit"): [1400, 1500], ("r26-bf16", "train.py"): [1450]}))
+    kit = rows[rows["program"] == "kit"].iloc[0]
+    assert kit["vs_train_py_pct"] == pytest.approx(100 * (1450 / 1450 - 1))
+    assert math.isnan(kit["vs_train_py_ci_low_pct"])
+    assert "| +0.0 % |" in (tmp_path / "table.md").read_text()
