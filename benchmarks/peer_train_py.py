@@ -83,9 +83,13 @@ def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, 
                 proc.wait(timeout=60)
     cell = {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies,
             "repeat": repeat}
+    if window is not None:
+        try:
+            rates = [_rate(s, window) for s in stamps]
+        except RuntimeError as exc:  # e.g. the window ran into an epoch's end: recorded, and the next cell runs
+            window, note = None, str(exc)
     if window is None:
         return {**cell, "aggregate_images_per_s": None, "job_rates": "[]", "note": note}
-    rates = [_rate(s, window) for s in stamps]
     return {**cell, "aggregate_images_per_s": sum(rates), "job_rates": json.dumps([round(r, 1) for r in rates])}
 
 
@@ -118,7 +122,8 @@ def _rate(stamps: list[tuple[float, int]], window: tuple[float, float]) -> float
         for (t0, n0), (t1, n1) in zip(stamps, stamps[1:]):
             if t0 <= t <= t1:
                 return n0 + (n1 - n0) * (t - t0) / (t1 - t0)
-        raise RuntimeError(f"no log lines around {t:.1f}: the copy did not train through the window")
+        raise RuntimeError(f"no log lines around {t:.1f}: the copy did not train through the window (train.py "
+                           "pauses at each epoch's end; give the data more images, or a shorter --seconds)")
 
     return (images_at(window[1]) - images_at(window[0])) / (window[1] - window[0])
 

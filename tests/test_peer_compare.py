@@ -47,3 +47,11 @@ def test_too_few_repeats_give_the_difference_without_a_ci(peer, tmp_path):
     assert kit["vs_train_py_pct"] == pytest.approx(100 * (1450 / 1450 - 1))
     assert math.isnan(kit["vs_train_py_ci_low_pct"])
     assert "| +0.0 % |" in (tmp_path / "table.md").read_text()
+
+
+def test_a_window_past_the_copys_log_lines_says_what_to_do(peer):
+    """train.py pauses at each epoch's end; a window that runs into it is an error naming the remedy."""
+    stamps = [(0.0, 0), (1.0, 128), (2.0, 256)]
+    assert peer._rate(stamps, (0.5, 1.5)) == pytest.approx(128.0)
+    with pytest.raises(RuntimeError, match="more images, or a shorter --seconds"):
+        peer._rate(stamps, (0.5, 5.0))
