@@ -1,14 +1,21 @@
-"""Why does a lone host-bound job's throughput swing between repeats? Each hypothesis as one variant, interleaved.
+"""Why does a lone job's throughput swing between repeats? Each hypothesis as one variant, interleaved.
 
     python benchmarks/lone_swing.py --repeats 4 --seconds 5 --out benchmarks/results/h100/lone_swing
+    python benchmarks/lone_swing.py --job seed --data-root /tmp/seed-200k/cifar10 --seconds 40 \
+        --variants kit,no-zygote,pinned,standalone --repeats 3 --out /tmp/lone-seed
 
-The job: ResNet-26 at 32 px, bf16, batch 128, synthetic data made once on the device (no input pipeline), alone
-(exclusive). Variants, one change each against `kit` (the kit's defaults): `no-monitor` (the parent's NVML sampling
-off), `gc-off` (Python's garbage collector disabled in the worker, through a sitecustomize on PYTHONPATH),
-`pinned` (the kit and its worker confined to 4 cores with sched_setaffinity), `expandable` (the CUDA caching
-allocator with expandable segments), `standalone` (the worker run alone, events to a file: no launcher, no event
-pipe). Every run records the host CPU's steal time and frequency and the GPU's SM clock (monitor samples). Writes
-OUT/runs.csv (one row per run) and OUT/summary.csv (per variant: mean, CV, 95 % CI, repeats needed for +-3 %).
+Two jobs, alone (exclusive). `small`: ResNet-26 at 32 px, bf16, batch 128, synthetic data made once on the device
+(no input pipeline), the kit's pinned placement. `seed`: the seed recipe's lone job (timm's ResNet-26 on an image
+folder, e.g. from `colloc-kit data make cifar10 --images 200000`, timm's transform, 4 loader workers, fp32), unpinned
+as the seed specs run it; its rate is what its loader workers get from the host. Variants, one change each against
+`kit` (the kit's defaults): `no-monitor` (the parent's NVML sampling off), `gc-off` (Python's garbage collector
+disabled in the worker, through a sitecustomize on PYTHONPATH), `pinned` (the kit and its worker confined to 4 cores
+with sched_setaffinity), `expandable` (the CUDA caching allocator with expandable segments), `no-zygote` (the worker
+started afresh, not forked from the kit's preloaded zygote), `standalone` (the worker run alone, events to a file: no
+launcher, no event pipe). Every run records the host CPU's steal time and frequency, the GPU's SM clock (monitor
+samples) and the host's busy cores over the job's window per image (`cpu_ms_per_image`: what the same work cost in
+that run). Writes OUT/runs.csv (one row per run) and OUT/summary.csv (per variant: mean, CV, 95 % CI, repeats needed
+for +-3 %).
 """
 
 from __future__ import annotations
@@ -29,9 +36,12 @@ import colloc_kit
 from colloc_kit import events, figures
 from colloc_kit.spec import JobSpec
 
-JOB = {"model": "resnet26", "image_size": 32, "amp": "bf16", "batch_size": 128, "channels_last": True,
-       "warmup_steps": 30, "device": "cuda"}
-VARIANTS = ("kit", "no-monitor", "gc-off", "pinned", "expandable", "standalone")
+JOBS = {"small": {"model": "resnet26", "image_size": 32, "amp": "bf16", "batch_size": 128, "channels_last": True,
+                  "warmup_steps": 30},
+        "seed": {"model": "timm.resnet26", "dataset": "imagefolder", "recipe": "seed", "amp": "off", "batch_size": 128,
+                 "warmup_steps": 10}}
+PLACEMENTS = {"small": "pinned", "seed": "unpinned"}
+VARIANTS = ("kit", "no-monitor", "gc-off", "pinned", "expandable", "no-zygote", "standalone")
 
 
 def host_counters() -> tuple[float, float]:
@@ -39,8 +49,9 @@ def host_counters() -> tuple[float, float]:
     return getattr(cpu, "steal", 0.0), (psutil.cpu_freq().current if psutil.cpu_freq() else float("nan"))
 
 
-def run_variant(variant: str, seconds: float, out: Path, gc_dir: Path) -> dict:
-    job = {**JOB, "seconds": seconds}
+def run_variant(variant: str, repeat: int, job: dict, placement: str, out: Path, gc_dir: Path) -> dict:
+    """One run of `job` alone with `variant`'s one change, in its own experiment folder (a folder already holding
+    the cell would be resumed, not run again)."""
     env_before = dict(os.environ)
     affinity = os.sched_getaffinity(0)
     try:
@@ -48,24 +59,41 @@ def run_variant(variant: str, seconds: float, out: Path, gc_dir: Path) -> dict:
             os.environ["PYTHONPATH"] = f"{gc_dir}:{os.environ.get('PYTHONPATH', '')}"
         if variant == "expandable":
             os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        if variant == "no-zygote":
+            os.environ["COLLOC_KIT_ZYGOTE"] = "0"
         if variant == "pinned":
             os.sched_setaffinity(0, sorted(affinity)[2:6])
         steal0, freq0 = host_counters()
         t0 = time.time()
+        cpu_ms_per_image = None
         if variant == "standalone":
             rate, sm_clock = standalone(job, out)
         else:
-            res = colloc_kit.run([job], mode="exclusive", copies=1, out=out, name=variant,
+            res = colloc_kit.run([job], mode="exclusive", copies=1, out=out, name=f"{variant}-{repeat}",
+                                 placement=placement,
                                  monitor=variant != "no-monitor", progress=False)
             rate = float(res.jobs["images_per_s"].iloc[0])
             sm_clock = float(res.jobs["sm_clock_mhz_mean"].iloc[0]) if "sm_clock_mhz_mean" in res.jobs else None
+            cpu_ms_per_image = window_cpu_ms_per_image(res)
         steal1, freq1 = host_counters()
         return {"variant": variant, "images_per_s": rate, "wall_s": time.time() - t0, "cpu_steal_s": steal1 - steal0,
-                "cpu_freq_mhz": (freq0 + freq1) / 2, "sm_clock_mhz": sm_clock}
+                "cpu_freq_mhz": (freq0 + freq1) / 2, "sm_clock_mhz": sm_clock, "cpu_ms_per_image": cpu_ms_per_image}
     finally:
         os.environ.clear()
         os.environ.update(env_before)
         os.sched_setaffinity(0, affinity)
+
+
+def window_cpu_ms_per_image(res: colloc_kit.Results) -> float | None:
+    """The host's busy CPU time per trained image over the lone job's window (the host samples in it; on a host
+    running nothing else, the job's own cost); None without host samples (the monitor off)."""
+    job = res.jobs.iloc[0]
+    samples = res.host_samples
+    if samples.empty:
+        return None
+    inside = samples[(samples["t"] >= job["started_at"]) & (samples["t"] <= job["ended_at"])]
+    busy_cores = inside["cpu_util_pct"].mean() / 100 * psutil.cpu_count()
+    return 1000 * busy_cores / job["images_per_s"]
 
 
 def standalone(job: dict, out: Path) -> tuple[float, None]:
@@ -83,14 +111,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--job", choices=sorted(JOBS), default="small")
+    parser.add_argument("--data-root", help="the seed job's image folder (colloc-kit data make cifar10 ...)")
+    parser.add_argument("--device", default="cuda")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.job == "seed" and not args.data_root:
+        parser.error("--job seed trains on an image folder: give --data-root (colloc-kit data make cifar10 ...)")
+    job = {**JOBS[args.job], "seconds": args.seconds, "device": args.device,
+           **({"data_root": args.data_root} if args.job == "seed" else {})}
     gc_dir = Path(tempfile.mkdtemp())
     (gc_dir / "sitecustomize.py").write_text("import gc\ngc.disable()\n")
     rows = []
     for repeat in range(args.repeats):  # interleaved: every variant once per round, so drift hits all alike
         for variant in args.variants.split(","):
-            rows.append({"repeat": repeat, **run_variant(variant, args.seconds, args.out / "runs", gc_dir)})
+            rows.append({"repeat": repeat, **run_variant(variant, repeat, job, PLACEMENTS[args.job],
+                                                         args.out / "runs", gc_dir)})
             print(json.dumps(rows[-1]), flush=True)
     frame = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -102,7 +138,8 @@ def main() -> None:
         summary.append({"variant": variant, "runs": len(group), "mean_images_per_s": mean,
                         "min": group["images_per_s"].min(), "max": group["images_per_s"].max(), "cv_pct": 100 * cv,
                         "ci95_pct": 100 * ci / mean, "repeats_for_3pct": int((2 * cv / 0.03) ** 2) + 1,
-                        "cpu_steal_s": group["cpu_steal_s"].mean(), "sm_clock_mhz": group["sm_clock_mhz"].mean()})
+                        "cpu_steal_s": group["cpu_steal_s"].mean(), "sm_clock_mhz": group["sm_clock_mhz"].mean(),
+                        "cpu_ms_per_image": group["cpu_ms_per_image"].mean()})
     table = pd.DataFrame(summary)
     table.to_csv(args.out / "summary.csv", index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
