@@ -25,9 +25,12 @@ DEFAULT_INTERVAL_S = inspect.signature(colloc_kit.run).parameters["monitor_inter
 SETTINGS = (("off", None), ("default", DEFAULT_INTERVAL_S), ("20ms", 0.02))
 
 
-def measure(copies: int, interval_s: float | None, seconds: float, out: Path, job: dict) -> dict:
+def measure(copies: int, interval_s: float | None, seconds: float, out: Path, job: dict, name: str) -> dict:
+    """One naive run of `copies` jobs with the monitor at `interval_s` (None: off), in the experiment folder `name`:
+    one per setting and repeat, since the kit resumes a folder's complete cells and the monitor is not part of a
+    cell's identity."""
     results = colloc_kit.run([{**job, "seconds": seconds}], mode="naive", copies=copies, out=out / "runs",
-                             name="monitor-overhead", monitor=interval_s is not None,
+                             name=name, monitor=interval_s is not None,
                              monitor_interval_s=interval_s or DEFAULT_INTERVAL_S, progress=False)
     run = results.runs.iloc[0]
     tick_ms = read_samples(Path(run["run_dir"]) / "monitor").info.get("tick_ms_mean") if interval_s else None
@@ -68,7 +71,7 @@ def main() -> None:
         for copies in (int(c) for c in args.copies.split(",")):
             order = SETTINGS if (repeat + copies) % 2 == 0 else SETTINGS[::-1]  # alternate, so drift cancels
             for setting, interval_s in order:
-                row = measure(copies, interval_s, args.seconds, args.out, job)
+                row = measure(copies, interval_s, args.seconds, args.out, job, f"monitor-overhead-{setting}-{repeat}")
                 rows.append({"repeat": repeat, "setting": setting, "interval_s": interval_s, **row})
                 print(f"repeat {repeat} copies {copies} {setting:>7}: {row['aggregate_images_per_s'] or 0:,.0f} img/s",
                       flush=True)
