@@ -85,15 +85,12 @@ def run_variant(variant: str, repeat: int, job: dict, placement: str, out: Path,
 
 
 def window_cpu_ms_per_image(res: colloc_kit.Results) -> float | None:
-    """The host's busy CPU time per trained image over the lone job's window (the host samples in it; on a host
-    running nothing else, the job's own cost); None without host samples (the monitor off)."""
-    job = res.jobs.iloc[0]
-    samples = res.host_samples
-    if samples.empty:
+    """The host's busy CPU time per trained image over the lone job's window (the run's `host_cpu_util_pct_mean`; on
+    a host running nothing else, the job's own cost); None without host samples (the monitor off)."""
+    busy_pct = res.runs["host_cpu_util_pct_mean"].iloc[0]
+    if pd.isna(busy_pct):
         return None
-    inside = samples[(samples["t"] >= job["started_at"]) & (samples["t"] <= job["ended_at"])]
-    busy_cores = inside["cpu_util_pct"].mean() / 100 * psutil.cpu_count()
-    return 1000 * busy_cores / job["images_per_s"]
+    return 1000 * busy_pct / 100 * psutil.cpu_count() / res.jobs["images_per_s"].iloc[0]
 
 
 def standalone(job: dict, out: Path) -> tuple[float, None]:
