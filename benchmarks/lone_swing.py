@@ -2,7 +2,7 @@
 
     python benchmarks/lone_swing.py --repeats 4 --seconds 5 --out benchmarks/results/h100/lone_swing
     python benchmarks/lone_swing.py --job seed --data-root /tmp/seed-200k/cifar10 --seconds 40 \
-        --variants kit,no-zygote,pinned,standalone --repeats 3 --out /tmp/lone-seed
+        --variants kit,train.py,no-zygote,pinned --repeats 3 --timm /tmp/timm --out /tmp/lone-seed
 
 Two jobs, alone (exclusive). `small`: ResNet-26 at 32 px, bf16, batch 128, synthetic data made once on the device (no
 input pipeline), the kit's pinned placement. `seed`: the seed recipe's lone job (timm's ResNet-26 on an image folder,
@@ -181,8 +181,7 @@ def standalone(job: dict, out: Path) -> tuple[float, None]:
 
 def train_py(timm: Path | None, job: dict, out: Path, repeat: int) -> float:
     """The seed job's workload run by timm's train.py, alone, its images/s over a window of the job's seconds."""
-    if timm is None or job["amp"] != "off":
-        raise SystemExit("the train.py variant runs the seed job (fp32): give --job seed --timm PATH")
+    assert timm is not None, "main() asks for --timm with the train.py variant"
     cell = run_train_py(timm, Path(job["data_root"]).parent, "r26-fp32", "naive", 1, warmup_s=8.0,
                         seconds=job["seconds"], out=out, repeat=repeat)
     if cell["aggregate_images_per_s"] is None:  # recorded as a gap, and the next run goes on
@@ -204,6 +203,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.job == "seed" and not args.data_root:
         parser.error("--job seed trains on an image folder: give --data-root (colloc-kit data make cifar10 ...)")
+    if "train.py" in args.variants.split(",") and (args.job != "seed" or args.timm is None):
+        parser.error("the train.py variant runs the seed job: give --job seed and --timm (a checkout of timm)")
     job = {**JOBS[args.job], "seconds": args.seconds, "device": args.device,
            **({"data_root": args.data_root} if args.job == "seed" else {})}
     gc_dir = Path(tempfile.mkdtemp())

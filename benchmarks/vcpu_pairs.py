@@ -3,7 +3,8 @@ the guest's `lscpu` cannot show; a loader worker placed beside another then deco
 
     python benchmarks/vcpu_pairs.py --out /tmp/vcpu-pairs
 
-A decode-like load (zlib's inflate, the codec of PNG files) is timed on each core alone, then on every pair of cores at
+A decode-like load (zlib's inflate, the codec of PNG files) is timed on each core alone, `--rounds` times, one core
+after another (so a core's time is its speed over the second or so its rounds take); then on every pair of cores at
 once, `--rounds` times. Writes OUT/pairs.csv (core_a, core_b, slowdown: the pair's time over the two cores' times alone,
 the median over the rounds) and prints the pairs slower than `--flag`.
 """
@@ -48,6 +49,8 @@ def main() -> None:
     parser.add_argument("--flag", type=float, default=1.15, help="print pairs slower than this")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        parser.error(f"this process may run on {len(cores)} core; compare cores on a host (or affinity) with 2 or more")
     times = max(1, round(args.seconds / (inflate(20) / 20)))
     servers, conns = [], {}
     for core in cores:
@@ -76,7 +79,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     pairs.to_csv(args.out / "pairs.csv", index=False)
     pd.Series(alone, name="alone_s").rename_axis("core").to_csv(args.out / "alone.csv")
-    print(f"{len(cores)} cores, {times} inflates per load, alone {min(alone.values()):.3f}-{max(alone.values()):.3f} s;"
+    print(f"{len(cores)} cores, {times} inflates per load, alone {min(alone.values()):.3f}-{max(alone.values()):.3f} s"
+          f" ({100 * (max(alone.values()) / min(alone.values()) - 1):.0f} % apart);"
           f" pair slowdown median {pairs['slowdown'].median():.2f}, max {pairs['slowdown'].max():.2f}")
     slow = pairs[pairs["slowdown"] > args.flag]
     print(slow.to_string(index=False, float_format=lambda v: f"{v:.2f}") if len(slow) else
