@@ -1,6 +1,6 @@
 """Why a job gains from collocation: `bound_by` and its inputs for four workloads, alone and with copies.
 
-    python benchmarks/bound_by.py --seconds 4 --out benchmarks/results/h100/bound_by
+    python benchmarks/bound_by.py --seconds 4 --out benchmarks/results/h100/bound-by
 
 Workloads (issue 10): ResNet-26 at 32 px bf16 with synthetic data on the device; the same from a CIFAR-10-format
 loader (2 loader workers; the images are random pixels written in CIFAR-10's own file format, a labelled stand-in:
@@ -50,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--only", help="comma-separated workload names")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/bound-by"))
     args = parser.parse_args()
     chosen = workloads(cifar_standin(args.out / "cifar10-standin"))
     names = args.only.split(",") if args.only else list(chosen)

@@ -3,11 +3,12 @@
 The H100 figures in the issues' closing notes come from here (see benchmarks/h100.sh for the exact stages):
 
     python benchmarks/collocation_matrix.py run single-job naive-matrix --models resnet18 --batch-sizes 64,128 \
-        --repeats 3 --seconds 4 --out benchmarks/results/baseline
-    python benchmarks/collocation_matrix.py summarize benchmarks/results/baseline
+        --repeats 3 --seconds 4 --out /tmp/baseline
+    python benchmarks/collocation_matrix.py summarize benchmarks/results/h100/matrix
 
 `run` writes every run directory under OUT/runs/ and then summarises; `summarize` reads whatever runs are stored
-under a folder (runs from several device commands can be merged by copying them under one folder). It writes
+under a folder (runs from several device commands can be merged by copying them under one folder), or, where the
+folder holds no runs/ but a runs.tgz (a committed set, benchmarks/results/h100/matrix/), in that archive. It writes
 OUT/summary.csv and OUT/summary.md: per (model, batch size, mode, copies), over repeats, the aggregate images/s and
 the normalized throughput with their 95 % CIs, epoch-time growth, bound_by and flags, as `analysis.summarize`
 defines them (baselines from the lone runs of the same experiment).
@@ -42,10 +43,24 @@ def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out:
                 colloc_kit.run_spec(ExperimentSpec.from_mapping(data), out=out / "runs", progress=False)
 
 
+def unpacked(folder: Path) -> Path:
+    """`folder`, or where it holds no runs/ but a runs.tgz (members runs/...), that archive unpacked into a temporary
+    folder."""
+    import tarfile
+    import tempfile
+    archive = folder / "runs.tgz"
+    if (folder / "runs").is_dir() or not archive.is_file():
+        return folder
+    target = Path(tempfile.mkdtemp(prefix="matrix-runs-"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")
+    return target
+
+
 def summarize(folder: Path) -> pd.DataFrame:
     """One row per (model, batch size, mode, copies) over the repeats stored under `folder`: the kit's own figures
     (analysis.summarize), so this table and the notebooks agree."""
-    results = colloc_kit.load(folder)
+    results = colloc_kit.load(unpacked(folder))
     table = analysis.summarize(results)
     first_job = results.jobs.groupby("run_id")[["model", "batch_size"]].first()
     runs = analysis.run_summary(results).join(first_job, on="run_id")
@@ -73,7 +88,7 @@ def main() -> None:
     run.add_argument("--batch-sizes", default="64,128")
     run.add_argument("--repeats", type=int, help="override the specs' repeats")
     run.add_argument("--seconds", type=float, help="override the jobs' budget: seconds of training")
-    run.add_argument("--out", type=Path, default=Path("benchmarks/results/matrix"))
+    run.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/matrix"))
     summary = sub.add_parser("summarize", help="summarise the runs stored under a folder")
     summary.add_argument("out", type=Path)
     args = parser.parse_args()

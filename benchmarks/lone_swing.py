@@ -1,6 +1,6 @@
 """Why does a lone job's throughput swing between repeats? Each hypothesis as one variant, interleaved.
 
-    python benchmarks/lone_swing.py --repeats 4 --seconds 5 --out benchmarks/results/h100/lone_swing
+    python benchmarks/lone_swing.py --repeats 4 --seconds 5 --out benchmarks/results/h100/lone-swing/host-bound
     python benchmarks/lone_swing.py --job seed --data-root /tmp/seed-200k/cifar10 --seconds 40 \
         --variants kit,train.py,no-zygote,pinned --repeats 3 --timm /tmp/timm --out /tmp/lone-seed
 
@@ -199,7 +199,7 @@ def main() -> None:
     parser.add_argument("--data-root", help="the seed job's image folder (colloc-kit data make cifar10 ...)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--timm", type=Path, help="a checkout of timm's repository, for the train.py variant")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/lone-swing/host-bound"))
     args = parser.parse_args()
     if args.job == "seed" and not args.data_root:
         parser.error("--job seed trains on an image folder: give --data-root (colloc-kit data make cifar10 ...)")

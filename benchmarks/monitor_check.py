@@ -1,6 +1,6 @@
 """The issue-4 check on a GPU: one run of 4 naive ResNet-50 jobs with the monitor on; are its figures plausible?
 
-    PYTHONPATH=$PWD python3 benchmarks/monitor_check.py --out benchmarks/results/monitor_check
+    PYTHONPATH=$PWD python3 benchmarks/monitor_check.py --out benchmarks/results/h100/monitor-check
 
 Prints one PASS/FAIL line per check and writes OUT/check.json (checks, the window's summary, monitor.json) and
 OUT/samples_gpu.csv. Checks: GPM columns present; SM util within 0-100; SM occupancy at or below SM util; the
@@ -58,7 +58,7 @@ def checks(samples, summary: dict | None) -> list[tuple[str, bool, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=25.0, help="training seconds per job")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/monitor_check"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/monitor-check"))
     args = parser.parse_args()
     job = {"model": "resnet50", "batch_size": 64, "amp": "bf16", "channels_last": True, "seconds": args.seconds}
     results = colloc_kit.run([job], mode="naive", copies=COPIES, out=args.out / "runs", name="monitor-check",

@@ -1,7 +1,7 @@
 """What the monitor costs the jobs it watches: aggregate throughput with the monitor off, at the default interval
 and at 20 ms, for 1 and 7 ResNet-18 jobs (naive sharing), in one session with the order alternating per repeat.
 
-    PYTHONPATH=$PWD python3 benchmarks/monitor_overhead.py --out benchmarks/results/monitor_overhead
+    PYTHONPATH=$PWD python3 benchmarks/monitor_overhead.py --out benchmarks/results/h100/monitor-overhead
 
 Target (issue 4): under 1 % loss at the default interval. Writes OUT/overhead.json and OUT/overhead.csv: per copy
 count and setting, the aggregate images/s of each repeat, the mean, the ratio to "off", and the monitor's own time
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script, not a measurement")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/monitor_overhead"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/monitor-overhead"))
     args = parser.parse_args()
     job = {"model": args.model, "batch_size": args.batch_size, "device": args.device, "warmup_steps": 20,
            **({"amp": "bf16", "channels_last": True} if args.device == "cuda" else {"image_size": 32, "workers": 0})}

@@ -1,6 +1,6 @@
 """An MPS memory limit at work: three ResNet-50 jobs under one daemon, the first limited below what it needs.
 
-    PYTHONPATH=$PWD python3 benchmarks/mps_memory_limit.py --out benchmarks/results/mps_memory_limit
+    PYTHONPATH=$PWD python3 benchmarks/mps_memory_limit.py --out benchmarks/results/h100/mps-memory-limit
 
 Passes when the limited job fails with `out_of_memory` while its two neighbours complete, and no MPS process is
 left afterwards. Writes OUT/jobs.csv and prints the verdict (exit 1 if it fails).
@@ -21,7 +21,7 @@ COLUMNS = ["job", "slot_memory_limit_mb", "status", "error_kind", "images_per_s"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/mps_memory_limit"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/mps-memory-limit"))
     parser.add_argument("--seconds", type=float, default=6)
     args = parser.parse_args()
     job = {"model": "resnet50", "batch_size": 128, "amp": "bf16", "channels_last": True, "seconds": args.seconds}

@@ -166,6 +166,23 @@ def kit_row(folder: Path, cell: dict) -> dict:
             "job_rates": json.dumps([round(x, 1) for x in rates])}
 
 
+def unpacked_kit(out: Path) -> Path:
+    """The kit's runs of a committed session (a SESSION folder of benchmarks/results/h100/peer/, whose raw files are in
+    the set's runs.tgz as SESSION/kit/...), unpacked into a temporary folder; `out`/kit (absent) where no archive holds them."""
+    import tarfile
+    import tempfile
+    for archive in (out.parent / "runs.tgz", out.parent.parent / "runs.tgz"):
+        if archive.is_file():
+            prefix = out.resolve().relative_to(archive.parent.resolve()).as_posix() + "/kit/"
+            with tarfile.open(archive) as tar:
+                members = [m for m in tar.getmembers() if m.name.startswith(prefix)]
+                if members:
+                    target = Path(tempfile.mkdtemp(prefix="peer-kit-"))
+                    tar.extractall(target, members=members, filter="data")
+                    return target / prefix
+    return out / "kit"
+
+
 def compare(out: Path) -> pd.DataFrame:
     """One row per (workload, program, placement): lone images/s, and per collocated cell its aggregate and gain,
     with each kit figure's difference from train.py's; written to table.csv and table.md. A cell measured more than
@@ -173,7 +190,7 @@ def compare(out: Path) -> pd.DataFrame:
     difference's 95 % CI (`difference_ci`). Where the kit's runs are beside results.jsonl
     (OUT/kit), the kit's rows are computed from them again, with today's figures."""
     rows = pd.read_json(out / "results.jsonl", lines=True)
-    kit = out / "kit"
+    kit = out / "kit" if (out / "kit").is_dir() else unpacked_kit(out)
     if kit.is_dir():
         rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"]), r)
                              if r["program"] == "kit" else r for r in rows.to_dict("records")])

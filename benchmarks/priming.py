@@ -1,7 +1,7 @@
 """Where a worker's priming step goes (issue 10): the first training step of a fresh process, part by part, as the
 worker runs it, with the zygote's library preload first, and with cuDNN autotuning off for comparison.
 
-    python benchmarks/priming.py --repeats 2 --out benchmarks/results/h100/issue10/priming.json
+    python benchmarks/priming.py --repeats 2 --out benchmarks/results/h100/priming/priming.json
 
 Each variant runs in a fresh process, interleaved over repeats (A B C A B C): imports, `preload_s` (the zygote's
 `load_lazy_libraries`; 0 where the variant does not), CUDA context, model build, the first step in parts (forward,
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/priming/priming.json"))
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

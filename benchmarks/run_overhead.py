@@ -1,7 +1,7 @@
 """What a run costs beyond its measured window: wall time per run minus the window, with where the rest goes.
 
     python benchmarks/run_overhead.py --device cuda --model resnet50 --batch-size 128 --amp bf16 --seconds 5 \
-        --repeats 3 --runs 3 --out benchmarks/results/h100/issue10/overhead_zygote.json
+        --repeats 3 --runs 3 --out benchmarks/results/h100/run-overhead/overhead_zygote.json
     python benchmarks/run_overhead.py --device cpu --model smallcnn --image-size 32 --seconds 2 --out overhead-cpu.json
 
 Target (issue 10): at most 6 s over the window on the H100 for ResNet-50 at batch 128. Two figures:
@@ -92,7 +92,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="experiments of one run each (the single figure)")
     parser.add_argument("--runs", type=int, default=1, help="runs of the multi-run experiment (1: none)")
     parser.add_argument("--label", default="", help="what is measured, e.g. 'before' or a commit")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file for the figures")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/run-overhead/overhead.json"),
+                        help="JSON file for the figures")
     args = parser.parse_args()
     job = {"model": args.model, "batch_size": args.batch_size, "amp": args.amp, "device": args.device,
            "seconds": args.seconds, "warmup_steps": args.warmup_steps, "channels_last": args.device == "cuda"}

@@ -28,7 +28,7 @@ cells ran again on the next machine where there was one" \
   --fact "Notes=the not-run lists of seed-35 and seed-36 were written before not-run names gave the data; their entries \
 were all written while the CIFAR-10 cells ran, and now name it ('... off on cifar10 ...')" \
   --fact "Notes=each job is pinned to at most 4 cores (launcher.GPU_JOB_CORES); the study ran its jobs unpinned. bash \
-benchmarks/pinning_seed.sh /tmp/seed-data /tmp/pin (one repeat each): a lone ResNet-26 trained 1,392 img/s pinned and \
+pinning_seed.sh (since removed from benchmarks, in the history) /tmp/seed-data /tmp/pin (one repeat each): a lone ResNet-26 trained 1,392 img/s pinned and \
 1,533 unpinned; 3 and 7 copies under MPS within 2 % of each other (benchmarks/results/h100/seed/pinning.txt)" \
   --fact "Left out=experiment 35 past its first cells (CaiT on CIFAR-10: the lone cells and naive x2), experiment 36 \
 past EfficientNetV2-S on CIFAR-10 and the lone cells on ImageNet-64, and both on ImageNet: device time ran out; cells \

@@ -1,6 +1,6 @@
 """How closely the start barrier releases N jobs: skew of their first training step and of their steady window.
 
-    python benchmarks/start_skew.py --copies 7 --repeats 3 --out benchmarks/results/start_skew.json
+    python benchmarks/start_skew.py --copies 7 --repeats 3 --out benchmarks/results/h100/start-skew/start_skew.json
 
 Target (issue 2): the last job starts its first timed step within 50 ms of the first. "First step" is the `start`
 event each worker emits when the barrier lets it go; the steady-window start (end of warm-up) is reported too, since
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=7)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/start_skew.json"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/start-skew/start_skew.json"))
     args = parser.parse_args()
     job = {"model": args.model, "batch_size": args.batch_size, "device": args.device, "steps": 40, "warmup_steps": 10,
            **({"amp": "bf16", "channels_last": True} if args.device == "cuda" else {"image_size": 32, "workers": 0})}

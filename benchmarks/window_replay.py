@@ -2,7 +2,7 @@
 its run figure lands from the full window's.
 
     python benchmarks/window_replay.py benchmarks/results/h100/seed/seed-runs.tgz \
-        --out benchmarks/results/h100/issue22/window-replay
+        --out benchmarks/results/h100/window-replay/window-replay.md
 
 CPU only. Every complete run's jobs are replayed as their workers saw them: after warm-up, one progress interval at a
 time, each rule asked at each interval's end whether the window may stop (the worker's `_Meter._precise`), a fixed
@@ -240,7 +240,7 @@ def report(frame: pd.DataFrame, data: str, command: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("data", type=Path, help="a folder of runs, or a .tgz of one")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/issue22/window-replay"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/window-replay/window-replay.md"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.data

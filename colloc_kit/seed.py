@@ -57,7 +57,7 @@ PARTITION_LABEL = "MPS partition (not MIG)"
 PLANNED_CARD = "H100-80GB"  # the card --plan assumes on a machine without a GPU
 RUN_OVERHEAD_S = 8.8  # a cell's wall time beyond its window where the experiment's folder has no runs to measure
                       # it from: the median of seed-33 fp32's first 56 cells on the H100 with lanes, 15 s windows
-                      # (benchmarks/results/h100/issue22/seed33-cells.csv)
+                      # (benchmarks/results/h100/cell-phases/seed33-cells.csv)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from colloc_kit.manifest import Manifest
 from colloc_kit.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
-MATRIX_RUNS = ROOT / "benchmarks" / "results" / "h100" / "matrix" / "runs"  # the raw runs of the set h100-matrix
+MATRIX_RUNS = ROOT / "benchmarks" / "results" / "h100" / "matrix" / "runs.tgz"  # the raw runs of the set h100-matrix
 COURSE_SET = "h100-matrix"  # what the course sheets read
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 JOB = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "synthetic_samples": 64, "steps": 16,
@@ -213,9 +213,17 @@ def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy
     assert sum(p.stat().st_size for p in reference.folder(reference.DEFAULT).iterdir()) < 10 * 2**20
 
 
-def test_the_course_set_gives_the_figures_of_its_raw_h100_runs():
+@pytest.fixture(scope="module")
+def matrix_runs(tmp_path_factory):
+    """The raw runs of h100-matrix, unpacked from their archive (members runs/EXPERIMENT/RUN/...)."""
+    target = tmp_path_factory.mktemp("h100-matrix")
+    shutil.unpack_archive(MATRIX_RUNS, target, filter="data")
+    return target / "runs"
+
+
+def test_the_course_set_gives_the_figures_of_its_raw_h100_runs(matrix_runs):
     """The shipped h100-matrix is the matrix runs in benchmarks/, exported: every figure the sheets show agrees."""
-    shipped, raw = reference.load(COURSE_SET), colloc_kit.load(MATRIX_RUNS)
+    shipped, raw = reference.load(COURSE_SET), colloc_kit.load(matrix_runs)
     figures = ["workloads", "mode_label", "copies", "aggregate_images_per_s_mean", "aggregate_images_per_s_ci",
                "normalized_throughput_mean", "normalized_throughput_ci", "epoch_time_growth_mean"]
     summaries = [analysis.summarize(r, reference=r.of_experiments(["single-job"]).jobs)[figures]
@@ -230,9 +238,9 @@ def test_the_course_set_gives_the_figures_of_its_raw_h100_runs():
     assert sum(p.stat().st_size for p in reference.folder(COURSE_SET).iterdir()) < 2**20  # no raw series
 
 
-def test_the_readme_names_the_machine_of_runs_that_hold_it_in_their_manifest():
+def test_the_readme_names_the_machine_of_runs_that_hold_it_in_their_manifest(matrix_runs):
     """Runs written before machine descriptions (the H100 matrix) keep theirs inline in the manifest."""
-    runs = colloc_kit.load(MATRIX_RUNS / "single-job").runs
+    runs = colloc_kit.load(matrix_runs / "single-job").runs
     (line,) = set(reference.machines(runs[runs["run_id"].str.startswith("20261121-0025")]))
     assert line.startswith("vm: Intel(R) Xeon(R) Processor, 16 cores, 128,888 MiB; NVIDIA H100 80GB HBM3 (81,559 MiB), "
                            "driver 580.159.04, CUDA 13.0; python 3.12.3")

@@ -186,7 +186,7 @@ GPU_MODELS: dict[str, GpuModel] = {
                 ("7g.141gb", 143360, 132),
             ]),
             source="NVML's live catalogue on an H200 (driver 580.159.04, MIG disabled, read-only; "
-                   "benchmarks/results/h200x2/h200_live_mig_catalogue.json): every profile's slices, memory, SMs, "
+                   "2026-11-22, read then and not kept in the repository): every profile's slices, memory, SMs, "
                    "instance count and placements",
             nvml_names=("NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA H200 141GB HBM3e"),
         ),
