@@ -23,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit import analysis, figures
+from colloc_kit.analysis import figures
+from colloc_kit.analysis import summaries as analysis
 
 
 def run(spec: str, kits: dict[str, str], out: Path, rounds: int, extra: list[str]) -> None:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import colloc_kit
-from colloc_kit import analysis
-from colloc_kit.results import combine
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import combine
 
 COLUMNS = ["experiment", "mode_label", "copies", "aggregate_images_per_s", "aggregate_images_per_s_ci",
            "normalized_throughput", "bound_by", "gpu_util_pct", "sm_util_pct", "dram_bw_util_pct", "flags"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit import analysis
+from colloc_kit.analysis import summaries as analysis
 from colloc_kit.spec import ExperimentSpec, with_changes
 from colloc_kit.spec_yaml import read_yaml
 

@@ -36,11 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+from peer_train_py import run_train_py  # a sibling benchmark: on sys.path when this file runs as a script
 
 import colloc_kit
-from colloc_kit import events, figures
+from colloc_kit import events
+from colloc_kit.analysis import figures
 from colloc_kit.spec import JobSpec
-from peer_train_py import run_train_py  # a sibling benchmark: on sys.path when this file runs as a script
 
 JOBS = {"small": {"model": "resnet26", "image_size": 32, "amp": "bf16", "batch_size": 128, "channels_last": True,
                   "warmup_steps": 30},

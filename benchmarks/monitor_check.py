@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import colloc_kit
+from colloc_kit.analysis.figures import common_window
 from colloc_kit.monitor import read_samples, summarize
-from colloc_kit.figures import common_window
-from colloc_kit.rundir import RunDir, read_events
+from colloc_kit.store.rundir import RunDir, read_events
 
 COPIES = 4
 

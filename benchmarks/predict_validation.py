@@ -1,4 +1,4 @@
-"""The collocation model (colloc_kit.predict) held against every collocated cell of the shipped H100 data.
+"""The collocation model (colloc_kit.predict.model) held against every collocated cell of the shipped H100 data.
 
     PYTHONPATH=$PWD python benchmarks/predict_validation.py --out benchmarks/results/predict
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from colloc_kit import predict_check
-from colloc_kit.predict import CALIBRATION, Config, LoneProfile, Target, predict
+from colloc_kit.predict import check as predict_check
+from colloc_kit.predict.model import CALIBRATION, Config, LoneProfile, Target, predict
 
 TARGETS = {"median": 0.10, "p90": 0.25, "advised_best": 0.90}
 # MIGProfiler (MIGProfiler/MIGProfiler on GitHub, data/finetune_moco/moco_finetune.csv, A100-40GB): ResNet-50 at

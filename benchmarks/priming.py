@@ -36,7 +36,9 @@ def child(variant: str, model_name: str, batch_size: int) -> dict:
     import torch  # noqa: PLC0415 - timed: the imports are what this measures
     import torchvision  # noqa: PLC0415 - timed: the imports are what this measures
 
-    from colloc_kit.zygote import load_lazy_libraries  # noqa: PLC0415 - timed: the imports are what this measures
+    from colloc_kit.worker.zygote import (  # noqa: PLC0415 - timed: the imports are what this measures
+        load_lazy_libraries,
+    )
 
     parts = {"imports_s": time.perf_counter() - t0}
     t = time.perf_counter()

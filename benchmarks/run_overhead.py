@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import colloc_kit
-from colloc_kit.progress import Progress
+from colloc_kit.pipeline.progress import Progress
 
 
 class RunClock(Progress):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import colloc_kit
 from colloc_kit import events
-from colloc_kit.figures import steady_span
-from colloc_kit.rundir import read_events
+from colloc_kit.analysis.figures import steady_span
+from colloc_kit.store.rundir import read_events
 
 TARGET_MS = 50.0
 

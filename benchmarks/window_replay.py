@@ -28,11 +28,11 @@ from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from colloc_kit import figures
+from colloc_kit.analysis import figures
 from colloc_kit.atomic import write_text
-from colloc_kit.rundir import RunDir, find_runs, read_events
 from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
+from colloc_kit.store.rundir import RunDir, find_runs, read_events
 
 __all__ = ["RULES", "Rule", "block_rates", "replay_run", "replay", "precision", "summary", "main"]
 

@@ -23,7 +23,8 @@
     >>> mig_planner.plan("4g,2g,1g", "A100-40GB").layout()
     '4g.20gb,2g.10gb,1g.5gb'
 
-Names are imported on first use, so `python -m colloc_kit.worker` starts without loading pandas.
+Names are imported on first use, so `python -m colloc_kit.worker` starts without loading pandas; `__init__.pyi`
+names them for type checkers (tests/test_notebook_surface.py holds it to `__all__`).
 """
 
 from __future__ import annotations
@@ -34,17 +35,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {  # name -> the module that defines it
-    "run": "pipeline", "run_spec": "pipeline", "sweep": "pipeline", "panel": "widgets",
+    "run": "pipeline.api", "run_spec": "pipeline.api", "sweep": "pipeline.api", "panel": "notebook.panel",
     "JobSpec": "spec", "ModeSpec": "spec", "ExperimentSpec": "spec",
-    "load": "results", "Results": "results", "combine": "results",
+    "load": "analysis.results", "Results": "analysis.results", "combine": "analysis.results",
     "partition_share": "modes.mps",
     "CollocKitError": "errors", "BadInput": "errors", "GpuStateError": "errors",
 }
 _MODULES = {  # name -> the module itself
-    "analysis": "analysis", "plots": "plots", "notebook": "notebook", "widgets": "widgets", "machine": "machine",
-    "modes": "modes", "reference": "reference", "findings": "findings", "mig_catalogue": "gpu.mig_catalogue",
-    "mig_planner": "gpu.mig_planner", "mig_simulator": "gpu.mig_simulator", "monitor": "monitor",
-    "predict": "predict", "predict_check": "predict_check", "advise": "advise",
+    "analysis": "analysis", "plots": "views.plots", "notebook": "notebook", "widgets": "notebook.panel",
+    "machine": "machine", "modes": "modes", "reference": "reference", "findings": "findings",
+    "mig_catalogue": "gpu.mig_catalogue", "mig_planner": "gpu.mig_planner", "mig_simulator": "gpu.mig_simulator",
+    "monitor": "monitor", "predict": "predict", "predict_check": "predict.check", "advise": "predict.advise",
 }
 __all__ = sorted([*_LAZY, *_MODULES])
 
@@ -55,3 +56,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'colloc_kit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public surface, so that tab completion offers it (the names load on first use)."""
+    return __all__

@@ -1,5 +1,5 @@
 """Ctrl-C at any moment of a `colloc-kit` command, its first imports included: one line on stderr and exit code 130,
-never a traceback. The command installs this first thing (`command.py`, and `python -m colloc_kit.cli`), before it
+never a traceback. The command installs this first thing (`command.py`, and `python -m colloc_kit.cli.main`), before it
 imports pandas and torch: an interrupt in that first second is caught too. It imports nothing else, so that it is in
 place within milliseconds of the start.
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import psutil
 
-from . import __version__
-from .errors import BadInput
-from .gpu import nvml
-from .gpu.mps_detect import control_status
+from colloc_kit import __version__
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mps_detect import control_status
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
 

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import BadInput
+from colloc_kit.errors import BadInput
 
 __all__ = ["PATH_MAX", "check_folder", "shown"]
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from .errors import BadInput
-from .events import ErrorKind
-from .modes.registry import validate_mode_spec
+from colloc_kit.errors import BadInput
+from colloc_kit.events import ErrorKind
+from colloc_kit.modes.registry import validate_mode_spec
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
@@ -334,7 +334,9 @@ class ExperimentSpec:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ExperimentSpec":
         """An ExperimentSpec read from a YAML file (safe YAML: `spec_yaml`), checked as `from_mapping` does."""
-        from .spec_yaml import read_yaml  # noqa: PLC0415 - PyYAML loads only when a spec file is read, not in a worker
+        from colloc_kit.spec_yaml import (  # noqa: PLC0415 - PyYAML loads only when a spec file is read, not in a worker
+            read_yaml,
+        )
 
         return cls.from_mapping(read_yaml(path))
 

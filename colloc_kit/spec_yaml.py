@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .errors import BadInput
+from colloc_kit.errors import BadInput
 
 __all__ = ["BUNDLED_DIR", "YAML_MAX_BYTES", "YAML_MAX_DEPTH", "bundled_specs", "read_yaml"]
 

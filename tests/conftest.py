@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from colloc_kit import batch
+from colloc_kit.batch import runner as batch
 
 
 def _cuda_reason() -> str | None:
@@ -39,7 +39,7 @@ def sigint_as_before():
     handler = signal.getsignal(signal.SIGINT)
     yield
     signal.signal(signal.SIGINT, handler)
-    background = sys.modules.get("colloc_kit.background")
+    background = sys.modules.get("colloc_kit.notebook.background")
     left = background.stop_all() if background else 0
     deadline = time.monotonic() + 30
     while left and background.stop_all() and time.monotonic() < deadline:

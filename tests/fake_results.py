@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from colloc_kit.results import Results
+from colloc_kit.analysis.results import Results
 
 
 def job_rows(run_id: str, mode: str, copies: int, rates: list[float], model: str = "smallcnn", batch_size: int = 8,

@@ -6,9 +6,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from colloc_kit import analysis, plots
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import Results
 from colloc_kit.gpu.mig_planner import plan
-from colloc_kit.results import Results
+from colloc_kit.views import plots
 
 ALONE_MODES = {"exclusive"}
 

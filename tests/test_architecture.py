@@ -13,12 +13,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "colloc_kit"
 ROWS = {  # docs/architecture.md's table: a module may import only from its own row or the rows above
     0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats", "paths", "interrupts"],
     1: ["gpu"],
-    2: ["modes", "spec", "spec_yaml", "worker", "zygote", "monitor", "standin"],
-    3: ["rundir", "manifest", "figures", "baselines", "fairness", "results"],
-    4: ["launcher", "pipeline", "progress", "machine", "analysis", "mlflow_records", "mlflow_log"],
-    5: ["plots", "seed", "findings", "reference", "notebook", "background", "widgets", "batch", "cli",
-        "cli_args", "mig_cli", "predict", "predict_check", "advise", "advise_cli", "export_cli",
-        "command", "tables", "plot_style", "batch_pages"],
+    2: ["modes", "spec", "spec_yaml", "worker", "monitor"],
+    3: ["store", "analysis"],
+    4: ["pipeline", "machine", "tracking"],
+    5: ["views", "experiments", "findings", "reference", "notebook", "batch", "cli", "predict"],
 }
 CIRCLE_EXCEPTIONS = {  # (importer, imported): why this edge of a circle is allowed
     ("colloc_kit.modes.registry", "colloc_kit.modes.base"):
@@ -105,9 +103,9 @@ def test_the_circle_check_sees_function_local_type_only_and_by_name_imports(tmp_
     """The counting itself: a circle closed by a function-local import, a TYPE_CHECKING one or a `-m` string."""
     source = tmp_path / "m.py"
     source.write_text('import typing\nif typing.TYPE_CHECKING:\n    from colloc_kit.spec import JobSpec\n'
-                      'def f():\n    from colloc_kit import results\n'
+                      'def f():\n    from colloc_kit.analysis import results\n'
                       'COMMAND = ["python", "-m", "colloc_kit.pipeline.entry"]\n')
-    assert {"colloc_kit.spec", "colloc_kit.results", "colloc_kit.pipeline.entry"} <= imports_of_text(source)
+    assert {"colloc_kit.spec", "colloc_kit.analysis.results", "colloc_kit.pipeline.entry"} <= imports_of_text(source)
     assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert circle({"a": {"b"}, "b": set()}) is None
 
@@ -165,7 +163,7 @@ def test_no_function_over_60_lines_without_a_reason():
     assert not long, "shorten these, or say why in the docstring ('Long: ...'):\n" + "\n".join(long)
 
 
-@pytest.mark.parametrize("module", ["pipeline", "supervise", "atomic", "events", "manifest", "rundir"])
+@pytest.mark.parametrize("module", ["pipeline", "supervise", "atomic", "events", "store"])
 def test_the_pipeline_and_its_foundations_declare_all(module):
     paths = [p for p in PACKAGE.rglob("*.py") if module_name(p).startswith(f"colloc_kit.{module}")]
     assert paths
@@ -173,3 +171,28 @@ def test_the_pipeline_and_its_foundations_declare_all(module):
         names = {t.id for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
                  for t in node.targets if isinstance(t, ast.Name)}
         assert "__all__" in names, path
+
+
+def _packages() -> list[Path]:
+    """Every sub-package (the root's docstring is the public surface; its modules are docs/architecture.md's)."""
+    return sorted(p.parent for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("package", _packages(), ids=lambda p: module_name(p / "__init__.py"))
+def test_each_package_docstring_lists_what_it_holds(package):
+    """A newcomer opens a package's __init__ and finds each of its modules and sub-packages in one line each."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    held = sorted({p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+                  | {p.name for p in package.iterdir() if (p / "__init__.py").is_file()})
+    missing = [name for name in held if not re.search(rf"(?<![\w.]){re.escape(name)}\b", doc)]
+    assert not missing, f"{module_name(package / '__init__.py')}'s docstring does not list {missing}"
+
+
+def test_the_architecture_page_lists_every_row_entry_and_the_test_every_package():
+    """docs/architecture.md's table and ROWS name the same packages and root modules, so neither drifts."""
+    table = (PACKAGE.parent / "docs" / "architecture.md").read_text().split("## The run pipeline")[0]
+    documented = set(re.findall(r"`(\w+)(?:/|\.py)`", table))
+    in_rows = {name for names in ROWS.values() for name in names}
+    on_disk = {p.stem for p in PACKAGE.glob("*.py")} | {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert in_rows == on_disk, f"ROWS and the package differ: {sorted(in_rows ^ on_disk)}"
+    assert documented == on_disk, f"docs/architecture.md's table and the package differ: {sorted(documented ^ on_disk)}"

@@ -9,7 +9,7 @@ import sys
 import nbformat
 import pytest
 
-from colloc_kit import batch
+from colloc_kit.batch import runner as batch
 from colloc_kit.errors import BadInput
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"

@@ -34,12 +34,12 @@ from urllib.request import urlopen
 import nbformat
 import psutil
 import pytest
-
-from colloc_kit import batch
-from colloc_kit.batch_pages import export_html
-from colloc_kit.plot_style import MAX_SERIES
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
 from processes import KitWatch, stop_tree
+
+from colloc_kit.batch import runner as batch
+from colloc_kit.batch.pages import export_html
+from colloc_kit.views.style import MAX_SERIES
 
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
@@ -382,7 +382,9 @@ def drive_the_panel(lab, page):
 
 def _accept_kernel_dialog(page) -> None:
     """JupyterLab may ask which kernel to start for the notebook; take the one offered (this Python's)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: PLC0415 - optional: the browser tests skip without it
+    from playwright.sync_api import (  # noqa: PLC0415 - optional: the browser tests skip without it
+        TimeoutError as PlaywrightTimeout,
+    )
 
     dialog = page.locator(".jp-Dialog")
     try:

@@ -18,17 +18,17 @@ import pytest
 from processes import kit_processes_below_us, survivors_of_killed_kit
 
 import colloc_kit
-from colloc_kit.cli import main
+from colloc_kit.cli.main import main
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
 from colloc_kit.pipeline.executors import gpus
-from colloc_kit.pipeline.folder import ExperimentFolder
 from colloc_kit.pipeline.status import experiment_status
-from colloc_kit.rundir import find_runs
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.store.rundir import find_runs
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64, steps=12)

@@ -12,13 +12,13 @@ import pytest
 
 import colloc_kit
 from colloc_kit import events
-from colloc_kit.cli import build_parser, experiment_from_args, main
+from colloc_kit.cli.main import build_parser, experiment_from_args, main
 from colloc_kit.errors import BadInput, GpuStateError
-from colloc_kit.launcher import LaunchItem, Wave
 from colloc_kit.modes import Slot
 from colloc_kit.modes.simple import NaiveMode
-from colloc_kit.rundir import find_runs
+from colloc_kit.pipeline.launcher import LaunchItem, Wave
 from colloc_kit.spec import JobSpec
+from colloc_kit.store.rundir import find_runs
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64)

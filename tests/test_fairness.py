@@ -16,8 +16,12 @@ import pandas as pd
 import pytest
 
 import colloc_kit
-from colloc_kit import analysis, fairness, figures, findings, notebook, plots
-from colloc_kit.results import Results, derive
+from colloc_kit import findings
+from colloc_kit.analysis import fairness, figures
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import Results, derive
+from colloc_kit.notebook import setup as notebook
+from colloc_kit.views import plots
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.2,
             synthetic_samples=64)

@@ -1,12 +1,15 @@
-"""Each figure defined once (colloc_kit.figures): its edge cases, and one number wherever it is shown."""
+"""Each figure defined once (colloc_kit.analysis.figures): its edge cases, and one number wherever it is shown."""
 
 import math
 
 import pytest
 
 import colloc_kit
-from colloc_kit import analysis, cli, figures, tables
-from colloc_kit.widgets import ExperimentPanel
+from colloc_kit.analysis import figures
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.cli import main as cli
+from colloc_kit.notebook.panel import ExperimentPanel
+from colloc_kit.views import tables
 
 
 def interval(t, seconds=1.0, images=100, warmup=False, held=False, wait=0.0):

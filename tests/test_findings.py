@@ -4,18 +4,19 @@ package's layers (read <- judge <- fairness <- charts <- appendix <- render) imp
 its repeated lines grouped."""
 
 import ast
-import re
 import importlib
-from pathlib import Path
-
+import re
 from collections import Counter
+from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
-
-from colloc_kit import analysis, batch, findings, reference
 from fake_results import fake_results, job_rows
+
+from colloc_kit import findings, reference
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.batch import runner as batch
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's

@@ -31,15 +31,15 @@ from processes import survivors_of_killed_kit
 
 import colloc_kit
 import colloc_kit.pipeline  # noqa: F401 - the same
-from colloc_kit.cli import main
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.gpu import nvml
-from colloc_kit.launcher import LaunchItem, Wave
-from colloc_kit.manifest import Manifest
 from colloc_kit.modes import Slot
-from colloc_kit.rundir import MANIFEST, RunDir, effective_status, find_runs, this_runner
+from colloc_kit.pipeline.launcher import LaunchItem, Wave
 from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED, JOB_STATUSES, RUN_STATUSES
+from colloc_kit.store.manifest import Manifest
+from colloc_kit.store.rundir import MANIFEST, RunDir, effective_status, find_runs, this_runner
 
 TINY_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32", "--steps", "3", "--warmup-steps", "1",
               "--synthetic-samples", "64", "--batch-size", "8", "--workers", "0", "--no-monitor", "--quiet"]
@@ -981,9 +981,9 @@ def test_a_plugin_that_misbehaves_exits_2_naming_it(tmp_path, case):
 
 
 @pytest.mark.parametrize("entry", [["-m", "colloc_kit.cli"],
-                                   ["-c", "import sys; from colloc_kit.command import main; sys.exit(main())"]],
+                                   ["-c", "import sys; from colloc_kit.cli.command import main; sys.exit(main())"]],
                          ids=["python -m colloc_kit.cli", "the console script"])
-@pytest.mark.parametrize("loaded", ["argparse", "pandas", "colloc_kit.seed"])
+@pytest.mark.parametrize("loaded", ["argparse", "pandas", "colloc_kit.experiments.seed"])
 def test_ctrl_c_while_the_kit_loads_exits_130_with_one_line(entry, loaded):
     """Before: a traceback and exit -2 in the first half second of any command. `-X importtime` says when each module
     has loaded: SIGINT goes in right after `loaded`, while the rest still loads."""
@@ -1030,7 +1030,7 @@ def test_a_system_error_during_a_command_says_what_it_means(tmp_path, capsys, mo
     def broken(path):
         raise OSError(number, os.strerror(number), str(tmp_path / "x"))
 
-    monkeypatch.setattr("colloc_kit.cli.experiment_status", broken)
+    monkeypatch.setattr("colloc_kit.cli.main.experiment_status", broken)
     code, _, err = cli(capsys, "status", tmp_path)
     assert code == 1 and says in err and os.strerror(number) in err and str(tmp_path / "x") in err
     if number != errno.ENOSPC:
@@ -1104,7 +1104,7 @@ def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tm
             streams = list(tmp_path.rglob("*.events.jsonl"))
             if len(streams) == 2 and all('"start"' in p.read_text() for p in streams):
                 for child in psutil.Process().children(recursive=True):
-                    if "colloc_kit.zygote" in " ".join(child.cmdline()):
+                    if "colloc_kit.worker.zygote" in " ".join(child.cmdline()):
                         child.kill()
                         return
             time.sleep(0.05)

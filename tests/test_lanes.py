@@ -12,8 +12,8 @@ from colloc_kit import supervise
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import cells
-from colloc_kit.rundir import find_runs, read_events
 from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.store.rundir import find_runs, read_events
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64, steps=12)

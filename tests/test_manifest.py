@@ -11,9 +11,21 @@ import pytest
 
 import colloc_kit
 from colloc_kit.errors import BrokenRun
-from colloc_kit.manifest import (FORMAT, MANIFEST, HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord,
-                                 MonitorSettings, SlotRecord, read, write)
 from colloc_kit.statuses import Status
+from colloc_kit.store.manifest import (
+    FORMAT,
+    MANIFEST,
+    HostCpu,
+    JobEntry,
+    JobOutcome,
+    MachineRef,
+    Manifest,
+    ModeRecord,
+    MonitorSettings,
+    SlotRecord,
+    read,
+    write,
+)
 
 PACKAGE = Path(colloc_kit.__file__).parent
 # a real run of a tiny CPU job, made by the kit at commit b96d848 (before cells: no cell_id, runner_pid or host_cpu,

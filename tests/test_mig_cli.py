@@ -2,8 +2,8 @@
 
 import argparse
 
+from colloc_kit.cli.mig import add_subcommands
 from colloc_kit.gpu import nvml
-from colloc_kit.mig_cli import add_subcommands
 from colloc_kit.gpu.mig_simulator import simulated_gpu
 from colloc_kit.modes import make_mode
 from colloc_kit.spec import ModeSpec

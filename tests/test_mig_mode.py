@@ -9,9 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput, GpuStateError
-from colloc_kit.gpu import mig_apply
+from colloc_kit.gpu import mig_apply, nvml
 from colloc_kit.gpu.mig_simulator import simulated_gpu
 from colloc_kit.modes import make_mode, validate_mode_spec
 from colloc_kit.modes import mig as mig_mode

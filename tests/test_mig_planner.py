@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 
 from colloc_kit.errors import BadInput
-from colloc_kit.gpu.mig_planner import ImpossibleLayout, Plan, plan, propose_layouts
 from colloc_kit.gpu.mig_catalogue import GPU_MODELS, gpu_model, parse_layout, resolve
+from colloc_kit.gpu.mig_planner import ImpossibleLayout, Plan, plan, propose_layouts
 
 SEED_LAYOUTS = ["7x1g", "3x2g", "2x3g", "4g", "7g", "4g,2g,1g", "3x2g,1g"]
 

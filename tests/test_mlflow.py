@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from mlflow_server import free_port, server
 
 import colloc_kit
-from colloc_kit import analysis, events, mlflow_log, reference
-from colloc_kit.cli import main
+from colloc_kit import events, reference
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
-from colloc_kit.mlflow_records import COMPLETE_TAG, RUN_TAG, records
-from colloc_kit.rundir import find_runs, read_events
 from colloc_kit.spec import ExperimentSpec, JobSpec
-from mlflow_server import free_port, server
+from colloc_kit.store.rundir import find_runs, read_events
+from colloc_kit.tracking import log as mlflow_log
+from colloc_kit.tracking.records import COMPLETE_TAG, RUN_TAG, records
 
 mlflow = pytest.importorskip("mlflow", reason="needs MLflow (pip install -e '.[mlflow]' or '.[dev]')")
 from mlflow.tracking import MlflowClient  # noqa: E402 - after the skip: MLflow is an optional extra

@@ -13,11 +13,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-import colloc_kit
-from colloc_kit import mlflow_log
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
 from mlflow_server import server
+
+import colloc_kit
+from colloc_kit.tracking import log as mlflow_log
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS", ROOT / "test-artifacts")) / "mlflow-browser"

@@ -80,7 +80,7 @@ def test_a_mode_in_one_file_runs_from_a_yaml_spec_with_its_flag(plugin_dir, tmp_
 
 
 def test_a_mode_in_one_file_is_among_the_panels_choices(plugin_dir):
-    show = ("from colloc_kit.widgets import ExperimentPanel\n"
+    show = ("from colloc_kit.notebook.panel import ExperimentPanel\n"
             "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], job={'device': 'cpu'})\n"
             "print([label for label, _ in panel.mode.options])")
     assert "'capped'" not in kit("-c", show, modes=None).stdout

@@ -5,12 +5,12 @@ import os
 import time
 
 import pytest
+from fake_nvml import FakeNvml, FakeProcess
 
-from colloc_kit.gpu import nvml
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
 from colloc_kit.monitor import Monitor, read_samples, summarize
 from colloc_kit.monitor.gpm import GPM_COLUMNS
-from fake_nvml import FakeNvml, FakeProcess
 
 FAST = 0.02  # monitor interval in these tests, seconds
 

@@ -17,13 +17,13 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from colloc_kit.gpu import mps_daemon, mps_detect, nvml
-from colloc_kit.gpu.pids import alive, wait_gone
 from colloc_kit.errors import BadInput, GpuStateError
+from colloc_kit.gpu import mps_daemon, mps_detect, nvml
+from colloc_kit.gpu.mps_daemon import MpsDaemon
+from colloc_kit.gpu.pids import alive, wait_gone
 from colloc_kit.modes import make_mode
 from colloc_kit.modes import mps as mps_mode
 from colloc_kit.modes.mps import PARTITION_KIND
-from colloc_kit.gpu.mps_daemon import MpsDaemon
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 FAKE = Path(__file__).with_name("fake_mps_control.py")

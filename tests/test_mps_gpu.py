@@ -15,8 +15,8 @@ import time
 import pytest
 
 from colloc_kit.gpu import nvml
-from colloc_kit.modes import make_mode
 from colloc_kit.gpu.mps_daemon import MpsDaemon
+from colloc_kit.modes import make_mode
 from colloc_kit.spec import ModeSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("nvidia-cuda-mps-control") is None,

@@ -14,7 +14,7 @@ import pytest
 import colloc_kit
 from colloc_kit import machine
 from colloc_kit.monitor import read_samples
-from colloc_kit.rundir import find_runs
+from colloc_kit.store.rundir import find_runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(shutil.which("nvidia-cuda-mps-control") is None,
                                                   reason="nvidia-cuda-mps-control is not on the PATH")]

@@ -4,11 +4,12 @@ import nbformat
 import pandas as pd
 import papermill
 import pytest
-
-from colloc_kit import batch, notebook
-from colloc_kit.errors import BadInput
-from colloc_kit.progress import Progress
 from fake_results import fake_results, job_rows
+
+from colloc_kit.batch import runner as batch
+from colloc_kit.errors import BadInput
+from colloc_kit.notebook import setup as notebook
+from colloc_kit.pipeline.progress import Progress
 
 
 def run_cells(tmp_path, *sources):

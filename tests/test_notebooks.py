@@ -9,7 +9,7 @@ import nbformat
 import papermill
 import pytest
 
-from colloc_kit import batch
+from colloc_kit.batch import runner as batch
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 ALL = sorted(NOTEBOOKS.rglob("*.ipynb"))

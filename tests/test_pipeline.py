@@ -14,8 +14,8 @@ import colloc_kit
 from colloc_kit import atomic
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline import executors
-from colloc_kit.rundir import find_runs
 from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.store.rundir import find_runs
 
 PACKAGE = Path(colloc_kit.__file__).parent
 TINY = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, batch_size=8, workers=0)

@@ -7,11 +7,13 @@ from collections import Counter
 import pandas as pd
 import plotly.io as pio
 import pytest
-
-from colloc_kit import analysis, plots, reference
-from colloc_kit.plot_style import MAX_SERIES, MIXES
-from colloc_kit.gpu import mig_planner as planner
 from fake_results import fake_results, job_rows
+
+from colloc_kit import reference
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.gpu import mig_planner as planner
+from colloc_kit.views import plots
+from colloc_kit.views.style import MAX_SERIES, MIXES
 
 MIN_HEIGHT_PX = 250  # below this a figure collapses (a one-row MIG layout used to be 180 px: a line)
 

@@ -1,4 +1,4 @@
-"""The collocation model (colloc_kit.predict), its validation (predict_check) and the advisor (advise, colloc-kit
+"""The collocation model (colloc_kit.predict.model), its validation (predict_check) and the advisor (advise, colloc-kit
 advise): the arithmetic on hand-made lone profiles, the ranking, bad input, and --confirm on real CPU processes."""
 
 import math
@@ -6,10 +6,11 @@ import math
 import pytest
 
 import colloc_kit
-from colloc_kit import advise as adv, predict_check
-from colloc_kit.cli import main
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
-from colloc_kit.predict import CALIBRATION, Config, LoneProfile, Target, predict, smooth_min
+from colloc_kit.predict import advise as adv
+from colloc_kit.predict import check as predict_check
+from colloc_kit.predict.model import CALIBRATION, Config, LoneProfile, Target, predict, smooth_min
 
 K = CALIBRATION.sharpness
 INPUT = LoneProfile("input", 1000.0, gpu_busy=0.10, sm_active=0.05, dram=0.05, input_wait=0.70, memory_mb=4000.0)
@@ -136,6 +137,6 @@ def test_confirm_runs_the_top_configuration_through_colloc_kit_run(tmp_path, cap
                  "--confirm", "1", "--seconds", "1", "--out", str(tmp_path / "confirm")])
     out = capsys.readouterr().out
     assert code == 0 and "measured beside predicted" in out
-    summary = colloc_kit.analysis.run_summary(colloc_kit.load(tmp_path / "confirm"))
+    summary = colloc_kit.analysis.summaries.run_summary(colloc_kit.load(tmp_path / "confirm"))
     assert sorted(summary["mode"]) == ["exclusive", "naive"] and summary["normalized_throughput"].notna().all()
     assert Target().cores(2, "cpu") == 8

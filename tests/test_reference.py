@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 
 import colloc_kit
-from colloc_kit import analysis, findings, reference
-from colloc_kit.cli import main
+from colloc_kit import findings, reference
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
-from colloc_kit.manifest import Manifest
-from colloc_kit.rundir import RunDir
+from colloc_kit.store.manifest import Manifest
+from colloc_kit.store.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX_RUNS = ROOT / "benchmarks" / "results" / "h100" / "matrix" / "runs.tgz"  # the raw runs of the set h100-matrix
@@ -181,7 +182,7 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
     for name in reference.available():
         for file in reference.folder(name).iterdir():
             assert f"colloc_kit/reference/{name}/{file.name}" in names
-    assert "colloc_kit/reference/__init__.py" in names and "colloc_kit/reference/cli.py" in names
+    assert "colloc_kit/reference/__init__.py" in names and "colloc_kit/cli/reference.py" in names
 
 
 @pytest.mark.skipif(reference.DEFAULT not in reference.available(),

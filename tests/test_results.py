@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import colloc_kit
-from colloc_kit.manifest import Manifest
-from colloc_kit.rundir import RunDir
+from colloc_kit.store.manifest import Manifest
+from colloc_kit.store.rundir import RunDir
 
 
 def _interval(job, t, images, warmup=False, interval_s=1.0):

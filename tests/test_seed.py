@@ -1,4 +1,4 @@
-"""The seed study's matrix (colloc_kit/seed.py), its recipe on real files, and `colloc-kit run seed-NN --plan`."""
+"""The seed study's matrix (experiments/seed.py), its recipe on real files, and `colloc-kit run seed-NN --plan`."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 import colloc_kit
-from colloc_kit import seed as study
-from colloc_kit.cli import main
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.experiments import seed as study
 from colloc_kit.spec import JobSpec
 from colloc_kit.spec_yaml import bundled_specs, read_yaml
-from colloc_kit.standin import LABEL, make
 from colloc_kit.worker.recipes import seed_transform
+from colloc_kit.worker.standin import LABEL, make
 
 H100 = study.Card.planned("H100-80GB")
 

@@ -7,12 +7,12 @@ import subprocess
 import time
 
 import pytest
+from slurm_cluster import SlurmCluster, why_not
 
 import colloc_kit
+from colloc_kit.cli.main import main
 from colloc_kit.pipeline.status import experiment_status
-from colloc_kit.cli import main
-from colloc_kit.rundir import find_runs, read_events
-from slurm_cluster import SlurmCluster, why_not
+from colloc_kit.store.rundir import find_runs, read_events
 
 pytest.importorskip("submitit", reason="submitit (the [slurm] extra) is not installed")
 CELL_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--steps", "12", "--warmup-steps", "2", "--batch-size", "8",

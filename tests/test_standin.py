@@ -5,8 +5,9 @@ import sys
 
 from PIL import Image
 
-from colloc_kit import events, standin
-from colloc_kit.cli import main
+from colloc_kit import events
+from colloc_kit.cli.main import main
+from colloc_kit.worker import standin
 
 
 def test_cifar10_standin_has_the_real_layout_and_sizes(tmp_path):

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from colloc_kit import notebook, tables
+from colloc_kit.notebook import setup as notebook
+from colloc_kit.views import tables
 
 
 def summary_like() -> pd.DataFrame:

@@ -17,9 +17,9 @@ from processes import KitWatch, kit_processes_below_us
 from colloc_kit.errors import BadInput
 from colloc_kit.events import INTERVAL
 from colloc_kit.modes import registered
-from colloc_kit.notebook import Setup
+from colloc_kit.notebook.panel import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
+from colloc_kit.notebook.setup import Setup
 from colloc_kit.spec import JobSpec
-from colloc_kit.widgets import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.worker.models import MODEL_NAMES
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -263,7 +263,7 @@ def test_a_panels_run_in_a_kernel_leaves_no_process_once_the_kernel_is_gone(tmp_
     watch = KitWatch(km.provisioner.process.pid)
     try:
         reply = kc.execute_interactive(
-            "from colloc_kit.widgets import ExperimentPanel\n"
+            "from colloc_kit.notebook.panel import ExperimentPanel\n"
             "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], copies=(2,), batch_sizes=(8,), "
             f"job={ {**TINY_CPU_JOB, 'steps': 100_000}!r}, out={str(tmp_path)!r}, time_limit_s=300)\n"
             "panel.run()", timeout=120)

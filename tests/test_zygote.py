@@ -12,11 +12,11 @@ import time
 
 import psutil
 import pytest
+from processes import survivors_of_killed_kit
 
 import colloc_kit
 from colloc_kit import events
-from colloc_kit.zygote import EXIT_UNKNOWN, Zygote, enabled
-from processes import survivors_of_killed_kit
+from colloc_kit.worker.zygote import EXIT_UNKNOWN, Zygote, enabled
 
 TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--batch-size", "8",
         "--synthetic-samples", "32", "--workers", "0"]
@@ -99,7 +99,7 @@ def test_a_worker_outliving_its_zygote_is_seen_to_end(tmp_path):
 def test_the_zygote_leaves_with_a_sigkilled_kit(tmp_path):
     """The kit's end of the socket closes with the kit; the zygote then ends, and so does a worker at its barrier."""
     argv = command("--steps", "5", "--barrier", "stdin")
-    script = ("import json, os, sys; from colloc_kit.zygote import Zygote; z = Zygote(); "
+    script = ("import json, os, sys; from colloc_kit.worker.zygote import Zygote; z = Zygote(); "
               f"w = z.spawn({argv!r}, dict(os.environ), [0], '.', sys.stderr); "
               "w.stdout.readline(); print(json.dumps([z._proc.pid, w.pid]), flush=True); sys.stdin.read()")
     kit = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -113,7 +113,7 @@ def test_a_zygote_still_importing_dies_with_its_sigkilled_kit():
     """Not only once it serves and hears its socket's end: a zygote whose kit dies while it still imports torch ends
     too (a parent-death signal). It is stopped mid-import here, so that it is still importing when the kit dies,
     whatever the machine's speed."""
-    script = ("import sys; from colloc_kit.zygote import Zygote; z = Zygote(); print(z._proc.pid, flush=True); "
+    script = ("import sys; from colloc_kit.worker.zygote import Zygote; z = Zygote(); print(z._proc.pid, flush=True); "
               "sys.stdin.read()")
     kit = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     zygote = psutil.Process(int(kit.stdout.readline()))
@@ -129,7 +129,7 @@ def test_a_zygote_still_importing_dies_with_its_sigkilled_kit():
 
 def test_a_zygote_that_would_fork_threads_refuses():
     code = ("import threading, time; threading.Thread(target=time.sleep, args=(5,), daemon=True).start(); "
-            "from colloc_kit.zygote import _preload; print(_preload())")
+            "from colloc_kit.worker.zygote import _preload; print(_preload())")
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert "threads after the imports" in said
 
@@ -172,7 +172,7 @@ def test_a_zygote_asked_for_nothing_is_not_waited_for():
 @pytest.mark.gpu
 def test_the_driver_check_tells_loaded_from_initialised():
     """torch maps libcuda at import (harmless before a fork); only cuInit makes a fork unsafe, and only that counts."""
-    probe = ("import torch\nfrom colloc_kit.zygote import _cuda_initialised\n"
+    probe = ("import torch\nfrom colloc_kit.worker.zygote import _cuda_initialised\n"
              "before = _cuda_initialised()\ntorch.cuda.init()\nprint(before, _cuda_initialised())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["False", "True"]

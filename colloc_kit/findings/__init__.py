@@ -21,15 +21,68 @@ path, `from .read import ...`).
     >>> print(markdown(results, gpu_of(results), source=source, not_run=not_run))  # doctest: +SKIP
 """
 
-from .read import (ALONE, EVIDENCE, KINDS, MIG, MIX_MODELS, MPS, NAIVE, PARTITION, STUDY_33, as_run, configurations,
-                   gpu_of, kind_of, layout_key, missing_cells, mix_label, name_of, part_of, read)
-from .judge import CLAIMED_GAIN, STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
-from .fairness import (FAIRNESS_TEXT, SHARES_TEXT, fairness_findings, least_fair, naive_vs_mps, shared_jobs,
-                       shares_table)
-from .charts import TITLES, claim_figures, for_plots, save_png, versus_figure
-from .appendix import (fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty,
-                       shares_by_layout, unplaceable)
-from .render import LIKE_33, Report, a100_note, all_gains, all_missing, as_markdown, markdown, report, verdicts
+from colloc_kit.findings.appendix import (
+    fit_table,
+    gain_table,
+    grouped_evidence,
+    grouped_fairness,
+    mix_table,
+    not_run_table,
+    pretty,
+    shares_by_layout,
+    unplaceable,
+)
+from colloc_kit.findings.charts import TITLES, claim_figures, for_plots, save_png, versus_figure
+from colloc_kit.findings.fairness import (
+    FAIRNESS_TEXT,
+    SHARES_TEXT,
+    fairness_findings,
+    least_fair,
+    naive_vs_mps,
+    shared_jobs,
+    shares_table,
+)
+from colloc_kit.findings.judge import (
+    CLAIMED_GAIN,
+    STUDY_GPU,
+    capacities,
+    claims,
+    gain_text,
+    mig_placements,
+    prediction_errors,
+)
+from colloc_kit.findings.read import (
+    ALONE,
+    EVIDENCE,
+    KINDS,
+    MIG,
+    MIX_MODELS,
+    MPS,
+    NAIVE,
+    PARTITION,
+    STUDY_33,
+    as_run,
+    configurations,
+    gpu_of,
+    kind_of,
+    layout_key,
+    missing_cells,
+    mix_label,
+    name_of,
+    part_of,
+    read,
+)
+from colloc_kit.findings.render import (
+    LIKE_33,
+    Report,
+    a100_note,
+    all_gains,
+    all_missing,
+    as_markdown,
+    markdown,
+    report,
+    verdicts,
+)
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",

@@ -14,9 +14,9 @@ import re
 
 import pandas as pd
 
-from ..plot_style import counted
-from .judge import _bound, gain_text
-from .read import KINDS
+from colloc_kit.findings.judge import _bound, gain_text
+from colloc_kit.findings.read import KINDS
+from colloc_kit.views.style import counted
 
 __all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
            "shares_by_layout", "grouped_fairness"]

@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import plots
-from ..errors import BadInput
-from ..plot_style import TEMPLATE, colours, empty
-from .judge import CLAIMED_GAIN, _comparable
-from .read import ALONE, MPS, PARTITION
+from colloc_kit.errors import BadInput
+from colloc_kit.findings.judge import CLAIMED_GAIN, _comparable
+from colloc_kit.findings.read import ALONE, MPS, PARTITION
+from colloc_kit.views import plots
+from colloc_kit.views.style import TEMPLATE, colours, empty
 
 __all__ = ["TITLES", "for_plots", "claim_figures", "versus_figure", "save_png"]
 
@@ -103,8 +103,8 @@ def save_png(figures: dict[str, go.Figure], folder: str | Path, width: int = PNG
 
 def _draw(figures: dict[str, go.Figure], folder: Path, width: int) -> list[Path]:
     import plotly  # noqa: PLC0415 - heavy: only where images are written
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional: the dev extra, only for images
     from PIL import Image  # noqa: PLC0415 - heavy: only where images are written (torchvision brings Pillow)
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 - optional: the dev extra, only for images
 
     script = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
     written = []

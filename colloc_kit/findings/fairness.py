@@ -1,5 +1,5 @@
 """Fairness in the findings: who lost when the study's jobs shared the card (Jain's index and each job's slowdown,
-`colloc_kit.fairness`), naive time-slicing against MPS, and whether jobs given a share (MPS partitions, MIG) had it.
+`analysis.fairness`), naive time-slicing against MPS, and whether jobs given a share (MPS partitions, MIG) had it.
 It reads `read`'s runs; `render` writes what `fairness_findings` returns as a section of docs/findings.md.
 
     >>> jobs = shared_jobs(results, "seed-37")                       # doctest: +SKIP
@@ -13,8 +13,8 @@ from collections import Counter
 
 import pandas as pd
 
-from .. import analysis
-from .read import MIX_MODELS, MPS, NAIVE, kind_of, mix_label, name_of, part_of
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.findings.read import MIX_MODELS, MPS, NAIVE, kind_of, mix_label, name_of, part_of
 
 __all__ = ["FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
            "fairness_findings"]

@@ -13,11 +13,12 @@ import math
 
 import pandas as pd
 
-from .. import predict_check, seed
-from ..errors import BadInput
-from ..results import Results
-from ..gpu.mig_catalogue import gpu_model
-from .read import ALONE, KINDS, MPS, PARTITION, _copies, missing_cells
+from colloc_kit.analysis.results import Results
+from colloc_kit.errors import BadInput
+from colloc_kit.experiments import seed
+from colloc_kit.findings.read import ALONE, KINDS, MPS, PARTITION, _copies, missing_cells
+from colloc_kit.gpu.mig_catalogue import gpu_model
+from colloc_kit.predict import check as predict_check
 
 __all__ = ["STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text", "prediction_errors"]
 
@@ -230,7 +231,7 @@ def _number(value) -> bool:
 
 
 def prediction_errors(results: Results) -> pd.DataFrame:
-    """Per mode, how well the collocation model (`colloc_kit.predict`) predicts the data's collocated cells from
+    """Per mode, how well the collocation model (`colloc_kit.predict.model`) predicts the data's collocated cells from
     their lone runs alone: cells, median and 90th percentile of the absolute error of the gain, over the cells of
     every experiment but the one its constants were fitted on (`predict_check.HOLD_OUT`); cells the model does not
     cover are left out."""

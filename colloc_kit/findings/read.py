@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import analysis, reference, seed
-from ..errors import BadInput
-from ..gpu.mig_catalogue import gpu_model, model_for_device, resolve
-from ..results import Results, load
-from ..spec import AMP_CHOICES
-from ..statuses import COMPLETE
+from colloc_kit import analysis, reference
+from colloc_kit.analysis.results import Results, load
+from colloc_kit.errors import BadInput
+from colloc_kit.experiments import seed
+from colloc_kit.gpu.mig_catalogue import gpu_model, model_for_device, resolve
+from colloc_kit.spec import AMP_CHOICES
+from colloc_kit.statuses import COMPLETE
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE",
            "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label",

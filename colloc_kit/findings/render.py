@@ -14,16 +14,27 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .. import analysis, notebook, predict_check
-from ..gpu.mig_catalogue import gpu_model
-from ..results import Results
-from ..tables import table
-from .appendix import (fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty,
-                       shares_by_layout, unplaceable)
-from .charts import TITLES
-from .judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
-from .read import KINDS, STUDY_33, as_run, configurations, missing_cells
-from .fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import Results
+from colloc_kit.findings.appendix import (
+    fit_table,
+    gain_table,
+    grouped_evidence,
+    grouped_fairness,
+    mix_table,
+    not_run_table,
+    pretty,
+    shares_by_layout,
+    unplaceable,
+)
+from colloc_kit.findings.charts import TITLES
+from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
+from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
+from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, missing_cells
+from colloc_kit.gpu.mig_catalogue import gpu_model
+from colloc_kit.notebook import setup as notebook
+from colloc_kit.predict import check as predict_check
+from colloc_kit.views.tables import table
 
 __all__ = ["LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
            "a100_note"]
@@ -157,7 +168,7 @@ def _prediction_section(errors: pd.DataFrame) -> list[str]:
                           p90=[f"{100 * v:.1f} %" for v in errors["p90"]])
     shown.columns = ["mode", "cells", "median error of the gain", "90th percentile"]
     return ["## What predicts a gain", "",
-            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict`, against what it "
+            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict.model`, against what it "
             f"measured; the model's constants were fitted on {predict_check.HOLD_OUT}, whose cells are left out. "
             "The model and its worst cells: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
             "", table(shown).to_markdown(), ""]

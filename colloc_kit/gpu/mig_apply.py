@@ -26,10 +26,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import nvml
-from ..errors import BadInput, GpuStateError
-from .mig_planner import Plan, PlacedInstance, plan
-from .mig_catalogue import GpuModel, live_catalogue
+from colloc_kit.errors import BadInput, GpuStateError
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_catalogue import GpuModel, live_catalogue
+from colloc_kit.gpu.mig_planner import PlacedInstance, Plan, plan
 
 MIG_CONFIG_CAPABILITY = "/proc/driver/nvidia/capabilities/mig/config"
 IN_USE_RETRY_S = 10.0  # a killed process's CUDA context can take a moment to leave the GPU

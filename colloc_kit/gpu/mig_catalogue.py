@@ -23,8 +23,8 @@ import ctypes
 import re
 from dataclasses import dataclass, field
 
-from . import nvml
-from ..errors import BadInput, GpuStateError
+from colloc_kit.errors import BadInput, GpuStateError
+from colloc_kit.gpu import nvml
 
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
 # by compute slices (pynvml: NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0, ..., _7_SLICE = 4, _8_SLICE = 5, _6_SLICE = 6).

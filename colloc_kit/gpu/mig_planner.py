@@ -20,8 +20,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..errors import BadInput
-from .mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
+
 
 @dataclass(frozen=True)
 class PlacedInstance:

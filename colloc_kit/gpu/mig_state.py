@@ -39,8 +39,8 @@ from pynvml import (
     NVMLError,
 )
 
-from .mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
-from .pids import alive
+from colloc_kit.gpu.mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
+from colloc_kit.gpu.pids import alive
 
 # Three codes the simulator raises have no text in pynvml, which asks the driver for it (nvmlErrorString); the
 # simulator stands in for the driver, so it gives the driver's strings, as a real GPU would.

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput, GpuStateError
-from .mps_detect import CONTROL_BINARY, PID_FILE, RunningDaemon, detect_running_daemons
-from .mps_watchdog import reap_exited_daemon_processes, set_subreaper, start_watchdog
-from .pids import alive, kill, read_pid, wait_gone
+from colloc_kit.errors import BadInput, GpuStateError
+from colloc_kit.gpu.mps_detect import CONTROL_BINARY, PID_FILE, RunningDaemon, detect_running_daemons
+from colloc_kit.gpu.mps_watchdog import reap_exited_daemon_processes, set_subreaper, start_watchdog
+from colloc_kit.gpu.pids import alive, kill, read_pid, wait_gone
 
 # The daemon listens on Unix sockets in its pipe directory, and a socket path holds at most 107 bytes on Linux;
 # this leaves room for the longest name MPS puts there.

@@ -14,8 +14,8 @@ from typing import Any, Iterable
 
 import psutil
 
-from ..errors import GpuStateError
-from .pids import alive, read_pid, username
+from colloc_kit.errors import GpuStateError
+from colloc_kit.gpu.pids import alive, read_pid, username
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")

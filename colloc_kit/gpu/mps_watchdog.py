@@ -18,8 +18,8 @@ from typing import Iterable
 
 import psutil
 
-from .mps_detect import PID_FILE, PROCESS_PREFIX, detect_running_daemons
-from .pids import alive, kill, read_pid, wait_gone
+from colloc_kit.gpu.mps_detect import PID_FILE, PROCESS_PREFIX, detect_running_daemons
+from colloc_kit.gpu.pids import alive, kill, read_pid, wait_gone
 
 
 def start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..errors import BadInput, NvmlUnavailable
+from colloc_kit.errors import BadInput, NvmlUnavailable
 
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use

@@ -1,5 +1,11 @@
 """Sharing modes: each a `SharingMode` subclass that registers itself under its `name` (see `registry`).
 
+    base         the interface: `SharingMode`, `Option`, `Slot`
+    registry     modes by name, built-in and plug-in (COLLOC_KIT_MODES, entry points)
+    simple       exclusive, naive and the `PlainCudaMode` building block
+    mps          MPS, with thread and memory limits and MIG-shaped partitions
+    mig          MIG, and MPS on MIG
+
 Adding a mode is one file: subclass `SharingMode` (or `PlainCudaMode`, `NaiveMode`, ...) with a `name`, a one-line
 docstring and its options in `takes`, and name the file or its module in COLLOC_KIT_MODES (README, "Your own mode").
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
-from ..gpu import nvml
-from . import registry
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
+from colloc_kit.modes import registry
 
 TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}  # the option types
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
-from ..errors import BadInput
-from ..gpu import nvml
-from ..gpu.mig_apply import MigLayout
-from ..gpu.mig_catalogue import GPU_MODELS, parse_layout
-from ..gpu.mps_daemon import MpsDaemon, find_control
-from .base import Option, SharingMode, Slot
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_apply import MigLayout
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS, parse_layout
+from colloc_kit.gpu.mps_daemon import MpsDaemon, find_control
+from colloc_kit.modes.base import Option, SharingMode, Slot
 
 
 class MigMode(SharingMode):

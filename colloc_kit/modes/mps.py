@@ -25,12 +25,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BadInput, CollocKitError, GpuStateError
-from ..gpu import nvml
-from ..gpu.mig_catalogue import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
-from ..gpu.mps_daemon import MpsDaemon, find_control
-from ..gpu.mps_detect import blocking_daemons, describe_daemons, refuse_running_daemons
-from .base import Option, SharingMode, Slot
+from colloc_kit.errors import BadInput, CollocKitError, GpuStateError
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS, GpuModel, Profile, gpu_model, model_for_device, resolve
+from colloc_kit.gpu.mps_daemon import MpsDaemon, find_control
+from colloc_kit.gpu.mps_detect import blocking_daemons, describe_daemons, refuse_running_daemons
+from colloc_kit.modes.base import Option, SharingMode, Slot
 
 PARTITION_KIND = "MPS partition (not MIG)"
 COMPUTE_MODE_GUARD = "COLLOC_KIT_ALLOW_COMPUTE_MODE"

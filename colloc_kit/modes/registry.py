@@ -23,10 +23,10 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadInput, BrokenPlugin
+from colloc_kit.errors import BadInput, BrokenPlugin
 
 if TYPE_CHECKING:
-    from .base import SharingMode
+    from colloc_kit.modes.base import SharingMode
 
 PLUGIN_VARIABLE = "COLLOC_KIT_MODES"
 _INTERNAL = {"base", "registry"}  # modules of the package that hold no mode

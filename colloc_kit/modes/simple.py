@@ -7,9 +7,9 @@ building block they share: `PlainCudaMode`, whose jobs are plain CUDA clients.
 
 from __future__ import annotations
 
-from ..gpu.mps_detect import default_pipe_daemons, describe_daemons, refuse_running_daemons
-from ..gpu.nvml import require_gpu_index
-from .base import SharingMode
+from colloc_kit.gpu.mps_detect import default_pipe_daemons, describe_daemons, refuse_running_daemons
+from colloc_kit.gpu.nvml import require_gpu_index
+from colloc_kit.modes.base import SharingMode
 
 
 class PlainCudaMode(SharingMode):

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from ..gpu import nvml
-from .gpu_source import probe
+from colloc_kit.gpu import nvml
+from colloc_kit.monitor.gpu_source import probe
 
 MIN_INTERVAL_S = 0.1  # NVML: the two samples of a GPM query must be more than 100 ms apart
 

@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from ..gpu import nvml
-from ..errors import BadInput
-from .sampler import SourceLost
+from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
+from colloc_kit.monitor.sampler import SourceLost
 
 MB = 2**20
 

@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import psutil
 import pyarrow as pa
 
-from .gpu_source import MB, call, probe
-from .host import JobProcesses
+from colloc_kit.monitor.gpu_source import MB, call, probe
+from colloc_kit.monitor.host import JobProcesses
 
 SCHEMA = pa.schema([
     ("t", pa.float64()), ("gpu", pa.int64()), ("gpu_instance_id", pa.int64()), ("pid", pa.int64()),

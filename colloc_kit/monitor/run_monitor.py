@@ -17,15 +17,15 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .. import events
-from ..gpu import nvml
-from ..errors import BadInput, NvmlUnavailable
-from .gpm import GPM_COLUMNS, MIN_INTERVAL_S, GpmCounter, MigGpmSource, gpm_unsupported
-from .gpu_source import DeviceSource, device_handle, mig_devices, probe
-from .host import HostJobSource, HostSource, JobProcesses
-from .processes import GpuProcessSource, processes_unsupported
-from .sampler import Sampler, Source, SourceLost
-from .store import ParquetStore, write_info
+from colloc_kit import events
+from colloc_kit.errors import BadInput, NvmlUnavailable
+from colloc_kit.gpu import nvml
+from colloc_kit.monitor.gpm import GPM_COLUMNS, MIN_INTERVAL_S, GpmCounter, MigGpmSource, gpm_unsupported
+from colloc_kit.monitor.gpu_source import DeviceSource, device_handle, mig_devices, probe
+from colloc_kit.monitor.host import HostJobSource, HostSource, JobProcesses
+from colloc_kit.monitor.processes import GpuProcessSource, processes_unsupported
+from colloc_kit.monitor.sampler import Sampler, Source, SourceLost
+from colloc_kit.monitor.store import ParquetStore, write_info
 
 GPU_SERIES = ("samples_gpu", "samples_mig", "samples_process")
 

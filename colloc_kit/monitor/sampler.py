@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import pyarrow as pa
 
-from .. import events
+from colloc_kit import events
 
 MAX_DISTINCT_ERRORS = 50  # distinct (source, error) pairs kept; repeats only raise a count
 

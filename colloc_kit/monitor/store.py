@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import atomic
+from colloc_kit import atomic
 
 SERIES = ("samples_gpu", "samples_mig", "samples_process", "samples_host", "samples_host_job")
 INFO_FILE = "monitor.json"

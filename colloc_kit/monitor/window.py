@@ -22,13 +22,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Iterator
 
-from .. import events
-from ..gpu import nvml
-from ..errors import BadInput, NvmlUnavailable
-from .gpu_source import DeviceSource, device_handle
-from .sampler import Sampler, SourceLost
-from .store import MemoryStore
-from .summary import window_energy
+from colloc_kit import events
+from colloc_kit.errors import BadInput, NvmlUnavailable
+from colloc_kit.gpu import nvml
+from colloc_kit.monitor.gpu_source import DeviceSource, device_handle
+from colloc_kit.monitor.sampler import Sampler, SourceLost
+from colloc_kit.monitor.store import MemoryStore
+from colloc_kit.monitor.summary import window_energy
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """The run pipeline: an experiment's cells planned from its spec and its folder, each cell run (cell.py) and read
 back (report.py), wherever an executor runs them (executors/: this process, several GPUs, Slurm, a plug-in).
 
-    folder.py     the experiment folder and everything in it but the runs; each cell's state
     cells.py      the cells of a spec; the plan (what to run, what to skip and why)
     cell.py       one cell: mode, jobs, monitor, manifest (the write side)
+    launcher.py   jobs started in a mode's slots behind a barrier, released together, their events streamed
+    progress.py   the progress line
+    lane.py       the cells of one GPU one after another in one process, their jobs forked from one zygote
     report.py     a cell run and read back (jobs.csv, the progress line)
     executors/    where cells run, behind one interface (`Executor`, `CellJob`)
     entry.py      a cell in a process of its own: a GPU executor's cell process, a Slurm task
@@ -17,6 +19,6 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
 
 from __future__ import annotations
 
-from .api import run, run_spec, sweep
+from colloc_kit.pipeline.api import run, run_spec, sweep
 
 __all__ = ["run", "run_spec", "sweep"]

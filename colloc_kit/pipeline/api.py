@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .. import supervise
-from ..errors import BrokenRun
-from ..mlflow_log import log_experiment, warn_unreachable
-from ..progress import Progress
-from ..results import Results, RunReading, assemble, combine, read_run
-from ..spec import ExperimentSpec, JobSpec, ModeSpec
-from .cells import Plan
-from .executors import Executor, chosen
-from .folder import ExperimentFolder
+from colloc_kit import supervise
+from colloc_kit.analysis.results import Results, RunReading, assemble, combine, read_run
+from colloc_kit.errors import BrokenRun
+from colloc_kit.pipeline.cells import Plan
+from colloc_kit.pipeline.executors import Executor, chosen
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.tracking.log import log_experiment, warn_unreachable
 
 __all__ = ["run", "run_spec", "sweep"]
 

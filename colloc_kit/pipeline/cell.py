@@ -19,17 +19,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .. import events
-from ..launcher import LaunchItem, Wave
-from ..manifest import HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord
-from ..modes import make_mode
-from ..paths import check_folder
-from ..progress import Progress
-from ..rundir import RunDir, this_runner
-from ..spec import ExperimentSpec, JobSpec
-from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
-from ..zygote import Zygote
-from .cells import Cell
+from colloc_kit import events
+from colloc_kit.modes import make_mode
+from colloc_kit.paths import check_folder
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.launcher import LaunchItem, Wave
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
+from colloc_kit.store.manifest import (
+    HostCpu,
+    JobEntry,
+    JobOutcome,
+    MachineRef,
+    Manifest,
+    ModeRecord,
+    MonitorSettings,
+    SlotRecord,
+)
+from colloc_kit.store.rundir import RunDir, this_runner
+from colloc_kit.worker.zygote import Zygote
 
 __all__ = ["Placement", "plan_jobs", "preflight", "run_cell", "current_slurm_job"]
 
@@ -56,7 +65,9 @@ class Placement:
 def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bool = True) -> None:
     """Refuse bad input before anything starts: every job checked, every mode able to place every copy count on
     every GPU the cells may land on."""
-    from ..worker import check_job  # noqa: PLC0415 - lazy: the worker's checks import its model and data tables
+    from colloc_kit.worker import (  # noqa: PLC0415 - lazy: the worker's checks import its model and data tables
+        check_job,
+    )
 
     for job in spec.jobs:
         if job.data_root is not None and job.dataset != "synthetic":
@@ -186,7 +197,7 @@ def _monitor(spec: ExperimentSpec, run: RunDir, gpu: int,
     if not spec.monitor:
         yield pids.update
         return
-    from ..monitor import Monitor  # noqa: PLC0415 - lazy: pyarrow and NVML load only where a run is monitored
+    from colloc_kit.monitor import Monitor  # noqa: PLC0415 - lazy: pyarrow and NVML load only where a run is monitored
 
     with Monitor(run.monitor_dir, gpu=gpu if spec.device == "cuda" else None, interval_s=spec.monitor_interval_s,
                  job_pids=lambda: dict(pids), on_gpu_sample=on_gpu_sample):

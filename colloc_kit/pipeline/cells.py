@@ -22,10 +22,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import AbstractSet
 
-from ..rundir import safe_name
-from ..spec import ExperimentSpec, ModeSpec
-from ..statuses import COMPLETE, RUNNING
-from .folder import ExperimentFolder
+from colloc_kit.spec import ExperimentSpec, ModeSpec
+from colloc_kit.statuses import COMPLETE, RUNNING
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.store.rundir import safe_name
 
 __all__ = ["Cell", "Plan", "cells", "jobs_fingerprint"]
 

@@ -21,14 +21,14 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import machine, supervise
-from ..progress import Progress
-from ..spec import ExperimentSpec
-from ..statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
-from .cell import Placement, current_slurm_job, preflight
-from .cells import Cell, cells
-from .folder import ExperimentFolder
-from .lane import Lane
+from colloc_kit import machine, supervise
+from colloc_kit.pipeline.cell import Placement, current_slurm_job, preflight
+from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.pipeline.lane import Lane
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
+from colloc_kit.store.folder import ExperimentFolder
 
 __all__ = ["CELL_ENDED", "EXIT_CODES", "lane_main", "run_cells_task"]
 

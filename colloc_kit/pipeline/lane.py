@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..progress import Progress
-from ..results import RunReading
-from ..spec import ExperimentSpec
-from ..zygote import Zygote
-from .cell import Placement
-from .cells import Cell
-from .report import run_reported
+from colloc_kit.analysis.results import RunReading
+from colloc_kit.pipeline.cell import Placement
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.report import run_reported
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.worker.zygote import Zygote
 
 __all__ = ["Lane"]
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..mlflow_log import log_cell
-from ..progress import Progress
-from ..results import RunReading, read_run
-from ..rundir import RunDir
-from ..spec import ExperimentSpec
-from ..zygote import Zygote
-from .cell import Placement, run_cell
-from .cells import Cell
+from colloc_kit.analysis.results import RunReading, read_run
+from colloc_kit.pipeline.cell import Placement, run_cell
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.store.rundir import RunDir
+from colloc_kit.tracking.log import log_cell
+from colloc_kit.worker.zygote import Zygote
 
 __all__ = ["JOBS_CSV", "run_reported"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import BrokenRun
-from ..statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING, Status
-from .cells import cells
-from .executors.slurm import queue_states
-from .folder import CellState, ExperimentFolder
+from colloc_kit.errors import BrokenRun
+from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.executors.slurm import queue_states
+from colloc_kit.statuses import COMPLETE, DONE, FAILED, PENDING, RUNNING, Status
+from colloc_kit.store.folder import CellState, ExperimentFolder
 
 __all__ = ["experiment_status"]
 

@@ -38,16 +38,16 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from .. import __version__
-from ..analysis import job_mix_label
-from ..errors import BadInput, BrokenRun
-from ..machine import git_commit
-from ..monitor import summarize
-from ..paths import check_folder
-from ..pipeline.folder import NOT_RUN as NOT_RUN_FILE
-from ..results import Results, derive
-from ..results import load as load_runs
-from ..rundir import RunDir, safe_name
+from colloc_kit import __version__
+from colloc_kit.analysis.results import Results, derive
+from colloc_kit.analysis.results import load as load_runs
+from colloc_kit.analysis.summaries import job_mix_label
+from colloc_kit.errors import BadInput, BrokenRun
+from colloc_kit.machine import git_commit
+from colloc_kit.monitor import summarize
+from colloc_kit.paths import check_folder
+from colloc_kit.store.folder import NOT_RUN as NOT_RUN_FILE
+from colloc_kit.store.rundir import RunDir, safe_name
 
 SHIPPED = Path(__file__).parent
 DEFAULT = "h100-80gb"  # what notebook 07 and the course sheets show where a folder holds no local runs
@@ -100,7 +100,7 @@ def read_not_run(experiment_dirs: Iterable[str | Path]) -> pd.DataFrame:
     """The cells named in the experiment folders' not-run.json files (experiment, cell, why); none where absent."""
     rows = []
     for folder_ in dict.fromkeys(Path(d) for d in experiment_dirs):
-        path = folder_ / NOT_RUN_FILE  # where `colloc_kit.seed.run` names them (pipeline/folder.py)
+        path = folder_ / NOT_RUN_FILE  # where `colloc_kit.experiments.seed.run` names them (pipeline/folder.py)
         try:
             found = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):

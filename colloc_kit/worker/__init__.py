@@ -1,5 +1,14 @@
 """The training worker: one real training job in its own process, reporting JSON-line events on stdout.
 
+    process      the worker's command line and its life: barrier, events, the end (`python -m colloc_kit.worker`)
+    train        the training loop that emits the events
+    models       the models (torchvision, timm, tiny CPU ones), built by name
+    datasets     the datasets by name, where their files are, what size their images have
+    loaders      the input pipeline: loaders, workers, device-resident synthetic data
+    recipes      the study's recipe (224 px, its augmentations) and the kit's
+    standin      stand-in datasets in the real formats (random pixels, labelled so)
+    zygote       a process that imports torch once and forks the workers of a lane
+
 Run it alone, or let the launcher start it behind a start barrier::
 
     python -m colloc_kit.worker --model resnet50 --dataset synthetic --batch-size 128 --epochs 2 --amp bf16
@@ -11,11 +20,11 @@ Importing this package is cheap (no torch): the launcher calls `check_job` befor
 
 from __future__ import annotations
 
-from ..errors import BadInput, NvmlUnavailable
-from ..gpu import nvml
-from ..spec import JobSpec
-from .datasets import DATASET_NAMES, image_side, locate
-from .models import MODEL_NAMES, check_model, require_timm
+from colloc_kit.errors import BadInput, NvmlUnavailable
+from colloc_kit.gpu import nvml
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker.datasets import DATASET_NAMES, image_side, locate
+from colloc_kit.worker.models import MODEL_NAMES, check_model, require_timm
 
 __all__ = ["check_job", "MODEL_NAMES", "DATASET_NAMES"]
 

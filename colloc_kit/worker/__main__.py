@@ -1,5 +1,5 @@
 """`python -m colloc_kit.worker --help` lists the options; see colloc_kit.worker.train."""
 
-from .train import leave, main
+from colloc_kit.worker.train import leave, main
 
 leave(main())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from ..errors import BadInput
+from colloc_kit.errors import BadInput
 
 DATASET_NAMES = ("synthetic", "cifar10", "imagefolder", "imagenet64")
 NATIVE_IMAGE_SIZE = {"synthetic": 224, "cifar10": 32, "imagefolder": 224, "imagenet64": 64}

@@ -20,12 +20,12 @@ import torch
 from torchvision.datasets import CIFAR10, ImageFolder
 from torchvision.transforms import v2
 
-from ..errors import BadInput
-from ..spec import JobSpec
-from ..standin import LABEL as STANDIN_LABEL
-from ..standin import is_standin
-from .datasets import HOW_TO_GET, NUM_CLASSES, image_side, imagenet64_files, locate
-from .recipes import IMAGENET_NORM, RECIPES, device_normaliser, seed_transform
+from colloc_kit.errors import BadInput
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker.datasets import HOW_TO_GET, NUM_CLASSES, image_side, imagenet64_files, locate
+from colloc_kit.worker.recipes import IMAGENET_NORM, RECIPES, device_normaliser, seed_transform
+from colloc_kit.worker.standin import LABEL as STANDIN_LABEL
+from colloc_kit.worker.standin import is_standin
 
 CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 IMAGENET64_SIDE = 64

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from ..errors import BadInput
+from colloc_kit.errors import BadInput
 
 TORCHVISION_MODELS = (
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",

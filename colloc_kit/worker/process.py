@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from .. import events
+from colloc_kit import events
 
 __all__ = ["cores_seen", "peak_rss_mb", "started_at"]
 

@@ -26,15 +26,15 @@ import time
 import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
 
-from .. import events
-from ..errors import BadInput
-from ..events import ErrorKind
-from ..spec import JobSpec
-from ..stats import relative_ci95
-from . import check_job
-from .models import build_model
-from .process import cores_seen, peak_rss_mb, started_at
-from .recipes import RECIPES
+from colloc_kit import events
+from colloc_kit.errors import BadInput
+from colloc_kit.events import ErrorKind
+from colloc_kit.spec import JobSpec
+from colloc_kit.stats import relative_ci95
+from colloc_kit.worker import check_job
+from colloc_kit.worker.models import build_model
+from colloc_kit.worker.process import cores_seen, peak_rss_mb, started_at
+from colloc_kit.worker.recipes import RECIPES
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
@@ -129,7 +129,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     import scipy.stats  # noqa: F401, PLC0415 - the window's CI needs it: loaded now, not where the window ends (~1 s)
     import torch  # noqa: PLC0415 - after check_job: bad input is refused before torch loads
 
-    from .loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
+    from colloc_kit.worker.loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports
 
     launched_at = started_at()  # where a run's set-up time goes: the `ready` event says
     imported_t = events.now()

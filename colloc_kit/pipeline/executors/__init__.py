@@ -1,6 +1,7 @@
 """Where cells run: one registry of executors, by name. Built in: `here` (this process, one GPU), `gpus` (several
 GPUs of this host, a process per cell), `slurm` (an array task per cell). A spec picks one by its keys (`slurm:`,
-`gpus:`, else here); `run_spec(spec, executor=NAME)` names one, a plug-in's too once `register`ed.
+`gpus:`, else here); `run_spec(spec, executor=NAME)` names one, a plug-in's too once `register`ed. The interface
+(`Executor`, `CellJob`, options) is in `base`, each built-in executor in a module of its name.
 
     >>> sorted(names())
     ['gpus', 'here', 'slurm']
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import BadInput
-from ...spec import ExperimentSpec
-from .base import CellJob, Executor, FinishedCell, NoOptions, options_from
-from .gpus import GpusExecutor
-from .here import HereExecutor
-from .slurm import SlurmExecutor, SlurmOptions
+from colloc_kit.errors import BadInput
+from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell, NoOptions, options_from
+from colloc_kit.pipeline.executors.gpus import GpusExecutor
+from colloc_kit.pipeline.executors.here import HereExecutor
+from colloc_kit.pipeline.executors.slurm import SlurmExecutor, SlurmOptions
+from colloc_kit.spec import ExperimentSpec
 
 __all__ = ["CellJob", "Executor", "FinishedCell", "GpusExecutor", "HereExecutor", "NoOptions", "SlurmExecutor",
            "SlurmOptions", "chosen", "executor_class", "names", "options_from", "register"]

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
-from ...errors import BadInput
-from ...results import RunReading
-from ...spec import ExperimentSpec
-from ...statuses import Status
-from ..cells import Cell
-from ..folder import ExperimentFolder
+from colloc_kit.analysis.results import RunReading
+from colloc_kit.errors import BadInput
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.statuses import Status
+from colloc_kit.store.folder import ExperimentFolder
 
 __all__ = ["CellJob", "Executor", "FinishedCell", "NoOptions", "options_from"]
 

@@ -26,14 +26,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import machine, supervise
-from ...progress import GpuBoard
-from ...statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
-from ..cell import Placement, preflight
-from ..cells import Cell
-from ..entry import CELL_ENDED, EXIT_CODES
-from .base import CellJob, Executor, FinishedCell
-from .here import run_in_this_process
+from colloc_kit import machine, supervise
+from colloc_kit.pipeline.cell import Placement, preflight
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES
+from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
+from colloc_kit.pipeline.executors.here import run_in_this_process
+from colloc_kit.pipeline.progress import GpuBoard
+from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 
 __all__ = ["LANE_ENTRY", "GpusExecutor"]
 

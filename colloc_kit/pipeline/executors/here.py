@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import machine
-from ...progress import Progress
-from ..cell import Placement, preflight
-from ..cells import Cell
-from ..lane import Lane
-from .base import CellJob, Executor, FinishedCell
+from colloc_kit import machine
+from colloc_kit.pipeline.cell import Placement, preflight
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
+from colloc_kit.pipeline.lane import Lane
+from colloc_kit.pipeline.progress import Progress
 
 __all__ = ["HereExecutor", "run_in_this_process"]
 

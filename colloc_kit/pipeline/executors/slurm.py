@@ -22,12 +22,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import BadInput
-from ...statuses import Status
-from ..cell import preflight
-from ..cells import Cell
-from ..entry import run_cells_task
-from .base import CellJob, Executor
+from colloc_kit.errors import BadInput
+from colloc_kit.pipeline.cell import preflight
+from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.entry import run_cells_task
+from colloc_kit.pipeline.executors.base import CellJob, Executor
+from colloc_kit.statuses import Status
 
 __all__ = ["SlurmExecutor", "SlurmOptions", "queue_states"]
 

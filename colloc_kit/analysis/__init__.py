@@ -1,0 +1,16 @@
+"""The read side's arithmetic: every figure defined once, runs read back into frames, baselines, fairness, summaries.
+
+    figures      every figure the kit reports, defined once (windows, rates, CIs, flags, bound by)
+    results      runs read back into frames (`load`, `combine`, `Results`), with baselines and fairness joined
+    lone         each job's lone baseline and what is measured against it (relative throughput, slowdown)
+    fairness     Jain's index, who lost when jobs shared, shares asked against shares had
+    summaries    summaries with CIs and baselines (`run_summary`, `summarize`, ...; `colloc_kit.analysis.X`)
+
+    >>> from colloc_kit import analysis
+    >>> analysis.run_summary.__module__
+    'colloc_kit.analysis.summaries'
+"""
+
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

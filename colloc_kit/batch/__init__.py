@@ -1,0 +1,10 @@
+"""Headless batches: every notebook executed with papermill into an offline HTML report, and an index.
+
+    runner        `run_batch`: profiles (profiles.yaml), one fresh kernel per notebook, the index and batch.json
+    pages         an executed notebook as an offline HTML report
+    profiles.yaml the batch profiles: parameters for every notebook, and per notebook
+
+    >>> from colloc_kit.batch import runner
+    >>> sorted(runner.load_profiles())[:2]
+    ['cpu-smoke', 'gpu-quick']
+"""

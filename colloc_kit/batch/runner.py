@@ -1,0 +1,341 @@
+"""`colloc-kit batch`: execute the notebooks headless with papermill, each beside an offline HTML report, plus an index.
+
+    colloc-kit batch                              # gpu-quick where torch sees a GPU, else cpu-smoke
+    colloc-kit batch --profile paper -p REPEATS=3 --only 03 06 --out batch-runs
+    colloc-kit batch --show-code                  # reports with the code cells
+    colloc-kit batch --self-contained             # each report one file, plotly.js inlined once: mail it, move it
+
+    >>> report = run_batch("cpu-smoke", out="batch-runs")        # doctest: +SKIP
+    >>> report.folder, [n.status for n in report.notebooks]      # doctest: +SKIP
+
+A profile (batch_profiles.yaml) is data: `parameters` for every notebook that declares them, and `notebooks:
+{stem: {...}}` for one notebook. Each notebook runs in a fresh kernel of this very Python (ipykernel's own spec for
+sys.executable, whatever kernelspecs are installed), with the output folder as its working directory, so the
+experiment notebooks write their runs to `<folder>/runs` and the analysis notebook reads them. One failing notebook is
+reported with its error cell; the others still run.
+
+The HTML pages are reports for reading (batch_pages.py): code cells hidden (`--show-code` keeps them), the
+parameters of the run as a small table, the panel cells (`if INTERACTIVE:`) left out, a failed notebook shown up to
+its error. Figures are drawn by one copy of plotly.js per batch folder (`plotly.min.js`, from the plotly package)
+that every page references, so pages stay small and work offline; a page without it says so in each figure's place.
+`--self-contained` inlines plotly.js once per page instead. No page loads anything from another host (no
+require.js, MathJax or widget manager from a CDN). The index lists each notebook's warnings (e.g. a machine too
+noisy to compare modes) and the size of each page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from colloc_kit import atomic, machine, paths
+from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, plotly_js, warnings_of
+from colloc_kit.errors import BadInput
+
+__all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
+           "default_profile", "default_notebooks_dir", "load_profiles", "plan", "select", "run_batch",
+           "describe_machine", "copy_plotly_js", "execute", "current_python_kernel_manager", "write_index", "where",
+           "add_subcommand", "main_batch", "parse_parameters"]  # PLOTLY_JS, PLOTLY_MIME: batch_pages', for callers
+
+PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"}  # figures as JSON; export draws them
+OK, FAILED = "ok", "failed"
+
+
+@dataclass
+class NotebookOutcome:
+    """One executed notebook: where its outputs are, how long it took, and where it failed if it did."""
+
+    name: str
+    status: str
+    seconds: float
+    ipynb: str
+    html: str | None
+    parameters: dict
+    error: str | None = None
+    error_cell: int | None = None  # execution count of the failing cell: "In [n]" in the notebook and its HTML
+    error_source: str | None = None  # the failing cell's first lines
+    warnings: list[str] = field(default_factory=list)  # what the notebook printed as `notebook.warn`
+    html_bytes: int = 0  # the size of its page
+
+
+@dataclass
+class BatchReport:
+    """What one batch did: its profile, its folder, each notebook's outcome, when, how long, on what machine.
+
+    >>> BatchReport("cpu-smoke", Path("batch-runs/x"), notebooks=[]).failed
+    []
+    """
+
+    profile: str
+    folder: Path
+    notebooks: list[NotebookOutcome]
+    started_at: str = ""  # local date and time the batch started
+    seconds: float = 0.0  # the whole batch
+    host: str = ""  # the machine: name, CPU, cores
+    gpus: str = ""  # its GPUs, or why there is none
+
+    @property
+    def failed(self) -> list[NotebookOutcome]:
+        """The notebooks that did not run through (error, or not run)."""
+        return [n for n in self.notebooks if n.status != OK]
+
+
+def default_profile() -> str:
+    """gpu-quick where torch sees a CUDA GPU, else cpu-smoke."""
+    import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
+
+    return "gpu-quick" if torch.cuda.is_available() else "cpu-smoke"
+
+
+def default_notebooks_dir() -> Path:
+    """The notebooks/ folder of the checkout this package is installed from."""
+    return Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def load_profiles(path: Path = PROFILES_FILE) -> dict[str, dict]:
+    """The batch profiles (batch_profiles.yaml): profile name -> its notebook parameters.
+
+    >>> "cpu-smoke" in load_profiles()
+    True
+    """
+    return yaml.safe_load(Path(path).read_text())
+
+
+def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overrides: Mapping[str, Any] | None = None,
+         only: list[str] | None = None) -> list[tuple[Path, dict]]:
+    """(notebook, parameters) for every notebook to run; every name checked before anything runs (BadInput)."""
+    import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+
+    if profile not in profiles:
+        raise BadInput(f"unknown batch profile {profile!r}; choose one of {', '.join(profiles)}")
+    notebooks_dir = Path(notebooks_dir)
+    found = sorted(notebooks_dir.glob(NOTEBOOK_GLOB))
+    if not found:
+        raise BadInput(f"no notebooks ({NOTEBOOK_GLOB}) in {notebooks_dir}; pass --notebooks DIR, "
+                       "the notebooks/ folder of a colloc-kit checkout")
+    chosen = select(found, only) if only else found
+    settings = profiles[profile]
+    per_notebook = settings.get("notebooks") or {}
+    unknown = sorted(set(per_notebook) - {nb.stem for nb in found})
+    if unknown:
+        raise BadInput(f"profile {profile} names notebooks that do not exist: {', '.join(unknown)}")
+    declared = {nb: papermill.inspect_notebook(str(nb)) for nb in chosen}
+    overrides = dict(overrides or {})
+    unused = sorted(k for k in overrides if not any(k in params for params in declared.values()))
+    if unused:
+        names = sorted({k for params in declared.values() for k in params})
+        raise BadInput(f"no chosen notebook has parameter(s) {', '.join(unused)}; they have: {', '.join(names)}")
+    planned = []
+    for nb, params in declared.items():
+        own = per_notebook.get(nb.stem) or {}
+        undeclared = sorted(set(own) - set(params))
+        if undeclared:
+            raise BadInput(f"profile {profile}: {nb.stem} has no parameter(s) {', '.join(undeclared)}; "
+                           f"it has: {', '.join(params)}")
+        values = {**BATCH_PARAMETERS, **(settings.get("parameters") or {}), **own, **overrides}
+        planned.append((nb, {k: v for k, v in values.items() if k in params}))
+    return planned
+
+
+def select(found: list[Path], only: list[str]) -> list[Path]:
+    """Notebooks named by stem, number ('03') or stem prefix ('03_naive')."""
+    chosen = []
+    for name in only:
+        stem = name.strip().removesuffix(".ipynb")
+        match = [nb for nb in found if nb.stem == stem or nb.stem.startswith(stem)] if stem else []
+        if not match:
+            said = name if name.strip() else repr(name)
+            raise BadInput(f"--only {said:.80}: no such notebook; give a number or a name of one of "
+                           f"{', '.join(nb.stem for nb in found)}")
+        chosen += [nb for nb in match if nb not in chosen]
+    return sorted(chosen)
+
+
+def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overrides: Mapping[str, Any] | None = None,
+              only: list[str] | None = None, notebooks_dir: str | Path | None = None,
+              profiles: Mapping[str, dict] | None = None, show_code: bool = False, self_contained: bool = False,
+              log: Callable[[str], None] = print) -> BatchReport:
+    """Execute the notebooks of a profile into `out/<timestamp>/` with HTML reports and an index.html (with
+    `self_contained`, each report holds plotly.js itself and the folder no plotly.min.js)."""
+    profiles = profiles if profiles is not None else load_profiles()
+    profile = default_profile() if profile is None else profile
+    out = paths.check_folder(out, "batch folder (--out)", write=True)
+    notebooks = (default_notebooks_dir() if notebooks_dir is None
+                 else paths.check_folder(notebooks_dir, "notebooks folder (--notebooks)", exists=True))
+    planned = plan(profile, profiles, notebooks, overrides, only)
+    folder = _new_folder(out)
+    started, started_at = time.monotonic(), time.strftime("%Y-%m-%d %H:%M %Z")
+    if not self_contained:
+        copy_plotly_js(folder)
+    timeout = profiles[profile].get("cell_timeout_s")
+    log(f"batch profile {profile}: {len(planned)} notebooks into {folder}")
+    outcomes = []
+    for i, (notebook, params) in enumerate(planned, 1):
+        outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code,
+                          self_contained=self_contained)
+        outcomes.append(outcome)
+        detail = f"{where(outcome)}: {outcome.error}" if outcome.error else \
+            f"{outcome.html}, {outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
+        log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
+    report = BatchReport(profile, folder, outcomes, started_at, time.monotonic() - started, *describe_machine())
+    write_index(report)
+    atomic.write_json(folder / "batch.json", {"profile": profile, "started_at": started_at, "seconds": report.seconds,
+                                              "host": report.host, "gpus": report.gpus,
+                                              "notebooks": [asdict(o) for o in outcomes]})
+    log(f"{len(outcomes) - len(report.failed)} of {len(outcomes)} notebooks ok in {report.seconds:.0f} s; "
+        f"open {folder / 'index.html'}")
+    return report
+
+
+def describe_machine() -> tuple[str, str]:
+    """(host, GPUs) for the index: 'vm: Intel Xeon, 2 cores', 'NVIDIA H100 80GB HBM3' or 'none (why)'."""
+    info = machine.describe()
+    host = info["host"]
+    gpus = ", ".join(g["name"] for g in info["gpus"]) or f"none ({info.get('gpu_reason') or 'no NVIDIA GPU'})"
+    return f"{host['hostname']}: {host['cpu']}, {host['logical_cores']} cores", gpus
+
+
+def copy_plotly_js(folder: Path) -> Path:
+    """The one plotly.js every report of the batch folder references (plotly ships it in its package)."""
+    return Path(shutil.copyfile(plotly_js(), folder / PLOTLY_JS))
+
+
+def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: float | None = None,
+            show_code: bool = False, self_contained: bool = False) -> NotebookOutcome:
+    """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
+    import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+
+    output = folder / notebook.name
+    started = time.monotonic()
+    error = error_cell = error_source = None
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
+                                   kernel_manager_class=current_python_kernel_manager(), progress_bar=False,
+                                   cwd=str(folder), execution_timeout=cell_timeout_s, start_timeout=120)
+    except papermill.PapermillExecutionError as exc:
+        error, error_cell = f"{exc.ename}: {exc.evalue}", exc.exec_count
+        error_source = "\n".join(exc.source.splitlines()[:3])
+    except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
+        error = f"{type(exc).__name__}: {exc}"
+    seconds = time.monotonic() - started
+    shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
+    page = export_html(output, shown, show_code, self_contained) if output.exists() else None
+    return NotebookOutcome(name=notebook.stem, status=FAILED if error else OK, seconds=seconds, ipynb=output.name,
+                           html=page.name if page else None, parameters=parameters, error=error, error_cell=error_cell,
+                           error_source=error_source, warnings=warnings_of(output) if output.exists() else [],
+                           html_bytes=page.stat().st_size if page else 0)
+
+
+def current_python_kernel_manager() -> type:
+    """A kernel manager class whose only kernelspec is ipykernel's own for sys.executable (never a stale install),
+    talking to the kernel over unix sockets."""
+    from jupyter_client.kernelspec import (  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+        KernelSpecManager,
+    )
+    from jupyter_client.manager import (  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+        AsyncKernelManager,
+    )
+    from traitlets import default  # noqa: PLC0415 - notebook execution, loaded when a batch runs
+
+    class CurrentPythonKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _local_sockets(self) -> str:
+            return "ipc"  # unix sockets only this user can open, not unencrypted TCP on localhost
+
+        @default("kernel_spec_manager")
+        def _only_this_python(self) -> KernelSpecManager:
+            return KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
+
+    return CurrentPythonKernelManager
+
+
+def write_index(report: BatchReport) -> Path:
+    """index.html: when, where and how long, then one row per notebook with its status, time, page size, warnings,
+    error and links."""
+    rows = []
+    for n in report.notebooks:
+        links = " ".join(f'<a href="{html.escape(p)}">{p.rsplit(".", 1)[1]}</a>' for p in (n.html, n.ipynb) if p)
+        error = html.escape(f"{where(n)}: {n.error}\n{n.error_source or ''}" if n.error else "")
+        warned = "".join(f"<li>{html.escape(w)}</li>" for w in n.warnings)
+        rows.append(f'<tr class="{n.status}"><td>{html.escape(n.name)}</td><td>{n.status}</td>'
+                    f"<td>{n.seconds:,.0f} s</td><td>{n.html_bytes / 1e6:.2f} MB</td><td>{links}</td>"
+                    f"<td>{f'<ul class=warnings>{warned}</ul>' if warned else ''}</td><td><pre>{error}</pre></td></tr>")
+    facts = {"date": report.started_at, "machine": report.host, "GPU": report.gpus, "profile": report.profile,
+             "total time": f"{report.seconds:,.0f} s"}
+    with_warnings = sum(bool(n.warnings) for n in report.notebooks)
+    return atomic.write_text(report.folder / "index.html", (
+        "<!doctype html><html><head><meta charset='utf-8'><title>colloc-kit batch</title><style>"
+        "body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left;vertical-align:top}"
+        ".failed td{background:#fdd}pre{white-space:pre-wrap;margin:0}ul.warnings{margin:0;padding-left:1em;"
+        "color:#8a4b00}</style></head><body>"
+        f"<h1>colloc-kit batch: {html.escape(report.profile)}</h1><table class='facts'>"
+        + "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
+        + f"</table><p>{len(report.notebooks) - len(report.failed)} of {len(report.notebooks)} notebooks ran without "
+        f"error{f', {with_warnings} with warnings' if with_warnings else ''}; runs are under <code>runs/</code>.</p>"
+        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>page</th><th>open</th><th>warnings</th>"
+        "<th>error</th></tr>" + "".join(rows) + "</table></body></html>"))
+
+
+def where(outcome: NotebookOutcome) -> str:
+    """Where a failed notebook broke: its cell's In [n], as the HTML report numbers it."""
+    return f"error in cell In [{outcome.error_cell}]" if outcome.error_cell is not None else "error"
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `colloc-kit batch` on the CLI's subparsers; its handler is `main_batch`."""
+    names = ", ".join(load_profiles())
+    parser = subparsers.add_parser("batch", help="execute the notebooks headless (papermill) into HTML reports")
+    parser.add_argument("--profile", help=f"parameter profile: {names} (default: gpu-quick with a GPU, else cpu-smoke)")
+    parser.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a notebook parameter (YAML value), e.g. -p COPIES=[1,2] ; repeatable")
+    parser.add_argument("--out", default="batch-runs", help="folder for the executed notebooks (default: batch-runs)")
+    parser.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks, e.g. 03 07_analysis")
+    parser.add_argument("--notebooks", help="folder of the notebooks (default: the checkout's notebooks/)")
+    parser.add_argument("--show-code", action="store_true", help="keep the code cells in the HTML reports")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="inline plotly.js once in each report (about 4.7 MB more a page) so that a page works "
+                             "alone, copied or mailed; default: one plotly.min.js beside the pages")
+    parser.set_defaults(handler=main_batch)
+    return parser
+
+
+def main_batch(args: argparse.Namespace) -> int:
+    """0 when every notebook ran without error, 1 otherwise; bad input raises BadInput (exit 2)."""
+    report = run_batch(profile=args.profile, out=args.out, overrides=parse_parameters(args.parameters),
+                       only=args.only, notebooks_dir=args.notebooks, show_code=getattr(args, "show_code", False),
+                       self_contained=getattr(args, "self_contained", False))
+    return 1 if report.failed else 0
+
+
+def parse_parameters(items: list[str]) -> dict[str, Any]:
+    """['COPIES=[1,2]', 'AMP=bf16'] -> {'COPIES': [1, 2], 'AMP': 'bf16'} (values read as YAML)."""
+    values = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"-p takes KEY=VALUE, got {item!r}; e.g. -p COPIES=[1,2]")
+        try:
+            values[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise BadInput(f"-p {item}: the value is not valid YAML ({exc})") from None
+    return values
+
+
+def _new_folder(out: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = out / stamp
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = out / f"{stamp}-{n}"
+    folder.mkdir(parents=True)
+    return folder

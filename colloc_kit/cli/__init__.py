@@ -1,0 +1,15 @@
+"""The `colloc-kit` command, a module per subcommand family (as accelerate's `commands/`), each with its parser and
+its handler; `main` builds the parser from them and turns the kit's errors into one line and an exit code.
+
+    command      the console script: Ctrl-C guarded before the heavy imports, then `main`
+    main         the parser, `main`, and info, demo, run, show, status, data
+    run_args     `run`'s flags, declared and read into a spec
+    mig          `colloc-kit mig plan | propose | show`
+    advise       `colloc-kit advise`
+    export       `colloc-kit export mlflow`
+    reference    `colloc-kit reference list | export`
+
+    >>> from colloc_kit.cli.main import build_parser
+    >>> build_parser().parse_args(["mig", "plan", "3g,2g"]).command
+    'mig'
+"""

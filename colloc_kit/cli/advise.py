@@ -1,0 +1,143 @@
+"""`colloc-kit advise`: rank sharing configurations of a mix by predicted gain, without a GPU (`predict.advise`).
+
+    colloc-kit advise seed-37                          # experiment 37's 14 mixes from the shipped H100 lone runs
+    colloc-kit advise "resnet152 + resnet50" --experiment seed-37 --top 5 [--explain]
+    colloc-kit advise resnet18 --reference h100-matrix --copies 2,4,7 --pairs pairs.csv
+    colloc-kit advise spec.yaml --runs runs/lone --confirm 3 --out runs --seconds 15
+
+A mix is workloads joined by '+' ('resnet152 + 2 x resnet26'; a name is a workload label or a unique part of one),
+a YAML spec (its jobs), or seed-37. Lone runs come from a shipped reference set (default h100-80gb) or a folder of
+runs (--runs). Bad input (an unknown workload, a mix with no lone run) exits 2 before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pandas as pd
+
+from colloc_kit import reference
+from colloc_kit.analysis.results import load
+from colloc_kit.analysis.summaries import workload_label
+from colloc_kit.errors import BadInput
+from colloc_kit.paths import check_folder
+from colloc_kit.predict import advise as adv
+from colloc_kit.predict import check as predict_check
+from colloc_kit.predict.model import MODES, Target
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.spec_yaml import read_yaml
+
+SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding", "predicted_images_per_s"]
+
+
+def add_subcommand(subparsers) -> argparse.ArgumentParser:
+    """Add `advise` to the top-level subparsers."""
+    p = subparsers.add_parser("advise", help="rank sharing configurations of a mix by predicted gain (no GPU needed)")
+    p.add_argument("mix", nargs="+", help="'A + 2 x B', a YAML spec, or seed-37 (experiment 37's mixes)")
+    p.add_argument("--reference", help="shipped lone runs to predict from (default h100-80gb)")
+    p.add_argument("--runs", help="a folder of runs holding the lone runs (mode exclusive, copies 1) instead")
+    p.add_argument("--experiment", help="take the lone runs of this experiment only")
+    p.add_argument("--copies", type=lambda s: [int(x) for x in s.split(",")], default=list(adv.DEFAULT_COPIES),
+                   help="copy counts for a single workload (default 2,3,4,7)")
+    p.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES), help=f"of {','.join(MODES)}")
+    p.add_argument("--top", type=int, default=5, help="configurations shown per mix (default 5)")
+    p.add_argument("--explain", action="store_true", help="print the arithmetic of the best configuration")
+    p.add_argument("--pairs", help="write the pairwise co-location table (CSV) here")
+    p.add_argument("--json", action="store_true", help="print the ranking as JSON records")
+    p.add_argument("--confirm", type=int, metavar="K", help="run the top K of each mix on this GPU, measured beside "
+                                                            "predicted")
+    p.add_argument("--out", default="runs", help="results folder of --confirm (default: runs)")
+    p.add_argument("--seconds", type=float, help="--confirm: each job's measured seconds (default 100 steps)")
+    p.set_defaults(handler=cmd_advise)
+    return p
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    """`colloc-kit advise`: check everything first, then rank (and confirm)."""
+    if args.top < 1 or (args.confirm is not None and args.confirm < 1):
+        raise BadInput("--top and --confirm take a count of 1 or more, e.g. --top 5 --confirm 3")
+    unknown = sorted(set(args.modes) - set(MODES))
+    if unknown or any(c < 1 for c in args.copies):
+        raise BadInput(f"--modes takes {', '.join(MODES)} (got {', '.join(unknown) or 'those'}); --copies takes "
+                       "positive counts")
+    for flag, value in (("--reference", args.reference), ("--experiment", args.experiment), ("--pairs", args.pairs)):
+        if value is not None and not value.strip():
+            raise BadInput(f"{flag} is empty; give a name (or leave the flag out)")
+    if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
+        raise BadInput(f"--seconds must be a positive number of seconds, got {args.seconds}; e.g. --seconds 15")
+    if args.confirm:
+        check_folder(args.out, "results folder (--out)", write=True)  # checked before the ranking, not after
+    lone, target, source = _lone(args)
+    mixes = _mixes(args.mix, lone)
+    bands = predict_check.error_bands()
+    tables = [adv.advise(jobs, lone, target, copies=args.copies, modes=args.modes, bands=bands) for jobs in mixes]
+    if args.pairs:
+        validated = predict_check.validate(predict_check.reference_cells())
+        adv.pairs(lone, target, measured=validated).to_csv(args.pairs, index=False)
+    if args.json:
+        print(json.dumps([r for t in tables for r in t.head(args.top)[["mix", *SHOWN, "fits"]]
+                          .to_dict("records")], indent=1, default=str))
+    else:
+        _print(tables, args, source, bands)
+    if args.confirm:
+        budget = {"seconds": args.seconds} if args.seconds else None
+        for table in tables:
+            done = adv.confirm(table, lone, args.confirm, args.out, budget=budget)
+            with pd.option_context("display.width", 200, "display.float_format", "{:,.2f}".format):
+                print("\nconfirmed on this GPU (measured beside predicted):\n"
+                      + done.drop(columns="run_ids").to_string(index=False))
+    return 0
+
+
+def _lone(args: argparse.Namespace):
+
+    if args.runs is not None and args.reference is not None:
+        raise BadInput("give --runs or --reference, not both")
+    if args.runs is not None:
+        results = load(check_folder(args.runs, "lone runs folder (--runs)", exists=True))
+        target, source = adv.local_target(results), f"lone runs in {args.runs}"
+    else:
+        name = reference.DEFAULT if args.reference is None else args.reference
+        results, target, source = reference.load(name), Target(), f"the shipped {name} lone runs"
+    experiment = args.experiment or ("seed-37" if args.mix == ["seed-37"] and args.runs is None else None)
+    lone = predict_check.profiles(results, experiment)
+    if not lone:
+        raise BadInput(f"no lone runs (mode exclusive, one job, complete) in {source}"
+                       + (f", experiment {experiment}" if experiment else "") + ": run each workload alone first")
+    return lone, target, source + (f", experiment {experiment}" if experiment else "")
+
+
+def _mixes(words: list[str], lone) -> list[tuple[str, ...]]:
+    if words == ["seed-37"]:
+        return adv.seed_mixes(lone)
+    if len(words) == 1 and words[0].endswith((".yaml", ".yml")):
+        return [_spec_jobs(words[0], lone)]
+    return [adv.parse_mix(w, lone) for w in words]
+
+
+def _spec_jobs(path: str, lone) -> tuple[str, ...]:
+
+    spec = ExperimentSpec.from_mapping(read_yaml(path))
+    labels = [workload_label({**job.__dict__}) for job in spec.jobs]
+    missing = sorted({w for w in labels if w not in lone})
+    if missing:
+        raise BadInput(f"{path}: no lone run of {', '.join(missing)}; lone runs there: {'; '.join(sorted(lone))}. "
+                       "Run each job alone first (mode exclusive, copies 1)")
+    return tuple(labels)
+
+
+def _print(tables, args, source: str, bands) -> None:
+    band = "; ".join(f"{m} +-{b['p90']:.0%}" for m, b in sorted(bands.items()))
+    print(f"Predicted from {source}; error band: the 90th percentile of each mode's held-out error ({band}).")
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60,
+                           "display.float_format", "{:,.2f}".format):
+        for table in tables:
+            print(f"\n{table['mix'].iloc[0]}")
+            print(table.head(args.top)[SHOWN].to_string(index=False))
+            left = table[~table["fits"]]
+            if len(left):
+                print(f"  ({len(left)} configurations do not fit in memory, e.g. {left['config'].iloc[0]})")
+            if args.explain:
+                print(table["why"].iloc[0])

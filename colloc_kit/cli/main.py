@@ -1,0 +1,391 @@
+"""The `colloc-kit` command: info, demo, run, show, status, mig, batch, reference, advise, export.
+
+    colloc-kit info [--json]
+    colloc-kit run [SPEC.yaml] [--mode naive,exclusive] [--model resnet18] [--copies 1,2,4] [--steps 200] ...
+    colloc-kit run SPEC.yaml --gpus 0,1          (or --slurm --partition gpu --time-min 30)
+    colloc-kit run seed-33 --data-root DIR [--plan]   (the seed study's experiments 33-37: experiments/seed.py)
+    colloc-kit show runs/experiment
+    colloc-kit status runs/experiment
+    colloc-kit mig plan 3g,2g,1g,1g --gpu H100-80GB
+    colloc-kit batch [--profile cpu-smoke]
+    colloc-kit reference export runs/seed-33 --name h100-80gb
+    colloc-kit export mlflow runs/experiment --tracking-uri http://127.0.0.1:5000
+    colloc-kit --debug run ...        # tracebacks too, not only the one-line message
+
+Exit codes: 0 every job complete, 1 some job failed (or a run broke: a full disk, a folder gone), 2 bad input
+(nothing started), 130 interrupted. `show` exits 1 when it skipped a broken run, naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import select
+import shlex
+import sys
+import traceback
+from dataclasses import fields
+from pathlib import Path
+from typing import NoReturn
+
+import pandas as pd
+
+from colloc_kit import machine
+from colloc_kit.analysis.results import load
+from colloc_kit.batch.runner import add_subcommand as add_batch
+from colloc_kit.cli.advise import add_subcommand as add_advise
+from colloc_kit.cli.export import add_subcommands as add_export
+from colloc_kit.cli.mig import add_subcommands as add_mig
+from colloc_kit.cli.reference import add_subcommands as add_reference
+from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
+from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
+from colloc_kit.experiments import seed as study
+from colloc_kit.interrupts import EXIT_INTERRUPTED
+from colloc_kit.modes import availability
+from colloc_kit.paths import check_folder, shown
+from colloc_kit.pipeline import run_spec
+from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.executors.slurm import SlurmOptions
+from colloc_kit.pipeline.status import experiment_status
+from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.spec_yaml import read_yaml
+from colloc_kit.statuses import CELL_STATUSES, COMPLETE
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.store.rundir import safe_name
+from colloc_kit.worker import MODEL_NAMES
+from colloc_kit.worker.standin import make
+
+EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_CLOSED_PIPE = 0, 1, 2, 141  # 141: 128 + SIGPIPE, as a shell says
+INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command
+    "run": "interrupted; what was measured is on disk, marked interrupted",
+    "demo": "interrupted; what was measured is on disk, marked interrupted",
+    "advise": "interrupted; what --confirm measured is on disk, marked interrupted",
+    "data": "interrupted; the images written are kept: the same command again finishes the dataset",
+    "batch": "interrupted; the notebooks executed so far are kept",
+}
+OS_ADVICE = (  # (error numbers, what to do): an OSError that reaches the command, said by its cause
+    ({errno.ENOSPC, errno.EDQUOT, errno.EFBIG}, "free space (or raise the quota), then run again"),
+    ({errno.EACCES, errno.EPERM, errno.EROFS}, "fix the folder's permissions (or give a writable one), then run again"),
+    ({errno.ENAMETOOLONG}, "give a shorter name or folder, then run again"),
+    ({errno.ENOTDIR, errno.EISDIR, errno.EEXIST}, "a file stands where a folder should be (or the reverse): move it "
+                                                  "away, then run again"),
+    ({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE}, "the system refused a process, memory or a file (a "
+     "limit such as `ulimit -u` or `-n`): close programs or ask for fewer --jobs/--copies, then run again"),
+    ({errno.ENOENT}, "a file or folder vanished during the command; run again"),
+)
+JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
+               "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
+RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
+               "aggregate_images_per_s_ci", "throughput_window", "bound_by", "flags"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `colloc-kit` command: parse, run the subcommand, turn errors into one line and an exit code."""
+    _printable(sys.stdout, sys.stderr)
+    try:
+        parser = build_parser()
+    except (BadInput, BrokenPlugin) as exc:  # e.g. a mode plug-in (COLLOC_KIT_MODES) that does not load
+        print(f"colloc-kit: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args = parser.parse_args(argv)
+    try:
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe is found here, not at the interpreter's exit
+        return code
+    except (BadInput, BrokenRun, BrokenPlugin) as exc:  # refused before anything started
+        return _refuse(args, str(exc), EXIT_BAD_INPUT)
+    except CollocKitError as exc:
+        return _refuse(args, str(exc), EXIT_FAILED_JOBS)
+    except BrokenPipeError as exc:
+        if _stdout_closed():  # the reader went away (`| head`): nothing to say, and no one to say it to
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_CLOSED_PIPE
+        return _refuse(args, _os_problem(exc, args), EXIT_FAILED_JOBS)
+    except OSError as exc:  # the environment broke under a run: a full disk, a folder removed or made read-only
+        return _refuse(args, _os_problem(exc, args), EXIT_FAILED_JOBS)
+    except KeyboardInterrupt:
+        return _refuse(args, INTERRUPTED_SAYS.get(args.command, "interrupted"), EXIT_INTERRUPTED)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Usage and the shortened message on stderr, exit 2."""
+        super().error(shorten(message))
+
+
+def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
+    """One line on stderr (and the traceback with --debug); returns the exit code."""
+    if args.debug:
+        traceback.print_exc()
+    print(f"colloc-kit: {shorten(message)}", file=sys.stderr)
+    return code
+
+
+def _os_problem(exc: OSError, args: argparse.Namespace) -> str:
+    """What an OSError during a command means, and what to do about it, by its error number."""
+    where = exc.filename or getattr(args, "out", None)  # a failed flush does not say which file
+    where = f"{shown(where)}: " if where else ""
+    advice = next((text for numbers, text in OS_ADVICE if exc.errno in numbers),
+                  "fix the cause, then run again")
+    return f"{where}{exc.strerror or exc}; {advice} (what was written before is kept)"
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on its write end)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(mask & select.POLLERR for _, mask in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stream (a test's capture)
+        return False
+
+
+def _printable(*streams) -> None:
+    """Text the terminal cannot encode (a folder name that is not UTF-8) is printed escaped, never an error."""
+    for stream in streams:
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag; `run`'s mode options come from the registered modes' declarations."""
+    parser = _Parser(prog="colloc-kit", description=__doc__.split("\n")[0])
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    info = sub.add_parser("info", help="what this machine offers: GPUs, MIG, MPS, GPM, versions")
+    info.add_argument("--json", action="store_true", help="print JSON instead of text")
+    info.add_argument("--models", action="store_true", help="also list the models the worker can train")
+    info.set_defaults(handler=cmd_info)
+
+    run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
+    add_run_arguments(run)
+    run.set_defaults(handler=cmd_run)
+
+    demo = sub.add_parser("demo", help="the default experiment: gpu-demo on a GPU machine, else cpu-smoke")
+    demo.add_argument("--out", default="runs", help="results folder (default: runs)")
+    demo.set_defaults(handler=cmd_demo)
+
+    show = sub.add_parser("show", help="print a stored run or a folder of runs")
+    show.add_argument("path", help="run directory or a folder of them")
+    show.add_argument("--json", action="store_true", help="print the jobs as JSON records")
+    show.add_argument("--strict", action="store_true", help="fail on the first broken run instead of skipping it")
+    show.set_defaults(handler=cmd_show)
+
+    status = sub.add_parser("status", help="an experiment folder's cells: done, running, failed, pending (Slurm jobs)")
+    status.add_argument("path", help="the experiment folder (<out>/<name>)")
+    status.set_defaults(handler=cmd_status)
+
+    _add_data(sub)
+    add_mig(sub)
+    add_batch(sub)
+    add_reference(sub)
+    add_advise(sub)
+    add_export(sub)
+    return parser
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    """`colloc-kit data make`: its arguments."""
+    data = sub.add_parser("data", help="datasets: make stand-ins in the real formats (random pixels)")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    make = data_sub.add_parser("make", help="write a stand-in dataset: image files of random pixels in the real "
+                                            "layout, count and sizes (labelled stand-in wherever it is used)")
+    make.add_argument("name", choices=("cifar10", "imagenet64", "imagenet"))
+    make.add_argument("--root", required=True, help="folder to write ROOT/NAME/train/<class>/<image> under")
+    make.add_argument("--images", type=int, help="training images in all (default: the real dataset's count)")
+    make.add_argument("--jobs", type=int, help="processes writing in parallel (default: the cores)")
+    make.add_argument("--quiet", action="store_true", help="no progress bar")
+    make.set_defaults(handler=cmd_data_make)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """`colloc-kit info`: the host, GPUs, MPS, every sharing mode and whether it runs here."""
+    info = machine.describe()
+    info["modes"] = availability(device="cuda" if info["gpus"] else "cpu")
+    if args.models:
+        info["models"] = list(MODEL_NAMES)
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    host, versions = info["host"], info["versions"]
+    print(f"host      {host['hostname']}: {host['cpu']}, {host['logical_cores']} cores, {host['memory_mb']:,} MiB")
+    print("software  " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
+    print(f"commit    {info['git_commit'] or 'not a git checkout'}")
+    if not info["gpus"]:
+        print(f"GPUs      none ({info['gpu_reason']}); jobs can run with --device cpu")
+    for gpu in info["gpus"]:
+        mig = gpu["mig_mode"]
+        pending = " (change pending)" if mig and mig["current"] != mig["pending"] else ""
+        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}{pending}"
+                    if mig else f"no MIG ({gpu['mig_reason']})")
+        gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
+        print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
+              f"CUDA {gpu['cuda_driver']}; {mig_text}; {gpm_text}")
+    mps, daemons = info["mps"]["control_binary"], info["mps"]["daemons_running"]
+    print(f"MPS       {'control at ' + mps if mps else 'nvidia-cuda-mps-control not found'}; "
+          f"{len(daemons)} daemon process(es) running" + "".join(f"\n          {d}" for d in daemons))
+    for row in info["modes"]:
+        print(f"mode      {row['mode']:<10} {'runs here' if row['runs_here'] else 'not here: ' + row['why_not']}; "
+              f"{row['summary']}" + (f" Options: {', '.join(row['options'])}." if row["options"] else ""))
+    if args.models:
+        print("models    " + ", ".join(info["models"]))
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
+    data = read_yaml(args.spec) if args.spec else None
+    if isinstance(data, dict) and "seed" in data:
+        return cmd_seed(args, data)
+    spec = experiment_from_args(args, data)
+    if args.plan:
+        return print_plan(spec, args.out)
+    results = run_spec(spec, out=args.out, progress=not args.quiet)
+    if spec.slurm is not None:
+        return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
+    print_tables(results)
+    folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
+    print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
+    return EXIT_OK if complete else EXIT_FAILED_JOBS
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """`colloc-kit demo`: the bundled gpu-demo spec on a GPU machine, else cpu-smoke."""
+    gpus, reason = machine.gpu_list()
+    name = "gpu-demo" if gpus else "cpu-smoke"
+    where = f"on {gpus[0]['name']}" if gpus else f"on the CPU ({reason})"
+    print(f"colloc-kit demo: running the bundled spec {name!r} {where}")
+    return cmd_run(build_parser().parse_args(["run", name, "--out", args.out]))
+
+
+def cmd_seed(args: argparse.Namespace, data: dict) -> int:
+    """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (`experiments/seed.py`)."""
+    flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
+    takes = {"data_root", "seconds", "until_ci", "min_seconds", "warmup_steps", "amp", "repeats", "name", "gpu", "gpus",
+             "placement", "mlflow"}
+    given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
+                          | {o.name for o in SlurmOptions.flags()} | {"copies", "gpus", "time_limit_s", "placement"})
+    if given - takes:
+        raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
+                       f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "
+                       f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
+    seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
+    if args.plan:
+        return print_seed_plan(seed, args.out)
+    results = study.run(seed, out=args.out, progress=not args.quiet)
+    print_tables(results)
+    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
+    return EXIT_OK if complete else EXIT_FAILED_JOBS
+
+
+def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
+    """The seed experiment's cells, how each runs here, and the wall time they take over the lanes (GPUs) it runs on,
+    from the cell time measured in its folder where it has runs."""
+    card = study.Card.here(seed.gpu)
+    folder = ExperimentFolder.of(out, seed.experiment)
+    cell_time = study.CellTime.of(seed, load(folder.path).runs if folder.path.is_dir() else None)
+    plan = study.plan_rows(seed, card, cell_time)
+    rows = pd.DataFrame(plan)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
+        print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
+    cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
+    runs = "run here" if card.on_this_machine else f"would run on {card.model.name}"
+    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs}, {cannot} cannot be placed), "
+          f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
+          f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
+          "skipped")
+    return EXIT_OK
+
+
+def print_plan(spec: ExperimentSpec, out: str) -> int:
+    """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
+    states = ExperimentFolder.of(out, spec.name).cell_states()
+    todo = 0
+    for cell in cells(spec):
+        done = cell.cell_id in states and states[cell.cell_id].status == COMPLETE
+        todo += not done
+        print(f"{cell.label:50s} {'done (skipped)' if done else 'to run'}")
+    print(f"\n{spec.name}: {todo} of {len(cells(spec))} cells to run under {out}/{safe_name(spec.name)}")
+    return EXIT_OK
+
+
+def cmd_data_make(args: argparse.Namespace) -> int:
+    """`colloc-kit data make`: a stand-in dataset in the real format."""
+    folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
+    print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root '{folder}'")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """`colloc-kit show`: stored runs as tables (or JSON); exit 1 when a broken run was skipped or a damaged one read
+    in part."""
+    path = check_folder(args.path, "run folder", exists=True)
+    results = load(path, strict=args.strict)
+    for run, problem in results.broken.items():
+        print(f"colloc-kit: skipped the broken run {shown(run)}: {shorten(problem)}", file=sys.stderr)
+    for run, problem in results.damaged.items():
+        print(f"colloc-kit: the run {shown(run)} is read in part: {shorten(problem)}", file=sys.stderr)
+    if results.runs.empty:
+        raise BadInput(f"no readable runs (manifest.json) under {shown(path)}; give a run directory or a folder of "
+                       "runs")
+    if args.json:
+        print(results.jobs.to_json(orient="records", indent=2))
+    else:
+        print_tables(results)
+    return EXIT_FAILED_JOBS if results.broken or results.damaged else EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """`colloc-kit status`: an experiment folder's cells and their statuses; exit 1 when something in the folder
+    could not be read (each named)."""
+    path = check_folder(args.path, "experiment folder", exists=True)
+    rows = experiment_status(path)
+    problems = ExperimentFolder(path).damaged()
+    for problem in problems:
+        print(f"colloc-kit: {shorten(problem)}", file=sys.stderr)
+    if not rows:
+        raise BadInput(f"no cells under {shown(path)}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
+                       "wrote")
+    table = pd.DataFrame(rows)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+        print(table.fillna("").to_string(index=False))
+    counts = table["status"].value_counts()
+    print("\n" + ", ".join(f"{counts[s]} {s}" for s in CELL_STATUSES if s in counts))
+    return EXIT_FAILED_JOBS if problems else EXIT_OK
+
+
+def print_tables(results) -> None:
+    """The runs and jobs tables of `results`, as `run` and `show` print them."""
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
+        print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
+        print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
+    print_gains(results)
+
+
+GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "normalized_throughput_mean", "normalized_throughput_ci",
+                "epoch_time_growth_mean", "bound_by", "repeats", "flags"]
+
+
+def print_gains(results) -> None:
+    """Each configuration's gain over one job alone (with its CI and each job's epoch-time growth), and the noise
+    warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
+    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`
+        summaries as analysis,
+    )
+    from colloc_kit.notebook import setup as notebook  # noqa: PLC0415 - as above
+    from colloc_kit.views.tables import table  # noqa: PLC0415 - as above
+
+    summary = analysis.summarize(results)
+    shown = summary[summary["normalized_throughput_mean"].notna()] if len(summary) else summary
+    if len(shown):
+        print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
+    noise = notebook.noise_warning(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
+    if noise:
+        print(f"\nwarning: {noise}")
+

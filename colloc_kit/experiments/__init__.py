@@ -1,0 +1,9 @@
+"""The bundled experiment specs (`*.yaml`, run by name: `colloc-kit run cpu-smoke`) and the seed study's experiments
+33-37 as the kit runs them on the GPU present (`seed`).
+
+    seed         `SeedSpec`: the study's matrix for this GPU, what fits and what does not, and why
+
+    >>> from colloc_kit.experiments import seed
+    >>> seed.__name__
+    'colloc_kit.experiments.seed'
+"""

@@ -1,0 +1,18 @@
+"""What `colloc_kit.notebook` offers, for type checkers and for lazy_loader.attach_stub (see __init__.py)."""
+
+from . import background, panel, setup
+from .setup import (
+    INTERRUPTED_NOTICE,
+    TINY_CPU_JOB,
+    TINY_CPU_MODELS,
+    WARNING,
+    Setup,
+    install_notices,
+    noise_warning,
+    number,
+    one_line,
+    prepare,
+    python_terms,
+    table,
+    warn,
+)

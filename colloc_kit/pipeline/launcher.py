@@ -1,0 +1,304 @@
+"""Start jobs in their slots, hold them at a start barrier, release them together, and record what each one did.
+
+Jobs that started together also stop together: a job whose budget is met (its `measured` event) trains on until
+every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
+always lie inside one span in which all of them trained (the run's common window).
+
+Each job is a `python -m colloc_kit.worker` process in its own process group (forked from the experiment's zygote
+where there is one, zygote.py, so that its imports are already done). Its stdout (the event stream) is
+copied line by line to `jobs/<job>.events.jsonl`; its stderr to `jobs/<job>.stderr.log`. A job that crashes, runs
+out of memory, overruns its time limit or is killed is recorded with its reason; the others run on. An interrupt
+(Ctrl-C, or "interrupt kernel" in Jupyter) stops every job and re-raises after recording what was measured.
+
+    >>> outcomes = Wave([LaunchItem("job0", job, slot)], jobs_dir=Path("runs/x/jobs")).run()   # doctest: +SKIP
+    >>> outcomes[0].status                                                                     # doctest: +SKIP
+    'complete'
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from colloc_kit import events, supervise
+from colloc_kit.events import ErrorKind
+from colloc_kit.modes import Slot
+from colloc_kit.spec import JobSpec
+from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
+from colloc_kit.store.manifest import JobOutcome
+from colloc_kit.store.rundir import events_file, stderr_file
+from colloc_kit.worker.zygote import ForkedWorker, Zygote
+
+__all__ = ["LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
+
+READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
+STOP_GRACE_S = 5.0
+POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class LaunchItem:
+    """One job to start: its id, what it trains, and the slot it lands in."""
+
+    job_id: str
+    spec: JobSpec
+    slot: Slot
+
+
+@dataclass
+class _Job:
+    item: LaunchItem
+    proc: subprocess.Popen[bytes] | ForkedWorker  # started with stdin and stdout pipes
+    events_path: Path
+    ready: threading.Event = field(default_factory=threading.Event)
+    last: dict = field(default_factory=dict)  # last event of each type
+    pump: threading.Thread | None = None
+    stopped_as: str | None = None  # timed_out / interrupted, when the launcher stopped it
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+def worker_command(item: LaunchItem) -> list[str]:
+    """The argument list that starts one job's worker (also what a user can run by hand)."""
+    return [sys.executable, "-m", "colloc_kit.worker", *item.spec.to_argv(),
+            "--job-id", item.job_id, "--barrier", "stdin"]
+
+
+def host_shares(n_concurrent: int, placement: str = "pinned") -> list[list[int] | None]:
+    """Where each of `n_concurrent` jobs may run on the host (`spec.PLACEMENTS`). `pinned`: disjoint blocks that
+    together hold every core of this process (the first blocks one core larger where the cores do not divide), so
+    jobs neither oversubscribe the host nor wander across it and no core idles; `unpinned`: None each, no affinity
+    (the jobs and their loader workers go where the OS schedules them, as the seed study ran).
+
+    >>> host_shares(2, "unpinned")
+    [None, None]
+    >>> {core for block in host_shares(3) for core in block} == set(supervise.host_cores())
+    True
+    """
+    if placement == "unpinned":
+        return [None] * n_concurrent
+    return list(supervise.split_cores(supervise.host_cores(), n_concurrent))
+
+
+def thread_env(cores: list[int] | None) -> dict[str, str]:
+    """Intra-op threads matching a job's block of cores; none set for an unpinned job (torch's own default)."""
+    if cores is None:
+        return {}
+    threads = str(len(cores))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+class Wave:
+    """Jobs that start together behind one barrier. `run()` fills `outcomes` (one per item, in order), also when
+    an interrupt cuts it short, so the caller can record what was measured before the interrupt propagates.
+
+    `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
+    started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
+    `placement` says how they sit on the host's cores (`host_shares`).
+    """
+
+    def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
+                 on_event: Callable[[dict], None] | None = None,
+                 on_start: Callable[[dict[int, str]], None] | None = None, zygote: Zygote | None = None,
+                 placement: str = "pinned"):
+        self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
+        self.on_event, self.on_start, self.zygote = on_event, on_start, zygote
+        self.released_at: float | None = None
+        self.outcomes: list[JobOutcome] = []
+
+    def run(self) -> list[JobOutcome]:
+        """Start every job, hold them at the barrier until all are ready, release them together, wait for
+        all to end (the time limit stops the late ones) and return one JobOutcome per job, in order. Ctrl-C stops
+        every job.
+        """
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        jobs: list[_Job] = []
+        try:
+            for item, cores in zip(self.items, host_shares(len(self.items), self.placement)):
+                jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
+            if self.on_start:
+                self.on_start({job.proc.pid: job.item.job_id for job in jobs})
+            _wait_until_ready(jobs)
+            self.released_at = _release(jobs)
+            _wait_until_done(jobs, self.time_limit_s)
+        except KeyboardInterrupt:
+            for job in jobs:
+                if job.alive():
+                    job.stopped_as = INTERRUPTED
+            raise
+        finally:
+            _stop_all(jobs)
+            self.outcomes = [_outcome(job, self.released_at) for job in jobs]
+        return self.outcomes
+
+
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event, zygote: Zygote | None) -> _Job:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
+    env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
+    try:
+        proc: subprocess.Popen[bytes] | ForkedWorker | None = (
+            zygote.spawn(worker_command(item), env, cores, os.getcwd(), stderr) if zygote else None)
+        if proc is None:
+            proc = subprocess.Popen(worker_command(item), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=stderr, env=env, start_new_session=True)
+    finally:
+        stderr.close()
+    if cores is not None:  # early: its threads and loader workers inherit it (a forked one set it itself)
+        try:
+            os.sched_setaffinity(proc.pid, cores)
+        except OSError:  # it already died: its outcome says why
+            pass
+    job = _Job(item, proc, events_file(jobs_dir, item.job_id))
+    job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
+    job.pump.start()
+    return job
+
+
+def _pump(job: _Job, on_event) -> None:
+    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on.
+
+    The pipe is drained to its end whatever happens, so a worker never blocks on a full pipe: a log that cannot be
+    written (a full disk, a folder gone) stops the job, whose error says where the kit could not write."""
+    log, failed = None, False
+    try:
+        log = open(job.events_path, "a", encoding="utf-8")
+    except OSError as exc:
+        failed = True
+        _stop_unwritable(job, exc)
+    assert job.proc.stdout is not None  # a pipe
+    for raw in job.proc.stdout:
+        line = raw.decode("utf-8", "replace")
+        event = events.parse(line)
+        if event is None or failed:
+            continue
+        assert log is not None  # opened, as nothing failed
+        try:
+            log.write(line if line.endswith("\n") else line + "\n")
+            log.flush()
+        except OSError as exc:
+            failed = True
+            _stop_unwritable(job, exc)
+            continue
+        job.last[event["type"]] = event
+        if event["type"] in (events.READY, events.ERROR):
+            job.ready.set()  # an error before ready must not hold the barrier
+        if on_event:
+            on_event(event)
+    if log is not None:
+        try:
+            log.close()
+        except OSError:
+            pass  # the flush of a line already reported as unwritable
+    job.ready.set()
+
+
+def _stop_unwritable(job: _Job, exc: OSError) -> None:
+    """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
+    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(),
+                              "kind": ErrorKind.OTHER.value,
+                              "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
+    job.ready.set()
+    _signal(job, signal.SIGTERM)
+
+
+def _wait_until_ready(jobs: list[_Job]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not all(job.ready.is_set() or not job.alive() for job in jobs):
+        if time.monotonic() > deadline:
+            for job in jobs:
+                if not job.ready.is_set():
+                    job.stopped_as = TIMED_OUT
+                    _signal(job, signal.SIGKILL)
+            return
+        time.sleep(POLL_S)
+
+
+def _release(jobs: list[_Job]) -> float:
+    """Open the barrier: one line to every waiting worker, back to back."""
+    released_at = events.now()
+    _tell_all([job for job in jobs if events.READY in job.last], events.GO)
+    return released_at
+
+
+def _tell_all(jobs: list[_Job], line: str) -> None:
+    """Write one line of the stdin protocol (`events.GO`, `events.STOP`) to every live job (one that just died is
+    skipped)."""
+    for job in jobs:
+        if job.alive():
+            assert job.proc.stdin is not None  # a pipe
+            try:
+                job.proc.stdin.write(f"{line}\n".encode())
+                job.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass
+
+
+def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
+    """Wait for every job to end; once each live job has its measured window, tell them all to stop."""
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    told = False
+    while any(job.alive() for job in jobs):
+        if deadline is not None and time.monotonic() > deadline:
+            for job in jobs:
+                if job.alive():
+                    job.stopped_as = TIMED_OUT
+            return
+        if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
+            _tell_all(jobs, events.STOP)
+            told = True
+        time.sleep(POLL_S)
+
+
+def _stop_all(jobs: list[_Job]) -> None:
+    """Stop what still runs (`supervise.stop_all`: SIGTERM, then SIGKILL after a grace period, loader processes in
+    the group too) and close the pipes."""
+    supervise.stop_all([job.proc for job in jobs], grace_s=STOP_GRACE_S)
+    for job in jobs:
+        if job.pump:
+            job.pump.join(timeout=5)
+        for pipe in (job.proc.stdin, job.proc.stdout):
+            if pipe and not pipe.closed:
+                pipe.close()
+
+
+def _signal(job: _Job, sig: int) -> None:
+    supervise.signal_group(job.proc.pid, sig)
+
+
+def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
+    """What became of `job`, from how it was stopped, its last events and its exit code. A job that reported its
+    `end` is complete even where its exit code is unknown (`zygote.EXIT_UNKNOWN`: the zygote that forked it died) or
+    not 0 (a crash while tearing down): what it measured was reported in full."""
+    code = job.proc.returncode
+    end, error = job.last.get(events.END), job.last.get(events.ERROR)
+    status, error_kind, message = FAILED, None, None
+    if job.stopped_as == INTERRUPTED:
+        status, message = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
+    elif job.stopped_as == TIMED_OUT:
+        status, error_kind = TIMED_OUT, ErrorKind.TIMEOUT
+        message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
+    elif end is not None:  # it reported its end: its results are whole, whatever happened to its parent after
+        status = COMPLETE
+    elif error is not None:
+        error_kind, message = ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message")
+    elif code is not None and code < 0:
+        name = signal.Signals(-code).name
+        error_kind, message = ErrorKind.KILLED, f"worker killed by {name} without reporting an error"
+    else:
+        error_kind, message = ErrorKind.CRASHED, f"worker exited with code {code} without reporting an error"
+    measured = job.last.get(events.MEASURED) or {}
+    ci = measured.get("ci")
+    return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
+                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid,
+                      cores=job.last.get(events.READY, {}).get("cores"),
+                      cores_ran_on=(end or measured).get("cores_ran_on"),
+                      window_ci=None if ci is None else round(ci, 5))

@@ -1,0 +1,244 @@
+"""The advisor: rank sharing configurations (mode, copies, partition layout) of a mix by the gain the collocation
+model predicts (`colloc_kit.predict.model`), with the binding limit and an error band from the validation on the shipped
+H100 data; a pairwise table for schedulers; `confirm` runs the top ones on the GPU present, measured beside predicted.
+
+    colloc-kit advise seed-37                                  # experiment 37's mixes from the shipped lone runs
+    colloc-kit advise "resnet152 + resnet50" --experiment seed-37 --top 5
+    colloc-kit advise resnet18 --reference h100-matrix --copies 2,4,7 --pairs pairs.csv
+    colloc-kit advise my-spec.yaml --runs runs/lone --confirm 3 --out runs
+
+    >>> from colloc_kit import reference
+    >>> lone = predict_check.profiles(reference.load("h100-80gb"), "seed-37")
+    >>> table = advise(parse_mix("resnet152 + resnet50", lone), lone)
+    >>> table.iloc[0][["config", "binding"]].tolist()
+    ['partitions 3g+4g', 'SMs of its partition']
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import sys
+from typing import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import combine
+from colloc_kit.errors import BadInput
+from colloc_kit.experiments.seed import MIX_MODELS, MIXES
+from colloc_kit.gpu.mig_catalogue import model_for_device
+from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
+from colloc_kit.modes import mode_class
+from colloc_kit.pipeline import run
+from colloc_kit.predict import check as predict_check
+from colloc_kit.predict.model import CALIBRATION, H100, MODES, Calibration, Config, LoneProfile, Target, predict
+
+__all__ = ["parse_mix", "configurations", "advise", "pairs", "confirm", "seed_mixes", "COLUMNS"]
+
+COLUMNS = ["mix", "config", "mode", "n_jobs", "predicted_gain", "gain_low", "gain_high", "binding",
+           "predicted_images_per_s", "fits", "why"]
+DEFAULT_COPIES = (2, 3, 4, 7)
+SHAPES = {"partitions": ("1g", "2g", "3g", "4g", "7g"), "mig": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb",
+                                                                 "4g.40gb", "7g.80gb")}  # H100-80GB names
+MIX_TERM = re.compile(r"^\s*(?:(\d+)\s*[x*]\s*)?(.+?)\s*$")
+
+
+def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
+    """'A + 2 x B' -> the jobs' workload labels; a name may be a label or any unique part of one ('resnet152').
+
+    >>> parse_mix("2 x r26 + r5", {"r26": None, "r50": None})
+    ('r26', 'r26', 'r50')
+    """
+    jobs: list[str] = []
+    for term in str(text).split("+"):
+        match = MIX_TERM.match(term)
+        if not match or not match.group(2):
+            raise BadInput(f"mix {text!r}: write workloads joined by '+', e.g. 'resnet152 + 2 x resnet26'")
+        count, name = int(match.group(1) or 1), match.group(2)
+        if not 1 <= count <= 48:
+            raise BadInput(f"mix {text!r}: {count} copies of {name}; give 1 to 48")
+        jobs += [_resolve(name, lone)] * count
+    return tuple(jobs)
+
+
+def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
+    if name in lone:
+        return name
+    found = [w for w in lone if name.lower() in w.lower()]
+    known = "; ".join(sorted(lone)) or "none"
+    if not found:
+        raise BadInput(f"no lone run of a workload called {name!r}: run it alone first (mode exclusive, copies 1) "
+                       f"or name one with a lone run: {known}")
+    if len(found) > 1:
+        raise BadInput(f"{name!r} names {len(found)} workloads with lone runs ({'; '.join(sorted(found))}): give "
+                       "more of the label, or pick one experiment with --experiment")
+    return found[0]
+
+
+def configurations(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = H100,
+                   copies: Iterable[int] = DEFAULT_COPIES, modes: Iterable[str] = MODES) -> list[Config]:
+    """Every configuration of a mix: one workload alone runs at each copy count; a mix as given. Modes naive and
+    MPS, and MPS partitions and MIG in every layout of one profile per job that the GPU can place (the larger
+    slices to the jobs that use more SMs alone)."""
+    modes = [m for m in modes if m == "naive" or all(lone[w].device == "cuda" for w in jobs)]
+    groups = [tuple(jobs) * n for n in copies] if len(jobs) == 1 else [tuple(jobs)]
+    out = []
+    for group in groups:
+        order = sorted(range(len(group)), key=lambda i: -(lone[group[i]].sm_demand or 0.0))
+        for mode in modes:
+            if mode not in ("partitions", "mig"):
+                out.append(Config(mode, group))
+                continue
+            for layout in _layouts(len(group), mode, target):
+                placed = [""] * len(group)
+                for i, profile in zip(order, layout):
+                    placed[i] = profile
+                out.append(Config(mode, group, tuple(placed)))
+    return out
+
+
+def _layouts(n: int, mode: str, target: Target) -> list[tuple[str, ...]]:
+    """The layouts of n profiles (largest first) that the GPU can place."""
+    if n > target.model.compute_slices:
+        return []
+    found = []
+    for combo in itertools.combinations_with_replacement(reversed(SHAPES[mode]), n):
+        try:
+            plan(list(combo), target.gpu)
+        except ImpossibleLayout:
+            continue
+        found.append(combo)
+    return found
+
+
+def advise(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target = H100,
+           calibration: Calibration = CALIBRATION, copies: Iterable[int] = DEFAULT_COPIES,
+           modes: Iterable[str] = MODES, bands: Mapping[str, Mapping[str, float]] | None = None) -> pd.DataFrame:
+    """The configurations of a mix ranked by predicted gain (those that do not fit last), one tidy row each:
+    gain_low/gain_high is the gain +- the 90th percentile of the mode's held-out error (`predict_check`)."""
+    bands = predict_check.error_bands() if bands is None else bands
+    rows = []
+    for config in configurations(jobs, lone, target, copies, modes):
+        p = predict(config, lone, target, calibration)
+        band = bands.get(config.mode, {}).get("p90", math.nan)
+        rows.append({"mix": config.mix, "config": config.label, "mode": config.mode, "n_jobs": len(config.jobs),
+                     "predicted_gain": p.gain, "gain_low": p.gain * (1 - band), "gain_high": p.gain * (1 + band),
+                     "binding": p.binding, "predicted_images_per_s": p.aggregate_images_per_s, "fits": p.fits,
+                     "why": p.explain(), "_config": config})
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "_config"])
+    frame = frame.sort_values(["fits", "predicted_gain"], ascending=[False, False], ignore_index=True)
+    return frame.assign(rank=range(1, len(frame) + 1))
+
+
+def seed_mixes(lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:
+    """Experiment 37's fourteen mixes (colloc_kit.experiments.seed.MIXES) as jobs of the workloads in `lone`."""
+
+    out = []
+    for names, counts in MIXES.items():
+        labels = [_resolve(f"{MIX_MODELS[n][0]} bs{MIX_MODELS[n][2]} seed on {MIX_MODELS[n][1]}", lone)
+                  for n in names]
+        out += [tuple(label for label, n in zip(labels, count) for _ in range(n)) for count in counts]
+    return out
+
+
+def pairs(lone: Mapping[str, LoneProfile], target: Target = H100, calibration: Calibration = CALIBRATION,
+          modes: Sequence[str] = ("naive", "mps"), measured: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every pair of workloads (a job of each, a workload with itself included) under each mode: predicted
+    normalized throughput of each job and of the pair, and where `measured` (predict_check.validate's frame)
+    has that pair, the measured one: the table Gavel-style schedulers consume."""
+    rows = []
+    for a, b in itertools.combinations_with_replacement(sorted(lone), 2):
+        for mode in modes:
+            if mode != "naive" and (lone[a].device != "cuda" or lone[b].device != "cuda"):
+                continue
+            p = predict(Config(mode, (a, b)), lone, target, calibration)
+            seen = _measured_pair(measured, mode, Config(mode, (a, b)).mix)
+            rows.append({"workload_a": a, "workload_b": b, "mode": mode, "fits": p.fits,
+                         "predicted_a": p.jobs[0].relative if p.fits else math.nan,
+                         "predicted_b": p.jobs[1].relative if p.fits else math.nan,
+                         "predicted_pair": p.gain, "measured_pair": seen[0], "measured_pair_ci": seen[1],
+                         "binding": p.binding})
+    return pd.DataFrame(rows)
+
+
+def _measured_pair(measured: pd.DataFrame | None, mode: str, mix: str) -> tuple[float, float]:
+    if measured is None or measured.empty:
+        return math.nan, math.nan
+    hit = measured[(measured["mode"] == mode) & (measured["mix"] == mix)]
+    return (float(hit["measured"].iloc[0]), float(hit["measured_ci"].iloc[0])) if len(hit) else (math.nan, math.nan)
+
+
+def mode_spec(config: Config):
+    """The kit's mode (what `colloc_kit.run` takes) that runs a configuration."""
+    if config.mode not in ("partitions", "mig"):
+        return config.mode
+    assert config.layout is not None  # a partitions or mig Config always has one
+    if config.mode == "partitions":
+        return {"name": "mps", "partitions": list(config.layout)}
+    return {"name": "mig", "layout": ",".join(config.layout)}
+
+
+def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: str, name: str = "advise-confirm",
+            budget: Mapping | None = None, progress: bool = False) -> pd.DataFrame:
+    """Run the top `k` configurations of `advise`'s table (that fit) on the GPU present, each job's lone run first
+    (mode exclusive), through the kit's public `colloc_kit.run`; the measured gain (normalized throughput, 95 %
+    CI) beside the predicted one. `budget`: the jobs' budget, e.g. {"seconds": 15} (default {"steps": 100})."""
+
+    device = lone[next(iter(lone))].job.get("device", "cuda") if lone else "cuda"
+    here = table["_config"].map(lambda config: _runs_here(config, device) is None).astype(bool)
+    top = table[table["fits"] & here].head(k)
+    skipped = table[table["fits"] & (table["rank"] < (top["rank"].max() if len(top) else math.inf))
+                    & ~table["rank"].isin(top["rank"])]
+    for _, row in skipped.iterrows():
+        print(f"colloc-kit: not confirming {row['config']}: {_runs_here(row['_config'], device)}", file=sys.stderr)
+    if top.empty or k < 1:
+        raise BadInput(f"--confirm {k}: nothing to run (no configuration that fits and runs here, or K < 1); "
+                       "give K >= 1, on a machine whose modes `colloc-kit info` lists as running here")
+    budget = dict(budget or {"steps": 100})
+
+    def spec(workload: str) -> dict:
+        return {**{f: v for f, v in lone[workload].job.items() if v is not None}, **budget}
+
+    workloads = list(dict.fromkeys(w for c in top["_config"] for w in c.jobs))
+    missing = [w for w in workloads if not lone[w].job.get("model")]
+    if missing:
+        raise BadInput(f"cannot rerun {', '.join(missing)}: its lone profile does not say how it was made (no model)")
+    parts = [run([spec(w) for w in workloads], mode="exclusive", out=out, name=name, progress=progress)]
+    ids = []
+    for config in top["_config"]:
+        parts.append(run([spec(w) for w in config.jobs], mode=mode_spec(config), out=out, name=name,
+                         progress=progress))
+        ids.append(list(parts[-1].runs["run_id"]))
+
+    summary = analysis.run_summary(combine(parts))
+    rows = []
+    for (_, row), run_ids in zip(top.iterrows(), ids):
+        got = summary[summary["run_id"].isin(run_ids)]
+        measured = float(got["normalized_throughput"].mean()) if len(got) else math.nan
+        rows.append({"rank": row["rank"], "mix": row["mix"], "config": row["config"],
+                     "predicted_gain": row["predicted_gain"], "gain_low": row["gain_low"],
+                     "gain_high": row["gain_high"], "measured_gain": measured,
+                     "measured_gain_ci": float(got["normalized_throughput_ci"].mean()) if len(got) else math.nan,
+                     "error": measured / row["predicted_gain"] - 1 if measured == measured else math.nan,
+                     "run_ids": ",".join(run_ids)})
+    return pd.DataFrame(rows)
+
+
+def _runs_here(config: Config, device: str) -> str | None:
+    """Why `config`'s mode cannot run on this machine's GPU 0 (e.g. MIG with MIG mode off), or None."""
+
+    spec = mode_spec(config)
+    return mode_class(spec if isinstance(spec, str) else spec["name"]).unavailable_here(device=device)
+
+
+def local_target(results) -> Target:
+    """The target of runs read from a folder: this host's cores; the GPU the runs name (H100 80GB if none)."""
+
+    names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else pd.Series([], dtype=str)
+    model = next((m for m in (model_for_device(n) for n in names) if m is not None), None)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    base = Target() if model is None else Target(model.name, model.total_memory_mib)
+    return Target(base.gpu, base.memory_mib, cores, base.job_cores)

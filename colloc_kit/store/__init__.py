@@ -1,0 +1,12 @@
+"""The on-disk contract: a run's folder, its manifest, and the experiment folder around the runs.
+
+    rundir       `RunDir`: one folder per run, self-describing; `effective_status` (is it still running?)
+    manifest     `Manifest`: manifest.json as a typed record, its one reader and its one writer
+    folder       `ExperimentFolder`: out/<name>/ beside the runs (specs, machines, Slurm, dispatch logs, not-run)
+
+    >>> from colloc_kit.store.manifest import MANIFEST
+    >>> MANIFEST
+    'manifest.json'
+"""
+
+__all__ = ["folder", "manifest", "rundir"]

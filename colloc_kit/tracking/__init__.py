@@ -1,0 +1,10 @@
+"""Cells as MLflow runs: what each run holds (`records`) and writing them to a tracking server (`log`); MLflow is
+imported only in `log`, and only when used.
+
+    records      one parent run per cell's run folder, one child run per job, built from `load()`'s frames
+    log          `export` (runs or a reference set to a server), `log_cell` (one cell as it completes)
+
+    >>> from colloc_kit.tracking import records
+    >>> records.__name__
+    'colloc_kit.tracking.records'
+"""

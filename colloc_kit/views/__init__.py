@@ -1,0 +1,10 @@
+"""What a reader sees: figures, their one style, and every table.
+
+    plots        plotly figures of the frames `colloc_kit.analysis` gives (`colloc_kit.plots`)
+    style        the kit's one figure style: template, a colour per mode, facets, the mark of a noisy figure
+    tables       one formatter for notebooks (HTML), reports and docs (Markdown) and the terminal
+
+    >>> from colloc_kit.views import style
+    >>> style.TEMPLATE
+    'plotly_white+colloc_kit'
+"""

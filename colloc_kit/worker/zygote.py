@@ -1,0 +1,356 @@
+"""A preloaded process that forks job workers, so that torch, torchvision and the worker's code are imported once per
+experiment instead of once per job (on the H100 these imports were about 10 s of each run's overhead; issue 10).
+
+The zygote imports and never initialises CUDA (it checks, and stays unused if an import did, or started a thread).
+Each worker it forks leads its own process group, takes the kit's pipes as stdin/stdout and its log as stderr, sets the
+job's environment (the slot's CUDA_VISIBLE_DEVICES, MPS pipe directory, thread counts), cores and working directory
+before anything touches CUDA, names itself as `python -m colloc_kit.worker ...` would (ps, pgrep) and runs the
+worker's `main`. To the launcher a forked worker is a `Popen` look-alike: pid (its process group), stdin, stdout,
+poll/wait with the exit code (negative: killed by that signal).
+
+Faults: the zygote dies with the kit that started it, whatever ends the kit (SIGKILL too) and also while it still
+imports (a parent-death signal, `supervise.die_with_parent`; Linux counts the kit's thread that started it as its
+parent, and a lane starts and ends its zygote in one thread); it also leaves when the kit closes its socket. A worker
+whose kit is gone leaves when its stdin closes, as a `Popen`-started one does. A worker outliving its zygote (the
+zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_KIT_ZYGOTE=0` turns the zygote
+off (every worker a fresh `python -m colloc_kit.worker`).
+
+    >>> with Zygote() as zygote:                                                  # doctest: +SKIP
+    ...     proc = zygote.spawn(["python", "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
+    ...                          "--steps", "5"], env=dict(os.environ), cores=[0], cwd=".", stderr=sys.stderr)
+    ...     proc.wait()
+    0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import importlib.util
+import json
+import os
+import queue
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Iterable, NoReturn
+
+from colloc_kit import supervise
+from colloc_kit.worker.models import TIMM_PREFIX
+
+PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
+           "colloc_kit.worker.loaders", "colloc_kit.worker.models", "colloc_kit.worker.recipes")
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
+                                          # calls it); the zygote must have one thread when it forks
+WORKER_MODULE = "colloc_kit.worker"
+EXIT_UNKNOWN = 255  # a worker whose zygote died before reporting how it ended
+POLL_S = 0.02
+HELLO_TIMEOUT_S = 600.0  # the imports; past this the kit starts workers as fresh processes
+MESSAGE_BYTES = 1 << 20
+
+
+def enabled() -> bool:
+    """Whether the kit forks workers from a zygote (`COLLOC_KIT_ZYGOTE=0` says no) and this system can (pidfds)."""
+    return os.environ.get("COLLOC_KIT_ZYGOTE", "1") != "0" and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
+
+
+class Zygote:
+    """The kit's side: starts the zygote process, asks it for workers, hears how they end (exit code, CPU time). A
+    context manager; leaving it closes the socket, which ends the zygote (its workers run on until they end or their
+    stdin closes)."""
+
+    def __init__(self, models: Iterable[str] = ()):
+        """`models`: the names the jobs will build, so that a library only some need (timm) is imported too."""
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        extra = ["timm"] if any(name.startswith(TIMM_PREFIX) for name in models) else []
+        self._proc = subprocess.Popen([sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid()),
+                                       *extra], pass_fds=[theirs.fileno()],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      env={**os.environ, **ONE_THREAD, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        theirs.close()
+        self._started: queue.Queue = queue.Queue()  # (pid, pidfd) per spawn, or None when the zygote is gone
+        self._exit_codes: dict[int, int] = {}
+        self.children_cpu_s = 0.0  # user + system CPU seconds of the workers that ended (their loader processes too)
+        self._lost = threading.Event()
+        self._hello: dict | None = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self._listen, name="zygote", daemon=True).start()
+
+    def __enter__(self) -> "Zygote":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @classmethod
+    def for_experiment(cls, models: Iterable[str]) -> "contextlib.AbstractContextManager[Zygote | None]":
+        """A zygote for an experiment's runs, or None where it is turned off or the system lacks pidfds."""
+        return cls(models) if enabled() else contextlib.nullcontext()
+
+    def close(self) -> None:
+        """End the zygote: close its socket and reap it."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the listener; the zygote reads EOF
+        except OSError:
+            pass
+        if self._hello is None:  # nobody asked for a worker (so it forked none): no need to wait for its imports
+            self._proc.kill()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._sock.close()
+
+    def usable(self) -> bool:
+        """Wait for the zygote's imports; False (saying why on stderr, once) if it refused to fork or is gone."""
+        with self._lock:
+            if self._hello is None:
+                try:
+                    item = self._started.get(timeout=HELLO_TIMEOUT_S)
+                except queue.Empty:
+                    item = {"ok": False, "why": f"its imports took over {HELLO_TIMEOUT_S:.0f} s"}
+                self._hello = item if isinstance(item, dict) else {"ok": False, "why": "it exited"}
+                if not self._hello["ok"]:
+                    print(f"colloc-kit: workers start as fresh processes, not from the zygote: {self._hello['why']}",
+                          file=sys.stderr)
+        return bool(self._hello["ok"]) and not self._lost.is_set()
+
+    def spawn(self, argv: list[str], env: dict[str, str], cores: list[int] | None, cwd: str,
+              stderr: IO) -> "ForkedWorker | None":
+        """Fork a worker running `argv` (`python -m colloc_kit.worker ...`) on `cores` (None: wherever the zygote
+        may run); None if the zygote cannot (then start it as a fresh process)."""
+        if argv[1:3] != ["-m", WORKER_MODULE] or not self.usable():
+            return None
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        request = {"args": argv[3:], "title": " ".join(argv), "env": env, "cores": cores, "cwd": cwd}
+        started = None
+        try:
+            with self._lock:
+                socket.send_fds(self._sock, [json.dumps(request).encode()], [stdin_r, stdout_w, stderr.fileno()])
+                started = self._started.get()
+        except OSError:
+            pass
+        finally:
+            os.close(stdin_r)
+            os.close(stdout_w)
+            if started is None:  # also on an interrupt: a worker forked anyway sees EOF on stdin and leaves
+                os.close(stdin_w)
+                os.close(stdout_r)
+        if started is None:
+            return None
+        pid, pidfd = started
+        return ForkedWorker(self, argv, pid, pidfd, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"))
+
+    @property
+    def lost(self) -> str | None:
+        """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
+        if not self._lost.is_set():
+            return None
+        code = self._proc.poll()
+        return f"the zygote (pid {self._proc.pid}) ended" + (f" with code {code}" if code is not None else "")
+
+    def exit_code(self, pid: int, pidfd: int) -> int | None:
+        """How worker `pid` ended, None while it runs: as the zygote reaped it, or EXIT_UNKNOWN if it ended after the
+        zygote was gone."""
+        if pid in self._exit_codes:
+            return self._exit_codes[pid]
+        if self._lost.is_set() and select.select([pidfd], [], [], 0)[0]:  # readable: the process ended
+            return self._exit_codes.get(pid, EXIT_UNKNOWN)
+        return None
+
+    def _listen(self) -> None:
+        """Hear the zygote: its hello, each fork's pid and pidfd, each worker's exit code; then mark it gone."""
+        try:
+            while True:
+                message, fds, _, _ = socket.recv_fds(self._sock, MESSAGE_BYTES, 1)
+                if not message:
+                    break
+                said = json.loads(message)
+                if "exited" in said:
+                    self.children_cpu_s += said["cpu_s"]  # before the exit code: who sees the one sees the other
+                    self._exit_codes[said["exited"]] = said["code"]
+                elif "started" in said:
+                    self._started.put((said["started"], fds[0]))
+                else:
+                    self._started.put(said)  # the hello
+        except OSError:
+            pass
+        self._lost.set()
+        self._started.put(None)
+
+
+class ForkedWorker:
+    """A worker forked by the zygote, with the part of `subprocess.Popen` the launcher uses."""
+
+    def __init__(self, zygote: Zygote, args: list[str], pid: int, pidfd: int, stdin: IO[bytes], stdout: IO[bytes]):
+        self.args, self.pid, self.stdin, self.stdout = args, pid, stdin, stdout
+        self.returncode: int | None = None
+        self._zygote, self._pidfd = zygote, pidfd
+
+    def poll(self) -> int | None:
+        """The worker's exit code, or None while it runs (as `subprocess.Popen.poll`)."""
+        if self.returncode is None:
+            self.returncode = self._zygote.exit_code(self.pid, self._pidfd)
+            if self.returncode is not None:
+                os.close(self._pidfd)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the worker to end and return its exit code; subprocess.TimeoutExpired after `timeout` s."""
+        start = time.monotonic()
+        while (code := self.poll()) is None:
+            if timeout is not None and time.monotonic() - start > timeout:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(POLL_S)
+        return code
+
+
+# ---------------------------------------------------------------- the zygote process
+
+
+def _preload(extra: Iterable[str] = ()) -> str | None:
+    """Import what every worker needs (and `extra`); why forking would be unsafe now, or None."""
+    for name in (*PRELOAD, *extra):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the worker meets the same error itself and reports it as an event
+            pass
+    load_lazy_libraries()
+    if "setproctitle" not in sys.modules:
+        return "setproctitle is not installed (pip install setproctitle), so a forked worker could not name itself"
+    if _cuda_initialised():
+        return "an import initialised the CUDA driver"
+    threads = len(os.listdir("/proc/self/task"))
+    if threads > 1:
+        return f"{threads} threads after the imports (a fork copies one)"
+    return None
+
+
+def load_lazy_libraries() -> list[str]:
+    """Map the cuDNN sub-libraries (about 1 GB of code) that cuDNN would otherwise load (dlopen) in each worker's first
+    convolution, inside its priming step. Mapping code initialises no CUDA and starts no thread, and the forked workers
+    share the pages. Returns the names loaded; none where torch has no cuDNN.
+
+    >>> all(name.startswith("libcudnn_") for name in load_lazy_libraries())
+    True
+    """
+    with open("/proc/self/maps") as maps:
+        folders = {Path(line.split()[-1]).parent for line in maps if "/libcudnn.so" in line}
+    loaded = []
+    for library in sorted(lib for folder in folders for lib in folder.glob("libcudnn_*.so*")):
+        with contextlib.suppress(OSError):  # one whose dependencies are absent: cuDNN does without it too
+            ctypes.CDLL(str(library))
+            loaded.append(library.name)
+    return loaded
+
+
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver (cuInit), after which a forked child cannot use CUDA.
+    Merely loaded is fine: torch 2.11 maps libcuda at import. cuCtxGetCurrent answers without initialising.
+
+    >>> _cuda_initialised()  # the doctest process never touches CUDA
+    False
+    """
+    with open("/proc/self/maps") as maps:
+        if "libcuda.so" not in maps.read():
+            return False
+    current = ctypes.c_void_p()
+    return ctypes.CDLL("libcuda.so.1").cuCtxGetCurrent(ctypes.byref(current)) != CUDA_ERROR_NOT_INITIALIZED
+
+
+def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:
+    """Fork a worker per request until the kit closes the socket (then None). Returns, in each forked worker, its
+    request, its file descriptors (stdin, stdout, stderr) and the one to close once it has taken them."""
+    while True:
+        readable = select.select([sock], [], [], POLL_S)[0]
+        try:
+            _report_exits(sock)
+            if not readable:
+                continue
+            message, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
+            if not message:
+                return None
+            set_up_r, set_up_w = os.pipe()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                os.close(set_up_r)
+                return json.loads(message), fds, set_up_w
+            os.close(set_up_w)
+            os.read(set_up_r, 1)  # EOF once the worker has its group, streams, name...: Popen returns after exec too
+            os.close(set_up_r)
+            pidfd = os.pidfd_open(pid)  # our unreaped child: this pidfd is that process, whatever happens to us
+            try:
+                socket.send_fds(sock, [json.dumps({"started": pid}).encode()], [pidfd])
+            finally:
+                for fd in (*fds, pidfd):
+                    os.close(fd)
+        except OSError:  # the kit is gone
+            return None
+
+
+def _report_exits(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(json.dumps({"exited": pid, "code": os.waitstatus_to_exitcode(status),
+                              "cpu_s": usage.ru_utime + usage.ru_stime}).encode())
+
+
+def _become_worker(request: dict, fds: list[int], set_up: int) -> NoReturn:
+    """In a forked child: take the job's group, streams, name, environment, cores and directory (then close `set_up`
+    to say so); run the worker."""
+    os.setpgid(0, 0)
+    for fd, std in zip(fds, (0, 1, 2)):
+        os.dup2(fd, std)
+        os.close(fd)
+    import setproctitle  # noqa: PLC0415 - in the forked worker only (preloaded by name)
+
+    setproctitle.setproctitle(request["title"])  # first: it finds the room for the title through the environment
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    if request["cores"] is not None:
+        os.sched_setaffinity(0, request["cores"])
+    spec = importlib.util.find_spec(f"{WORKER_MODULE}.__main__")
+    assert spec is not None and spec.origin is not None  # the worker package is installed: a file of it
+    sys.argv = [spec.origin, *request["args"]]  # as `-m` sets it
+    os.close(set_up)
+    from colloc_kit.worker.train import leave, main  # noqa: PLC0415 - in the forked worker only (preloaded by name)
+
+    leave(main(request["args"]))
+
+
+def main(fd: int, kit: int, extra: list[str]) -> NoReturn:
+    """The zygote process: dies with the kit (pid `kit`), imports, says whether forking is safe, then forks workers
+    until the kit goes."""
+    supervise.die_with_parent(kit)
+    sock = socket.socket(fileno=fd)
+    why = _preload(extra)
+    try:
+        sock.send(json.dumps({"ok": why is None, "why": why}).encode())
+    except OSError:  # the kit is gone already
+        why = "the kit is gone"
+    forked = _serve(sock) if why is None else None
+    if forked is None:  # nothing to flush, and tearing down torch's modules would only cost time
+        os._exit(0)
+    _become_worker(*forked)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:])
