@@ -44,14 +44,8 @@ from pynvml import (  # pynvml's own constants, error class and structures: thos
 from colloc_kit.gpu import mig_handles, nvml
 from colloc_kit.gpu.mig_catalogue import GpuModel, Profile
 from colloc_kit.gpu.mig_handles import (
-    HandleTable,
-    c_nvmlComputeInstanceInfo_t,
-    c_nvmlGpuInstanceInfo_t,
-    deref,
-    fill,
-    struct_c_nvmlComputeInstance_t,
-    struct_c_nvmlDevice_t,
-    struct_c_nvmlGpuInstance_t,
+    HandleTable, c_nvmlComputeInstanceInfo_t, c_nvmlGpuInstanceInfo_t, deref, fill, struct_c_nvmlComputeInstance_t,
+    struct_c_nvmlDevice_t, struct_c_nvmlGpuInstance_t,
 )
 from colloc_kit.gpu.mig_state import ComputeInstance, GpuInstance, SimulatedHost
 
