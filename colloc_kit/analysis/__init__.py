@@ -2,8 +2,10 @@
 
     figures      every figure the kit reports, defined once (windows, rates, CIs, flags, bound by)
     results      runs read back into frames (`load`, `combine`, `Results`), with baselines and fairness joined
+    latency      an inference job's figures: latency percentiles with CIs, requests/s, SLO share, starved jobs
     lone         each job's lone baseline and what is measured against it (relative throughput, slowdown)
     fairness     Jain's index, who lost when jobs shared, shares asked against shares had
+    attribution  every gain split: the GPU's part and the host's part (three lone baselines), the GPU-only gain
     summaries    summaries with CIs and baselines (`run_summary`, `summarize`, ...; `colloc_kit.analysis.X`)
 
     >>> from colloc_kit import analysis

@@ -1,6 +1,6 @@
 """What `colloc_kit.analysis` offers, for type checkers and for lazy_loader.attach_stub (see __init__.py)."""
 
-from . import fairness, figures, lone, results, summaries
+from . import attribution, fairness, figures, latency, lone, results, summaries
 from .summaries import (
     BASELINE_KEYS,
     COMPLETE,

@@ -37,6 +37,12 @@ run shows one number wherever it is shown. The rules:
   half-width exceeds `WIDE_CI` (3 %) of it is flagged.
 - **bound_by** (see `bound_by`): input / host / memory / gpu from the job's input wait, the GPU's idle time and SM and
   DRAM activity; `cpu` for jobs trained on the CPU.
+- **Latency** of an inference job (`role: serve`): per request from arrival to result, over the requests that
+  arrived in the window; p50/p95/p99 nearest-rank with order-statistic 95 % CIs, requests/s, share within the SLO,
+  p99 over its lone p99, starved jobs named: the rules in words and their code are `latency`'s (a sibling module).
+- **Is it the GPU or the host?** Every gain of a collocated cell is split against three lone baselines (as
+  configured, host-matched: N x the loader workers, GPU only: synthetic data): `study_gain` = `gpu_part` x
+  `host_part`, and `gpu_only_gain` beside them; the rules are `colloc_kit.analysis.attribution`'s.
 - **Memory fit**: copies that fit = floor(capacity x (1 - `MEMORY_MARGIN`) / steady footprint), where the steady
   footprint is the job's device memory as NVML reports it per process (its CUDA context included), the median over its
   window, not torch's transient peak (cuDNN autotuning workspaces included).

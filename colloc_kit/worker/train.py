@@ -29,12 +29,14 @@ from typing import IO, Any, Callable, Iterator, NoReturn
 from colloc_kit import events
 from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
+from colloc_kit.serving import SERVE
 from colloc_kit.spec import JobSpec
 from colloc_kit.stats import relative_ci95
 from colloc_kit.worker import check_job
 from colloc_kit.worker.models import build_model
-from colloc_kit.worker.process import cores_seen, peak_rss_mb, started_at
+from colloc_kit.worker.process import cores_seen, peak_rss_mb, quick_start, started_at
 from colloc_kit.worker.recipes import RECIPES
+from colloc_kit.worker.serve import serve_requests
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
@@ -139,26 +141,34 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     torch.manual_seed(spec.seed)
     device = _device(torch, spec.device)
     cuda = device.type == "cuda"
-    torch.backends.cudnn.benchmark = cuda
+    torch.backends.cudnn.benchmark = cuda and spec.cudnn_autotune == "study"  # off: another workload (JobSpec)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if spec.role == SERVE:  # an inference job: its own loop, the same events and barrier
+        return serve_requests(spec, writer, torch, device, lambda: _begin(barrier),
+                              {"launched_at": launched_at, "imported_t": imported_t})
 
     feed = build_feed(spec, device)
+    early = quick_start()  # its loader workers load the first batch while the model builds (old path: after)
+    batches = feed.epoch() if early else None
+    fed_t = events.now()
     model = build_model(spec.model, feed.num_classes, feed.image_size).to(device)
     if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
     train_step = _step_function(torch, spec, model, device)
-    batches = feed.epoch()
+    modelled_t = events.now()
+    batches = feed.epoch() if batches is None else batches
     first = next(batches)
     built_t = events.now()
     prime_t0 = time.perf_counter()
     train_step(*first)  # cuDNN autotuning and lazy set-up happen here, before the barrier, not in the timed steps
     sync()
     writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
-                primed_s=time.perf_counter() - prime_t0, **_described(torch, spec, feed, model, device))
-    if barrier and not sys.stdin.readline():
+                primed_s=time.perf_counter() - prime_t0, feed_s=fed_t - imported_t, model_s=modelled_t - fed_t,
+                first_batch_s=built_t - modelled_t, quick_start=early, **_described(torch, spec, feed, model, device))
+    launcher = _begin(barrier)
+    if launcher is None:
         return EXIT_LAUNCHER_GONE
-    launcher = _Launcher(listen=barrier)
     writer.emit(events.START)
 
     meter = _Meter(spec, feed.steps_per_epoch, writer)
@@ -224,6 +234,13 @@ def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]])
     yield from rest
     while True:
         yield from epoch()
+
+
+def _begin(barrier: bool) -> "_Launcher | None":
+    """Wait at the start barrier (with one); the launcher's side of stdin from then on, or None if it went away."""
+    if barrier and not sys.stdin.readline():
+        return None
+    return _Launcher(listen=barrier)
 
 
 class _Launcher:

@@ -1,0 +1,156 @@
+"""An inference job's figures (`role: serve`, colloc_kit.worker.serve), defined once; `figures` lists this module.
+
+The rules:
+
+- **Latency** of a request: from its arrival to its result on the host (queueing and batching included, the device
+  synchronised). A job's latencies are those of the requests that *arrived* inside its window (the run's common
+  window, or its own measured window when it ran alone); a request still queued when the job stopped counts with the
+  time it had waited by then (a lower bound: a starved job's tail is never hidden by leaving its slowest requests out).
+- **Percentiles** p50/p95/p99 are nearest-rank (the ceil(q n)-th smallest of n latencies). Their 95 % CI is the
+  distribution-free one of order statistics: the ranks q n -+ 1.96 sqrt(n q (1 - q)) (binomial, normal
+  approximation), which treats requests as independent, so, like every within-run CI of the kit, it is a lower
+  bound on the run-to-run spread; where the upper rank passes n (too few requests for that tail) the upper bound
+  is NaN and `latency_note` says how many requests the tail needs.
+- **Requests per second**: requests answered inside the window over its length.
+- **Share within the SLO**: of the requests that arrived in the window, those answered within the job's `slo`
+  (unanswered ones miss it).
+- **Latency slowdown**: the job's p99 over the p99 of the same serving workload alone in the same experiment (its
+  lone baseline; NaN without one).
+- **Starved**: an inference job whose p99 misses its SLO, or that answered less than `STARVED_SERVED_SHARE` of the
+  requests asked of it (open loop); each run names its starved jobs (`serve_starved`). A run's training throughput
+  beside it (`train_images_per_s`) is the sum of its training jobs' images/s in the common window.
+
+    >>> stream = [{"type": "interval", "t": 10.0, "interval_s": 10.0, "interval_images": 3, "warmup": False,
+    ...            "requests": [[1.0, 1.010], [2.0, 2.020], [3.0, 3.030]]}]
+    >>> f = job_figures(stream, (0.0, 10.0), {"role": "serve", "slo": "25ms", "rate_per_s": 0.3})
+    >>> round(f["latency_p50_ms"], 3), f["requests_per_s"], round(f["slo_share"], 3)
+    (20.0, 0.3, 0.667)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from colloc_kit import events
+from colloc_kit.analysis import figures
+from colloc_kit.serving import SERVE, TRAIN, slo_ms
+
+__all__ = ["PERCENTILES", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE", "job_figures", "latencies_ms", "per_run",
+           "percentile_ci", "run_latency", "with_lone_latency"]
+
+PERCENTILES = (50, 95, 99)
+Z95 = 1.959964
+STARVED_SERVED_SHARE = 0.9  # an open-loop job answering less than this share of its asked rate is starved
+RUN_COLUMNS = ["train_images_per_s", "serve_p99_ms", "serve_starved"]  # the columns `per_run` adds to `load().runs`
+SERVE_KEYS = ["model", "batch_size", "image_size", "amp", "device", "rate_per_s", "concurrency", "max_batch",
+              "max_delay_ms"]  # the same serving workload (its lone baseline is one with equal values)
+
+
+def latencies_ms(stream: Sequence[dict], window: tuple[float, float]) -> list[float]:
+    """The latencies (ms) of the requests that arrived inside `window`, the still-queued ones as waited so far."""
+    start, end = window
+    answered = [done - arrival for e in stream if e.get("type") == events.INTERVAL
+                for arrival, done in e.get("requests") or () if start <= arrival < end]
+    last = next((e for e in reversed(stream) if e.get("type") == events.END), None)
+    waiting = [last["t"] - arrival for arrival in (last or {}).get("unserved") or () if start <= arrival < end]
+    return [1000.0 * s for s in answered + waiting]
+
+
+def percentile_ci(values: Sequence[float], q: float) -> tuple[float, float, float]:
+    """(nearest-rank q-quantile, lower, upper bound of its 95 % CI) of `values`; q in (0, 1).
+
+    >>> percentile_ci(list(range(1, 1001)), 0.5)
+    (500, 469, 531)
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    spread = Z95 * math.sqrt(n * q * (1 - q))
+    low, high = math.floor(n * q - spread), math.ceil(n * q + spread)
+    return (ordered[max(math.ceil(q * n), 1) - 1], ordered[max(low, 1) - 1],
+            ordered[high - 1] if high <= n else math.nan)
+
+
+def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec: Mapping[str, Any]) -> dict:
+    """An inference job's figures over `window` (see the rules above); a training job's row gets its role only."""
+    role = spec.get("role") or TRAIN
+    if role != SERVE:
+        return {"role": role}
+    slo = slo_ms(spec["slo"]) if spec.get("slo") else None
+    row: dict[str, Any] = {"role": role, "slo_ms": slo, **{k: spec.get(k) for k in
+                                                           ("rate_per_s", "concurrency", "max_batch", "max_delay_ms")}}
+    if not window or window[1] <= window[0]:
+        return {**row, "latency_note": "no window: the job never served past its warm-up"}
+    values = latencies_ms(stream, window)
+    for p in PERCENTILES:
+        row[f"latency_p{p}_ms"], row[f"latency_p{p}_ms_lo"], row[f"latency_p{p}_ms_hi"] = percentile_ci(values, p / 100)
+    served = sum(1 for e in stream if e.get("type") == events.INTERVAL
+                 for _, done in e.get("requests") or () if window[0] <= done < window[1])
+    row["requests_per_s"] = served / (window[1] - window[0])
+    row["requests_in_window"] = len(values)
+    row["slo_share"] = sum(v <= slo for v in values) / len(values) if slo is not None and values else None
+    needed = math.ceil(1.0 / (1 - PERCENTILES[-1] / 100) * 4)
+    row["latency_note"] = (f"{len(values)} requests: p99's upper bound needs about {needed} or more"
+                           if values and math.isnan(row[f"latency_p{PERCENTILES[-1]}_ms_hi"]) else None)
+    return row
+
+
+def run_latency(streams: Mapping[str, Sequence[dict]], specs: Mapping[str, Mapping[str, Any]], common: Any,
+                alone_in_turn: bool) -> dict[str, dict]:
+    """Each job's `job_figures` over its window: the run's common window (`figures.Window`), or, for a job measured
+    alone (alone in its run, or one after another), its own measured window."""
+    rows = {}
+    for job, stream in streams.items():
+        own = figures.steady_span(stream, held=False) if alone_in_turn else None
+        rows[job] = job_figures(stream, own or (common.bounds() if common else None), specs[job])
+    return rows
+
+
+def with_lone_latency(jobs: pd.DataFrame) -> pd.DataFrame:
+    """`jobs` with `latency_p99_lone_ms` (the mean p99 of the same serving workload alone in its experiment) and
+    `latency_slowdown` (p99 over it); unchanged where no job serves."""
+    if "role" not in jobs or not (jobs["role"] == SERVE).any() or "latency_p99_ms" not in jobs:
+        return jobs
+    jobs = jobs.drop(columns=["latency_p99_lone_ms", "latency_slowdown"], errors="ignore")
+    keys = ["experiment", *SERVE_KEYS]
+    serving = jobs[jobs["role"] == SERVE]
+    lone = (serving[serving["alone"].astype(bool)].groupby(keys, dropna=False)["latency_p99_ms"].mean()
+            .rename("latency_p99_lone_ms").reset_index())
+    jobs = jobs.merge(lone, on=keys, how="left")
+    jobs["latency_slowdown"] = jobs["latency_p99_ms"] / jobs["latency_p99_lone_ms"]
+    return jobs
+
+
+def per_run(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: `train_images_per_s` (its training jobs in the common window, or alone their own rate), the
+    inference jobs' `serve_p99_ms` (the worst), and `serve_starved`, naming each starved job and why."""
+    rows = []
+    for run_id, group in jobs.groupby("run_id", sort=False):
+        roles = group["role"] if "role" in group else pd.Series(TRAIN, index=group.index)
+        train, serve = group[roles != SERVE], group[roles == SERVE]
+        rates = train["images_per_s_overlap"].fillna(train["images_per_s"]) if len(train) else pd.Series(dtype=float)
+        starved = [_starved(row) for row in serve.to_dict("records")]
+        rows.append({"run_id": run_id, "train_images_per_s": float(rates.sum()) if len(train) else 0.0,
+                     "serve_p99_ms": serve["latency_p99_ms"].max() if "latency_p99_ms" in serve else math.nan,
+                     "serve_starved": "; ".join(s for s in starved if s) or None})
+    return pd.DataFrame(rows)
+
+
+def _starved(row: Mapping[str, Any]) -> str | None:
+    """Why an inference job is starved (see the rules), or None."""
+    why = []
+    p99, slo = row.get("latency_p99_ms"), row.get("slo_ms")
+    if _known(p99) and _known(slo) and p99 > slo:
+        why.append(f"p99 {p99:.1f} ms > SLO {slo:g} ms")
+    asked, served = row.get("rate_per_s"), row.get("requests_per_s")
+    if _known(asked) and _known(served) and served < STARVED_SERVED_SHARE * asked:
+        why.append(f"answered {served:.1f} of {asked:g} requests/s")
+    return f"{row['job']} starved: {', '.join(why)}" if why else None
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
