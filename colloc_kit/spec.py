@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes.registry import validate_mode_spec
+from colloc_kit.serving import check_serving
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
@@ -101,6 +102,12 @@ class JobSpec:
     interval_s: float = _opt("seconds between progress events", default=1.0)
     fail_at_step: int | None = _opt("FAULT INJECTION for tests: fail at this step", default=None)
     fail_kind: str = _opt("FAULT INJECTION: out_of_memory | cuda_error | crash", default="out_of_memory")
+    role: str = _opt("train | serve: an inference job serving requests (colloc_kit.serving)", default="train")
+    rate_per_s: float | None = _opt("serve: open-loop requests per second (Poisson arrivals)", default=None)
+    concurrency: int | None = _opt("serve: closed-loop clients, each sending on the last reply", default=None)
+    max_batch: int = _opt("serve: requests served together at most", default=1)
+    max_delay_ms: float = _opt("serve: ms the oldest request waits for a fuller batch", default=0.0)
+    slo: str | None = _opt("serve: the latency target with units, e.g. 50ms", default=None)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
@@ -136,6 +143,7 @@ class JobSpec:
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
         _require(self.recipe in RECIPE_CHOICES,
                  f"recipe must be one of {', '.join(RECIPE_CHOICES)}, got {_excerpt(self.recipe)}")
+        check_serving(self)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "job") -> "JobSpec":

@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "colloc_kit"
 ROWS = {  # docs/architecture.md's table: a module may import only from its own row or the rows above
-    0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats", "paths", "interrupts"],
+    0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats", "paths", "interrupts", "serving"],
     1: ["gpu"],
     2: ["modes", "spec", "spec_yaml", "worker", "monitor"],
     3: ["store", "analysis"],

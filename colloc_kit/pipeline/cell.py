@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 from colloc_kit import events
 from colloc_kit.modes import make_mode
 from colloc_kit.paths import check_folder
+from colloc_kit.serving import SERVE
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.launcher import LaunchItem, Wave
 from colloc_kit.pipeline.progress import Progress
@@ -81,7 +82,8 @@ def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bo
 
 
 def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec]]:
-    """(job id, group index, spec) for every job of one run: each group `copies` times, with distinct seeds.
+    """(job id, group index, spec) for every job of one run: each training group `copies` times, with distinct
+    seeds; an inference group (`role: serve`) once, whatever the copies (they count the training beside it).
 
     >>> [job_id for job_id, _, _ in plan_jobs(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), 2)]
     ['j0-smallcnn', 'j1-smallcnn']
@@ -89,6 +91,8 @@ def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec
     planned: list[tuple[str, int, JobSpec]] = []
     for copy in range(copies):
         for group, job in enumerate(spec.jobs):
+            if job.role == SERVE and copy:
+                continue
             planned.append((f"j{len(planned)}-{job.model}", group, job.with_(seed=job.seed + copy)))
     return planned
 
