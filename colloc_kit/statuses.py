@@ -28,7 +28,7 @@ class Status(str, Enum):
     FAILED = "failed"            # job, cell
     TIMED_OUT = "timed_out"      # job
     INTERRUPTED = "interrupted"  # job, run
-    RUNNING = "running"          # run, cell
+    RUNNING = "running"          # run, cell (and a job of a run still under way, as read back)
     FAILED_JOBS = "failed_jobs"  # run
     RUN_ERROR = "error"          # run
     DONE = "done"                # cell

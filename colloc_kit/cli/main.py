@@ -51,7 +51,7 @@ from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.spec_yaml import read_yaml
-from colloc_kit.statuses import CELL_STATUSES, COMPLETE
+from colloc_kit.statuses import CELL_STATUSES, COMPLETE, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker import MODEL_NAMES
@@ -251,8 +251,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_tables(results)
     folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
     print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
-    complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
-    return EXIT_OK if complete else EXIT_FAILED_JOBS
+    complete = "status" in results.jobs and results.jobs["status"].isin([COMPLETE, RUNNING]).all()  # RUNNING: a
+    return EXIT_OK if complete else EXIT_FAILED_JOBS  # cell left to another kit on the folder, under way there
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

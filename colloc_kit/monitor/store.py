@@ -10,7 +10,9 @@ Files in the monitor folder (`MB` is 2**20 bytes, as elsewhere in the kit)::
     monitor.json               interval, backend, columns recorded, absent columns and why, errors, notes
 
 While a run goes on, rows are flushed as small files under `<series>.parts/`; `close()` merges them into one file.
-A run killed before that still reads: `read_samples` falls back to the parts.
+A run killed before that still reads: `read_samples` falls back to the parts. Every file is written under a temporary
+name and renamed (`atomic.replacing`), so a reader of a run being written (the panel, `show`, a notebook) never sees
+half a file, and one that lists the parts just as they are merged and removed reads the merged file instead.
 
     >>> samples = read_samples("runs/demo/20261120-1200-naive-x4-r0")     # doctest: +SKIP
     >>> samples.gpu[["t", "sm_util_pct", "power_w"]]                      # doctest: +SKIP
@@ -54,7 +56,8 @@ class ParquetStore:
     def write(self, series: str, rows: list[tuple]) -> None:
         """Write `rows` as one more part file of `series`."""
         path = self.out_dir / f"{series}.parts" / f"part-{self._parts[series]:05d}.parquet"
-        pq.write_table(table(self.schemas[series], rows), path)
+        with atomic.replacing(path) as tmp:  # a reader lists whole parts only (the temp name is not part-*)
+            pq.write_table(table(self.schemas[series], rows), tmp)
         self._parts[series] += 1
 
     def close(self) -> None:
@@ -62,7 +65,8 @@ class ParquetStore:
         for series, schema in self.schemas.items():
             parts_dir = self.out_dir / f"{series}.parts"
             merged = _read_parts(parts_dir, schema)
-            pq.write_table(merged, self.out_dir / f"{series}.parquet")
+            with atomic.replacing(self.out_dir / f"{series}.parquet") as tmp:  # whole, before the parts go
+                pq.write_table(merged, tmp)
             shutil.rmtree(parts_dir)
 
 
@@ -121,26 +125,38 @@ def read_samples(path: str | Path) -> Samples:
     monitor_dir = Path(path) / "monitor" if (Path(path) / "monitor").is_dir() else Path(path)
     frames, problems = {}, []
     for series in SERIES:
-        merged, parts = monitor_dir / f"{series}.parquet", monitor_dir / f"{series}.parts"
-        source = merged if merged.exists() else parts if parts.is_dir() else None
-        frames[series] = pd.DataFrame()
-        if source is None:
-            continue
-        if source == merged and not merged.is_file():
-            problems.append(f"{merged} is not a file; the run is read without its {series}")
-            continue
-        try:
-            frame = pd.read_parquet(merged) if source == merged else _read_parts(parts).to_pandas()
-        except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError too
-            problems.append(f"{source} cannot be read ({_said(exc)}); the run is read without its {series}")
-            continue
-        if len(frame) and not ("t" in frame and pd.api.types.is_numeric_dtype(frame["t"])):
-            problems.append(f"{source} has no sample times (column t); the run is read without its {series}")
-            continue
-        frames[series] = frame
+        frames[series] = _read_series(monitor_dir, series, problems)
     info = _read_info(monitor_dir / INFO_FILE, problems)
     gpu, mig, process, host, host_job = (frames[s] for s in SERIES)
     return Samples(gpu, mig, process, host, host_job, info=info, problems=problems)
+
+
+def _read_series(monitor_dir: Path, series: str, problems: list[str]) -> pd.DataFrame:
+    """One series: its merged file, else its parts (read again from the top where a part or the parts folder went
+    between listing and reading: the run merged them meanwhile); empty, and named in `problems`, where it cannot be
+    read."""
+    merged, parts = monitor_dir / f"{series}.parquet", monitor_dir / f"{series}.parts"
+    for _ in range(3):
+        source = merged if merged.exists() else parts if parts.is_dir() else None
+        if source is None:
+            return pd.DataFrame()
+        if source == merged and not merged.is_file():
+            problems.append(f"{merged} is not a file; the run is read without its {series}")
+            return pd.DataFrame()
+        try:
+            frame = pd.read_parquet(merged) if source == merged else _read_parts(parts).to_pandas()
+        except FileNotFoundError:
+            continue  # merged and removed as we read: the merged file is there now
+        except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid is a ValueError too
+            problems.append(f"{source} cannot be read ({_said(exc)}); the run is read without its {series}")
+            return pd.DataFrame()
+        if source == parts and not parts.is_dir() and merged.exists():
+            continue  # the parts went while listed (a partial list): read the merged file
+        if len(frame) and not ("t" in frame and pd.api.types.is_numeric_dtype(frame["t"])):
+            problems.append(f"{source} has no sample times (column t); the run is read without its {series}")
+            return pd.DataFrame()
+        return frame
+    return pd.DataFrame()
 
 
 def _read_info(path: Path, problems: list[str]) -> dict[str, Any]:

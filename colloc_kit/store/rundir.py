@@ -38,8 +38,8 @@ from colloc_kit.statuses import INTERRUPTED, RUNNING, Status
 from colloc_kit.store import manifest
 from colloc_kit.store.manifest import MANIFEST, Manifest
 
-__all__ = ["RunDir", "effective_status", "events_file", "find_runs", "read_events", "runner_alive", "safe_name",
-           "stderr_file", "this_runner"]
+__all__ = ["RunDir", "effective_status", "events_file", "find_runs", "process_alive", "read_events", "runner_alive",
+           "safe_name", "stderr_file", "this_runner"]
 
 START_TIME_SLACK_S = 2.0  # the OS's start time of one process, read twice, differs by well under this
 
@@ -145,7 +145,17 @@ def runner_alive(record: Manifest) -> bool:
     >>> runner_alive(Manifest(mode=ModeRecord("naive"), jobs=[], runner_pid=pid, runner_started_at=started - 60))
     False
     """
-    pid, host = record.runner_pid, record.machine.hostname
+    return process_alive(record.runner_pid, record.runner_started_at, record.machine.hostname, record.started_at)
+
+
+def process_alive(pid: Any, started_at: Any, host: str | None = None, began_by: Any = None) -> bool:
+    """Whether process `pid`, started at `started_at` (`this_runner`'s time) on `host`, still lives: the pid lives
+    and started then (without `started_at`: no later than `began_by`), so a reused pid does not count; a process on
+    another host is taken as alive.
+
+    >>> process_alive(*this_runner()), process_alive(this_runner()[0], this_runner()[1] - 60)
+    (True, False)
+    """
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if host and host != socket.gethostname():
@@ -157,9 +167,9 @@ def runner_alive(record: Manifest) -> bool:
         return False
     if zombie:
         return False
-    if isinstance(record.runner_started_at, (int, float)):
-        return abs(created - record.runner_started_at) <= START_TIME_SLACK_S
-    return not isinstance(record.started_at, (int, float)) or created <= record.started_at + START_TIME_SLACK_S
+    if isinstance(started_at, (int, float)):
+        return abs(created - started_at) <= START_TIME_SLACK_S
+    return not isinstance(began_by, (int, float)) or created <= began_by + START_TIME_SLACK_S
 
 
 def read_events(path: Path) -> list[dict]:
