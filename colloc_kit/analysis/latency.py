@@ -115,12 +115,12 @@ def with_lone_latency(jobs: pd.DataFrame) -> pd.DataFrame:
     `latency_slowdown` (p99 over it); unchanged where no job serves."""
     if "role" not in jobs or not (jobs["role"] == SERVE).any() or "latency_p99_ms" not in jobs:
         return jobs
-    jobs = jobs.drop(columns=["latency_p99_lone_ms", "latency_slowdown"], errors="ignore")
-    keys = ["experiment", *SERVE_KEYS]
-    serving = jobs[jobs["role"] == SERVE]
-    lone = (serving[serving["alone"].astype(bool)].groupby(keys, dropna=False)["latency_p99_ms"].mean()
-            .rename("latency_p99_lone_ms").reset_index())
-    jobs = jobs.merge(lone, on=keys, how="left")
+    jobs = jobs.copy()
+    workload = pd.Series(["|".join("" if pd.isna(v) else str(v) for v in row) for row in
+                          jobs.reindex(columns=["experiment", *SERVE_KEYS]).itertuples(index=False)], index=jobs.index)
+    alone = (jobs["role"] == SERVE) & jobs["alone"].astype(bool)
+    lone = jobs["latency_p99_ms"][alone].groupby(workload[alone]).mean()
+    jobs["latency_p99_lone_ms"] = workload.map(lone).where(jobs["role"] == SERVE)
     jobs["latency_slowdown"] = jobs["latency_p99_ms"] / jobs["latency_p99_lone_ms"]
     return jobs
 

@@ -1,0 +1,181 @@
+"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes.
+
+1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
+   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised): p50 within
+   5 %.
+2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
+   x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
+   training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
+   25 % and 75 %, for the frontier.
+3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
+
+Writes under --out: `latency.csv` (a row per inference job), `frontier.csv` (a row per run: setting, training
+images/s, p99, within SLO), `plain_vs_kit.csv`, `summary.md`, and the runs themselves (`runs/`, as the kit writes
+them, for `colloc-kit show` and the reference set `h100-inference`).
+
+    python benchmarks/inference.py --out $OUT/inference            # the H100 set (about 8 minutes)
+    python benchmarks/inference.py --tiny --out /tmp/inference      # CPU: tiny models, 2-s windows (labelled so)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import colloc_kit
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+
+SERVED = {  # model -> (request: images, rate req/s, SLO)
+    "resnet50": {"model": "resnet50", "batch_size": 4, "rate_per_s": 150, "slo": "25ms"},
+    "vit_b_16": {"model": "vit_b_16", "batch_size": 1, "rate_per_s": 150, "slo": "25ms"},
+}
+MIXES = {"resnet50x1": ("resnet50", 1), "resnet50x2": ("resnet50", 2), "vit_b_16x1": ("vit_b_16", 1)}
+TRAIN_BATCH = {"resnet50": 64, "vit_b_16": 32, "smallcnn": 32}
+TRAIN_SHARE = 50  # the training jobs' MPS thread percentage in the 4th setting
+FRONTIER_SHARES = (25, 75)  # further training shares on the first mix, for the frontier
+TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "rate_per_s": 40, "slo": "40ms"}}
+TINY_MIXES = {"smallcnnx1": ("smallcnn", 1)}
+
+
+def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
+    """naive, MPS and MPS with the training at a share (the inference job, listed first, keeps 100 %); exclusive runs
+    once per model (the lone baselines). On the CPU: naive only (MPS needs a GPU)."""
+    if not cuda:
+        return [ModeSpec("naive")]
+    shares = (TRAIN_SHARE, *FRONTIER_SHARES) if mix_index == 0 else (TRAIN_SHARE,)
+    return [ModeSpec("naive"), ModeSpec("mps"),
+            *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
+
+
+def serve_job(served: dict, device: str, seconds: float, tiny: bool) -> JobSpec:
+    return JobSpec(**served, role="serve", device=device, seconds=seconds, warmup_steps=20, max_batch=4,
+                   max_delay_ms=1.0, amp="off" if tiny else "bf16", interval_s=0.5,
+                   image_size=32 if tiny else 224)
+
+
+def train_job(model: str, device: str, seconds: float, tiny: bool) -> JobSpec:
+    return JobSpec(model=model, batch_size=TRAIN_BATCH[model], device=device, seconds=seconds, warmup_steps=10,
+                   amp="off" if tiny else "bf16", workers=0 if tiny else 2, image_size=32 if tiny else 224,
+                   interval_s=0.5)
+
+
+def experiments(args: argparse.Namespace) -> list[tuple[str, str, ExperimentSpec]]:
+    """(served model, mix, spec) for every experiment: per model one exclusive run (serve + one training job, one
+    after another: both lone baselines), then per mix its shared settings."""
+    device = "cpu" if args.tiny else "cuda"
+    served_models, mixes = (TINY, TINY_MIXES) if args.tiny else (SERVED, MIXES)
+    out = []
+    for name, served in served_models.items():
+        serve = serve_job(served, device, args.seconds, args.tiny)
+        for i, (mix, (model, copies)) in enumerate(mixes.items()):
+            train = train_job(model, device, args.seconds, args.tiny)
+            modes = ([ModeSpec("exclusive")] if i == 0 else []) + settings(i, not args.tiny)
+            out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
+                                                  name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
+    return out
+
+
+def plain_p50_ms(served: dict, tiny: bool, requests: int) -> float:
+    """p50 of a plain PyTorch loop serving the same requests one at a time, in a process of its own (CUDA stays
+    out of the benchmark's process, as it stays out of the kit's)."""
+    code = f"""
+import json, time, torch
+from colloc_kit.worker.models import build_model
+cuda = {not tiny}
+device = torch.device('cuda' if cuda else 'cpu')
+side = {32 if tiny else 224}
+model = build_model({served['model']!r}, 1000, side).to(device).eval()
+host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
+times = []
+with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+    for i in range({requests} + 20):
+        t0 = time.perf_counter()
+        model(host.to(device, non_blocking=True)).argmax(1).cpu()
+        times.append(time.perf_counter() - t0)
+times = sorted(times[20:])
+print(json.dumps(1000 * times[len(times) // 2]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path) -> float:
+    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service."""
+    device = "cpu" if args.tiny else "cuda"
+    job = serve_job(served, device, args.seconds, args.tiny).with_(rate_per_s=None, concurrency=1, max_batch=1,
+                                                                    max_delay_ms=0.0)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}")
+    results = colloc_kit.run_spec(spec, out=runs, progress=False)
+    return float(results.jobs["latency_p50_ms"].iloc[0])
+
+
+def frontier(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """A row per run: its setting, training images/s beside the inference job, the inference p99 and its CI, within
+    the SLO or not (colloc_kit.analysis.latency's figures)."""
+    serve = jobs[jobs["role"] == "serve"]
+    cols = ["run_id", "model", "batch_size", "rate_per_s", "slo_ms", "latency_p50_ms", "latency_p99_ms",
+            "latency_p99_ms_lo", "latency_p99_ms_hi", "requests_per_s", "slo_share"]
+    table = serve[cols].merge(runs[["run_id", "experiment", "mode_label", "copies", "train_images_per_s",
+                                    "serve_starved"]], on="run_id")
+    table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="benchmarks/results/inference")
+    p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
+    p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
+    p.add_argument("--plain-requests", type=int, default=300)
+    args = p.parse_args(argv)
+    args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
+    out = Path(args.out)
+    runs = out / "runs"
+    started = time.monotonic()
+    served_models = TINY if args.tiny else SERVED
+    plain = [{"model": name, "plain_p50_ms": plain_p50_ms(s, args.tiny, args.plain_requests),
+              "kit_p50_ms": kit_alone_p50_ms(s, args, runs)} for name, s in served_models.items()]
+    cost = pd.DataFrame(plain).assign(kit_over_plain=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"] - 1)
+    cost.to_csv(out / "plain_vs_kit.csv", index=False)
+    print(cost.to_string(index=False), flush=True)
+    parts = []
+    for served, mix, spec in experiments(args):
+        print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
+        results = colloc_kit.run_spec(spec, out=runs, progress=False)
+        parts.append(frontier(results.jobs, results.runs).assign(served=served, mix=mix))
+        table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
+        table.to_csv(out / "frontier.csv", index=False)
+        write_summary(out, cost, table, args, time.monotonic() - started)
+    print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
+    return 0
+
+
+def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argparse.Namespace, seconds: float
+                  ) -> None:
+    machine = colloc_kit.machine.describe()
+    gpu = next(iter(machine.get("gpus") or []), {}).get("name", "no GPU (CPU run)")
+    lines = [f"# Inference beside training ({'TINY CPU models, not the issue figures' if args.tiny else gpu})", "",
+             f"Command: `python benchmarks/inference.py {' '.join(sys.argv[1:])}`; host {machine['host']['hostname']};"
+             f" {seconds:.0f} s.", "", "## The kit's own cost (inference job alone vs a plain PyTorch loop, p50)", "",
+             "```", cost.to_string(index=False), "```", "", "## p99 per model, mix and setting", "",
+             "```", table[["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
+                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "train_images_per_s", "within_slo"]]
+             .to_string(index=False, float_format="%.2f"), "```", ""]
+    for served, rows in table.groupby("served"):
+        best = rows[rows["within_slo"] & (rows["train_images_per_s"] > 0)].sort_values("train_images_per_s")
+        pick = best.iloc[-1] if len(best) else None
+        lines.append(f"- {served} (SLO {rows['slo_ms'].iloc[0]:g} ms): " + (
+            f"most training within the SLO: {pick['mode_label']} beside {pick['mix']} "
+            f"({pick['train_images_per_s']:.0f} images/s, p99 {pick['latency_p99_ms']:.1f} ms)" if pick is not None
+            else "no shared setting met the SLO"))
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
