@@ -73,6 +73,11 @@ class Arrivals:
         return arrivals
 
     @classmethod
+    def fixed(cls, times: list[float]) -> "Arrivals":
+        """Arrivals at given times (tests, replays)."""
+        return cls(list(times), closed=False)
+
+    @classmethod
     def closed_loop(cls, clients: int, start: float = 0.0) -> "Arrivals":
         return cls([start] * clients, closed=True)
 
@@ -85,7 +90,7 @@ class Arrivals:
         while self.pending and self.pending[0] <= now:
             t = heapq.heappop(self.pending)
             taken.append(t)
-            if not self.closed:
+            if self.rate:  # open loop: the next arrival drawn as this one is taken
                 heapq.heappush(self.pending, t + self.rng.expovariate(self.rate))
         return taken
 

@@ -1,0 +1,135 @@
+"""Issue 42: an inference job beside training. Its latency figures from known arrival and service times, a starved
+inference job (its p99 grows and the run names it), bad input refused with exit 2 before anything starts, and one
+real CPU cell with an inference job read back by `load`."""
+
+import math
+
+import pandas as pd
+import pytest
+
+import colloc_kit
+from colloc_kit.analysis import latency
+from colloc_kit.cli.main import main
+from colloc_kit.errors import BadInput
+from colloc_kit.serving import slo_ms
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker.serve import Arrivals, FakeClock, Server
+
+
+def served(arrivals: Arrivals, service_s: float, max_batch: int = 1, delay_s: float = 0.0, until: float = 10.0):
+    """(arrival, done) of every request served on a fake clock, each batch taking `service_s` per request."""
+    clock = FakeClock()
+    server = Server(arrivals, max_batch=max_batch, max_delay_s=delay_s, clock=clock)
+    pairs = []
+    while clock.now() < until:
+        got = server.serve_once(lambda n: clock.advance(service_s * n), give_up=lambda: clock.now() >= until)
+        if not got:
+            break
+        pairs += got
+    return pairs, server
+
+
+def stream_of(pairs, end_t: float, unserved=()):
+    return [{"type": "interval", "t": end_t, "interval_s": end_t, "interval_images": len(pairs), "warmup": False,
+             "requests": [list(p) for p in pairs]},
+            {"type": "end", "t": end_t, "unserved": list(unserved)}]
+
+
+def test_requests_queue_in_order_and_their_latency_includes_the_wait():
+    pairs, _ = served(Arrivals.fixed([0.0, 0.001, 0.002]), service_s=0.005)
+    latencies = [round((done - arrival) * 1000, 6) for arrival, done in pairs]
+    assert latencies == [5.0, 9.0, 13.0]  # the second waits 4 ms for the first, the third 8 ms
+
+
+def test_batching_waits_at_most_the_delay_then_serves_together():
+    pairs, _ = served(Arrivals.fixed([0.0, 0.001]), service_s=0.004, max_batch=2, delay_s=0.003)
+    assert [round(d * 1000, 6) for _, d in pairs] == [9.0, 9.0]  # waited for the 2nd (1 ms), 2 x 4 ms together
+    pairs, _ = served(Arrivals.fixed([0.0, 0.010]), service_s=0.004, max_batch=2, delay_s=0.003)
+    assert round(pairs[0][1] * 1000, 6) == 7.0  # alone after its 3 ms delay, not held for the late one
+
+
+def test_closed_loop_keeps_its_clients_busy():
+    pairs, _ = served(Arrivals.closed_loop(2), service_s=0.010, until=0.095)
+    assert len(pairs) == 10 and all(round(d - a, 6) in (0.01, 0.02) for a, d in pairs)
+
+
+def test_latency_figures_from_known_latencies():
+    pairs = [(i * 0.01, i * 0.01 + (i + 1) / 1000) for i in range(100)]  # latencies 1..100 ms, one every 10 ms
+    figures = latency.job_figures(stream_of(pairs, 1.2), (0.0, 1.0), {"role": "serve", "slo": "50.5ms",
+                                                                       "rate_per_s": 100.0})
+    assert figures["latency_p50_ms"] == pytest.approx(50.0)
+    assert figures["latency_p95_ms"] == pytest.approx(95.0)
+    assert figures["latency_p99_ms"] == pytest.approx(99.0)
+    assert figures["latency_p50_ms_lo"] == pytest.approx(40.0) and figures["latency_p50_ms_hi"] == pytest.approx(60.0)
+    assert math.isnan(figures["latency_p99_ms_hi"]) and "requests" in figures["latency_note"]  # too few for p99
+    assert figures["slo_share"] == pytest.approx(0.5)
+    assert figures["requests_per_s"] == pytest.approx(91.0)  # answered inside the 1-s window: the last 9 after it
+
+
+def test_a_request_still_queued_counts_with_its_wait_so_far():
+    pairs = [(0.1, 0.105)]
+    values = latency.latencies_ms(stream_of(pairs, 2.0, unserved=[0.5]), (0.0, 1.0))
+    assert sorted(round(v, 6) for v in values) == [5.0, 1500.0]
+
+
+def test_a_starved_inference_job_shows_its_p99_grow_and_is_named():
+    arrivals = [i / 100 for i in range(300)]  # 100 requests/s for 3 s
+    alone, _ = served(Arrivals.fixed(arrivals), service_s=0.002, until=3.0)
+    beside, server = served(Arrivals.fixed(arrivals), service_s=0.015, until=3.0)  # slowed 7.5x by training
+    spec = {"role": "serve", "slo": "20ms", "rate_per_s": 100.0}
+    rows = []
+    for run, pairs, unserved in (("alone", alone, []), ("beside", beside, list(server.queue))):
+        figures = latency.job_figures(stream_of(pairs, 3.0, unserved), (0.0, 3.0), spec)
+        rows.append({"run_id": run, "job": "j0-resnet50", "images_per_s": 1.0, "images_per_s_overlap": None,
+                     **figures})
+    rows.append({"run_id": "beside", "job": "j1-resnet50", "role": "train", "images_per_s": 300.0,
+                 "images_per_s_overlap": 250.0})
+    runs = latency.per_run(pd.DataFrame(rows)).set_index("run_id")
+    assert rows[1]["latency_p99_ms"] > 20 * rows[0]["latency_p99_ms"]
+    assert pd.isna(runs.loc["alone", "serve_starved"])
+    assert "j0-resnet50 starved" in runs.loc["beside", "serve_starved"]
+    assert "> SLO 20 ms" in runs.loc["beside", "serve_starved"]
+    assert runs.loc["beside", "train_images_per_s"] == pytest.approx(250.0)
+
+
+def test_the_lone_p99_gives_the_latency_slowdown():
+    jobs = pd.DataFrame([{"experiment": "e", "model": "m", "batch_size": 1, "image_size": 32, "amp": "off",
+                          "device": "cpu", "rate_per_s": 50.0, "concurrency": None, "max_batch": 1,
+                          "max_delay_ms": 0.0, "role": "serve", "alone": alone, "latency_p99_ms": p99}
+                         for alone, p99 in ((True, 10.0), (False, 30.0))])
+    assert list(latency.with_lone_latency(jobs)["latency_slowdown"]) == [1.0, 3.0]
+
+
+@pytest.mark.parametrize("options, words", [
+    (["--rate-per-s", "0"], "rate_per_s must be above zero"),
+    (["--rate-per-s", "10", "--slo", "50"], "slo needs units"),
+    (["--concurrency", "2", "--max-batch", "4"], "larger than the request queue allows"),
+    ([], "needs one of rate_per_s"),
+])
+def test_bad_serving_input_exits_2_before_anything_starts(tmp_path, capsys, options, words):
+    code = main(["run", "--model", "smallcnn", "--device", "cpu", "--role", "serve", *options, "--out",
+                 str(tmp_path / "runs")])
+    assert code == 2 and words in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_slo_text_needs_units_and_serving_options_need_role_serve():
+    assert slo_ms("2 s") == 2000.0
+    with pytest.raises(BadInput, match="units"):
+        slo_ms(50)
+    with pytest.raises(BadInput, match="role: serve"):
+        JobSpec(model="smallcnn", rate_per_s=10.0)
+
+
+def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
+    serve = {"model": "smallcnn", "role": "serve", "device": "cpu", "batch_size": 1, "image_size": 32,
+             "rate_per_s": 20.0, "slo": "500ms", "seconds": 2, "warmup_steps": 2, "interval_s": 0.5}
+    train = {"model": "smallcnn", "device": "cpu", "batch_size": 16, "image_size": 32, "seconds": 2,
+             "warmup_steps": 2, "workers": 0, "interval_s": 0.5}
+    results = colloc_kit.run([serve, train], mode="naive", copies=1, out=tmp_path, name="beside", progress=False,
+                             monitor=False)
+    jobs = results.jobs.set_index("role")
+    assert list(results.jobs["role"]) == ["serve", "train"]  # the serve group once, the training group per copy
+    assert jobs.loc["serve", "requests_in_window"] > 0
+    assert 0 < jobs.loc["serve", "latency_p50_ms"] <= jobs.loc["serve", "latency_p99_ms"]
+    assert results.runs["train_images_per_s"].iloc[0] > 0
