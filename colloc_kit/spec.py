@@ -43,6 +43,7 @@ FAULTS = {"out_of_memory": ErrorKind.OUT_OF_MEMORY, "cuda_error": ErrorKind.CUDA
           "crash": ErrorKind.KILLED}  # the error kind its job is recorded with (a crash: SIGKILL, no error reported)
 FAULT_CHOICES = tuple(FAULTS)
 RECIPE_CHOICES = ("kit", "seed")
+CUDNN_AUTOTUNE_CHOICES = ("study", "off")  # study: cudnn.benchmark on, as the seed study's train.py sets it
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
@@ -91,6 +92,9 @@ class JobSpec:
     synthetic_samples: int = _opt("images per epoch of the synthetic dataset", default=2048)
     amp: str = _opt("automatic mixed precision: off | bf16 | fp16", default="off")
     channels_last: bool = _opt("use the channels_last memory format", default=False)
+    cudnn_autotune: str = _opt("cuDNN's autotuning in the first step: study (on, as the seed study's train.py sets "
+                               "it) | off (a start seconds shorter; another workload, whose figures never mix with "
+                               "the study's)", default="study")
     workers: int = _opt("data-loader worker processes", default=2)
     pin_memory: bool = _opt("pin host memory of batches (CUDA only)", default=True)
     seed: int = _opt("random seed", default=0)
@@ -111,7 +115,7 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
-        for name in ("dataset", "amp", "device", "fail_kind", "recipe"):
+        for name in ("dataset", "amp", "device", "fail_kind", "recipe", "cudnn_autotune"):
             value = getattr(self, name)
             _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
         _require(self.data_root is None or isinstance(self.data_root, str),
@@ -143,6 +147,8 @@ class JobSpec:
         _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
         _require(self.recipe in RECIPE_CHOICES,
                  f"recipe must be one of {', '.join(RECIPE_CHOICES)}, got {_excerpt(self.recipe)}")
+        _require(self.cudnn_autotune in CUDNN_AUTOTUNE_CHOICES, f"cudnn_autotune must be one of "
+                 f"{', '.join(CUDNN_AUTOTUNE_CHOICES)}, got {_excerpt(self.cudnn_autotune)}")
         check_serving(self)
 
     @classmethod

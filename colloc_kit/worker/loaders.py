@@ -81,8 +81,8 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
             return images.to(device, non_blocking=True, memory_format=memory_format)
 
     def epoch() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for images, labels in loader:
-            yield to_device(images), labels.to(device, non_blocking=True)
+        batches = iter(loader)  # now, not at the first batch: its workers start loading as soon as an epoch is asked
+        return ((to_device(images), labels.to(device, non_blocking=True)) for images, labels in batches)
 
     num_classes = NUM_CLASSES.get(spec.dataset) or len(cast(ImageFolder, dataset).classes)  # no table entry: a folder
     return Feed(epoch, len(loader), num_classes, size, label)

@@ -1,5 +1,5 @@
-"""What a worker knows of its own process: when it started, its peak memory, and the host cores it and its loader
-workers were seen running on (the placement it actually had, whatever it was allowed).
+"""What a worker knows of its own process: when it started, its peak memory, the host cores it and its loader
+workers were seen running on (the placement it actually had, whatever it was allowed), and which start it takes.
 
     >>> seen = cores_seen()
     >>> bool(seen) and seen <= set(range(os.cpu_count() or 1))
@@ -17,7 +17,9 @@ import psutil
 
 from colloc_kit import events
 
-__all__ = ["cores_seen", "peak_rss_mb", "started_at"]
+__all__ = ["QUICK_START", "cores_seen", "peak_rss_mb", "quick_start", "started_at"]
+
+QUICK_START = "COLLOC_KIT_QUICK_START"  # 0: a cell starts the old way (the A/B of benchmarks/scaling.py), else quick
 
 
 def started_at() -> float:
@@ -26,6 +28,17 @@ def started_at() -> float:
     with open("/proc/self/stat") as stat:
         ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime: clock ticks after boot
     return events.now() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def quick_start() -> bool:
+    """Whether a cell starts the quick way (the default): a worker's loader starts on its first batch before its model
+    builds, and a lane reads a cell back while its next cell starts. `COLLOC_KIT_QUICK_START=0` keeps the old order,
+    so that `benchmarks/scaling.py --ab` can set the two side by side on one machine; the figures are the same.
+
+    >>> quick_start() == (os.environ.get(QUICK_START, "1") != "0")
+    True
+    """
+    return os.environ.get(QUICK_START, "1") != "0"
 
 
 def peak_rss_mb() -> float:
