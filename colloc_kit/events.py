@@ -34,14 +34,17 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 import threading
 import time
 from enum import Enum
-from typing import IO, Any
+from typing import IO, Any, Mapping, NamedTuple
+
+from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT, Status
 
 __all__ = ["END", "EPOCH", "ERROR", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES", "ErrorKind",
-           "EventWriter", "now", "parse", "readable"]
+           "EventWriter", "Outcome", "job_outcome", "now", "parse", "readable"]
 
 READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
 TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
@@ -78,6 +81,45 @@ class ErrorKind(str, Enum):
         (<ErrorKind.TIMEOUT: 'timeout'>, None)
         """
         return next((kind for kind in cls if kind.value == value), None)
+
+
+class Outcome(NamedTuple):
+    """What became of a job (`job_outcome`): its status, and where it did not complete, why."""
+
+    status: Status
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+
+
+def job_outcome(last: Mapping[str, dict], stopped_as: str | None = None, exit_code: int | None = None,
+                watched: bool = True) -> Outcome:
+    """The one rule for what became of a job, from its last event of each type (`last`), how the kit stopped it
+    (`stopped_as`: INTERRUPTED, TIMED_OUT or None) and its exit code. The launcher asks it as each job ends; a reader
+    asks it with `watched=False` for a run whose manifest holds no outcome (the process that ran it died first).
+    A job that reported its `end` is complete even where its exit code is unknown (the zygote that forked it died) or
+    not 0 (a crash while tearing down): what it measured was reported in full.
+
+    >>> job_outcome({END: {}}, exit_code=-9).status, job_outcome({ERROR: {"kind": "out_of_memory"}}).error_kind
+    (<Status.COMPLETE: 'complete'>, <ErrorKind.OUT_OF_MEMORY: 'out_of_memory'>)
+    >>> job_outcome({}, watched=False).error
+    'the run ended before this job reported an outcome'
+    """
+    end, error = last.get(END), last.get(ERROR)
+    if stopped_as == INTERRUPTED:
+        return Outcome(INTERRUPTED, None, "stopped by an interrupt (Ctrl-C or kernel interrupt)")
+    if stopped_as == TIMED_OUT:
+        reason = "did not get ready in time" if READY not in last else "stopped at its time limit"
+        return Outcome(TIMED_OUT, ErrorKind.TIMEOUT, reason)
+    if end is not None:  # it reported its end: its results are whole, whatever happened to its parent after
+        return Outcome(COMPLETE)
+    if error is not None:
+        return Outcome(FAILED, ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message"))
+    if not watched:
+        return Outcome(INTERRUPTED, None, "the run ended before this job reported an outcome")
+    if exit_code is not None and exit_code < 0:
+        name = signal.Signals(-exit_code).name
+        return Outcome(FAILED, ErrorKind.KILLED, f"worker killed by {name} without reporting an error")
+    return Outcome(FAILED, ErrorKind.CRASHED, f"worker exited with code {exit_code} without reporting an error")
 
 
 def now() -> float:

@@ -35,15 +35,16 @@ from typing import NamedTuple
 import pandas as pd
 
 from colloc_kit import events
-from colloc_kit.analysis import fairness, figures
+from colloc_kit.analysis import fairness, latency, records
 from colloc_kit.analysis.lone import with_baselines
+from colloc_kit.analysis.records import JobFigures, JobRow
 from colloc_kit.errors import BrokenRun
-from colloc_kit.monitor import Samples, read_samples, summarize
-from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED
-from colloc_kit.store.manifest import JobEntry, JobOutcome, SlotRecord
+from colloc_kit.monitor import Samples, read_samples
+from colloc_kit.statuses import COMPLETE, RUNNING
+from colloc_kit.store.manifest import JobEntry, JobOutcome, Manifest, SlotRecord
 from colloc_kit.store.rundir import RunDir, effective_status, find_runs, read_events
 
-HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
+__all__ = ["Results", "RunReading", "assemble", "combine", "derive", "job_record", "load", "read_run"]
 
 
 class RunReading(NamedTuple):
@@ -135,129 +136,87 @@ def derive(results: Results) -> Results:
     fairness (`colloc_kit.analysis.fairness`). `load`, `combine` and `reference.load` call it; columns already there are
     computed afresh (a subset or a union of experiments gives the same figures)."""
     jobs = fairness.with_shares(with_baselines(results.jobs)) if len(results.jobs) else results.jobs
-    runs = results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore")
+    jobs = latency.with_lone_latency(jobs)
+    runs = results.runs.drop(columns=[*fairness.RUN_COLUMNS, *latency.RUN_COLUMNS], errors="ignore")
     if len(runs) and len(jobs):
-        runs = runs.merge(fairness.per_run(jobs), on="run_id", how="left")
+        runs = runs.merge(fairness.per_run(jobs), on="run_id", how="left").merge(latency.per_run(jobs), on="run_id",
+                                                                                  how="left")
     return replace(results, jobs=jobs, runs=runs)
 
 
 def read_run(run: RunDir) -> RunReading:
-    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples."""
+    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples. It gathers (the manifest, each
+    job's events and outcome, the monitor's samples), computes every figure in one call (`records.run_figures`) and
+    makes the rows of the records it returns."""
     manifest = run.read_manifest()
     status = effective_status(manifest).value
+    base = _run_columns(run, manifest)
     entries = manifest.jobs
-    base = {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
+    streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
+    outcomes = {entry.job: entry.outcome or _outcome_from_events(entry.job, streams[entry.job], status == RUNNING)
+                for entry in entries}
+    samples = read_samples(run.path)
+    run_figures = records.run_figures(
+        streams, {job: outcome.status.value for job, outcome in outcomes.items()},
+        {entry.job: entry.spec["device"] for entry in entries}, samples, manifest.sequential,
+        slice_s=min((e.spec["interval_s"] for e in entries if e.spec.get("interval_s")), default=1.0),
+        span=(manifest.started_at, manifest.ended_at))
+    where = {"run_status": status, "run_dir": str(run.path)}
+    jobs = [job_record(entry, streams[entry.job], outcomes[entry.job], run_figures.jobs[entry.job])
+            .row(base, where, run_figures.jobs[entry.job]) for entry in entries]
+    serving = latency.run_latency(streams, {e.job: e.spec for e in entries}, run_figures.window,
+                                  manifest.sequential or len(entries) == 1)  # an inference job's latency figures
+    jobs = [{**row, **serving[row["job"]]} for row in jobs]
+    epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"),
+               "images": e.get("images"), "images_per_s": e.get("images_per_s"), "t": e["t"]}
+              for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
+    summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": sum(r["status"] == COMPLETE for r in jobs),
+               **run_figures.summary(), "flags": run_figures.flags, "bound_by": run_figures.bound_by,
+               **run_figures.host, "problems": "; ".join([*manifest.problems, *samples.problems]) or None,
+               "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
+    return RunReading(jobs, epochs, summary, samples)
+
+
+def _run_columns(run: RunDir, manifest: Manifest) -> dict:
+    """The columns every row of a run starts with: which run it is, its mode, copies and repeat, where it ran."""
+    return {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
             "mode_label": manifest.mode.label, "copies": manifest.copies, "repeat": manifest.repeat,
             "sequential": manifest.sequential, "alone": manifest.is_alone,
             "placement": manifest.placement or "pinned",  # None: an older kit's, which pinned every job
             "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
             "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s}
-    streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
-    jobs = [job_row(entry, streams[entry.job], base) for entry in entries]
-    interval_s = min((row["interval_s"] for row in jobs if row["interval_s"]), default=1.0)
-    throughput = figures.run_throughput(streams, {row["job"]: row["status"] for row in jobs}, manifest.sequential,
-                                        interval_s)
-    window = figures.Window(throughput["window_start"], throughput["window_end"])
-    samples = read_samples(run.path)
-    monitored = len(samples.gpu) > 0
-    shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
-    alone_in_turn = manifest.sequential or len(entries) == 1  # each job measured on its own window
-    for row in jobs:
-        stream = streams[row["job"]]
-        alone_window = alone_in_turn and row["images_per_s"]
-        span = figures.steady_span(stream, held=False) if alone_window else None
-        own = figures.Window(*span) if span else None
-        row["images_per_s_overlap"] = throughput["job_rates"].get(row["job"])
-        row["run_status"] = status
-        row["run_dir"] = str(run.path)
-        row.update(gpu_summary(samples.gpu, own, [stream]) if monitored and own else shared)
-        row["steady_gpu_memory_mb"] = _steady_memory(samples.process, row["job"], own or window)
-        row.update(_why(row))
-    epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"),
-               "images": e.get("images"), "images_per_s": e.get("images_per_s"), "t": e["t"]}
-              for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
-    n_complete = sum(r["status"] == COMPLETE for r in jobs)
-    throughput.pop("job_rates")
-    run_span = window or figures.Window(manifest.started_at, manifest.ended_at)
-    host = summarize(samples.host, *run_span.bounds()) if len(samples.host) and run_span.seconds > 0 else {}
-    summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": n_complete, **throughput,
-               "flags": figures.run_flags(throughput, len(jobs), n_complete),
-               "bound_by": _run_verdict(jobs), **{f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES},
-               "problems": "; ".join([*manifest.problems, *samples.problems]) or None,
-               "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
-    return RunReading(jobs, epochs, summary, samples)
 
 
-def job_row(entry: JobEntry, stream: list[dict], base: dict) -> dict:
-    """One job's row from its manifest entry (spec, slot, outcome) and its events."""
+def job_record(entry: JobEntry, stream: list[dict], outcome: JobOutcome, job_figures: JobFigures) -> JobRow:
+    """One job's record from its manifest entry (spec, slot), its outcome, its events and its figures."""
     last = {e["type"]: e for e in stream}
     end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
     window = last.get(events.MEASURED) or end  # the measured window's figures (a job that failed after it has them)
-    outcome = entry.outcome or _outcome_from_events(entry.job, last)
     spec = entry.spec
     slot = entry.slot or SlotRecord()  # none until the mode handed out slots
     epoch_times = [e["epoch_time_s"] for e in stream if e["type"] == events.EPOCH and e.get("epoch_time_s")]
-    gpu_peak = end.get("peak_allocated_mb")
-    row = {
-        **base, "job": entry.job, "group": entry.group, "slot_label": slot.label,
-        "model": spec["model"], "dataset": spec["dataset"], "data_root": spec.get("data_root"),
-        "batch_size": spec["batch_size"], "amp": spec["amp"],
-        "recipe": spec.get("recipe", "kit"), "image_size": ready.get("image_size", spec.get("image_size")),
-        "dataset_label": ready.get("dataset_label"), "device": spec["device"], "interval_s": spec.get("interval_s"),
-        "status": outcome.status.value,
-        "error_kind": outcome.error_kind, "error": outcome.error or error.get("message"),
-        "exit_code": outcome.exit_code, "mode_problem": outcome.mode_problem,
-        "images_per_s": window.get("images_per_s"),
-        "images_per_s_ci": figures.ci95(figures.interval_rates(stream))[1],
-        "epoch_time_s": _epoch_time(epoch_times),
-        "step_time_s": spec["batch_size"] / window["images_per_s"] if window.get("images_per_s") else None,
-        "steady_s": window.get("steady_s"), "held_s": end.get("held_s"), "steps": end.get("steps"),
-        "images": end.get("images"),
-        "input_wait_share": figures.input_wait_share(stream),
-        "peak_memory_mb": gpu_peak if gpu_peak is not None else end.get("peak_rss_mb"),
-        "peak_gpu_allocated_mb": gpu_peak, "peak_gpu_reserved_mb": end.get("peak_reserved_mb"),
-        "peak_host_rss_mb": end.get("peak_rss_mb"),
-        "launched_at": ready.get("launched_at"), "imports_s": ready.get("imports_s"), "build_s": ready.get("build_s"),
-        "primed_s": ready.get("primed_s"), "ready_at": ready.get("t"),
-        "started_at": last.get(events.START, {}).get("t"),
-        "ended_at": end.get("t"),
-    }
-    row.update({f"slot_{k}": v for k, v in (slot.info or {}).items()})
-    return row
-
-
-def gpu_summary(gpu_samples: pd.DataFrame, window: figures.Window, streams) -> dict:
-    """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
-    start, end = window.bounds()
-    figures_ = summarize(gpu_samples, start, end)
-    images = sum(figures.window_images(stream, start, end) for stream in streams)
-    energy_j = figures_.get("energy_j")
-    figures_["energy_per_image_j"] = energy_j / images if energy_j and images else None
-    return figures_
-
-
-def _why(row: dict) -> dict:
-    """The job's GPU idle share and its `bound_by` verdict (figures.bound_by) from its row's figures."""
-    util = row.get("gpu_util_pct_mean")
-    gpu_idle = None if util is None else max(0.0, 1 - util / 100)
-    verdict = figures.bound_by(row["device"], row["input_wait_share"], gpu_idle, row.get("sm_util_pct_mean"),
-                               row.get("dram_bw_util_pct_mean"))
-    return {"gpu_idle_share": gpu_idle, "bound_by": verdict}
-
-
-def _run_verdict(jobs: list[dict]) -> str | None:
-    """The run's `bound_by`: its jobs' verdict where they agree, else 'mixed: ...'."""
-    verdicts = sorted({row["bound_by"] for row in jobs if row["bound_by"]})
-    return verdicts[0] if len(verdicts) == 1 else ("mixed: " + ", ".join(verdicts) if verdicts else None)
-
-
-def _steady_memory(process_samples: pd.DataFrame, job: str, window: figures.Window | None) -> float | None:
-    """Median device memory NVML reports for the job's processes inside its window (summed over its processes)."""
-    if not window or process_samples.empty or "job" not in process_samples:
-        return None
-    rows = process_samples[(process_samples["job"] == job) & process_samples["t"].between(window.start, window.end)]
-    per_sample = rows.groupby("t")["gpu_mem_used_mb"].sum(min_count=1).dropna()
-    return float(per_sample.median()) if len(per_sample) else None
+    gpu_peak, rate = end.get("peak_allocated_mb"), job_figures.images_per_s
+    return JobRow(
+        job=entry.job, group=entry.group, slot_label=slot.label,
+        model=spec["model"], dataset=spec["dataset"], data_root=spec.get("data_root"),
+        batch_size=spec["batch_size"], amp=spec["amp"],
+        recipe=spec.get("recipe", "kit"), image_size=ready.get("image_size", spec.get("image_size")),
+        dataset_label=ready.get("dataset_label"), device=spec["device"], interval_s=spec.get("interval_s"),
+        workers=spec.get("workers"), cores_allowed=len(outcome.cores) if outcome.cores else None,
+        cores_used=len(outcome.cores_ran_on) if outcome.cores_ran_on else None,
+        status=outcome.status.value,
+        error_kind=outcome.error_kind, error=outcome.error or error.get("message"),
+        exit_code=outcome.exit_code, mode_problem=outcome.mode_problem,
+        images_per_s=rate, images_per_s_ci=job_figures.images_per_s_ci,
+        epoch_time_s=_epoch_time(epoch_times), step_time_s=spec["batch_size"] / rate if rate else None,
+        steady_s=window.get("steady_s"), held_s=end.get("held_s"), steps=end.get("steps"), images=end.get("images"),
+        input_wait_share=job_figures.input_wait_share,
+        peak_memory_mb=gpu_peak if gpu_peak is not None else end.get("peak_rss_mb"),
+        peak_gpu_allocated_mb=gpu_peak, peak_gpu_reserved_mb=end.get("peak_reserved_mb"),
+        peak_host_rss_mb=end.get("peak_rss_mb"),
+        launched_at=ready.get("launched_at"), imports_s=ready.get("imports_s"), build_s=ready.get("build_s"),
+        primed_s=ready.get("primed_s"), ready_at=ready.get("t"), started_at=last.get(events.START, {}).get("t"),
+        ended_at=end.get("t"), slot_info=dict(slot.info or {}))
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -273,10 +232,11 @@ def _epoch_time(times: list[float]) -> float | None:
     return sum(later) / len(later)
 
 
-def _outcome_from_events(job: str, last: dict) -> JobOutcome:
-    """A job's outcome from its last events, for a manifest that has none (a run killed before it ended)."""
-    if events.END in last:
-        return JobOutcome(job, COMPLETE)
-    if events.ERROR in last:
-        return JobOutcome(job, FAILED, error_kind=last[events.ERROR].get("kind"))
-    return JobOutcome(job, INTERRUPTED, error="the run ended before this job reported an outcome")
+def _outcome_from_events(job: str, stream: list[dict], run_live: bool = False) -> JobOutcome:
+    """A job's outcome from its last events (`events.job_outcome`, unwatched), for a manifest that has none (a run
+    killed before it ended, or one still under way: `run_live`, where a job that has not ended is running)."""
+    last = {e["type"]: e for e in stream}
+    if run_live and events.END not in last and events.ERROR not in last:
+        return JobOutcome(job, RUNNING)
+    status, error_kind, error = events.job_outcome(last, watched=False)
+    return JobOutcome(job, status, error_kind=error_kind, error=error)

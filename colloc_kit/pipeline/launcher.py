@@ -31,7 +31,7 @@ from colloc_kit import events, supervise
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes import Slot
 from colloc_kit.spec import JobSpec
-from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT
+from colloc_kit.statuses import INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
 from colloc_kit.worker.zygote import ForkedWorker, Zygote
@@ -275,26 +275,11 @@ def _signal(job: _Job, sig: int) -> None:
 
 
 def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
-    """What became of `job`, from how it was stopped, its last events and its exit code. A job that reported its
-    `end` is complete even where its exit code is unknown (`zygote.EXIT_UNKNOWN`: the zygote that forked it died) or
-    not 0 (a crash while tearing down): what it measured was reported in full."""
+    """What became of `job` (`events.job_outcome`: from how it was stopped, its last events and its exit code), with
+    when and where it ran."""
     code = job.proc.returncode
-    end, error = job.last.get(events.END), job.last.get(events.ERROR)
-    status, error_kind, message = FAILED, None, None
-    if job.stopped_as == INTERRUPTED:
-        status, message = INTERRUPTED, "stopped by an interrupt (Ctrl-C or kernel interrupt)"
-    elif job.stopped_as == TIMED_OUT:
-        status, error_kind = TIMED_OUT, ErrorKind.TIMEOUT
-        message = "did not get ready in time" if events.READY not in job.last else "stopped at its time limit"
-    elif end is not None:  # it reported its end: its results are whole, whatever happened to its parent after
-        status = COMPLETE
-    elif error is not None:
-        error_kind, message = ErrorKind.named(error.get("kind")) or ErrorKind.OTHER, error.get("message")
-    elif code is not None and code < 0:
-        name = signal.Signals(-code).name
-        error_kind, message = ErrorKind.KILLED, f"worker killed by {name} without reporting an error"
-    else:
-        error_kind, message = ErrorKind.CRASHED, f"worker exited with code {code} without reporting an error"
+    status, error_kind, message = events.job_outcome(job.last, job.stopped_as, code)
+    end = job.last.get(events.END)
     measured = job.last.get(events.MEASURED) or {}
     ci = measured.get("ci")
     return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
