@@ -1,6 +1,7 @@
 """Where a cell's wall time goes, from an experiment folder's runs: per number of jobs, the median wall time and when
 the last job was ready (its build and its priming: cuDNN autotuning in the first step), started, and measured, in
-seconds from the cell's start; with the window each job measured.
+seconds from the cell's start; with the window each job measured. `lane_phases`: where each lane's (GPU's) time went
+over a pass of several experiments: its start, its cells' phases, the gaps between them, its idle end.
 
     python3 benchmarks/cell_phases.py RUNS/seed-33            # a table on stdout, and how many cells a minute
 """
@@ -13,7 +14,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["cell_phases", "main"]
+__all__ = ["LANE_PHASES", "cell_phases", "lane_phases", "main"]
+
+# where a lane's time goes, in order; they add up to the pass's wall time
+LANE_PHASES = ["start_s", "set_up_s", "build_s", "primed_s", "to_window_s", "window_s", "tear_down_s", "gap_s",
+               "idle_end_s"]
 
 
 def cell_phases(experiment: Path) -> list[dict]:
@@ -28,7 +33,7 @@ def cell_phases(experiment: Path) -> list[dict]:
             for line in events.read_text().splitlines():
                 event = json.loads(line)
                 last[event["type"]].append(event)
-        rows.append({"jobs": len(last["ready"]), "wall_s": manifest["ended_at"] - t0,
+        rows.append({"jobs": len(last["ready"]), "gpu": manifest.get("gpu"), "wall_s": manifest["ended_at"] - t0,
                      "ready_s": max(e["t"] for e in last["ready"]) - t0,
                      "build_s": max(e["build_s"] for e in last["ready"]),
                      "primed_s": max(e["primed_s"] for e in last["ready"]),
@@ -36,6 +41,30 @@ def cell_phases(experiment: Path) -> list[dict]:
                      "window_s": min(e["steady_s"] for e in last["measured"]),
                      "started_at": t0, "ended_at": manifest["ended_at"]})
     return rows
+
+
+def lane_phases(experiments: list[Path], t0: float, t1: float) -> list[dict]:
+    """One row per GPU of the complete runs of `experiments`, a pass from `t0` to `t1` (the kit's clock): seconds
+    until its first cell started (`start_s`: lane process and zygote), within its cells until the last job was ready
+    beyond its build and first step (`set_up_s`: mode, monitor, fork), the slowest job's model build (`build_s`) and
+    first step (`primed_s`: cuDNN autotuning), barrier and warm-up (`to_window_s`), the window, stop and tear-down,
+    the gaps between cells (`gap_s`: read-back, dispatch), and its end idle while others ran (`idle_end_s`)."""
+    rows = [row for experiment in experiments for row in cell_phases(experiment)]
+    lanes = []
+    for gpu in sorted({r["gpu"] for r in rows}, key=str):
+        mine = sorted((r for r in rows if r["gpu"] == gpu), key=lambda r: r["started_at"])
+        lane = {"gpu": gpu, "cells": len(mine), "start_s": mine[0]["started_at"] - t0,
+                "gap_s": sum(b["started_at"] - a["ended_at"] for a, b in zip(mine, mine[1:])),
+                "idle_end_s": t1 - mine[-1]["ended_at"]}
+        for r in mine:
+            phases = {"set_up_s": r["ready_s"] - r["build_s"] - r["primed_s"], "build_s": r["build_s"],
+                      "primed_s": r["primed_s"], "to_window_s": r["measured_s"] - r["ready_s"] - r["window_s"],
+                      "window_s": r["window_s"], "tear_down_s": r["wall_s"] - r["measured_s"]}
+            for key, value in phases.items():
+                lane[key] = lane.get(key, 0.0) + value
+        lane["overhead_per_cell_s"] = (t1 - t0 - lane["idle_end_s"] - lane["window_s"]) / len(mine)
+        lanes.append(lane)
+    return lanes
 
 
 def main(argv: list[str]) -> int:
