@@ -6,6 +6,7 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     run_args     `run`'s flags, declared and read into a spec
     mig          `colloc-kit mig plan | propose | show`
     advise       `colloc-kit advise`
+    advise_serve `colloc-kit advise --serve`: the setting that keeps an inference job within its SLO
     export       `colloc-kit export mlflow`
     reference    `colloc-kit reference list | export`
 

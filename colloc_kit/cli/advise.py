@@ -4,6 +4,7 @@
     colloc-kit advise "resnet152 + resnet50" --experiment seed-37 --top 5 [--explain]
     colloc-kit advise resnet18 --reference h100-matrix --copies 2,4,7 --pairs pairs.csv
     colloc-kit advise spec.yaml --runs runs/lone --confirm 3 --out runs --seconds 15
+    colloc-kit advise --serve resnet50 --rate 150 --slo 25ms --beside "resnet50 x2"   # an inference job's safe share
 
 A mix is workloads joined by '+' ('resnet152 + 2 x resnet26'; a name is a workload label or a unique part of one),
 a YAML spec (its jobs), or seed-37. Lone runs come from a shipped reference set (default h100-80gb) or a folder of
@@ -20,6 +21,7 @@ import pandas as pd
 
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
+from colloc_kit.cli import advise_serve
 from colloc_kit.analysis.summaries import workload_label
 from colloc_kit.errors import BadInput
 from colloc_kit.paths import check_folder
@@ -35,7 +37,7 @@ SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding",
 def add_subcommand(subparsers) -> argparse.ArgumentParser:
     """Add `advise` to the top-level subparsers."""
     p = subparsers.add_parser("advise", help="rank sharing configurations of a mix by predicted gain (no GPU needed)")
-    p.add_argument("mix", nargs="+", help="'A + 2 x B', a YAML spec, or seed-37 (experiment 37's mixes)")
+    p.add_argument("mix", nargs="*", help="'A + 2 x B', a YAML spec, or seed-37 (experiment 37's mixes)")
     p.add_argument("--reference", help="shipped lone runs to predict from (default h100-80gb)")
     p.add_argument("--runs", help="a folder of runs holding the lone runs (mode exclusive, copies 1) instead")
     p.add_argument("--experiment", help="take the lone runs of this experiment only")
@@ -50,12 +52,18 @@ def add_subcommand(subparsers) -> argparse.ArgumentParser:
                                                             "predicted")
     p.add_argument("--out", default="runs", help="results folder of --confirm (default: runs)")
     p.add_argument("--seconds", type=float, help="--confirm: each job's measured seconds (default 100 steps)")
+    advise_serve.add_arguments(p)
     p.set_defaults(handler=cmd_advise)
     return p
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
     """`colloc-kit advise`: check everything first, then rank (and confirm)."""
+    if args.serve:  # an inference job beside training: cli/advise_serve.py
+        return advise_serve.cmd_advise_serve(args)
+    if not args.mix:
+        raise BadInput("advise needs a mix ('A + 2 x B', a spec, seed-37), or --serve MODEL --rate R --slo S "
+                       "--beside M")
     if args.top < 1 or (args.confirm is not None and args.confirm < 1):
         raise BadInput("--top and --confirm take a count of 1 or more, e.g. --top 5 --confirm 3")
     unknown = sorted(set(args.modes) - set(MODES))

@@ -3,6 +3,7 @@
     model        the collocation model: `LoneProfile`, `Config`, `predict` (a mix's gain and binding limit, in words)
     check        the model held against runs: cells, validation, the fit of its constants, error bands
     advise       ranked configurations, the pairwise table, `confirm` through `colloc_kit.run`
+    serve_advise the safe share: the setting that keeps an inference job within its SLO with the most training
 
     >>> from colloc_kit import predict
     >>> predict.predict.__module__

@@ -1,0 +1,145 @@
+"""The safe share: which sharing setting serves an inference job within its SLO with the most training beside it.
+
+From runs with an inference job (`role: serve`; figures from `colloc_kit.analysis.latency`), `frontier` makes a row
+per run: the served model and rate, the training mix beside it ("resnet50 x2"), the setting (mode and its options),
+the training images/s and the inference p99 with its CI, and whether the p99 met the SLO. `choose` answers "serve X at
+R req/s with p99 <= S ms beside these training jobs": of the shared settings measured for that question, the one
+within S with the most training (measured; this module predicts nothing: a question with no run is answered with the
+spec that measures it, `sweep_spec`). `confirm_spec` repeats the chosen setting, to check it holds.
+
+    >>> table = frontier(reference_or_runs)                                   # doctest: +SKIP
+    >>> advice = choose(table, "resnet50", rate_per_s=150, slo="25ms", beside="resnet50 x2")   # doctest: +SKIP
+    >>> advice.row["mode_label"], advice.source                                # doctest: +SKIP
+    ('mps(thread_percentage=100+50+50)', 'measured')
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from colloc_kit.analysis.results import Results
+from colloc_kit.errors import BadInput
+from colloc_kit.serving import SERVE, slo_ms
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+
+__all__ = ["Advice", "SETTINGS", "choose", "confirm_spec", "frontier", "mix_label", "normal_mix", "sweep_spec"]
+
+SETTINGS = [ModeSpec("naive"), ModeSpec("mps"), *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]})
+                                                  for share in (25, 50, 75))]  # what `sweep_spec` measures
+MIX_PART = re.compile(r"\s*(?:(?P<before>\d+)\s*x\s+)?(?P<model>[\w.\-]+?)(?:\s+x\s*(?P<after>\d+))?\s*")
+FRONTIER_COLUMNS = ["served", "rate_per_s", "concurrency", "slo_ms", "mix", "mode", "mode_label", "copies",
+                    "train_images_per_s", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
+                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "shared", "run_id", "experiment"]
+
+
+def mix_label(models: list[str]) -> str:
+    """The training beside an inference job as 'model x n + ...', e.g. 'resnet50 x2'.
+
+    >>> mix_label(["resnet50", "vit_b_16", "resnet50"])
+    'resnet50 x2 + vit_b_16 x1'
+    """
+    counts = pd.Series(models, dtype=object).value_counts().sort_index()
+    return " + ".join(f"{model} x{n}" for model, n in counts.items()) if len(counts) else "nothing"
+
+
+def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
+    """A row per run with an inference job (see the module); `slo` replaces each job's own SLO for `within_slo`."""
+    jobs = results.jobs
+    if jobs.empty or "role" not in jobs or not (jobs["role"] == SERVE).any():
+        return pd.DataFrame(columns=[*FRONTIER_COLUMNS, "within_slo"])
+    runs = results.runs.set_index("run_id")
+    rows = []
+    for run_id, group in jobs.groupby("run_id", sort=False):
+        serving = group[group["role"] == SERVE]
+        if serving.empty:
+            continue
+        job = serving.iloc[0]
+        run = runs.loc[run_id]
+        rows.append({"served": job["model"], "rate_per_s": job.get("rate_per_s"),
+                     "concurrency": job.get("concurrency"), "slo_ms": slo_ms(slo) if slo else job.get("slo_ms"),
+                     "mix": mix_label(list(group.loc[group["role"] != SERVE, "model"])), "mode": run["mode"],
+                     "mode_label": run["mode_label"], "copies": run["copies"],
+                     "train_images_per_s": run.get("train_images_per_s"),
+                     **{k: job.get(k) for k in FRONTIER_COLUMNS[9:15]},
+                     "shared": not bool(run["sequential"]) and len(group) > 1, "run_id": run_id,
+                     "experiment": run["experiment"]})
+    table = pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+    table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
+    return table
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The answer: the chosen run's row (None: no measured setting met the SLO), where it comes from, the best
+    training any measured setting within the SLO gave, and the rows it was chosen from."""
+
+    row: pd.Series | None
+    source: str
+    candidates: pd.DataFrame
+
+    @property
+    def text(self) -> str:
+        if self.row is None:
+            return "no measured shared setting kept the p99 within the SLO: serve alone, or measure more settings"
+        r = self.row
+        return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
+                f"{r['latency_p99_ms']:.1f} ms (95 % CI {_bound(r['latency_p99_ms_lo'])}-"
+                f"{_bound(r['latency_p99_ms_hi'])}) <= {r['slo_ms']:g} ms ({self.source})")
+
+
+def choose(table: pd.DataFrame, served: str, rate_per_s: float, slo: str, beside: str) -> Advice:
+    """The shared setting with the most training among those measured for this question whose p99 met `slo`;
+    BadInput (exit 2) where the table holds no run of the question, naming what it holds."""
+    target = slo_ms(slo)
+    asked = table[(table["served"] == served) & (table["mix"] == normal_mix(beside)) & table["shared"]
+                  & (table["rate_per_s"].astype(float) - rate_per_s).abs().le(1e-9)]
+    if asked.empty:
+        held = sorted({f"{r.served} at {r.rate_per_s:g}/s beside {r.mix}" for r in table.itertuples()
+                       if r.shared and isinstance(r.rate_per_s, (int, float)) and not math.isnan(r.rate_per_s)})
+        raise BadInput(f"no measured run serves {served} at {rate_per_s:g} requests/s beside {normal_mix(beside)}; "
+                       f"measured: {'; '.join(held[:6]) or 'none'}; run `colloc-kit advise --serve ... --confirm 1` "
+                       "to measure its settings (sweep_spec)")
+    asked = asked.assign(slo_ms=target, within_slo=asked["latency_p99_ms"] <= target)  # the asked SLO, not the runs'
+    within = asked[asked["within_slo"]].sort_values("train_images_per_s", ascending=False)
+    return Advice(within.iloc[0] if len(within) else None, "measured", asked)
+
+
+def sweep_spec(serve: JobSpec, training: list[tuple[JobSpec, int]], name: str, modes: list[ModeSpec] | None = None
+               ) -> ExperimentSpec:
+    """An experiment measuring `serve` beside `training` (job, copies) under every setting (exclusive first: the lone
+    baselines), training groups with equal copies; the inference job listed first takes the first share."""
+    copies = {n for _, n in training}
+    if len(copies) != 1:
+        raise BadInput("the training beside an inference job is one model x n per sweep (e.g. 'resnet50 x2')")
+    return ExperimentSpec(jobs=[serve, *(job for job, _ in training)],
+                          modes=[ModeSpec("exclusive"), *(modes or SETTINGS)], copies=[copies.pop()], name=name)
+
+
+def confirm_spec(spec: ExperimentSpec, advice: Advice, repeats: int) -> ExperimentSpec:
+    """`spec` narrowed to the chosen setting, `repeats` times (as a new experiment: `<name>-confirm`)."""
+    if advice.row is None:
+        raise BadInput("nothing to confirm: no measured setting met the SLO")
+    mode = next((m for m in [*spec.modes, *SETTINGS] if m.label == advice.row["mode_label"]), None)
+    if mode is None:
+        raise BadInput(f"the chosen setting {advice.row['mode_label']} is not one this spec can run")
+    return ExperimentSpec(jobs=spec.jobs, modes=[mode], copies=spec.copies, repeats=repeats,
+                          name=f"{spec.name}-confirm")
+
+
+def normal_mix(text: str) -> str:
+    """'resnet50 x2' or '2 x resnet50 + vit_b_16' as `mix_label` writes it."""
+    models = []
+    for part in text.split("+"):
+        match = MIX_PART.fullmatch(part)
+        if match is None or (match["before"] and match["after"]):
+            raise BadInput(f"--beside takes 'model x n + ...', e.g. 'resnet50 x2'; got {text!r}")
+        models += [match["model"]] * int(match["before"] or match["after"] or 1)
+    return mix_label(models)
+
+
+def _bound(value: float) -> str:
+    return "?" if value is None or math.isnan(value) else f"{value:.1f}"
