@@ -1,6 +1,7 @@
 """What a reader sees: figures, their one style, and every table.
 
     plots        plotly figures of the frames `colloc_kit.analysis` gives (`colloc_kit.plots`)
+    frontier     the safe-share frontier: training images/s against an inference job's p99, the SLO marked
     style        the kit's one figure style: template, a colour per mode, facets, the mark of a noisy figure
     tables       one formatter for notebooks (HTML), reports and docs (Markdown) and the terminal
 

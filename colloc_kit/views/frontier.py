@@ -1,0 +1,48 @@
+"""The safe-share frontier: per served model, the training images/s beside an inference job against its p99, a point
+per run, a colour per setting, the SLO as a line; filled points met it, open ones did not.
+
+    >>> table = serve_advise.frontier(colloc_kit.load("runs/serving"))     # doctest: +SKIP
+    >>> safe_share(table, slo_ms=25).show()                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from colloc_kit.views.style import colours, empty, grid, where
+
+__all__ = ["safe_share"]
+
+
+def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "Training beside an inference job"
+               ) -> go.Figure:
+    """The frontier figure of `predict.serve_advise.frontier`'s table: x the inference p99 (ms, its 95 % CI as error
+    bars), y the training images/s beside it, one plot per served model; `slo_ms` replaces the runs' own SLO."""
+    shared = table[table["shared"].astype(bool)] if len(table) else table
+    if shared.empty:
+        return empty(title, "no run with an inference job beside training (run a spec with role: serve)")
+    served = sorted(shared["served"].unique())
+    fig = grid([f"{s} served" for s in served], title, shared_y=False)
+    palette = colours(sorted(shared["mode_label"].unique()))
+    for i, name in enumerate(served):
+        rows = shared[shared["served"] == name]
+        slo = slo_ms if slo_ms is not None else rows["slo_ms"].dropna().max()
+        for label, points in rows.groupby("mode_label", sort=True):
+            met = points["latency_p99_ms"] <= slo if slo and not math.isnan(slo) else points["within_slo"]
+            fig.add_trace(go.Scatter(
+                x=points["latency_p99_ms"], y=points["train_images_per_s"], mode="markers", name=label,
+                legendgroup=label, showlegend=i == 0,
+                marker={"color": palette[label], "size": 11, "symbol": ["circle" if m else "circle-open" for m in met]},
+                error_x={"type": "data", "symmetric": False,
+                         "array": (points["latency_p99_ms_hi"] - points["latency_p99_ms"]).fillna(0),
+                         "arrayminus": (points["latency_p99_ms"] - points["latency_p99_ms_lo"]).fillna(0)},
+                text=points["mix"], hovertemplate="%{text}<br>p99 %{x:.1f} ms<br>training %{y:.0f} images/s"),
+                **where(i))
+        if slo and not math.isnan(slo):
+            fig.add_vline(x=slo, line_dash="dash", annotation_text=f"SLO {slo:g} ms", **where(i))
+        fig.update_xaxes(title_text="inference p99 (ms)", type="log", **where(i))
+        fig.update_yaxes(title_text="training images/s beside it", **where(i))
+    return fig
