@@ -80,7 +80,7 @@ def test_rerun_skips_complete_cells_and_runs_the_missing_ones(tmp_path, capsys):
     capsys.readouterr()
     again = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=2, out=tmp_path, monitor=False,
                            progress=False)
-    said = capsys.readouterr().err
+    said = capsys.readouterr().out  # a notice, not an error
     assert "2 cell(s) already complete" in said and "naive-x1-r0, naive-x2-r0" in said
     assert len(find_runs(tmp_path)) == 4  # only the repeat-1 cells ran
     assert list(again.runs["repeat"]) == [0, 0, 1, 1] and set(again.runs["status"]) == {"complete"}
@@ -137,7 +137,7 @@ def test_dispatcher_spreads_cells_one_per_gpu_at_a_time_and_resumes(tmp_path, tw
     capsys.readouterr()
     again = colloc_kit.run([TINY], mode=["naive", "exclusive"], copies=[1, 2], out=tmp_path, monitor=False,
                            progress=False, gpus=[1, 0])
-    assert "4 cell(s) already complete" in capsys.readouterr().err
+    assert "4 cell(s) already complete" in capsys.readouterr().out
     assert len(find_runs(tmp_path)) == 4 and list(again.runs["run_id"]) == list(runs["run_id"])
 
 

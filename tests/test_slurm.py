@@ -56,7 +56,7 @@ def test_slurm_runs_each_cell_as_an_array_task_and_resubmits_only_what_failed(cl
     assert first_round["naive-x2"]["status"] == "failed" and "ended without a run" in first_round["naive-x2"]["detail"]
 
     assert main(argv) == 0  # the same command again: only the failed cell goes to Slurm
-    said = capsys.readouterr().err
+    said = "".join(capsys.readouterr())  # the reuse notice on stdout, Slurm's lines on stderr
     assert "1 cell(s) already complete" in said and "submitted 1 cell(s)" in said
     second_round = settled(exp_dir)
     assert {r["status"] for r in second_round.values()} == {"done"}
@@ -103,7 +103,7 @@ def test_one_array_task_runs_several_cells_through_one_preloaded_process_and_res
         assert len(parents) == 1 and parents != {ms[0].runner_pid}, "forked from the task's one zygote"
 
     assert main([*wider, "--mode", "naive,exclusive"]) == 0
-    said = capsys.readouterr().err
+    said = "".join(capsys.readouterr())
     assert "4 cell(s) already complete" in said and "submitted 2 cell(s) to Slurm as 1 task(s)" in said
     settled(exp_dir)
     assert len(find_runs(out)) == 6

@@ -20,6 +20,7 @@ from colloc_kit.modes import registered
 from colloc_kit.notebook.panel import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.notebook.setup import Setup
 from colloc_kit.spec import JobSpec
+from colloc_kit.store.rundir import find_runs
 from colloc_kit.worker.models import MODEL_NAMES
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -58,6 +59,28 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     assert "done: 7 jobs" in panel.status.value and panel.progress.bar_style == "success"
     assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible is not False
     assert panel.widget.children[-1] is panel.figure  # the panel shows the redrawn figure
+
+
+def test_copies_are_toggles_in_sight_and_a_gain_without_the_lone_job_measures_it_first():
+    calls = []
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1, 2, 7), job=dict(TINY_CPU_JOB), run_fn=fake_run(calls))
+    assert [b.description for b in panel.copies.buttons.values()] == [str(n) for n in range(1, 9)]
+    assert panel.copies.value == (1, 2, 7) and "copies" in panel.copies.widget.children[0].value
+    panel.copies.value = (2,)
+    panel.run()
+    assert panel.wait(10)
+    assert [c["copies"] for c in calls] == [1, 2] and "1 copy added" in panel.status.value
+    assert list(panel.figure.data[0].y) == pytest.approx([1.0, 1.5])  # a gain, not "no runs measured ..."
+    panel.run()
+    assert panel.wait(10)
+    assert [c["copies"] for c in calls] == [1, 2, 2]  # the lone job is measured now: not added again
+
+
+def test_a_reloaded_page_without_the_widgets_reads_a_line_saying_to_run_the_cell():
+    panel = ExperimentPanel(models=["smallcnn"], job=dict(TINY_CPU_JOB), out="runs", name="03-panel")
+    shown = panel._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in shown
+    assert "run this cell again" in shown["text/plain"] and "runs/03-panel" in shown["text/plain"]
 
 
 def test_a_mode_that_cannot_run_here_is_not_offered_and_the_status_line_says_why():
@@ -152,7 +175,7 @@ def test_run_with_no_model_chosen_says_what_to_choose_and_starts_nothing():
 
 
 def test_jobs_that_did_not_complete_show_their_reason_and_turn_the_bar_red():
-    panel = ExperimentPanel(models=["smallcnn"], copies=(2,), job=dict(TINY_CPU_JOB),
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1,), job=dict(TINY_CPU_JOB),
                             run_fn=fake_run([], status="timed_out", error="stopped at its time limit"))
     panel.run()
     assert panel.wait(10)
@@ -233,6 +256,9 @@ def test_panel_drives_a_real_tiny_cpu_run(tmp_path):
     assert panel.wait(120)
     assert list(panel.jobs["status"]) == ["complete"], panel.status.value
     assert panel.figure.data and list(panel.figure.data[0].y) == pytest.approx([1.0], rel=0.25)  # a lone job: about 1
+    panel.run()  # the same settings again: a new repeat measured, not the stored cell returned
+    assert panel.wait(120)
+    assert len(find_runs(tmp_path)) == 2 and list(panel.jobs["repeat"]) == [0, 1], panel.status.value
 
 
 @pytest.mark.slow

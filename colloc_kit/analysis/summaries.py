@@ -195,7 +195,8 @@ def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float 
         worst = base.loc[rel.idxmax()]
         warnings.append(f"the lone run of {workload_label(worst)} in {worst['experiment']} is known only to "
                         f"+-{100 * rel.max():.0f} % (95 % CI over {int(worst['baseline_jobs'])} lone job(s)): gains "
-                        "of it closer than that are noise; repeat its lone run")
+                        "of it closer than that are noise; repeat its lone run (FRESH = True in a notebook, "
+                        "again=True in colloc_kit.run, or the panel's Run measure a new repeat)")
     impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
     return "; ".join(warnings + ([impossible] if impossible else [])) or None
 

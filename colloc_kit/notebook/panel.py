@@ -10,8 +10,10 @@ line saying how to turn it on (papermill batches keep INTERACTIVE False).
 The panel starts from the notebook's own choices (its models preselected and listed first, then `more_models`; its
 modes that run here, then every other registered mode that runs here without options; copies and batch size); a
 notebook's mode that cannot run here (MPS on a CPU) is not offered, and the status line says why. On a CPU the
-GPU's live panels are left out. Run measures one
-copy count after another (`colloc_kit.run`, or the `run_fn` given)
+GPU's live panels are left out. The copy counts are toggles, every one in sight; where a gain needs the lone job (1
+copy) and it was not chosen nor measured yet, Run measures it first and says so. Run measures one
+copy count after another, each a new repeat however often it is pressed (`colloc_kit.run(..., again=True)`, or the
+`run_fn` given)
 in a background thread, keeps every result (`panel.results`, `panel.jobs`, `panel.summary`) and redraws the figure
 after each. While a run goes on, live figures draw each job's images/s as the jobs report it and the GPU's SM
 activity, memory and power as the monitor samples it (about once a second); `panel.live_history()` and
@@ -23,6 +25,7 @@ warning when identical jobs differ too much to compare (a busy CPU); the progres
 
 from __future__ import annotations
 
+import functools
 import html
 import threading
 import time
@@ -51,6 +54,8 @@ BATCH_SIZE_CHOICES = (8, 16, 32, 64, 128, 256)
 OFF_NOTICE = ("INTERACTIVE = False: the panel is off. "
               "Set INTERACTIVE = True in the parameters cell to try your own settings.")
 PLACEHOLDER = "press Run to measure"
+RELOAD_NOTICE = ("The experiment panel shows here while its kernel runs. If you read this line instead (the page was "
+                 "reloaded or the kernel restarted), run this cell again: its runs are kept under {folder}.")
 SHOWN_REASONS = 3  # failed jobs named in the status line; the rest are counted
 LIVE_REDRAW_S = 1.0  # the live figure is redrawn at most this often
 
@@ -80,8 +85,7 @@ class ExperimentPanel:
         device = self.job.get("device", "cuda")
         self.mode = w.Dropdown(options=[(m.label, m) for m in mode_choices(modes, device)], description="mode")
         self.not_offered = not_offered(modes, device)  # the notebook's modes that cannot run here, with why
-        self.copies = w.SelectMultiple(options=sorted(set(COPY_CHOICES) | set(copies)), value=tuple(copies),
-                                       description="copies", rows=4)
+        self.copies = CopyToggles(sorted(set(COPY_CHOICES) | set(copies)), chosen=copies)
         batch = self.job.get("batch_size") or batch_sizes[0]
         self.batch_size = w.Dropdown(options=sorted(set(batch_sizes) | {batch}), value=batch, description="batch size")
         self.steps = w.BoundedIntText(value=self.job.get("steps") or 60, min=self.job.get("warmup_steps", 10) + 1,
@@ -101,18 +105,21 @@ class ExperimentPanel:
         self._live_lock, self._live_drawn_at = threading.Lock(), 0.0
         self.gpu_readings: list[dict] = []  # every sample of the run's GPU, every run
         self.live_gpu = go.FigureWidget(_gpu_panels())
+        self.lone_added = False  # Run added the lone job (1 copy) that a gain needs
         self.runs_started = 0  # each run of the panel draws its own live lines, even where two runs share a label
         self._gpu_drawn_at = 0.0
         self.button.on_click(self.run)
         self.stop_button.on_click(self.stop)
-        controls = w.VBox([self.models, self.mode, self.copies, self.batch_size, self.steps, self.time_limit,
+        controls = w.VBox([self.models, self.mode, self.copies.widget, self.batch_size, self.steps, self.time_limit,
                            w.HBox([self.button, self.stop_button, self.progress]), self.status])
         live = [self.live, self.live_gpu] if device != "cpu" else [self.live]  # a CPU run has no GPU to draw
         self.widget = w.VBox([w.HBox([controls, self.log]), *live, self.figure])  # results last
         background.route_kernel_interrupts()  # Kernel > Interrupt stops a run of this panel
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        return self.widget._repr_mimebundle_(**kwargs)
+        """The panel; where a page reloaded without its kernel's widgets, the line that says what to do instead."""
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/plain": RELOAD_NOTICE.format(
+            folder=f"{self.out}/{self.name}")}
 
     def chosen_jobs(self) -> list[dict]:
         """The job groups the controls describe: one per chosen model."""
@@ -137,10 +144,20 @@ class ExperimentPanel:
             return
         copies, jobs = sorted(self.copies.value), self.chosen_jobs()
         mode, limit = self.mode.value, self.time_limit.value
+        self.lone_added = 1 not in copies and not self._has_lone(jobs, mode)
+        copies = [1, *copies] if self.lone_added else copies
         self.button.disabled, self.stop_button.disabled = True, False
         self.progress.max, self.progress.value, self.progress.bar_style = len(copies), 0, "info"
         self.log.clear_output()
         self.task = background.Background(lambda: self._measure(jobs, mode, copies, limit), self._done).start()
+
+    def _has_lone(self, jobs: list[dict], mode: ModeSpec) -> bool:
+        """Whether this panel has measured the lone job (1 copy) of these jobs under `mode`: a gain is judged
+        against it."""
+        if not len(self.jobs):
+            return False
+        lone = self.jobs[(self.jobs["copies"] == 1) & (self.jobs["mode"] == mode.name)]
+        return all(((lone["model"] == j["model"]) & (lone["batch_size"] == j["batch_size"])).any() for j in jobs)
 
     def stop(self, _button: Any = None) -> None:
         """The Stop button: stop the jobs now; what was measured is kept, marked interrupted."""
@@ -180,7 +197,8 @@ class ExperimentPanel:
     def verdict(self) -> tuple[str, str]:
         """The status line and progress-bar style after a run: jobs measured, why any did not complete, noise."""
         failed = self.jobs[self.jobs["status"] != analysis.COMPLETE] if len(self.jobs) else self.jobs
-        text = f"done: {len(self.jobs)} jobs measured"
+        text = f"done: {len(self.jobs)} jobs measured" + (
+            " (1 copy added: a gain is measured against the job alone)" if self.lone_added else "")
         if len(failed):
             reasons = [f"{row.job} {row.status}" + (f" ({row.error})" if isinstance(row.error, str) else "")
                        for row in failed.reindex(columns=["job", "status", "error"]).head(SHOWN_REASONS).itertuples()]
@@ -328,5 +346,31 @@ def _gpu_panels() -> go.Figure:
     return fig
 
 
+class CopyToggles:
+    """The copy counts as a row of toggle buttons, all in sight, with a hint; `value` is the chosen counts, as a
+    SelectMultiple's would be.
+
+    >>> toggles = CopyToggles([1, 2, 4, 7], chosen=[2])
+    >>> toggles.value = (2, 7); toggles.value
+    (2, 7)
+    """
+
+    def __init__(self, counts: Sequence[int], chosen: Sequence[int]):
+        self.buttons = {n: w.ToggleButton(value=n in chosen, description=str(n), tooltip=f"{n} copies at once",
+                                          layout=w.Layout(width="42px")) for n in counts}
+        hint = w.HTML("<small>copies: click each count to run it (1 = the job alone, the base of every gain)</small>")
+        self.widget = w.VBox([hint, w.HBox(list(self.buttons.values()))])
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        """The chosen copy counts, smallest first."""
+        return tuple(n for n, button in self.buttons.items() if button.value)
+
+    @value.setter
+    def value(self, counts: Sequence[int]) -> None:
+        for n, button in self.buttons.items():
+            button.value = n in counts
+
+
 def _default_run() -> Callable[..., Any]:
-    return run
+    return functools.partial(run, again=True)  # every Run measures: a new repeat of a cell measured before

@@ -8,18 +8,22 @@
 Everything is validated before anything starts (jobs, datasets, modes, copy counts, GPUs, the executor's options);
 each run's directory is written before its first job starts and completed on every exit path (rundir.py). The
 experiment folder `out/<name>/` knows its cells: the same command into the same folder runs only the cells not
-complete there, so a long matrix resumes across sessions. Where cells run is an executor's business (executors/).
+complete there, so a long matrix resumes across sessions, and says so on stdout ("reused the run of 22:41 (nothing
+measured)"); `again=True` measures a new repeat of every cell instead. Where cells run is an executor's business
+(executors/).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from colloc_kit import supervise
 from colloc_kit.analysis.results import Results, RunReading, assemble, combine, read_run
 from colloc_kit.errors import BrokenRun
-from colloc_kit.pipeline.cells import Plan
+from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
@@ -33,7 +37,8 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         repeats: int = 1, out: str | Path = "runs", name: str = "experiment", gpu: int = 0,
         gpus: list[int] | str | None = None, slurm: dict | None = None,
         time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
-        placement: str = "pinned", progress: bool | Progress = True, mlflow: str | None = None) -> Results:
+        placement: str = "pinned", progress: bool | Progress = True, mlflow: str | None = None,
+        again: bool = False) -> Results:
     """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
 
     `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
@@ -41,7 +46,8 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
     `slurm={"partition": "gpu"}` submits them to Slurm instead (executors/slurm.py). `placement`: "pinned" (each job
     its own block of the host's cores) or "unpinned" (as the OS schedules them, as the seed study ran).
     `mlflow="http://host:5000"` also logs each cell to that MLflow tracking server as it completes (mlflow_log.py; one
-    it cannot reach is a warning: the runs go on, in their folders).
+    it cannot reach is a warning: the runs go on, in their folders). `again=True`: cells already complete in the
+    folder are measured once more, as new repeats (the results hold old and new), instead of reused.
     """
     modes = mode if isinstance(mode, list) else [mode]
     spec = ExperimentSpec(
@@ -49,7 +55,7 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         modes=[ModeSpec.parse(m) for m in modes], copies=copies if isinstance(copies, list) else [copies],
         repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
         monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm, placement=placement, mlflow=mlflow)
-    return run_spec(spec, out=out, progress=progress)
+    return run_spec(spec, out=out, progress=progress, again=again)
 
 
 def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], copies: int | list[int] = 1,
@@ -81,10 +87,11 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
 
 
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True,
-             executor: str | Executor | None = None) -> Results:
-    """Run every cell of `spec` not yet complete under out/<name>/ (saying which were skipped) and return the
-    results of all its cells; an interrupt stops at once, keeping what was measured. `executor`: where the cells
-    run (a registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
+             executor: str | Executor | None = None, again: bool = False) -> Results:
+    """Run every cell of `spec` not yet complete under out/<name>/ (saying which were reused, on stdout, and which
+    skipped) and return the results of all its cells; an interrupt stops at once, keeping what was measured.
+    `again=True`: every cell is measured as a new repeat, complete ones included. `executor`: where the cells run (a
+    registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
     submitted and the results of those already complete returned."""
     folder = ExperimentFolder.writable(out, spec.name)
     if not isinstance(executor, Executor):
@@ -94,7 +101,9 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     if spec.mlflow:
         warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
     plan = Plan.of(spec, folder, executor.in_flight())
-    plan.say_skipped(folder)
+    plan = _new_repeats(spec, plan, folder) if again else plan
+    say_reused(plan.done, folder)
+    dataclasses.replace(plan, done=[]).say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
     readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
@@ -102,6 +111,35 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     if spec.mlflow and len(results.runs):
         log_experiment(spec.mlflow, results, str(folder.path))  # cells not yet logged, figures they lacked
     return results
+
+
+def _new_repeats(spec: ExperimentSpec, plan: Plan, folder: ExperimentFolder) -> Plan:
+    """`plan` with each complete cell replaced by the next repeat of it that the folder has no run of."""
+    taken = set(folder.cell_states()) | {c.cell_id for c in plan.running + plan.queued}
+    wider = cells(dataclasses.replace(spec, repeats=spec.repeats + len(taken)))  # room for every repeat so far
+    fresh: list[Cell] = []
+    for cell in plan.done:
+        fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies
+                          and c.cell_id not in taken and c not in fresh))
+    every = [c for c in wider if c.cell_id in taken or c in fresh or c in plan.all]  # earlier repeats' results too
+    return Plan(every, [*plan.todo, *fresh], [], plan.running, plan.queued)
+
+
+def say_reused(done: list[Cell], folder: ExperimentFolder) -> None:
+    """One plain line (stdout: a notice, not an error) naming the complete cells reused, with the time of the
+    latest run among them, and how to measure them again.
+
+    >>> import tempfile
+    >>> say_reused([], ExperimentFolder.of(tempfile.mkdtemp(), "x"))   # nothing reused: nothing said
+    """
+    if not done:
+        return
+    states = folder.cell_states()
+    started = [states[c.cell_id].run.read_manifest().started_at for c in done if c.cell_id in states]
+    when = time.strftime("%H:%M", time.localtime(max(s for s in started if s is not None))) if any(started) else "?"
+    print(f"colloc-kit: reused the run of {when} (nothing measured): {len(done)} cell(s) already complete in "
+          f"{folder.path} ({', '.join(c.label for c in done)}). To measure again: FRESH = True in a notebook's "
+          "parameters, again=True in colloc_kit.run, or the panel's Run.")
 
 
 def _results(plan: Plan, readings: dict[str, RunReading], folder: ExperimentFolder) -> Results:

@@ -1,0 +1,18 @@
+"""A re-run measures again or says plainly that it measured nothing (`again=`, the reuse notice)."""
+
+import colloc_kit
+from colloc_kit.store.rundir import find_runs
+
+TINY = {"model": "smallcnn", "device": "cpu", "dataset": "synthetic", "batch_size": 8, "image_size": 32,
+        "synthetic_samples": 64, "steps": 12, "warmup_steps": 2, "workers": 0}
+
+
+def test_again_adds_a_repeat_and_a_plain_rerun_says_it_measured_nothing(tmp_path, capsys):
+    colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False)
+    colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False)
+    out, err = capsys.readouterr()
+    assert "reused the run of " in out and "(nothing measured)" in out and "FRESH = True" in out
+    assert "already complete" not in err and len(find_runs(tmp_path)) == 1
+    again = colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False, again=True)
+    assert len(find_runs(tmp_path)) == 2 and list(again.runs["repeat"]) == [0, 1]
+    assert "reused" not in capsys.readouterr().out
