@@ -43,7 +43,6 @@ FAULTS = {"out_of_memory": ErrorKind.OUT_OF_MEMORY, "cuda_error": ErrorKind.CUDA
           "crash": ErrorKind.KILLED}  # the error kind its job is recorded with (a crash: SIGKILL, no error reported)
 FAULT_CHOICES = tuple(FAULTS)
 RECIPE_CHOICES = ("kit", "seed")
-CUDNN_AUTOTUNE_CHOICES = ("study", "off")  # study: cudnn.benchmark on, as the seed study's train.py sets it
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
@@ -92,9 +91,7 @@ class JobSpec:
     synthetic_samples: int = _opt("images per epoch of the synthetic dataset", default=2048)
     amp: str = _opt("automatic mixed precision: off | bf16 | fp16", default="off")
     channels_last: bool = _opt("use the channels_last memory format", default=False)
-    cudnn_autotune: str = _opt("cuDNN's autotuning in the first step: study (on, as the seed study's train.py sets "
-                               "it) | off (a start seconds shorter; another workload, whose figures never mix with "
-                               "the study's)", default="study")
+    cudnn_autotune: str = _opt("study (cuDNN autotunes as in the study) | off (a workload apart)", default="study")
     workers: int = _opt("data-loader worker processes", default=2)
     pin_memory: bool = _opt("pin host memory of batches (CUDA only)", default=True)
     seed: int = _opt("random seed", default=0)
@@ -144,11 +141,10 @@ class JobSpec:
                      f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
         _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
         _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
-        _require(self.fail_kind in FAULT_CHOICES, f"fail_kind must be one of {', '.join(FAULT_CHOICES)}")
-        _require(self.recipe in RECIPE_CHOICES,
-                 f"recipe must be one of {', '.join(RECIPE_CHOICES)}, got {_excerpt(self.recipe)}")
-        _require(self.cudnn_autotune in CUDNN_AUTOTUNE_CHOICES, f"cudnn_autotune must be one of "
-                 f"{', '.join(CUDNN_AUTOTUNE_CHOICES)}, got {_excerpt(self.cudnn_autotune)}")
+        for name, choices in (("fail_kind", FAULT_CHOICES), ("recipe", RECIPE_CHOICES),
+                              ("cudnn_autotune", ("study", "off"))):  # study: cudnn.benchmark, as the study's train.py
+            _require(getattr(self, name) in choices,
+                     f"{name} must be one of {', '.join(choices)}, got {_excerpt(getattr(self, name))}")
         check_serving(self)
 
     @classmethod

@@ -45,7 +45,7 @@ from colloc_kit.experiments import seed as study
 from colloc_kit.interrupts import EXIT_INTERRUPTED
 from colloc_kit.modes import availability
 from colloc_kit.paths import check_folder, shown
-from colloc_kit.pipeline import run_spec
+from colloc_kit.pipeline import estimate, run_spec
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
@@ -312,6 +312,7 @@ def print_plan(spec: ExperimentSpec, out: str) -> int:
         todo += not done
         print(f"{cell.label:50s} {'done (skipped)' if done else 'to run'}")
     print(f"\n{spec.name}: {todo} of {len(cells(spec))} cells to run under {out}/{safe_name(spec.name)}")
+    print(estimate.plan_line(spec, out))
     return EXIT_OK
 
 

@@ -8,6 +8,7 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     lane.py       the cells of one GPU one after another in one process, their jobs forked from one zygote
     report.py     a cell run and read back (jobs.csv, the progress line)
     executors/    where cells run, behind one interface (`Executor`, `CellJob`)
+    estimate.py   how long the cells take over the lanes, from the lanes measured in the folder (`--plan`)
     entry.py      a cell in a process of its own: a GPU executor's cell process, a Slurm task
     status.py     `colloc-kit status`
     api.py        `run`, `run_spec`, `sweep` (also `colloc_kit.run`, ...)

@@ -16,13 +16,14 @@ batch size) or placement (a pinned run never counts for an unpinned cell) makes 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
 from typing import AbstractSet
 
-from colloc_kit.spec import ExperimentSpec, ModeSpec
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
@@ -48,9 +49,19 @@ class Cell:
 def jobs_fingerprint(spec: ExperimentSpec) -> str:
     """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...) or where it
     sits on the host (`placement`)."""
-    text = json.dumps({"jobs": [job.to_dict() for job in spec.jobs], "placement": spec.placement}, sort_keys=True,
-                      default=str)
+    text = json.dumps({"jobs": [_fingerprinted(job) for job in spec.jobs], "placement": spec.placement},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+# JobSpec fields added after cell ids were first made: left out while at their defaults, so a folder's cells keep
+# their ids across kit versions (a run made before them is found complete, not run again)
+LATER_FIELDS = ("cudnn_autotune", "role", "rate_per_s", "concurrency", "max_batch", "max_delay_ms", "slo")
+
+
+def _fingerprinted(job: JobSpec) -> dict:
+    defaults = {f.name: f.default for f in dataclasses.fields(JobSpec)}
+    return {k: v for k, v in job.to_dict().items() if not (k in LATER_FIELDS and v == defaults[k])}
 
 
 def cells(spec: ExperimentSpec) -> list[Cell]:

@@ -27,14 +27,14 @@ from colloc_kit.pipeline.cells import Cell, cells
 from colloc_kit.pipeline.lane import Lane
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ExperimentSpec
-from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
+from colloc_kit.statuses import COMPLETE, DONE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.folder import ExperimentFolder
 
 __all__ = ["CELL_ENDED", "EXIT_CODES", "lane_main", "run_cells_task"]
 
 CELL_ENDED = "colloc-kit-cell-ended"  # the lane process's line after each cell: CELL_ENDED <cell id> <code>
-EXIT_CODES = {COMPLETE: 0, FAILED_JOBS: 1, INTERRUPTED: 130, RUN_ERROR: 3}  # a cell's status as a code (a lane
-                                                                            # process exits with the last one)
+EXIT_CODES = {COMPLETE: 0, FAILED_JOBS: 1, INTERRUPTED: 130, RUN_ERROR: 3,  # a cell's status as a code (a lane
+              DONE: 4}  # process exits with the last one); DONE: left to another kit on the folder (store.claims)
 
 
 def _spec_and_cells(spec_file: str | Path) -> tuple[ExperimentSpec, dict[str, Cell]]:
@@ -56,7 +56,9 @@ def run_cells_task(spec_file: str, cell_ids: list[str], out: str) -> dict[str, S
                                                 Progress(total_runs=len(cell_ids), enabled=False)) as lane:
         for cell_id in cell_ids:
             try:
-                statuses[cell_id] = Status(lane.run(by_id[cell_id]).summary["status"])
+                started = lane.start(by_id[cell_id])  # read back while the next cell starts
+                if started is not None:  # None: left to another kit on the folder (said)
+                    statuses[cell_id] = started[0]
             except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the task's other cells run on
                 print(f"colloc-kit: cell {by_id[cell_id].label}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 statuses[cell_id] = RUN_ERROR
@@ -93,7 +95,8 @@ def lane_main(argv: list[str] | None = None) -> int:
             for line in sys.stdin:
                 cell = by_id[line.strip()]
                 try:
-                    status = lane.run(cell).summary["status"]
+                    started = lane.start(cell)  # None: left to another kit on the folder (said)
+                    status = started[0] if started is not None else DONE  # read back while the next cell starts
                 except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the lane's next cells run on
                     print(f"colloc-kit: cell {cell.label} on GPU {args.gpu}: {type(exc).__name__}: {exc}",
                           file=sys.stderr, flush=True)

@@ -1,7 +1,8 @@
 """A lane: the cells one GPU runs, one after another in one process, their jobs forked from one zygote that lives as
 long as the lane. One GPU runs a lane in the kit's own process; several GPUs run one lane process each (`entry.py`,
 started by the `gpus` executor); a Slurm array task runs its cells as a lane. So torch's imports and cuDNN's library
-loading are paid once per lane, not once per cell.
+loading are paid once per lane, not once per cell; and a cell's read-back (its figures, `jobs.csv`, MLflow) runs in
+the lane's reader thread while the next cell starts (`start`), not between the two.
 
     >>> with Lane(spec, placement, Path("runs"), Progress(total_runs=2)) as lane:       # doctest: +SKIP
     ...     [lane.run(cell).summary["status"] for cell in cells(spec)]
@@ -11,14 +12,21 @@ loading are paid once per lane, not once per cell.
 from __future__ import annotations
 
 import contextlib
+import functools
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from colloc_kit.analysis.results import RunReading
 from colloc_kit.pipeline.cell import Placement
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.progress import Progress
-from colloc_kit.pipeline.report import run_reported
+from colloc_kit.pipeline.report import run_read_later
 from colloc_kit.spec import ExperimentSpec
+from colloc_kit.statuses import COMPLETE, RUNNING, Status
+from colloc_kit.store import claims
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.worker.process import quick_start
 from colloc_kit.worker.zygote import Zygote
 
 __all__ = ["Lane"]
@@ -32,14 +40,43 @@ class Lane(contextlib.AbstractContextManager):
         self.spec, self.placement, self.out, self.bar = spec, placement, Path(out), bar
         self._stack = contextlib.ExitStack()
         self.zygote: Zygote | None = None
+        self._reader: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> "Lane":
         self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+        if quick_start():  # the last cell read back while the next starts; left only once every reading is in
+            self._reader = self._stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="read-back"))
         return self
 
     def __exit__(self, *exc) -> None:
         self._stack.close()
 
-    def run(self, cell: Cell) -> RunReading:
-        """Run `cell` and read it back (`report.run_reported`); an interrupt or an error of the kit propagates."""
-        return run_reported(self.spec, cell, self.placement, self.out, self.bar, self.zygote)
+    def run(self, cell: Cell) -> RunReading | None:
+        """Run `cell` and read it back (`report.run_reported`): `start`, then its reading waited for."""
+        started = self.start(cell)
+        return None if started is None else started[1].result()
+
+    def start(self, cell: Cell) -> tuple[Status, Future[RunReading]] | None:
+        """Run `cell`; its status (from its manifest) and its reading to come: read back by the lane's reader thread
+        while the lane's next cell starts (`worker.process.quick_start`; else here, before this returns). An
+        interrupt or an error of the kit propagates. None, said on stderr, where another live process holds the
+        cell's claim (`store.claims`) or its folder has it complete or running by now (another kit on the folder):
+        one owner per cell, and no cell measured twice."""
+        folder = ExperimentFolder.of(self.out, self.spec.name)
+        with claims.claimed(folder.path, cell.cell_id) as other:
+            state = folder.cell_states().get(cell.cell_id) if other is None else None
+            if other is not None or (state is not None and state.status in (COMPLETE, RUNNING)):
+                why = f"held by {claims.describe(other)}" if other else f"{state.status} in {state.run.path.name}"
+                print(f"colloc-kit: cell {cell.label} left to another kit on {folder.path} ({why}); not run here",
+                      file=sys.stderr, flush=True)
+                return None
+            started = run_read_later(self.spec, cell, self.placement, self.out, self.bar, self.zygote, self._reader)
+        started[1].add_done_callback(functools.partial(_say_failed, cell))
+        return started
+
+
+def _say_failed(cell: Cell, reading: Future[RunReading]) -> None:
+    """Name on stderr a cell whose read-back failed (its run is on disk; `colloc-kit show` reads it again)."""
+    if not reading.cancelled() and reading.exception() is not None:
+        print(f"colloc-kit: cell {cell.label}: reading it back failed: {reading.exception()!r}", file=sys.stderr,
+              flush=True)

@@ -64,9 +64,10 @@ class Progress:
         if self.on_gpu:
             self.on_gpu(self.label, sample)
 
-    def run_finished(self, summary: str) -> None:
-        """The run ended: its line shows `summary` and the bar moves on."""
-        self._describe(f"{self.label}: {summary}")
+    def run_finished(self, summary: str, label: str | None = None) -> None:
+        """The run ended: its line shows `summary` and the bar moves on. `label`: the run's, where the next run has
+        started by now (a lane reads a cell back while its next one starts)."""
+        self._describe(f"{label or self.label}: {summary}")
         self.bar.update(1)
 
     def write(self, message: str) -> None:

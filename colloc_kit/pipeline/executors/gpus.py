@@ -3,7 +3,8 @@
 Each lane process (`python -m colloc_kit.pipeline.entry ...`, lane.py) owns its GPU: its mode (a private MPS daemon
 with its own pipe directory under the run, MIG changes on that GPU only), its monitor sampling that GPU, its jobs
 forked from its own zygote (imports and cuDNN loaded once per lane) with CUDA_VISIBLE_DEVICES=<GPU UUID>. The
-dispatcher hands each idle lane the next cell (on stdin) and hears it end (a CELL_ENDED line). With pinned placement
+dispatcher hands each idle lane the next cell of one queue (on stdin; `dispatch_order`: longer cells first within
+a repeat), whatever GPU, and hears it end (a CELL_ENDED line). With pinned placement
 the host's cores are divided among the lanes (each lane process and its workers pinned to its block; the launcher
 divides the block among a cell's jobs). Ctrl-C or SIGTERM interrupts every lane once and waits for each to stop its
 jobs and restore its GPU, and so does any other exception that ends the dispatcher; a dispatcher killed outright takes
@@ -35,7 +36,7 @@ from colloc_kit.pipeline.executors.here import run_in_this_process
 from colloc_kit.pipeline.progress import GpuBoard
 from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 
-__all__ = ["LANE_ENTRY", "GpusExecutor"]
+__all__ = ["LANE_ENTRY", "GpusExecutor", "dispatch_order"]
 
 LANE_ENTRY = "colloc_kit.pipeline.entry"  # what each lane process runs (`python -m`)
 STATUS_OF_CODE = {code: status for status, code in EXIT_CODES.items()}
@@ -102,7 +103,7 @@ class GpusExecutor(Executor):
         board = GpuBoard(labels, total_cells=len(cells), enabled=bool(self.progress))
         shares = (supervise.split_cores(supervise.host_cores(), len(placements)) if self.spec.placement == "pinned"
                   else [None] * len(placements))
-        todo: list[Cell] = list(cells)
+        todo: list[Cell] = dispatch_order(cells)
         codes: dict[str, int] = {}
 
         def start(slot: int) -> _LaneProcess:
@@ -151,6 +152,21 @@ class GpusExecutor(Executor):
         pump = supervise.pump_lines(proc.stdout, heard, name=f"lane-{label}")
         board.show(label, "starting its lane")
         return _LaneProcess(label, placement, proc, log, pump, ended=ended)
+
+
+def dispatch_order(cells: list[Cell]) -> list[Cell]:
+    """The order lanes take `cells` in: a repeat after another as planned (repeats stay interleaved), and within a
+    repeat the cells of more copies first (longer: more jobs to start, warm, stop; a sequential mode's run one by
+    one), so that the last cells handed out are short ones and no lane runs long after the others are done. Each
+    idle lane takes the next cell, whatever GPU: the lanes steal from one queue.
+
+    >>> from colloc_kit.spec import ExperimentSpec, JobSpec
+    >>> from colloc_kit.pipeline.cells import cells
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2)
+    >>> [c.label for c in dispatch_order(cells(spec))]
+    ['naive-x3-r0', 'naive-x1-r0', 'naive-x3-r1', 'naive-x1-r1']
+    """
+    return sorted(cells, key=lambda cell: (cell.repeat, -cell.copies))
 
 
 def _child_setup(cores: list[int] | None, dispatcher: int) -> None:

@@ -8,14 +8,17 @@ jobs forked from one zygote that imports torch once for the whole experiment.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
 from colloc_kit import machine
+from colloc_kit.analysis.results import RunReading
 from colloc_kit.pipeline.cell import Placement, preflight
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
 from colloc_kit.pipeline.lane import Lane
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.statuses import Status
 
 __all__ = ["HereExecutor", "run_in_this_process"]
 
@@ -41,12 +44,13 @@ def run_in_this_process(executor: Executor, cells: list[Cell], placement: Placem
     """`cells` one after another in this process at `placement`, as one lane."""
     progress = executor.progress
     bar = progress if isinstance(progress, Progress) else Progress(total_runs=len(cells), enabled=bool(progress))
-    handles: list[CellJob] = []
+    started: list[tuple[Cell, Status, Future[RunReading]]] = []
     try:
-        with Lane(executor.spec, placement, executor.folder.out, bar) as lane:
+        with Lane(executor.spec, placement, executor.folder.out, bar) as lane:  # leaves once every cell is read back
             for cell in cells:
-                reading = lane.run(cell)
-                handles.append(FinishedCell(cell, reading.summary["status"], reading))
+                ran = lane.start(cell)
+                if ran is not None:  # None: left to another kit on the folder (said)
+                    started.append((cell, *ran))
     finally:
         bar.close()
-    return handles
+    return [FinishedCell(cell, status, reading.result()) for cell, status, reading in started]
