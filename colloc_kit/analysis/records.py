@@ -85,6 +85,7 @@ class JobRow:
     batch_size: int
     amp: str
     recipe: str
+    cudnn_autotune: str  # study (the seed study's train.py) or off: part of the workload (lone.WORKLOAD)
     image_size: int | None
     dataset_label: str | None
     device: str

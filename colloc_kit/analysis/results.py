@@ -199,7 +199,7 @@ def job_record(entry: JobEntry, stream: list[dict], outcome: JobOutcome, job_fig
     return JobRow(
         job=entry.job, group=entry.group, slot_label=slot.label,
         model=spec["model"], dataset=spec["dataset"], data_root=spec.get("data_root"),
-        batch_size=spec["batch_size"], amp=spec["amp"],
+        batch_size=spec["batch_size"], amp=spec["amp"], cudnn_autotune=spec.get("cudnn_autotune", "study"),
         recipe=spec.get("recipe", "kit"), image_size=ready.get("image_size", spec.get("image_size")),
         dataset_label=ready.get("dataset_label"), device=spec["device"], interval_s=spec.get("interval_s"),
         workers=spec.get("workers"), cores_allowed=len(outcome.cores) if outcome.cores else None,
