@@ -3,6 +3,7 @@ host's cores, and windows that end once their throughput is precise: real CPU ce
 NVML), any number of them."""
 
 import os
+import time
 
 import pytest
 from processes import kit_processes_below_us
@@ -11,6 +12,7 @@ import colloc_kit
 from colloc_kit import supervise
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
+from colloc_kit.pipeline import report
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
@@ -103,3 +105,26 @@ def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
 def test_until_ci_without_a_sound_budget_is_refused(job, message):
     with pytest.raises(colloc_kit.BadInput, match=message):
         JobSpec(model="smallcnn", device="cpu", **job)
+
+
+@pytest.mark.parametrize("quick", ["1", "0"])
+def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, monkeypatch, quick):
+    """Quick start (the default): a slow read-back of one cell (its figures, jobs.csv) does not hold the lane's next
+    cell, which starts before that cell's jobs.csv is written; the worker's loader started before its model built. The
+    old path (COLLOC_KIT_QUICK_START=0, the A/B of benchmarks/scaling.py) reads back first and builds first."""
+    slow_report = report._report
+
+    def slow(run, bar, label):
+        time.sleep(2.0)
+        return slow_report(run, bar, label)
+
+    monkeypatch.setenv("COLLOC_KIT_QUICK_START", quick)
+    monkeypatch.setattr(report, "_report", slow)
+    results = colloc_kit.run([TINY], mode="naive", copies=[1], repeats=2, out=tmp_path, monitor=False,
+                             progress=False)
+    assert list(results.runs["status"]) == ["complete", "complete"], "both cells read back, in order"
+    first, second = sorted(find_runs(tmp_path), key=lambda run: run.read_manifest().started_at)
+    read_back_at = (first.path / "jobs.csv").stat().st_mtime
+    assert (second.read_manifest().started_at < read_back_at) == (quick == "1")
+    ready = next(e for e in read_events(second.events_path("j0-smallcnn")) if e["type"] == "ready")
+    assert ready["quick_start"] == (quick == "1") and ready["first_batch_s"] >= 0 and ready["model_s"] >= 0
