@@ -1,6 +1,10 @@
 """A re-run measures again or says plainly that it measured nothing (`again=`, the reuse notice)."""
 
+import pytest
+
 import colloc_kit
+from colloc_kit.errors import BadInput
+from colloc_kit.notebook import setup as notebook
 from colloc_kit.store.rundir import find_runs
 
 TINY = {"model": "smallcnn", "device": "cpu", "dataset": "synthetic", "batch_size": 8, "image_size": 32,
@@ -16,3 +20,18 @@ def test_again_adds_a_repeat_and_a_plain_rerun_says_it_measured_nothing(tmp_path
     again = colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False, again=True)
     assert len(find_runs(tmp_path)) == 2 and list(again.runs["repeat"]) == [0, 1]
     assert "reused" not in capsys.readouterr().out
+
+
+def test_a_sweeps_bad_copies_are_refused_before_its_baseline_runs(tmp_path):
+    with pytest.raises(BadInput, match="copies must be positive"):
+        colloc_kit.sweep([TINY], ["naive"], copies=[0, 2], out=tmp_path, monitor=False, progress=False)
+    assert find_runs(tmp_path) == []
+
+
+def test_a_notebooks_parameters_are_named_as_written_in_its_cell():
+    with pytest.raises(BadInput, match=r"MODELS = \['resnt18'\]: unknown model 'resnt18' \(did you mean 'resnet18'"):
+        notebook.check_parameters("auto", ["resnt18"])
+    with pytest.raises(BadInput, match=r'DEVICE = "gpu"|DEVICE = \'gpu\''):
+        notebook.check_parameters("gpu", ["resnet18"])
+    with pytest.raises(BadInput, match=r"COPIES = \[0, 2\]"):
+        notebook.check_parameters("auto", ["resnet18"], copies=[0, 2])

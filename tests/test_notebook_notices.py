@@ -27,7 +27,7 @@ def run_cells(tmp_path, *sources):
 @pytest.mark.parametrize("raised, shown", [
     ("KeyboardInterrupt()", notebook.INTERRUPTED_NOTICE),
     ("BadInput('CUDA is not available on this machine; use --device cpu')",
-     'BadInput: CUDA is not available on this machine; use device="cpu"'),
+     'BadInput: CUDA is not available on this machine; use DEVICE = "cpu"'),
 ])
 def test_an_interrupted_or_refused_cell_shows_one_line_not_a_traceback(tmp_path, raised, shown):
     (error,) = run_cells(tmp_path, "from colloc_kit import notebook\nfrom colloc_kit.errors import BadInput\n"
@@ -37,7 +37,7 @@ def test_an_interrupted_or_refused_cell_shows_one_line_not_a_traceback(tmp_path,
 
 def test_one_line_flattens_a_message_and_names_the_kind():
     assert notebook.one_line(BadInput("raise --synthetic-samples or lower --batch-size;\nor use --device cpu")) == \
-        'BadInput: raise synthetic_samples or lower batch_size; or use device="cpu"'
+        'BadInput: raise synthetic_samples or lower batch_size; or use DEVICE = "cpu"'
     assert notebook.one_line(RuntimeError("x --not-a-kit-message")) == "RuntimeError: x --not-a-kit-message"
 def test_noise_warning_counts_a_mixs_jobs_and_holds_jobs_one_after_another_to_1x():
     """Notebook 06 on the H100 once warned of a 3-job mix gaining 1.9x: it divided by copies (1), not by its jobs."""

@@ -11,6 +11,7 @@ from .setup import (
     noise_warning,
     number,
     one_line,
+    parameter,
     prepare,
     python_terms,
     table,

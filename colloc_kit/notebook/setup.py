@@ -9,26 +9,31 @@ With DEVICE = "auto" on a machine without a CUDA GPU the notebook trains TINY_CP
 synthetic 32x32 images for a few steps) and says so; an explicit DEVICE = "cpu" runs what the parameters say.
 
 After `prepare`, an interrupted cell ends with one line ("interrupted: the jobs were stopped; what was measured is
-kept, marked interrupted") instead of a KeyboardInterrupt traceback, a refused input with the kit's message in Python
-terms (`device="cpu"`, not `--device cpu`), and Kernel > Interrupt also stops a panel's run (background.py).
+kept, marked interrupted") instead of a KeyboardInterrupt traceback, a refused input with the kit's message in the
+notebook's terms (`DEVICE = "cpu"`, not `--device cpu`), and Kernel > Interrupt also stops a panel's run
+(background.py). A parameter the kit refuses is named as written in its cell (`parameter`): `MIX = 'resnt152': ...`.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 
 from colloc_kit.analysis import summaries as analysis
-from colloc_kit.errors import CollocKitError
+from colloc_kit.errors import BadInput, CollocKitError
 from colloc_kit.notebook import background
 from colloc_kit.views import plots
 from colloc_kit.views.tables import number, table
+from colloc_kit.worker.models import MODEL_NAMES, TIMM_PREFIX
 
 __all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
-           "install_notices", "noise_warning", "WARNING", "warn", "number", "table"]
+           "install_notices", "noise_warning", "WARNING", "warn", "number", "table", "parameter",
+           "NOTEBOOK_NAMES"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -51,18 +56,22 @@ class Setup:
     gpu: bool  # True where torch sees a CUDA GPU
 
 
-def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = "") -> Setup:
-    """Resolve DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU, set the
-    renderer."""
+def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = "",
+            copies: list[int] | None = None) -> Setup:
+    """Check the parameters (DEVICE, MODELS, COPIES where given: named as written, before anything runs), resolve
+    DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU (saying MODELS is not run),
+    set the renderer."""
     import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
 
     plots.use_renderer(plotly_renderer)
     install_notices()
     pd.set_option("display.float_format", number)
+    check_parameters(device, models, copies)
     gpu = torch.cuda.is_available()
     if device == "auto" and not gpu:
         print("No CUDA GPU on this machine: running tiny CPU experiments instead of the parameters' "
               f"({', '.join(TINY_CPU_MODELS)} on synthetic 32x32 images, {TINY_CPU_JOB['steps']} steps). "
+              f"MODELS = {list(models)!r} is not run here (it is, on a GPU). "
               "The numbers show the method, not GPU behaviour.")
         return Setup("cpu", list(TINY_CPU_MODELS), {**TINY_CPU_JOB, "device": "cpu"}, tiny=True, gpu=False)
     resolved = ("cuda" if gpu else "cpu") if device == "auto" else device
@@ -70,25 +79,63 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
     return Setup(resolved, list(models), {**job, "device": resolved}, tiny=False, gpu=gpu)
 
 
+def check_parameters(device: str, models: list[str], copies: list[int] | None = None) -> None:
+    """Refuse (BadInput, the parameter named as written in its cell) a DEVICE, a model of MODELS or COPIES the kit
+    cannot run, whatever the machine: a typo shows on a CPU too.
+
+    >>> check_parameters("auto", ["resnet51"])
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: MODELS = ['resnet51']: unknown model 'resnet51' (did you mean 'resnet50'?)...
+    """
+    if device not in ("auto", "cuda", "cpu"):
+        raise BadInput(f'DEVICE = {device!r} is not a device: write DEVICE = "auto", "cuda" or "cpu"')
+    for model in models:
+        if not str(model).startswith(TIMM_PREFIX) and model not in MODEL_NAMES:
+            close = difflib.get_close_matches(str(model), MODEL_NAMES, n=1)
+            raise BadInput(f"MODELS = {list(models)!r}: unknown model {model!r}"
+                           + (f" (did you mean {close[0]!r}?)" if close else "")
+                           + f"; valid: {', '.join(MODEL_NAMES)}, or {TIMM_PREFIX}<name>")
+    if copies is not None and not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n for n in copies):
+        raise BadInput(f"COPIES = {copies!r}: give whole numbers of copies from 1 up, e.g. COPIES = [1, 2, 4]")
+
+
+@contextmanager
+def parameter(name: str, value: Any) -> Iterator[None]:
+    """Inside: a value the kit refuses is named as the notebook's parameter `name` holds it, on one line.
+
+    >>> with parameter("MIX", "resnt152"):
+    ...     raise BadInput("no lone run of a workload called 'resnt152'")
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: MIX = 'resnt152': no lone run of a workload called 'resnt152'
+    """
+    try:
+        yield
+    except CollocKitError as error:
+        raise BadInput(f"{name} = {value!r}: {python_terms(error)}") from None
+
+
 INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is kept, marked interrupted"
 
 
 CONNECTIVES = {"or", "and", "to", "for", "with", "instead", "in", "on", "first"}  # words after a flag, not its value
+NOTEBOOK_NAMES = {"device": "DEVICE", "copies": "COPIES", "layout": "LAYOUT", "mix": "MIX", "models": "MODELS",
+                  "model": "MODELS", "repeats": "REPEATS"}  # flags the notebooks' parameters cells hold, as written
 
 
 def python_terms(message: Any) -> str:
-    """The kit's messages name command-line flags; in a notebook say the keyword instead.
+    """The kit's messages name command-line flags; in a notebook say its parameter as written in the parameters cell
+    (`NOTEBOOK_NAMES`), else the keyword.
 
     >>> python_terms("CUDA is not available on this machine; use --device cpu")
-    'CUDA is not available on this machine; use device="cpu"'
+    'CUDA is not available on this machine; use DEVICE = "cpu"'
     >>> python_terms("raise --synthetic-samples or lower --batch-size")
     'raise synthetic_samples or lower batch_size'
     """
     def keyword(match: re.Match) -> str:
         name, value = match.group(1).replace("-", "_"), match.group(2)
         if value and value not in CONNECTIVES:
-            return f'{name}="{value}"'
-        return name + (match.group(0)[len(match.group(1)) + 2:] if value else "")
+            return f'{NOTEBOOK_NAMES[name]} = "{value}"' if name in NOTEBOOK_NAMES else f'{name}="{value}"'
+        return NOTEBOOK_NAMES.get(name, name) + (match.group(0)[len(match.group(1)) + 2:] if value else "")
 
     return re.sub(r"--([a-z][a-z0-9-]*)(?: ([a-z][\w.]*))?\b", keyword, str(message))
 

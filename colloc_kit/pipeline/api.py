@@ -30,7 +30,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.tracking.log import log_experiment, warn_unreachable
 
-__all__ = ["run", "run_spec", "sweep"]
+__all__ = ["run", "run_spec", "sweep", "experiment_spec"]
 
 
 def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
@@ -49,13 +49,20 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
     it cannot reach is a warning: the runs go on, in their folders). `again=True`: cells already complete in the
     folder are measured once more, as new repeats (the results hold old and new), instead of reused.
     """
-    modes = mode if isinstance(mode, list) else [mode]
-    spec = ExperimentSpec(
-        jobs=[j if isinstance(j, JobSpec) else JobSpec.from_mapping(j) for j in jobs],
-        modes=[ModeSpec.parse(m) for m in modes], copies=copies if isinstance(copies, list) else [copies],
-        repeats=repeats, name=name, gpu=gpu, time_limit_s=time_limit_s, monitor=monitor,
-        monitor_interval_s=monitor_interval_s, gpus=gpus, slurm=slurm, placement=placement, mlflow=mlflow)
+    spec = experiment_spec(jobs, mode, copies, repeats=repeats, name=name, gpu=gpu, gpus=gpus, slurm=slurm,
+                           time_limit_s=time_limit_s, monitor=monitor, monitor_interval_s=monitor_interval_s,
+                           placement=placement, mlflow=mlflow)
     return run_spec(spec, out=out, progress=progress, again=again)
+
+
+def experiment_spec(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies: int | list[int] = 1,
+                    **fields: Any) -> ExperimentSpec:
+    """The ExperimentSpec `run` runs, checked (BadInput on a bad field): `fields` are ExperimentSpec's (repeats, name,
+    gpu, gpus, slurm, time_limit_s, monitor, monitor_interval_s, placement, mlflow)."""
+    modes = mode if isinstance(mode, list) else [mode]
+    return ExperimentSpec(jobs=[j if isinstance(j, JobSpec) else JobSpec.from_mapping(j) for j in jobs],
+                          modes=[ModeSpec.parse(m) for m in modes],
+                          copies=copies if isinstance(copies, list) else [copies], **fields)
 
 
 def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], copies: int | list[int] = 1,
@@ -76,14 +83,14 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
     groups = [[job] for job in jobs] if separately else [list(jobs)]
     shared = [m for m in modes if not isinstance(m, tuple)]  # one run call: their repeats interleave (A B A B)
     own = [m for m in modes if isinstance(m, tuple)]
-    parts = []
+    calls = []
     for group in groups:
-        if baseline is not None:
-            parts.append(run(group, mode=baseline, copies=1, **options))
-        if shared:
-            parts.append(run(group, mode=shared, copies=copies, **options))
-        parts += [run(group, mode=mode, copies=counts, **options) for mode, counts in own]
-    return combine(parts)
+        calls += [(group, baseline, 1)] if baseline is not None else []
+        calls += [(group, shared, copies)] if shared else []
+        calls += [(group, mode, counts) for mode, counts in own]
+    running = {key: options.pop(key) for key in ("out", "progress", "again") if key in options}
+    specs = [experiment_spec(group, mode, counts, **options) for group, mode, counts in calls]  # all checked first
+    return combine([run_spec(spec, **running) for spec in specs])
 
 
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True,
