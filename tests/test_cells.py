@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import pandas as pd
 import psutil
 import pytest
 from processes import kit_processes_below_us, survivors_of_killed_kit
@@ -22,6 +23,7 @@ from colloc_kit.cli.main import main
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
+from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
 from colloc_kit.pipeline.executors import gpus
@@ -257,3 +259,22 @@ def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path)
     found = manifests(tmp_path)
     assert len(found) == 2 and {m.status for m in found} == {"interrupted"}
     assert {j.outcome.status for m in found for j in m.jobs} == {"interrupted"}
+
+
+def test_plan_estimates_the_wall_time_from_the_lanes_measured_in_the_folder(tmp_path, capsys):
+    """--plan with nothing measured says so; with runs in the folder it estimates from each cell's lane time (start
+    to the next start on its GPU), over the lanes the spec names; the lanes take the next cell as they free up, longer
+    cells first within a repeat, so the last minutes are not one GPU's."""
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=5)], copies=[1, 3], repeats=2,
+                          name="est", gpus=[0, 1])
+    assert estimate.plan_line(spec, tmp_path).startswith("time: no cells of these jobs measured")
+    runs = pd.DataFrame({"mode_label": ["naive"] * 4, "copies": [1, 3, 1, 3], "gpu": [0, 0, 1, 1],
+                         "status": ["complete"] * 4, "started_at": [0.0, 10.0, 0.0, 30.0],
+                         "ended_at": [9.0, 40.0, 29.0, 60.0]})
+    per_cell = estimate.lane_times(runs)
+    assert per_cell == {("naive", 1): 20.0, ("naive", 3): 30.0}
+    todo = cells(spec)
+    assert [c.copies for c in gpus.dispatch_order(todo)] == [3, 1, 3, 1]
+    assert estimate.wall_s(todo, 1, per_cell) == 100.0
+    assert estimate.wall_s(todo, 2, per_cell) == 50.0  # 30 + 20 on each lane: no lane runs on alone
+    assert estimate.wall_s(todo, 2, {}) is None
