@@ -95,12 +95,14 @@ def test_one_array_task_runs_several_cells_through_one_preloaded_process_and_res
     assert sorted(len(ms) for ms in by_task.values()) == [2, 2]
     for ms in by_task.values():
         assert len({m.runner_pid for m in ms}) == 1, "a task's cells ran in one process"
-        parents = set()
+        ready = []
         for m in ms:
             run = next(r for r in find_runs(out) if r.read_manifest().run_id == m.run_id)
-            parents |= {next(e for e in read_events(run.events_path(j.job)) if e["type"] == "ready")["ppid"]
-                        for j in m.jobs}
+            ready += [next(e for e in read_events(run.events_path(j.job)) if e["type"] == "ready") for j in m.jobs]
+            assert (run.path / "jobs.csv").is_file(), "each cell read back by its task (while the next one started)"
+        parents = {event["ppid"] for event in ready}
         assert len(parents) == 1 and parents != {ms[0].runner_pid}, "forked from the task's one zygote"
+        assert all(event["quick_start"] for event in ready), "a task's cells start as a local lane's: quick"
 
     assert main([*wider, "--mode", "naive,exclusive"]) == 0
     said = "".join(capsys.readouterr())
