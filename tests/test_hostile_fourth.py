@@ -1,9 +1,12 @@
 """Hostile input and faults, fourth pass (issue 43), on the CPU: two kits on one folder, torn reads while a run writes,
 and the newer commands (advise, export mlflow, batch, --plan) held to the contract."""
 
+import argparse
+import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -15,11 +18,16 @@ import pyarrow as pa
 import pytest
 
 import colloc_kit
+from colloc_kit import reference
+from colloc_kit.cli import advise as advise_cli
 from colloc_kit.cli.main import main
 from colloc_kit.monitor.store import ParquetStore, read_samples
+from colloc_kit.predict import advise as adv
+from colloc_kit.predict import check as predict_check
 from colloc_kit.store import claims
 from colloc_kit.store.manifest import JobEntry, Manifest, ModeRecord
 from colloc_kit.store.rundir import MANIFEST, RunDir, find_runs, this_runner
+from colloc_kit.tracking import log as mlflow_log
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32", "--steps", "3", "--warmup-steps", "1",
@@ -186,3 +194,185 @@ def test_a_folder_read_in_a_loop_while_a_run_writes_it(tmp_path):
     out, err = proc.communicate()
     assert proc.returncode == 0, err
     assert reads > 3
+
+
+# ---------------------------------------------------------------- advise held to the contract
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--copies", "1000000000"], "--copies takes counts from 1 to 48"),
+    (["--copies", "0"], "--copies takes counts from 1 to 48"),
+    (["--modes", "sideways"], "--modes takes"),
+    (["--pairs", "/nonexistent/folder/pairs.csv"], "--pairs"),
+    (["--pairs", "/tmp"], "--pairs /tmp is a folder"),
+    (["--experiment", "nope"], "no lone runs"),
+])
+def test_advise_refuses_bad_flags_before_any_work(capsys, argv, says):
+    code, out, err = cli(capsys, "advise", "resnet26 bs128 seed on", *argv)
+    assert code == 2 and says in err, (code, err)
+    assert not out
+
+
+def test_advise_ranking_of_one_workload_at_several_copy_counts_says_each_rows_copies(capsys):
+    lone = predict_check.profiles(reference.load(reference.DEFAULT))
+    workload = adv.parse_mix("resnet26 bs128 seed on", lone)
+    table = adv.advise(workload, lone, copies=[3, 7], modes=["naive", "mps"], bands={})
+    advise_cli._print([table], argparse.Namespace(top=4, explain=False), "test", {})
+    out = capsys.readouterr().out
+    heading, header, *rows = [line for line in out.splitlines() if line.strip()][1:]
+    assert "at 3,7 copies" in heading and "copies" in header.split(), out
+    assert {row.split()[1] for row in rows} == {"3", "7"}, out
+
+
+# ---------------------------------------------------------------- MLflow stores held to the contract
+
+
+@pytest.mark.parametrize("uri", ["sqlite:////proc/no/mlflow.db", "/proc/sys/mlruns", "ftp://example.org/mlruns"])
+def test_an_mlflow_store_that_cannot_be_used_is_refused_before_anything(tmp_path, capsys, uri):
+    pytest.importorskip("mlflow")
+    started = time.monotonic()
+    code, out, err = cli(capsys, "run", *TINY_FLAGS, "--name", "never", "--mlflow", uri, "--out", tmp_path)
+    assert code == 2 and "MLflow" in err and "give" in err, (code, err)
+    assert not list(tmp_path.rglob(MANIFEST))
+    code, out, err = cli(capsys, "export", "mlflow", "h100-80gb", "--tracking-uri", uri)
+    assert code == 2 and "MLflow" in err, (code, err)
+    assert time.monotonic() - started < 30
+
+
+def test_a_run_waits_on_a_silent_tracking_server_a_bounded_time_and_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mlflow")
+    monkeypatch.setattr(mlflow_log, "LOG_WAIT_S", 0.5)
+    hung = threading.Event()
+    started = time.monotonic()
+    mlflow_log._bounded("http://silent", "cell x", tmp_path, lambda: hung.wait(30))
+    assert time.monotonic() - started < 5
+    assert "did not take cell x within" in capsys.readouterr().err
+    hung.set()
+
+
+def test_ctrl_c_stops_an_export_at_once(tmp_path):
+    sqlite3 = pytest.importorskip("sqlite3")
+    pytest.importorskip("mlflow")
+    db = tmp_path / "mlflow.db"
+    proc = kit("export", "mlflow", "h100-80gb", "--tracking-uri", f"sqlite:///{db}")
+    written = 0
+    while proc.poll() is None and written < 2:
+        with contextlib.suppress(sqlite3.Error):
+            written = sqlite3.connect(db).execute("select count(*) from runs where parent_run_id is null").fetchone()[0]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    interrupted = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert time.monotonic() - interrupted < 20  # the interpreter's exit on this busy 2-core machine included
+    total = len(reference.load("h100-80gb").runs)
+    cells = sqlite3.connect(db).execute("select count(*) from runs where parent_run_id is null").fetchone()[0]
+    assert cells < total, (cells, total)  # the remaining cells were not written first
+
+
+# ---------------------------------------------------------------- a batch interrupted or terminated
+
+BATCH_SCRIPT = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job would ignore it
+from colloc_kit.batch import runner
+runner.load_profiles = lambda *a: {"t": {}}
+from colloc_kit.cli.main import main
+sys.exit(main(["batch", "--profile", "t", "--notebooks", sys.argv[1], "--out", sys.argv[2]]))
+"""
+
+
+def _notebook(path: Path, *sources: str) -> None:
+    import nbformat  # noqa: PLC0415 - the batch's extra
+
+    book = nbformat.v4.new_notebook()
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    cell = nbformat.v4.new_code_cell("INTERACTIVE = False\nPLOTLY_RENDERER = ''")
+    cell.metadata["tags"] = ["parameters"]
+    book.cells = [cell, *map(nbformat.v4.new_code_cell, sources)]
+    nbformat.write(book, path)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_batch_stopped_midway_still_says_what_ran_what_was_interrupted_and_what_never_started(tmp_path, stop):
+    pytest.importorskip("papermill")
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    _notebook(books / "01_quick.ipynb", "x = 1")
+    _notebook(books / "02_slow.ipynb", "import time\ntime.sleep(120)")
+    _notebook(books / "03_never.ipynb", "x = 3")
+    proc = subprocess.Popen([sys.executable, "-c", BATCH_SCRIPT, str(books), str(tmp_path / "out")], cwd=REPO,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "out").glob("*/02_slow.ipynb")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # its kernel started and runs the slow cell
+    proc.send_signal(stop)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in out + err, err
+    (folder,) = (tmp_path / "out").iterdir()
+    record = json.loads((folder / "batch.json").read_text())
+    assert [(n["name"], n["status"]) for n in record["notebooks"]] == [
+        ("01_quick", "ok"), ("02_slow", "interrupted"), ("03_never", "not run")]
+    index = (folder / "index.html").read_text()
+    assert "interrupted" in index and "not run" in index
+    assert not [p.name for p in folder.iterdir() if p.is_socket()]
+
+
+# ---------------------------------------------------------------- the weak answers
+
+
+def test_data_make_leaves_no_stale_temp_files_and_its_marker_counts_what_is_there(tmp_path, capsys):
+    from colloc_kit.worker import standin  # noqa: PLC0415 - the stand-in writer
+
+    folder = standin.make("cifar10", tmp_path, images=20, jobs=1, progress=False)
+    killed = folder / "train" / "cat" / ".cat_9.png.4242.tmp"  # what a writer killed mid-image leaves
+    killed.write_bytes(b"half an image")
+    standin.make("cifar10", tmp_path, images=10, jobs=1, progress=False)
+    assert not list(folder.rglob("*.tmp"))
+    assert "; 20 training images" in (folder / standin.MARKER).read_text()  # not 10: the 20 are all there
+
+
+def test_reference_export_names_damaged_and_running_runs(tmp_path, capsys):
+    pid, started = this_runner()
+    run = RunDir.create(tmp_path / "study", "study", "naive-x1-r0")
+    spec = {"model": "smallcnn", "dataset": "synthetic", "batch_size": 8, "amp": "off", "device": "cpu"}
+    run.write_manifest(Manifest(run_id=run.run_id, mode=ModeRecord("naive"), jobs=[JobEntry("j0-smallcnn", group=0,
+                                spec=spec)], runner_pid=pid, runner_started_at=started, started_at=time.time()))
+    broken = tmp_path / "study" / "study" / "20260101-000000-naive-x2-r0"
+    broken.mkdir()
+    (broken / MANIFEST).write_text("{not json")
+    code, out, err = cli(capsys, "reference", "export", tmp_path / "study", "--name", "t", "--to", tmp_path / "sets")
+    assert code == 0, err
+    assert "still running" in err and str(run.path) in err
+    assert "broken run" in err and str(broken) in err
+
+
+def test_batch_parameters_are_checked_against_each_notebooks_types_before_anything_runs(tmp_path, capsys):
+    pytest.importorskip("papermill")
+    from colloc_kit.batch import runner  # noqa: PLC0415 - the batch's extra
+
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    _notebook(books / "01_one.ipynb", "x = 1")
+    book = json.loads((books / "01_one.ipynb").read_text())
+    book["cells"][0]["source"] = "INTERACTIVE = False\nPLOTLY_RENDERER = ''\nREPEATS = 3\nMODELS = ['resnet18']"
+    (books / "01_one.ipynb").write_text(json.dumps(book))
+    for given, says in (({"REPEATS": "abc"}, "takes a whole number"), ({"MODELS": 5}, "takes a list")):
+        with pytest.raises(colloc_kit.BadInput, match=says):
+            runner.plan("t", {"t": {}}, books, given)
+    assert runner.plan("t", {"t": {}}, books, {"REPEATS": 2, "MODELS": ["x"]})
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_warns_of_a_damaged_folder_and_estimates_only_from_runs_of_the_same_jobs(tmp_path, capsys):
+    code, out, err = cli(capsys, "run", *TINY_FLAGS, "--no-monitor", "--name", "est", "--out", tmp_path)
+    assert code == 0, err
+    (tmp_path / "est" / "specs").mkdir(exist_ok=True)
+    (tmp_path / "est" / "specs" / "0000000000.json").write_text("{torn")
+    code, out, err = cli(capsys, "run", *TINY_FLAGS, "--batch-size", "16", "--no-monitor", "--name", "est", "--plan",
+                         "--out", tmp_path)
+    assert code == 0, err
+    assert "0000000000.json" in err  # the damaged spec file named
+    assert "no cells of these jobs measured" in out, out  # batch size 16: the bs8 run does not count

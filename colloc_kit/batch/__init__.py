@@ -2,6 +2,7 @@
 
     runner        `run_batch`: profiles (profiles.yaml), one fresh kernel per notebook, the index and batch.json
     pages         an executed notebook as an offline HTML report
+    parameters    the values a batch gives a notebook, checked against the types it declares
     profiles.yaml the batch profiles: parameters for every notebook, and per notebook
 
     >>> from colloc_kit.batch import runner

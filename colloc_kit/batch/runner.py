@@ -26,17 +26,21 @@ noisy to compare modes) and the size of each page.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import shutil
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import psutil
 import yaml
 
-from colloc_kit import atomic, machine, paths
+from colloc_kit import atomic, machine, paths, supervise
 from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, plotly_js, warnings_of
+from colloc_kit.batch.parameters import check_types
 from colloc_kit.errors import BadInput
 
 __all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
@@ -47,7 +51,7 @@ __all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "Note
 PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"}  # figures as JSON; export draws them
-OK, FAILED = "ok", "failed"
+OK, FAILED, INTERRUPTED, NOT_RUN = "ok", "failed", "interrupted", "not run"
 
 
 @dataclass
@@ -85,7 +89,7 @@ class BatchReport:
 
     @property
     def failed(self) -> list[NotebookOutcome]:
-        """The notebooks that did not run through (error, or not run)."""
+        """The notebooks that did not run through (error, interrupted, or not run)."""
         return [n for n in self.notebooks if n.status != OK]
 
 
@@ -142,6 +146,7 @@ def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overri
             raise BadInput(f"profile {profile}: {nb.stem} has no parameter(s) {', '.join(undeclared)}; "
                            f"it has: {', '.join(params)}")
         values = {**BATCH_PARAMETERS, **(settings.get("parameters") or {}), **own, **overrides}
+        check_types({k: v for k, v in values.items() if k in params and k not in BATCH_PARAMETERS}, params, nb.stem)
         planned.append((nb, {k: v for k, v in values.items() if k in params}))
     return planned
 
@@ -178,22 +183,57 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
         copy_plotly_js(folder)
     timeout = profiles[profile].get("cell_timeout_s")
     log(f"batch profile {profile}: {len(planned)} notebooks into {folder}")
-    outcomes = []
-    for i, (notebook, params) in enumerate(planned, 1):
-        outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code,
-                          self_contained=self_contained)
-        outcomes.append(outcome)
-        detail = f"{where(outcome)}: {outcome.error}" if outcome.error else \
-            f"{outcome.html}, {outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
-        log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
+    outcomes: list[NotebookOutcome] = []
+    try:
+        with supervise.sigterm_as_interrupt():  # SIGTERM ends it as Ctrl-C does: the index still written
+            for i, (notebook, params) in enumerate(planned, 1):
+                outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code,
+                                  self_contained=self_contained)
+                outcomes.append(outcome)
+                detail = f"{where(outcome)}: {outcome.error}" if outcome.error else f"{outcome.html}, " \
+                    f"{outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
+                log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
+    except KeyboardInterrupt as stop:
+        _stop_kernels(folder)
+        outcomes += [NotebookOutcome(nb.stem, INTERRUPTED if n == 0 else NOT_RUN, 0.0, nb.name, None, params,
+                                     error=f"{stop or 'Ctrl-C'}: the batch stopped" if n == 0 else None)
+                     for n, (nb, params) in enumerate(planned[len(outcomes):])]
+        report = BatchReport(profile, folder, outcomes, started_at, time.monotonic() - started, *describe_machine())
+        _write_record(report)
+        log(f"batch interrupted: {', '.join(f'{o.name} {o.status}' for o in outcomes)}; open {folder / 'index.html'}")
+        raise
     report = BatchReport(profile, folder, outcomes, started_at, time.monotonic() - started, *describe_machine())
-    write_index(report)
-    atomic.write_json(folder / "batch.json", {"profile": profile, "started_at": started_at, "seconds": report.seconds,
-                                              "host": report.host, "gpus": report.gpus,
-                                              "notebooks": [asdict(o) for o in outcomes]})
+    _write_record(report)
     log(f"{len(outcomes) - len(report.failed)} of {len(outcomes)} notebooks ok in {report.seconds:.0f} s; "
         f"open {folder / 'index.html'}")
     return report
+
+
+def _write_record(report: BatchReport) -> None:
+    """index.html and batch.json: what ran, what was interrupted, what never started."""
+    write_index(report)
+    atomic.write_json(report.folder / "batch.json", {
+        "profile": report.profile, "started_at": report.started_at, "seconds": report.seconds, "host": report.host,
+        "gpus": report.gpus, "notebooks": [asdict(o) for o in report.notebooks]})
+
+
+def _stop_kernels(folder: Path) -> None:
+    """After an interrupt: the kernels this process started (in sessions of their own) killed, and their unix
+    socket files in `folder` removed."""
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "ipykernel" in " ".join(child.cmdline()):
+                child.kill()
+                child.wait(5)
+    _remove_sockets(folder)
+
+
+def _remove_sockets(folder: Path) -> None:
+    """The kernel's unix socket files (`kernel-ipc-N`, the ipc transport's) left in the batch folder."""
+    for path in folder.glob("kernel-*"):
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(path.lstat().st_mode):
+                path.unlink()
 
 
 def describe_machine() -> tuple[str, str]:
@@ -226,6 +266,8 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
         error_source = "\n".join(exc.source.splitlines()[:3])
     except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        _remove_sockets(folder)
     seconds = time.monotonic() - started
     shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
     page = export_html(output, shown, show_code, self_contained) if output.exists() else None

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from pathlib import Path
 
 import pandas as pd
 
@@ -28,7 +30,7 @@ from colloc_kit.paths import check_folder
 from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict.model import MODES, Target
-from colloc_kit.spec import ExperimentSpec
+from colloc_kit.spec import MAX_JOBS_PER_RUN, ExperimentSpec
 from colloc_kit.spec_yaml import read_yaml
 
 SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding", "predicted_images_per_s"]
@@ -67,14 +69,18 @@ def cmd_advise(args: argparse.Namespace) -> int:
     if args.top < 1 or (args.confirm is not None and args.confirm < 1):
         raise BadInput("--top and --confirm take a count of 1 or more, e.g. --top 5 --confirm 3")
     unknown = sorted(set(args.modes) - set(MODES))
-    if unknown or any(c < 1 for c in args.copies):
-        raise BadInput(f"--modes takes {', '.join(MODES)} (got {', '.join(unknown) or 'those'}); --copies takes "
-                       "positive counts")
+    if unknown:
+        raise BadInput(f"--modes takes {', '.join(MODES)} (got {', '.join(unknown)}); e.g. --modes naive,mps")
+    if any(not 1 <= c <= MAX_JOBS_PER_RUN for c in args.copies):
+        raise BadInput(f"--copies takes counts from 1 to {MAX_JOBS_PER_RUN} (as `run` does; got "
+                       f"{','.join(map(str, args.copies))}): lower --copies")
     for flag, value in (("--reference", args.reference), ("--experiment", args.experiment), ("--pairs", args.pairs)):
         if value is not None and not value.strip():
             raise BadInput(f"{flag} is empty; give a name (or leave the flag out)")
     if args.seconds is not None and not (math.isfinite(args.seconds) and args.seconds > 0):
         raise BadInput(f"--seconds must be a positive number of seconds, got {args.seconds}; e.g. --seconds 15")
+    if args.pairs:
+        _check_pairs_file(args.pairs)
     if args.confirm:
         check_folder(args.out, "results folder (--out)", write=True)  # checked before the ranking, not after
     lone, target, source = _lone(args)
@@ -97,6 +103,17 @@ def cmd_advise(args: argparse.Namespace) -> int:
                 print("\nconfirmed on this GPU (measured beside predicted):\n"
                       + done.drop(columns="run_ids").to_string(index=False))
     return 0
+
+
+def _check_pairs_file(path: str) -> None:
+    """--pairs: a file that can be written, in a folder that exists (checked before the ranking); BadInput naming
+    the flag."""
+    file = Path(path)
+    if file.is_dir():
+        raise BadInput(f"--pairs {path} is a folder; give a CSV file to write, e.g. --pairs pairs.csv")
+    check_folder(file.parent, f"the folder of --pairs {path}:", exists=True, write=True)
+    if file.exists() and not os.access(file, os.W_OK):
+        raise BadInput(f"--pairs {path} cannot be written (permission denied); give another file")
 
 
 def _lone(args: argparse.Namespace):
@@ -142,8 +159,14 @@ def _print(tables, args, source: str, bands) -> None:
     with pd.option_context("display.width", 200, "display.max_colwidth", 60,
                            "display.float_format", "{:,.2f}".format):
         for table in tables:
-            print(f"\n{table['mix'].iloc[0]}")
-            print(table.head(args.top)[SHOWN].to_string(index=False))
+            if table["mix"].nunique() > 1:  # one workload at several copy counts: each row says its own
+                counts = ",".join(map(str, sorted(table["n_jobs"].unique())))
+                print(f"\n{table['_config'].iloc[0].jobs[0]}, at {counts} copies (copies: of each row)")
+                shown = table.head(args.top).rename(columns={"n_jobs": "copies"})[[SHOWN[0], "copies", *SHOWN[1:]]]
+            else:
+                print(f"\n{table['mix'].iloc[0]}")
+                shown = table.head(args.top)[SHOWN]
+            print(shown.to_string(index=False))
             left = table[~table["fits"]]
             if len(left):
                 print(f"  ({len(left)} configurations do not fit in memory, e.g. {left['config'].iloc[0]})")

@@ -289,7 +289,10 @@ def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
     from the cell time measured in its folder where it has runs."""
     card = study.Card.here(seed.gpu)
     folder = ExperimentFolder.of(out, seed.experiment)
-    cell_time = study.CellTime.of(seed, load(folder.path).runs if folder.path.is_dir() else None)
+    runs = load(folder.path).runs if folder.path.is_dir() else None
+    if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
+        runs = runs[runs["cell_id"].isin({c.cell_id for s in study.experiments(seed, card) for c in cells(s)})]
+    cell_time = study.CellTime.of(seed, runs)
     plan = study.plan_rows(seed, card, cell_time)
     rows = pd.DataFrame(plan)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
@@ -305,7 +308,10 @@ def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
 
 def print_plan(spec: ExperimentSpec, out: str) -> int:
     """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
-    states = ExperimentFolder.of(out, spec.name).cell_states()
+    folder = ExperimentFolder.of(out, spec.name)
+    for problem in folder.damaged():  # its cells read as not run: said, as `run` and `status` say it
+        print(f"colloc-kit: warning: {problem}", file=sys.stderr)
+    states = folder.cell_states()
     todo = 0
     for cell in cells(spec):
         done = cell.cell_id in states and states[cell.cell_id].status == COMPLETE

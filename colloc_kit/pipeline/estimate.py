@@ -19,7 +19,7 @@ import pandas as pd
 
 from colloc_kit import machine
 from colloc_kit.analysis.results import load
-from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.pipeline.cells import Cell, cells, jobs_fingerprint
 from colloc_kit.pipeline.executors.gpus import dispatch_order
 from colloc_kit.spec import ExperimentSpec, JobSpec  # noqa: F401 - JobSpec: the doctests
 from colloc_kit.statuses import COMPLETE
@@ -76,17 +76,20 @@ def plan_line(spec: ExperimentSpec, out: str | Path) -> str:
 
     >>> import tempfile
     >>> plan_line(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), tempfile.mkdtemp())
-    'time: no cells measured in this folder yet; run some, and --plan estimates from their lanes'
+    'time: no cells of these jobs measured in this folder yet; run some, and --plan estimates from their lanes'
     """
     folder = ExperimentFolder.of(out, spec.name)
     states, lanes = folder.cell_states(), lanes_of(spec)
     todo = [c for c in cells(spec) if c.repeat < spec.repeats and not (
         c.cell_id in states and states[c.cell_id].status == COMPLETE)]
     runs = load(folder.path).runs if folder.path.is_dir() else None
+    if runs is not None and len(runs):  # only runs of these very jobs: a cell id ends with their fingerprint
+        runs = runs[runs["cell_id"].astype(str).str.endswith(f"-{jobs_fingerprint(spec)}")]
     measured = lane_times(runs) if runs is not None and len(runs) else {}
     estimate = wall_s(todo, lanes, measured)
     if estimate is None or runs is None:
-        return "time: no cells measured in this folder yet; run some, and --plan estimates from their lanes"
+        return ("time: no cells of these jobs measured in this folder yet; run some, and --plan estimates from "
+                "their lanes")
     per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
     return (f"time: about {estimate / 60:.1f} min for {len(todo)} cell(s) on {lanes} lane(s) (GPUs), from the lanes "
             f"of {int((runs['status'] == COMPLETE).sum())} earlier run(s) here (per cell: {per_cell})")

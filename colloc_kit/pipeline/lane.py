@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import socket
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -61,9 +62,12 @@ class Lane(contextlib.AbstractContextManager):
         while the lane's next cell starts (`worker.process.quick_start`; else here, before this returns). An
         interrupt or an error of the kit propagates. None, said on stderr, where another live process holds the
         cell's claim (`store.claims`) or its folder has it complete or running by now (another kit on the folder):
-        one owner per cell, and no cell measured twice."""
+        one owner per cell, and no cell measured twice; and it waits while another kit of the folder runs a cell on
+        its device (`claims.turn`): never two cells beside each other."""
         folder = ExperimentFolder.of(self.out, self.spec.name)
-        with claims.claimed(folder.path, cell.cell_id) as other:
+        device = f"{self.spec.device}-{socket.gethostname()}-{self.placement.gpu}"
+        with claims.turn(folder.path, device, functools.partial(_say_waiting, cell, device)), \
+                claims.claimed(folder.path, cell.cell_id) as other:
             state = folder.cell_states().get(cell.cell_id) if other is None else None
             if other is not None or (state is not None and state.status in (COMPLETE, RUNNING)):
                 why = f"held by {claims.describe(other)}" if other else f"{state.status} in {state.run.path.name}"
@@ -73,6 +77,11 @@ class Lane(contextlib.AbstractContextManager):
             started = run_read_later(self.spec, cell, self.placement, self.out, self.bar, self.zygote, self._reader)
         started[1].add_done_callback(functools.partial(_say_failed, cell))
         return started
+
+
+def _say_waiting(cell: Cell, device: str, other: dict) -> None:
+    print(f"colloc-kit: cell {cell.label} waits: another kit on this folder runs a cell on {device} "
+          f"({claims.describe(other)})", file=sys.stderr, flush=True)
 
 
 def _say_failed(cell: Cell, reading: Future[RunReading]) -> None:

@@ -70,6 +70,8 @@ def profiles(results: Results, experiment: str | None = None) -> dict[str, LoneP
     lone = jobs[jobs["alone"].astype(bool) & jobs["mode"].eq("exclusive")]
     if experiment is not None:
         lone = lone[lone["experiment"] == experiment]
+    if lone.empty:  # (apply over no rows gives a frame, not a column)
+        return {}
     out: dict[str, LoneProfile] = {}
     for (exp, label), group in (lone.assign(_w=lone.apply(analysis.workload_label, axis=1))
                                 .sort_values("experiment").groupby(["experiment", "_w"], sort=True)):

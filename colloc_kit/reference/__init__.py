@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -164,6 +165,19 @@ def run_monitor(results: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _say_left_out(results: Results) -> None:
+    """Name on stderr what the set will lack or hold only in part: broken runs (left out), damaged ones (read in
+    part), runs still running (exported as they stand: export again once they end)."""
+    for path, problem in results.broken.items():
+        print(f"colloc-kit: reference export: left out the broken run {path}: {problem}", file=sys.stderr)
+    for path, problem in results.damaged.items():
+        print(f"colloc-kit: reference export: the run {path} is read in part: {problem}", file=sys.stderr)
+    running = results.runs[results.runs["status"] == "running"] if "status" in results.runs else results.runs[:0]
+    for run_dir in running.get("run_dir", []):
+        print(f"colloc-kit: reference export: the run {run_dir} is still running and exported as it stands; export "
+              "again once it ends", file=sys.stderr)
+
+
 def export(source: Results | str | Path | Iterable[str | Path], name: str, facts: Mapping | None = None,
            root: str | Path | None = None) -> Path:
     """Write the reference set `name` under `root` (the package's reference folder by default) from loaded
@@ -183,6 +197,7 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
     if results.runs.empty:
         raise BadInput(f"no runs to export (in {', '.join(map(str, sources)) or 'the Results given'}); give folders "
                        "that hold run directories (manifest.json)")
+    _say_left_out(results)
     facts = {str(k): v for k, v in (facts or {}).items()}
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))

@@ -1,8 +1,9 @@
 """One owner per cell while it runs: `out/<name>/claims/<cell id>.json`, made by the process about to run the cell
 (its pid, start time and host; written whole, then hard-linked into place, which fails where a claim is there, as
 O_CREAT|O_EXCL does), removed when the cell ends. Two kits on one folder thus never run one cell at once: the later
-one finds the claim and leaves the cell to its owner. A claim whose owner is gone
-(killed, the machine rebooted; `rundir.process_alive`) is stale and taken over.
+one finds the claim and leaves the cell to its owner; and a device (a GPU of a host) is claimed alike for each cell
+(`turn`), so the two never run cells beside each other on one card. A claim whose owner is gone (killed, the machine
+rebooted; `rundir.process_alive`) is stale and taken over.
 
     >>> import tempfile
     >>> folder = Path(tempfile.mkdtemp())
@@ -21,13 +22,14 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from colloc_kit.store.rundir import process_alive, this_runner
 
-__all__ = ["CLAIMS", "claimed", "describe", "holder"]
+__all__ = ["CLAIMS", "claimed", "describe", "holder", "turn"]
 
 CLAIMS = "claims"
+WAIT_S = 0.5  # how often a kit waiting for a device held by another looks again
 
 
 def _claim_file(folder: Path, cell_id: str) -> Path:
@@ -93,6 +95,23 @@ def _clear_stale(file: Path) -> None:
         with contextlib.suppress(OSError):
             os.link(aside, file)
     aside.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def turn(folder: Path, device: str, waiting: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """Hold `device` (a GPU of a host: `gpu-<host>-<index>`) for the block, waiting while another live process of
+    the folder holds it (`waiting(its claim)` is called once): two kits on one folder never run cells on one device
+    at once, so neither measures the other's jobs beside its own."""
+    told = False
+    while True:
+        with claimed(folder, device) as other:
+            if other is None:
+                yield
+                return
+        if not told:
+            waiting(other)
+            told = True
+        time.sleep(WAIT_S)
 
 
 @contextlib.contextmanager

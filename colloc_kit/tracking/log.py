@@ -17,24 +17,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import sys
+import tempfile
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 from colloc_kit.analysis.results import Results, RunReading, assemble, read_run
 from colloc_kit.errors import BadInput, BrokenRun, CollocKitError
+from colloc_kit.paths import check_folder
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.rundir import RunDir, effective_status, find_runs
 from colloc_kit.tracking.records import COMPLETE_TAG, JOB_TAG, KIND_TAG, RUN_TAG, STATUS_TAG, Record, records
 
-__all__ = ["Exported", "check", "export", "log_cell", "log_experiment", "warn_unreachable"]
+__all__ = ["Exported", "Unreachable", "check", "export", "log_cell", "log_experiment", "warn_unreachable"]
 
 INSTALL = "pip install 'colloc-kit[mlflow]'"
 PROBE_TIMEOUT_S = 5.0
+LOG_WAIT_S = 15.0  # the longest a run waits on MLflow for one cell (or the experiment's at its end), then goes on
+SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")  # "": a folder
 BATCH = 1000  # MlflowClient.log_batch: at most 1000 metrics, params and tags together, 100 params
 SEARCH_PAGE = 5000
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}  # MLflow's UI: training runs, not GenAI
@@ -44,6 +51,10 @@ SETTINGS = {  # MLflow's client settings while the kit writes (a value set in th
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",  # a server gone mid-export fails in seconds, not minutes
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }
+
+
+class Unreachable(BadInput):
+    """An MLflow tracking server that did not answer the probe (a run goes on with a warning; an export stops)."""
 
 
 @dataclass
@@ -77,9 +88,18 @@ class Exported:
 
 
 def check(uri: str) -> None:
-    """Refuse (BadInput) a tracking URI that cannot be used: MLflow not installed, or an http(s) server that does not
-    answer. Other URIs (a folder, `sqlite:///...`) are MLflow's to open."""
+    """Refuse (BadInput) a tracking URI that cannot be used, probed once and within PROBE_TIMEOUT_S: MLflow not
+    installed, a scheme MLflow does not store runs in, a local store (`sqlite:///`, `file:`, a folder) the kit cannot
+    write, or an http(s) server that does not answer. A database server's URI is MLflow's to open."""
     _mlflow_client()
+    if not isinstance(uri, str) or not uri.strip():
+        raise BadInput(f"the MLflow tracking URI must be text such as http://127.0.0.1:5000, got {uri!r}")
+    scheme = urllib.parse.urlsplit(uri).scheme.split("+")[0].lower() if "://" in uri or uri.startswith("file:") else ""
+    if scheme not in SCHEMES:
+        raise BadInput(f"MLflow cannot store runs at {uri} (scheme {scheme}:); give http(s)://host:port, "
+                       "sqlite:///path/mlflow.db, file:/path or a folder")
+    if scheme in ("", "file", "sqlite"):
+        _check_local_store(uri, scheme)
     if uri.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT_S):
@@ -88,8 +108,29 @@ def check(uri: str) -> None:
             return  # it answered (a proxy asking for credentials, ...): MLflow's own calls say more
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
-            raise BadInput(f"cannot reach the MLflow tracking server at {uri} ({reason}); start one, e.g. `mlflow "
+            raise Unreachable(f"cannot reach the MLflow tracking server at {uri} ({reason}); start one, e.g. `mlflow "
                            "server --host 127.0.0.1 --port 5000`, or give the right --tracking-uri") from None
+
+
+def _check_local_store(uri: str, scheme: str) -> None:
+    """A local store is fit where its file (sqlite) or folder can be written (MLflow would otherwise retry for
+    minutes and end in a database error)."""
+    path = Path(urllib.parse.urlsplit(uri).path if scheme else uri).expanduser()
+    if scheme == "sqlite":
+        path = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else path
+        if path.is_dir():
+            raise BadInput(f"the MLflow store {uri} is a folder, not a database file; give sqlite:///path/mlflow.db")
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise BadInput(f"the MLflow store {uri} cannot be written (permission denied); give another file")
+        path = path.parent  # (sqlite makes no folder: it must be there)
+    check_folder(path, f"the MLflow store {uri}:", write=True, exists=scheme == "sqlite")
+    nearest = next(p for p in (path, *path.parents) if p.is_dir())
+    try:  # permission bits do not tell for root, a read-only mount or /proc: a file made and removed does
+        with tempfile.TemporaryFile(dir=nearest):
+            pass
+    except OSError as exc:
+        raise BadInput(f"the MLflow store {uri} cannot be written ({exc.strerror}); give a store in a folder you "
+                       "can write") from None
 
 
 def export(results: Results, uri: str, experiment: str | None = None, samples: bool = False,
@@ -112,20 +153,53 @@ def export(results: Results, uri: str, experiment: str | None = None, samples: b
         except tracker.errors as exc:
             raise BadInput(f"the MLflow tracking server at {uri} refused the export before anything was written: "
                            f"{_short(exc)}") from None
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            writes = {pool.submit(tracker.put, cell, done.experiments[cell.experiment]): cell for cell in cells}
-            for n, write in enumerate(as_completed(writes)):
-                try:
-                    outcome = write.result()
-                except tracker.errors as exc:
-                    for other in writes:
-                        other.cancel()
-                    raise CollocKitError(f"MLflow at {uri} failed after {n} of {len(cells)} cells, at run "
-                                         f"{writes[write].run_id}: {_short(exc)}; export again: complete runs are "
-                                         "skipped and a half-written one is replaced") from None
-                getattr(done, outcome).append(writes[write].run_id)
-                done.jobs += len(writes[write].children) if outcome in ("created", "replaced") else 0
+        for n, (cell, outcome) in enumerate(_written(cells, tracker, done.experiments, workers)):
+            if isinstance(outcome, BaseException):
+                raise CollocKitError(f"MLflow at {uri} failed after {n} of {len(cells)} cells, at run "
+                                     f"{cell.run_id}: {_short(outcome)}; export again: complete runs are skipped and "
+                                     "a half-written one is replaced") from None
+            getattr(done, outcome).append(cell.run_id)
+            done.jobs += len(cell.children) if outcome in ("created", "replaced") else 0
     return done
+
+
+def _written(cells: list[Record], tracker: "_Tracker", experiments: dict[str, str],
+             workers: int) -> Iterator[tuple[Record, Any]]:
+    """Each cell as it is written, `workers` at a time, with its outcome (or the error that stopped it). The writers
+    are daemon threads that take no new cell once the caller stops (an interrupt, an error): Ctrl-C ends an export
+    within a second, and a cell it left half-written is replaced by the next export."""
+    todo: queue.Queue = queue.Queue()
+    for cell in cells:
+        todo.put(cell)
+    ended: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            try:
+                cell = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                ended.put((cell, tracker.put(cell, experiments[cell.experiment])))
+            except BaseException as exc:  # noqa: BLE001 - MLflow's errors said by the caller, any other raised
+                ended.put((cell, exc))
+
+    for _ in range(max(1, min(workers, len(cells)))):
+        threading.Thread(target=writer, name="mlflow-writer", daemon=True).start()
+    try:
+        for _ in cells:
+            item = None
+            while item is None:
+                with contextlib.suppress(queue.Empty):
+                    item = ended.get(timeout=0.2)  # short waits: an interrupt is heard between them
+            if isinstance(item[1], BaseException) and not isinstance(item[1], tracker.errors):
+                raise item[1]
+            yield item
+            if isinstance(item[1], BaseException):
+                return
+    finally:
+        stop.set()
 
 
 def log_cell(uri: str, run: RunDir, reading: RunReading) -> None:
@@ -138,26 +212,44 @@ def log_cell(uri: str, run: RunDir, reading: RunReading) -> None:
             return False
         return other.path != run.path and manifest.is_alone and effective_status(manifest) == COMPLETE
 
-    with _warned(uri, f"cell {run.run_id}", run.path.parent):
+    def write() -> None:
         lone = [read_run(other) for other in find_runs(run.path.parent) if baseline(other)]
         export(assemble([reading, *lone]), uri, only={run.run_id}, source=str(run.path.parent))
+
+    _bounded(uri, f"cell {run.run_id}", run.path.parent, write)
 
 
 def log_experiment(uri: str, results: Results, folder: str) -> None:
     """At the end of a run: every cell of `results` not yet in MLflow written, and figures a logged cell lacked
     (its baseline ran after it) added; one line saying so. Never raises, as `log_cell`."""
-    with _warned(uri, "the experiment's cells", folder):
-        exported = export(results, uri, source=folder)
-        print(f"colloc-kit: {exported}", file=sys.stderr)
+    _bounded(uri, "the experiment's cells", folder,
+             lambda: print(f"colloc-kit: {export(results, uri, source=folder)}", file=sys.stderr))
+
+
+def _bounded(uri: str, what: str, folder: Any, write: Any) -> None:
+    """`write()` in a daemon thread, waited for at most LOG_WAIT_S (a failure a warning, as `_warned`): a run never
+    waits minutes on a tracking server; where it did not finish by then, one warning says so and the run goes on."""
+    finished = threading.Event()
+
+    def log() -> None:
+        with _warned(uri, what, folder):
+            write()
+        finished.set()
+
+    threading.Thread(target=log, name="mlflow-log", daemon=True).start()
+    if not finished.wait(LOG_WAIT_S):
+        print(f"colloc-kit: warning: MLflow at {uri} did not take {what} within {LOG_WAIT_S:.0f} s; the run goes on "
+              f"without waiting; the runs are kept in {folder}; log them later with `colloc-kit export mlflow "
+              f"{folder} --tracking-uri {uri}`", file=sys.stderr)
 
 
 def warn_unreachable(uri: str) -> None:
-    """Before a run: BadInput where MLflow is not installed; one warning on stderr where the server at `uri` does not
-    answer now (the run goes on; each cell tries again as it completes)."""
-    _mlflow_client()
+    """Before a run: BadInput where the store cannot be used (`check`); one warning on stderr where the server at
+    `uri` does not answer now (the run goes on; each cell tries again as it completes, waited for at most
+    LOG_WAIT_S)."""
     try:
-        check(uri)
-    except BadInput as exc:
+        check(uri)  # MLflow absent, a scheme it does not store in, a local store not writable: refused
+    except Unreachable as exc:
         print(f"colloc-kit: warning: {exc}; the runs go on and stay in their folders, each cell tries again",
               file=sys.stderr)
 

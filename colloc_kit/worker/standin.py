@@ -89,10 +89,21 @@ def make(name: str, root: str | Path, images: int | None = None, jobs: int | Non
         raise BadInput(f"cannot create {folder / 'train'}: {exc.strerror or exc}; choose a writable --root") from None
     chunks = [(layout.name, str(folder / "train" / cls), c, _share(count, len(layout.classes), c))
               for c, cls in enumerate(layout.classes)]
-    _write_all(chunks, workers, count, f"stand-in {name}", progress)
-    atomic.write_text(folder / MARKER, f"{LABEL}: {layout.description}; {count} training images, made by "
+    try:
+        _remove_temps(folder)  # an earlier make killed mid-image (SIGKILL: no clean-up ran)
+        _write_all(chunks, workers, count, f"stand-in {name}", progress)
+    finally:
+        _remove_temps(folder)  # the writers this make killed on Ctrl-C or an error
+    held = sum(1 for _ in (folder / "train").glob(f"*/*{layout.suffix}"))  # more where an earlier make wrote more
+    atomic.write_text(folder / MARKER, f"{LABEL}: {layout.description}; {held} training images, made by "
                                        f"`colloc-kit data make {name}`. Not the real {name}: random pixels.\n")
     return folder
+
+
+def _remove_temps(folder: Path) -> None:
+    """The temp files (`atomic.replacing`'s) a writer killed mid-image left in the class folders."""
+    for tmp in (folder / "train").glob("*/.*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def _workers(jobs: int | None) -> int:
