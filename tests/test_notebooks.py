@@ -24,7 +24,7 @@ def parameters_cell(path):
 
 
 def test_there_are_the_nine_notebooks_and_a_course():
-    assert [nb.stem[:2] for nb in TOP] == ["01", "02", "03", "04", "05", "06", "07", "08", "09"]
+    assert [nb.stem[:2] for nb in TOP] == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
     exercises = {nb.name for nb in ALL if "course" in nb.parts and "solutions" not in nb.parts}
     solutions = {nb.name for nb in ALL if "solutions" in nb.parts}
     assert exercises and exercises == solutions  # every sheet has its teacher's copy, kept apart
