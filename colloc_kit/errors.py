@@ -9,6 +9,7 @@ started".
 """
 
 import re
+from pathlib import Path
 
 __all__ = ["BadInput", "BrokenPlugin", "BrokenRun", "CollocKitError", "GpuStateError", "NvmlUnavailable", "shorten"]
 
@@ -47,7 +48,16 @@ class BadInput(CollocKitError):
 
 class BrokenRun(CollocKitError):
     """A run directory that cannot be read (a torn or foreign manifest, an unreadable file); says what is wrong. Not
-    bad input: the folder was written, or damaged, before this command (the CLI still exits 2: nothing started)."""
+    bad input: the folder was written, or damaged, before this command (the CLI still exits 2: nothing started).
+    `path`: the file or run folder that cannot be read (None where the raiser did not know it).
+
+    >>> BrokenRun("runs/x/manifest.json cannot be read as JSON", path="runs/x/manifest.json").path
+    PosixPath('runs/x/manifest.json')
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
 
 
 class BrokenPlugin(CollocKitError):
@@ -55,8 +65,26 @@ class BrokenPlugin(CollocKitError):
 
 
 class GpuStateError(CollocKitError):
-    """The GPU is not in a state the kit can work with (a foreign MPS daemon, MIG busy, a missing driver...)."""
+    """The GPU is not in a state the kit can work with (a foreign MPS daemon, MIG busy, a missing driver...); `gpu`:
+    the index of that GPU (None where the state is the machine's, e.g. a daemon serving every GPU).
+
+    >>> GpuStateError("GPU 1 is in MIG mode", gpu=1).gpu
+    1
+    """
+
+    def __init__(self, message: str, gpu: int | None = None) -> None:
+        super().__init__(message)
+        self.gpu = gpu
 
 
 class NvmlUnavailable(CollocKitError):
-    """NVML could not be loaded or initialised; `reason` says why (no driver, no GPU, library missing)."""
+    """NVML could not be loaded or initialised; `reason` says why in a few words (no driver, no GPU, library
+    missing), the message says it with what to do.
+
+    >>> NvmlUnavailable("NVML did not start: driver not loaded; install the driver", reason="driver not loaded").reason
+    'driver not loaded'
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -102,3 +102,30 @@ def test_two_modes_of_one_name_are_refused(tmp_path):
                                               "class Other(NaiveMode):\n    name = 'naive'\n")
     clash = kit("info", modes=str(tmp_path / "second_naive.py"))
     assert clash.returncode == 2 and "two sharing modes are named 'naive'" in clash.stderr
+
+
+def installed(folder: Path, group: str, entries: str) -> Path:
+    """`folder` as an installed package would leave it: a dist-info whose entry points name `entries` in `group`."""
+    info = folder / "lab_plugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entries}\n")
+    return folder
+
+
+def test_a_mode_of_an_installed_package_is_found_by_its_entry_point(plugin_dir):
+    show = "from colloc_kit.modes import registry\nprint(sorted(registry.registered()))"
+    assert "'capped'" not in kit("-c", show, modes=None, pythonpath=plugin_dir).stdout  # on the path, not declared
+    found = kit("-c", show, modes=None, pythonpath=installed(plugin_dir, "colloc_kit.modes", "capped = capped_naive"))
+    assert found.returncode == 0, found.stderr
+    assert "'capped'" in found.stdout
+    helped = kit("run", "--help", modes=None, pythonpath=plugin_dir)
+    assert "--max-connections" in helped.stdout
+
+
+def test_an_entry_point_that_does_not_load_is_one_line_and_exit_2(tmp_path):
+    broken = kit("run", "--help", modes=None,
+                 pythonpath=installed(tmp_path, "colloc_kit.modes", "gone = no_such_lab_module"))
+    assert broken.returncode == 2
+    assert broken.stderr.strip().splitlines() == [broken.stderr.strip()]
+    assert "the entry point gone = no_such_lab_module (colloc_kit.modes), which did not load" in broken.stderr

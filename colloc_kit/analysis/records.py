@@ -13,7 +13,7 @@ bound_by). `results.read_run` gathers a run's inputs, calls it once and makes a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -123,11 +123,11 @@ class JobRow:
     def row(self, base: Mapping[str, Any], run: Mapping[str, Any], job_figures: JobFigures) -> dict[str, Any]:
         """The frame's row: the run's `base` columns, this record's, `slot_<key>`, the run's columns `run` (its
         status and folder), then the job's figures not already among its columns (the monitor's flattened)."""
-        facts = {name: value for name, value in vars(self).items() if name != "slot_info"}
-        slot = {f"slot_{k}": v for k, v in self.slot_info.items()}
-        own = {k: v for k, v in vars(job_figures).items() if k not in facts and k != "monitor"}
-        measured = {"images_per_s_overlap": own.pop("images_per_s_overlap")}
-        return {**base, **facts, **slot, **measured, **run, **job_figures.monitor, **own}
+        facts = asdict(self)
+        slot = {f"slot_{k}": v for k, v in facts.pop("slot_info").items()}
+        own = {k: v for k, v in asdict(job_figures).items() if k not in facts}
+        measured, monitor = {"images_per_s_overlap": own.pop("images_per_s_overlap")}, own.pop("monitor")
+        return {**base, **facts, **slot, **measured, **run, **monitor, **own}
 
 
 def run_figures(streams: Mapping[str, Sequence[dict]], statuses: Mapping[str, str], devices: Mapping[str, str],

@@ -100,7 +100,7 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
             problem = str(exc) if isinstance(exc, BrokenRun) else f"{type(exc).__name__}: {str(exc)[:300]}"
             if strict:
                 raise BrokenRun(f"the run {run.path} is broken: {problem}; move it away or "
-                                "load(..., strict=False)") from None
+                                "load(..., strict=False)", path=run.path) from None
             broken[str(run.path)] = problem
     results = assemble(readings)
     results.broken = broken

@@ -21,6 +21,7 @@ import pandas as pd
 from colloc_kit.analysis import fairness, figures
 from colloc_kit.analysis.lone import (
     BASELINE_KEYS,
+    DERIVED,
     WORKLOAD,
     baselines,
     complete,
@@ -55,7 +56,8 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     window (all complete jobs where the run fell back); NaN when one lacks a baseline. An exclusive run trains its jobs
     one after another, so its figures are its jobs' means weighted by measured time (about 1.0).
     """
-    jobs = with_baselines(results.jobs, reference)
+    trusted = _trusted(results, reference)
+    jobs = results.jobs if trusted else with_baselines(results.jobs, reference)
     columns = RUN_KEYS + ["n_jobs", "n_complete", "jobs_label", "workloads", "aggregate_images_per_s",
                           "aggregate_images_per_s_ci", "throughput_window", "window_s", "flags", "bound_by",
                           "normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
@@ -79,10 +81,10 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
             **{metric: _mean_of(run, f"{metric}_mean") for metric in UTILIZATION},
             "energy_per_image_j": _mean_of(counted, "energy_per_image_j"),
             "baseline_note": "; ".join(sorted(set(run["baseline_note"].dropna()))) or None,
-            **fairness.run_fairness(run),
+            **({} if trusted else fairness.run_fairness(run)),
         })
-    out = results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore").merge(pd.DataFrame(rows), on="run_id",
-                                                                                 how="right")
+    runs = results.runs if trusted else results.runs.drop(columns=fairness.RUN_COLUMNS, errors="ignore")
+    out = runs.merge(pd.DataFrame(rows), on="run_id", how="right")
     out["normalized_throughput_ci"] = [
         n * figures.relative_ci((a, c if c == c else 0.0), (1.0, b if b == b else 0.0))
         for n, a, c, b in zip(out["normalized_throughput"], out["aggregate_images_per_s"].astype(float),
@@ -142,7 +144,8 @@ def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     columns = [*GROUP_KEYS, "job", "workload", "model", "amp", "slot_label", "repeats", "relative_throughput_mean",
                "relative_throughput_std", "epoch_time_growth_mean", "share_asked_pct", "share_had_pct_mean",
                "fairness_index_mean"]
-    jobs = fairness.with_shares(with_baselines(results.jobs, reference))
+    trusted = _trusted(results, reference)
+    jobs = results.jobs if trusted else fairness.with_shares(with_baselines(results.jobs, reference))
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     runs = run_summary(results, reference)[["run_id", "jobs_label", "workloads", "fairness_index"]]
@@ -264,6 +267,13 @@ def job_mix_label(run: pd.DataFrame) -> str:
     """What a run trained, e.g. '2 x resnet18 bs64' or 'resnet152 bs32 + resnet50 bs64'."""
     counts = run.apply(workload_label, axis=1).value_counts(sort=False)
     return " + ".join(f"{n} x {label}" if n > 1 else label for label, n in counts.items())
+
+
+def _trusted(results: Results, reference: pd.DataFrame | None) -> bool:
+    """Whether `results` carries what `load()` derived (`results.derive`: baselines, shares, fairness) and no
+    borrowed baseline (`reference=`) asks for it again: then it is read, not derived a second time."""
+    return (reference is None and {*DERIVED, *fairness.SHARE_COLUMNS} <= set(results.jobs.columns)
+            and set(fairness.RUN_COLUMNS) <= set(results.runs.columns))
 
 
 def _mean_of(frame: pd.DataFrame, column: str) -> float:

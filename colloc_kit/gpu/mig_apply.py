@@ -107,7 +107,7 @@ class MigLayout:
                     f"GPU {self.gpu} has a MIG mode change pending (now {_mode_name(self.before.mode)}, pending "
                     f"{_mode_name(self.before.pending)}): it takes effect after a GPU reset or reboot, which the kit "
                     f"never does. Ask the administrator to reset/reboot, or cancel it with "
-                    f"`nvidia-smi -i {self.gpu} -mig {self.before.mode}`")
+                    f"`nvidia-smi -i {self.gpu} -mig {self.before.mode}`", gpu=self.gpu)
             self.plan, self.to_destroy = self._plan_around(self.before.instances)
             self._refuse_busy(lib, handle)
             if not mig_config_access(lib):
@@ -148,7 +148,7 @@ class MigLayout:
         if pids:
             what = "enabling MIG" if enabling else "destroying the MIG instances in the way"
             raise GpuStateError(f"processes {pids} use GPU {self.gpu}, and {what} needs it idle; stop them "
-                                f"(see `nvidia-smi`) and run again. Nothing was changed")
+                                f"(see `nvidia-smi`) and run again. Nothing was changed", gpu=self.gpu)
 
     def _preflown(self) -> tuple[Plan, MigState]:
         """The plan and the MIG state before it, running preflight() first if it has not run."""
@@ -215,9 +215,10 @@ class MigLayout:
                 f"GPU {self.gpu} needs a GPU reset to enable MIG (usual in pass-through VMs and on some platforms); "
                 f"the kit never resets a GPU and left MIG disabled. An administrator can run "
                 f"`nvidia-smi -i {self.gpu} -mig 1`, then reset the GPU or reboot; run again afterwards "
-                f"(the kit then leaves MIG enabled, as it found it)")
+                f"(the kit then leaves MIG enabled, as it found it)", gpu=self.gpu)
         raise GpuStateError(f"enabling MIG on GPU {self.gpu} did not take effect ({_error_text(lib, status)}); "
-                            f"MIG was left disabled. Stop the processes using the GPU (see `nvidia-smi`) and retry")
+                            f"MIG was left disabled. Stop the processes using the GPU (see `nvidia-smi`) and retry",
+                            gpu=self.gpu)
 
     def _destroy_existing(self, lib, handle, inst: ExistingInstance) -> None:
         gi = lib.nvmlDeviceGetGpuInstanceById(handle, inst.gi_id)
@@ -330,7 +331,8 @@ def _set_mode(gpu: int, mode: int) -> None:
         status = lib.nvmlDeviceSetMigMode(handle, mode)
         if status != lib.NVML_SUCCESS:
             raise GpuStateError(f"the MIG mode change is pending ({_error_text(lib, status)}); it takes effect "
-                                f"after a GPU reset, or set it back with `nvidia-smi -i {gpu} -mig {1 - mode}`")
+                                f"after a GPU reset, or set it back with `nvidia-smi -i {gpu} -mig {1 - mode}`",
+                                gpu=gpu)
 
 
 def _destroy_gi(gpu: int, gi_id: int) -> None:
@@ -370,7 +372,7 @@ def _report(problems: list[str], gpu: int, raise_: bool) -> None:
             + f". Check with `colloc-kit mig show` and `nvidia-smi mig -i {gpu} -lgi`; processes still on the "
               f"instances (`nvidia-smi`) must exit before the instances can go")
     if raise_:
-        raise GpuStateError(text)
+        raise GpuStateError(text, gpu=gpu)
     warnings.warn(text, RuntimeWarning, stacklevel=3)
 
 

@@ -35,8 +35,8 @@ def backend() -> Any:
                 _backend = importlib.import_module("pynvml")
             except ImportError as exc:
                 raise NvmlUnavailable(
-                    f"the NVML bindings are not installed ({exc}); install them with `pip install nvidia-ml-py`"
-                ) from exc
+                    f"the NVML bindings are not installed ({exc}); install them with `pip install nvidia-ml-py`",
+                    reason="the NVML bindings are not installed") from exc
         return _backend
 
 
@@ -72,7 +72,7 @@ def session() -> Iterator[Any]:
                 lib.nvmlInit()
             except Exception as exc:  # NVMLError subclasses, or OSError when libnvidia-ml.so is missing
                 raise NvmlUnavailable(f"NVML did not start: {describe_error(exc)}; "
-                                      "is an NVIDIA driver installed?") from exc
+                                      "is an NVIDIA driver installed?", reason=describe_error(exc)) from exc
         _init_count += 1
     try:
         yield lib

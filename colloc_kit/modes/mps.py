@@ -145,7 +145,8 @@ class MpsMode(SharingMode):
                 name, mig = device.name, device.read("nvmlDeviceGetMigMode").value
                 if mig and mig[0]:
                     raise GpuStateError(f"GPU {self.gpu} ({name}) is in MIG mode: a daemon for the whole GPU serves no "
-                                        f"client; use mode mig with its mps option (one MPS daemon per instance)")
+                                        f"client; use mode mig with its mps option (one MPS daemon per instance)",
+                                        gpu=self.gpu)
                 self._card = _Card(uuid=device.uuid, name=name, memory_mib=device.memory_mib,
                                    mig_shape=model_for_device(name) or gpu_model(GENERIC_MIG_SHAPE))
         return self._card

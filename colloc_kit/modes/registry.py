@@ -1,9 +1,12 @@
 """Every sharing mode by name: the built-in ones (each module of `colloc_kit.modes`) and plug-ins.
 
 A mode registers itself by subclassing `SharingMode` with its own `name`; nothing lists modes by hand. The
-registry is filled on first use by importing every module of `colloc_kit.modes`, then each entry of the
-environment variable COLLOC_KIT_MODES (comma-separated): a module name importable from `sys.path`
-(`mylab.modes`, a package's modules included), or the path of a `.py` file or of a folder of them.
+registry is filled on first use by importing every module of `colloc_kit.modes`, then every entry point of the group
+`colloc_kit.modes` of the installed packages (a package declares `[project.entry-points."colloc_kit.modes"]
+capped = "mylab.capped"`: the module, or the class, its modes are in), then each entry of the environment variable
+COLLOC_KIT_MODES (comma-separated): a module name importable from `sys.path` (`mylab.modes`, a package's modules
+included), or the path of a `.py` file or of a folder of them. Executors plug in the same way
+(`colloc_kit.executors`, `pipeline.executors`).
 
     >>> sorted(registered())[:4]
     ['exclusive', 'mig', 'mps', 'naive']
@@ -14,21 +17,27 @@ environment variable COLLOC_KIT_MODES (comma-separated): a module name importabl
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import pkgutil
 import re
 import sys
 import threading
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from colloc_kit.errors import BadInput, BrokenPlugin
 
 if TYPE_CHECKING:
     from colloc_kit.modes.base import SharingMode
 
+__all__ = ["ENTRY_POINTS", "MODE_NAME", "OPTION_NAME", "PLUGIN_VARIABLE", "availability", "guarded", "load",
+           "make_mode", "mode_class", "register", "registered", "validate_mode_spec"]
+
 PLUGIN_VARIABLE = "COLLOC_KIT_MODES"
+ENTRY_POINTS = "colloc_kit.modes"  # the entry-point group of installed packages' modes
 _INTERNAL = {"base", "registry"}  # modules of the package that hold no mode
 _modes: dict[str, type[SharingMode]] = {}
 _loaded: set[str] = set()  # "built-in", and each plug-in entry already imported
@@ -93,47 +102,57 @@ def availability(device: str = "cuda", gpu: int = 0) -> list[dict]:
 
 
 def load() -> None:
-    """Import the built-in mode modules once, and each COLLOC_KIT_MODES entry not imported yet."""
+    """Import the built-in mode modules and the installed packages' `colloc_kit.modes` entry points once, and each
+    COLLOC_KIT_MODES entry not imported yet."""
     with _lock:
         if "built-in" not in _loaded:
             package = importlib.import_module(__package__)
             for module in pkgutil.iter_modules(package.__path__):
                 if module.name not in _INTERNAL:
                     importlib.import_module(f"{__package__}.{module.name}")
+            for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
+                guarded(f"the entry point {point.name} = {point.value} ({ENTRY_POINTS})", point.load,
+                        "fix its package, or uninstall it")
             _loaded.add("built-in")
         for entry in filter(None, (e.strip() for e in re.split(r"[,%s]" % os.pathsep,
                                                                 os.environ.get(PLUGIN_VARIABLE, "")))):
             if entry not in _loaded:
-                _load_plugin(entry)
+                guarded(f"{PLUGIN_VARIABLE} names {entry!r}", partial(_load_plugin, entry),
+                        f"fix it, or remove it from {PLUGIN_VARIABLE}")
                 _loaded.add(entry)
+
+
+def guarded(source: str, load_it: Callable[[], Any], fix: str) -> Any:
+    """`load_it()`, a plug-in's import (`source` says where it was named), its failure a BrokenPlugin saying
+    `source`, what went wrong and `fix`; Ctrl-C while it loads stays the user's."""
+    try:
+        return load_it()
+    except KeyboardInterrupt:
+        raise  # Ctrl-C while a plug-in loads is the user's: the command ends as interrupted
+    except (BadInput, BrokenPlugin) as exc:  # e.g. two modes of one name, a mode named 5
+        raise BrokenPlugin(f"{source}: {exc}") from None
+    except BaseException as exc:  # its own error (missing, a syntax error), or sys.exit() or a BaseException at import
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise BrokenPlugin(f"{source}, which did not load ({what}); {fix}") from None
 
 
 def _load_plugin(entry: str) -> None:
     """Import one COLLOC_KIT_MODES entry: a .py file, a folder of them, or a module (a package with its modules)."""
-    try:
-        path = Path(entry).expanduser()
-        if entry.endswith(".py") or os.sep in entry:
-            files = sorted(path.glob("[!_]*.py")) if path.is_dir() else [path]
-            if not path.exists():
-                raise FileNotFoundError(f"{path} does not exist")
-            for file in files:
-                name = f"colloc_kit_mode_plugin_{file.stem}"
-                spec = importlib.util.spec_from_file_location(name, file)
-                assert spec is not None and spec.loader is not None  # a .py path always has a spec with a loader
-                sys.modules[name] = module = importlib.util.module_from_spec(spec)  # as an import would, for pickle
-                spec.loader.exec_module(module)
-            return
-        module = importlib.import_module(entry)
-        for sub in pkgutil.iter_modules(getattr(module, "__path__", [])):
-            importlib.import_module(f"{entry}.{sub.name}")
-    except KeyboardInterrupt:
-        raise  # Ctrl-C while a plug-in loads is the user's: the command ends as interrupted
-    except (BadInput, BrokenPlugin) as exc:  # e.g. two modes of one name, a mode named 5
-        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}: {exc}") from None
-    except BaseException as exc:  # its own error (missing, a syntax error), or sys.exit() or a BaseException at import
-        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
-        raise BrokenPlugin(f"{PLUGIN_VARIABLE} names {entry!r}, which did not load ({what}); fix it, or remove it "
-                           f"from {PLUGIN_VARIABLE}") from None
+    path = Path(entry).expanduser()
+    if entry.endswith(".py") or os.sep in entry:
+        files = sorted(path.glob("[!_]*.py")) if path.is_dir() else [path]
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        for file in files:
+            name = f"colloc_kit_mode_plugin_{file.stem}"
+            spec = importlib.util.spec_from_file_location(name, file)
+            assert spec is not None and spec.loader is not None  # a .py path always has a spec with a loader
+            sys.modules[name] = module = importlib.util.module_from_spec(spec)  # as an import would, for pickle
+            spec.loader.exec_module(module)
+        return
+    module = importlib.import_module(entry)
+    for sub in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        importlib.import_module(f"{entry}.{sub.name}")
 
 
 def _check_names(cls: type[SharingMode]) -> None:

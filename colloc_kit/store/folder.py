@@ -185,9 +185,9 @@ def _read_json(path: Path, kind: type) -> Any:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
         raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc}); move it away "
-                        "(the kit writes it again where it needs it)") from None
+                        "(the kit writes it again where it needs it)", path=path) from None
     if not isinstance(data, kind):
-        raise BrokenRun(f"{path} holds a JSON {type(data).__name__}, not {kind.__name__}; move it away")
+        raise BrokenRun(f"{path} holds a JSON {type(data).__name__}, not {kind.__name__}; move it away", path=path)
     return data
 
 
@@ -197,4 +197,4 @@ def _read_spec(file: Path) -> ExperimentSpec:
         return ExperimentSpec.from_mapping(_read_json(file, dict))
     except BadInput as exc:
         raise BrokenRun(f"{file} cannot be read as an experiment spec ({exc}); move it out of {SPECS}/ (its cells "
-                        "are then listed from their runs alone)") from None
+                        "are then listed from their runs alone)", path=file) from None

@@ -285,11 +285,11 @@ def read(path: str | Path) -> Manifest:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON (a torn write, a foreign file)
-        raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc})") from None
+        raise BrokenRun(f"{path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc})", path=path) from None
     try:
         return Manifest.from_dict(data)
     except BrokenRun as exc:
-        raise BrokenRun(f"{path} is not a colloc-kit run manifest: {exc}") from None
+        raise BrokenRun(f"{path} is not a colloc-kit run manifest: {exc}", path=path) from None
 
 
 def write(path: str | Path, manifest: Manifest) -> None:

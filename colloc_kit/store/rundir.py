@@ -180,7 +180,7 @@ def read_events(path: Path) -> list[dict]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise BrokenRun(f"the event log {path} cannot be read ({exc.strerror})") from None
+        raise BrokenRun(f"the event log {path} cannot be read ({exc.strerror})", path=path) from None
     return [e for e in map(events.parse, text.splitlines()) if e is not None and events.readable(e)]
 
 
