@@ -76,9 +76,10 @@ OS_ADVICE = (  # (error numbers, what to do): an OSError that reaches the comman
     ({errno.ENOENT}, "a file or folder vanished during the command; run again"),
 )
 JOB_COLUMNS = ["mode_label", "copies", "repeat", "job", "status", "error_kind", "images_per_s",
-               "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb"]
+               "images_per_s_overlap", "bound_by", "input_wait_share", "steady_gpu_memory_mb", "peak_memory_mb",
+               "role", "latency_p50_ms", "latency_p99_ms", "slo_share"]  # an inference job's (analysis.latency)
 RUN_COLUMNS = ["mode_label", "copies", "repeat", "status", "n_complete", "n_jobs", "aggregate_images_per_s",
-               "aggregate_images_per_s_ci", "throughput_window", "bound_by", "flags"]
+               "aggregate_images_per_s_ci", "throughput_window", "bound_by", "flags", "serve_starved"]
 
 
 def main(argv: list[str] | None = None) -> int:
