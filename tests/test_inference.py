@@ -11,8 +11,10 @@ import colloc_kit
 from colloc_kit.analysis import latency
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.predict import serve_advise
 from colloc_kit.serving import slo_ms
 from colloc_kit.spec import JobSpec
+from colloc_kit.views.frontier import safe_share
 from colloc_kit.worker.serve import Arrivals, FakeClock, Server
 
 
@@ -133,3 +135,37 @@ def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
     assert jobs.loc["serve", "requests_in_window"] > 0
     assert 0 < jobs.loc["serve", "latency_p50_ms"] <= jobs.loc["serve", "latency_p99_ms"]
     assert results.runs["train_images_per_s"].iloc[0] > 0
+
+
+def frontier_table(rows):
+    columns = {"served": "resnet50", "rate_per_s": 150.0, "concurrency": None, "slo_ms": 25.0, "mix": "resnet50 x2",
+               "mode": "mps", "copies": 2, "latency_p50_ms": 5.0, "latency_p99_ms_lo": None, "latency_p99_ms_hi": None,
+               "requests_per_s": 150.0, "slo_share": 1.0, "shared": True, "experiment": "e"}
+    table = pd.DataFrame([{**columns, **row} for row in rows], columns=serve_advise.FRONTIER_COLUMNS)
+    return table.assign(within_slo=table["latency_p99_ms"] <= table["slo_ms"])
+
+
+def test_advice_picks_the_most_training_within_the_slo_and_refuses_an_unmeasured_question():
+    table = frontier_table([
+        {"mode_label": "naive", "train_images_per_s": 900.0, "latency_p99_ms": 80.0, "run_id": "a"},
+        {"mode_label": "mps", "train_images_per_s": 800.0, "latency_p99_ms": 30.0, "run_id": "b"},
+        {"mode_label": "mps(thread_percentage=100+50)", "train_images_per_s": 600.0, "latency_p99_ms": 12.0,
+         "run_id": "c"},
+        {"mode_label": "mps(thread_percentage=100+25)", "train_images_per_s": 400.0, "latency_p99_ms": 9.0,
+         "run_id": "d"},
+        {"mode_label": "exclusive", "train_images_per_s": 1000.0, "latency_p99_ms": 6.0, "run_id": "e",
+         "shared": False}])
+    advice = serve_advise.choose(table, "resnet50", 150, "25ms", "2 x resnet50")
+    assert advice.row["run_id"] == "c" and advice.source == "measured"  # exclusive is not sharing: never chosen
+    assert serve_advise.choose(table, "resnet50", 150, "40 ms", "resnet50 x2").row["run_id"] == "b"
+    assert serve_advise.choose(table, "resnet50", 150, "5ms", "resnet50 x2").row is None
+    with pytest.raises(BadInput, match="no measured run serves resnet50 at 300"):
+        serve_advise.choose(table, "resnet50", 300, "25ms", "resnet50 x2")
+    figure = safe_share(table)
+    assert len(figure.data) == 4 and {t.name for t in figure.data} == set(table["mode_label"][:4])
+
+
+def test_advise_serve_exits_2_without_units_or_without_data(capsys):
+    assert main(["advise", "--serve", "resnet50", "--rate", "150", "--slo", "25", "--beside", "resnet50 x2"]) == 2
+    assert "slo needs units" in capsys.readouterr().err
+    assert main(["advise", "--serve", "resnet50", "--rate", "0", "--slo", "25ms", "--beside", "resnet50 x2"]) == 2

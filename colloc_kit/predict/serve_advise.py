@@ -26,7 +26,8 @@ from colloc_kit.errors import BadInput
 from colloc_kit.serving import SERVE, slo_ms
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
-__all__ = ["Advice", "SETTINGS", "choose", "confirm_spec", "frontier", "mix_label", "normal_mix", "sweep_spec"]
+__all__ = ["FRONTIER_COLUMNS", "Advice", "SETTINGS", "choose", "confirm_spec", "frontier", "mix_label", "normal_mix",
+           "sweep_spec"]
 
 SETTINGS = [ModeSpec("naive"), ModeSpec("mps"), *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]})
                                                   for share in (25, 50, 75))]  # what `sweep_spec` measures
