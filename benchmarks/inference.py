@@ -9,8 +9,9 @@
    25 % and 75 %, for the frontier.
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
-Writes under --out: `latency.csv` (a row per inference job), `frontier.csv` (a row per run: setting, training
-images/s, p99, within SLO), `plain_vs_kit.csv`, `summary.md`, and the runs themselves (`runs/`, as the kit writes
+Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
+p99's CI, requests/s, share within the SLO), `plain_vs_kit.csv`, `summary.md`, with --confirm `confirm.md` and
+`confirm.csv`, and the runs themselves (`runs/`, as the kit writes
 them, for `colloc-kit show` and the reference set `h100-inference`).
 
     python benchmarks/inference.py --out $OUT/inference            # the H100 set (about 8 minutes)
@@ -29,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
+from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 SERVED = {  # model -> (request: images, rate req/s, SLO)
@@ -115,17 +117,25 @@ def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path) -> floa
     return float(results.jobs["latency_p50_ms"].iloc[0])
 
 
-def frontier(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """A row per run: its setting, training images/s beside the inference job, the inference p99 and its CI, within
-    the SLO or not (colloc_kit.analysis.latency's figures)."""
-    serve = jobs[jobs["role"] == "serve"]
-    cols = ["run_id", "model", "batch_size", "rate_per_s", "slo_ms", "latency_p50_ms", "latency_p99_ms",
-            "latency_p99_ms_lo", "latency_p99_ms_hi", "requests_per_s", "slo_share"]
-    table = serve[cols].merge(runs[["run_id", "experiment", "mode_label", "copies", "sequential",
-                                    "train_images_per_s", "serve_starved"]], on="run_id")
-    table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
-    table["shared"] = ~table["sequential"].astype(bool)  # exclusive: each job alone in turn (the reference)
-    return table
+def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:
+    """`advise --confirm`'s target: the setting chosen for the first model and mix, repeated `--confirm` times; the
+    share of repeats within the SLO (target >= 90 %) and of the best training within it (target >= 80 %)."""
+    served, _, spec = chosen[0]
+    rows = table[table["experiment"] == spec.name]
+    slo, mix = f"{rows['slo_ms'].iloc[0]:g}ms", rows["mix"].iloc[0]
+    advice = serve_advise.choose(rows, served, float(rows["rate_per_s"].iloc[0]), slo, mix)
+    if advice.row is None:
+        (out / "confirm.md").write_text(f"{served} beside {mix}: no shared setting met {slo}; nothing to confirm\n")
+        return
+    repeated = serve_advise.frontier(colloc_kit.run_spec(serve_advise.confirm_spec(spec, advice, args.confirm),
+                                                         out=runs, progress=False))
+    best = advice.candidates.loc[advice.candidates["within_slo"], "train_images_per_s"].max()
+    met, kept = repeated["within_slo"].mean(), repeated["train_images_per_s"].mean() / best
+    (out / "confirm.md").write_text(
+        f"{served} at {rows['rate_per_s'].iloc[0]:g}/s beside {mix}, SLO {slo}: chose {advice.row['mode_label']}; "
+        f"{len(repeated)} confirmed runs: within the SLO in {met:.0%} (target 90 %), training {kept:.0%} of the best "
+        "within the SLO (target 80 %)\n" + repeated.to_string(index=False) + "\n")
+    repeated.to_csv(out / "confirm.csv", index=False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
     p.add_argument("--plain-requests", type=int, default=300)
+    p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
+    p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
     out = Path(args.out)
@@ -146,13 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     cost.to_csv(out / "plain_vs_kit.csv", index=False)
     print(cost.to_string(index=False), flush=True)
     parts = []
-    for served, mix, spec in experiments(args):
+    for _, _, spec in experiments(args):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
         results = colloc_kit.run_spec(spec, out=runs, progress=False)
-        parts.append(frontier(results.jobs, results.runs).assign(served=served, mix=mix))
+        parts.append(serve_advise.frontier(results))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
         write_summary(out, cost, table, args, time.monotonic() - started)
+    if args.confirm and time.monotonic() - started < args.budget_s:
+        confirm(args, out, runs, experiments(args)[:1], table)
     print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
     return 0
 
