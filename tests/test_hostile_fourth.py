@@ -376,3 +376,29 @@ def test_plan_warns_of_a_damaged_folder_and_estimates_only_from_runs_of_the_same
     assert code == 0, err
     assert "0000000000.json" in err  # the damaged spec file named
     assert "no cells of these jobs measured" in out, out  # batch size 16: the bs8 run does not count
+
+
+@pytest.mark.parametrize(("error", "says"), [
+    (PermissionError(13, "Permission denied", "/d/a.png"), "cannot read /d/a.png (permission denied): fix"),
+    (FileNotFoundError(2, "No such file or directory", "/d/a.png"), "/d/a.png is gone"),
+    (OSError(28, "No space left on device", "/out/x"), "the disk is full (/out/x): free space"),
+    (MemoryError(), "out of host memory: lower --batch-size"),
+    (RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly"), "a data-loader worker died"),
+])
+def test_a_failed_jobs_reason_says_what_went_wrong_and_what_to_do(error, says):
+    from colloc_kit.worker.reasons import reason  # noqa: PLC0415 - the worker's
+
+    assert reason(error).startswith(says), reason(error)
+
+
+def test_a_job_on_a_damaged_image_fails_saying_which_and_what_to_do(tmp_path, capsys):
+    from fake_datasets import write_imagefolder  # noqa: PLC0415 - the tests' helper
+
+    root = write_imagefolder(tmp_path / "images", classes=2, images_per_class=4)
+    for image in (root / "train").rglob("*.png"):
+        image.write_bytes(b"not an image at all")
+    code, out, err = cli(capsys, "run", *TINY_FLAGS, "--dataset", "imagefolder", "--data-root", root, "--no-monitor",
+                         "--out", tmp_path / "out")
+    assert code == 1
+    (job,) = colloc_kit.load(tmp_path / "out").jobs.to_dict("records")
+    assert job["error"].startswith("an image of the dataset cannot be read"), job["error"]

@@ -35,6 +35,7 @@ from colloc_kit.stats import relative_ci95
 from colloc_kit.worker import check_job
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.process import cores_seen, peak_rss_mb, quick_start, started_at
+from colloc_kit.worker.reasons import reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         kind = error_kind(exc)
         if kind != ErrorKind.BAD_INPUT:
             traceback.print_exc(file=sys.stderr)
-        message = str(exc) if kind == ErrorKind.BAD_INPUT else f"{type(exc).__name__}: {exc}"
+        message = str(exc) if kind == ErrorKind.BAD_INPUT else reason(exc)  # what went wrong, what to do
         writer.emit(events.ERROR, kind=kind.value, message=message[:MESSAGE_CHARS])
         return EXIT_BAD_INPUT if kind == ErrorKind.BAD_INPUT else EXIT_ERROR
 
