@@ -37,6 +37,8 @@ from colloc_kit.events import ErrorKind
 from colloc_kit.modes.registry import validate_mode_spec
 from colloc_kit.serving import check_serving
 
+__all__ = ["ExperimentSpec", "JobSpec", "ModeSpec", "RECIPE_DEFAULTS", "with_changes"]
+
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
 FAULTS = {"out_of_memory": ErrorKind.OUT_OF_MEMORY, "cuda_error": ErrorKind.CUDA_ERROR,  # a fault to inject, and
@@ -48,8 +50,6 @@ RECIPE_CHOICES = ("kit", "seed")
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
 PLACEMENTS = ("pinned", "unpinned")  # how jobs sit on the host's cores (ExperimentSpec.placement)
 MAX_JOBS_PER_RUN = 48  # the most clients one MPS server takes on Volta and later; more would not start anyway
-
-
 BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
 
 
@@ -264,6 +264,7 @@ class ExperimentSpec:
     monitor_interval_s: float = 0.15
     gpus: list[int] | str | None = None  # cells dispatched over these GPUs, one cell per GPU at a time; "all"
     slurm: dict | None = None  # submit one Slurm array task per cell with these options (see slurm.OPTIONS)
+    executor: dict | None = None  # {name: an executor, its options...}: any executor, a plug-in's too (executors/)
     placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
     mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
 
@@ -344,10 +345,7 @@ class ExperimentSpec:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "ExperimentSpec":
         """An ExperimentSpec read from a YAML file (safe YAML: `spec_yaml`), checked as `from_mapping` does."""
-        from colloc_kit.spec_yaml import (  # noqa: PLC0415 - PyYAML loads only when a spec file is read, not in a worker
-            read_yaml,
-        )
-
+        from colloc_kit.spec_yaml import read_yaml  # noqa: PLC0415 - PyYAML loads only when a spec file is read
         return cls.from_mapping(read_yaml(path))
 
     def to_dict(self) -> dict:

@@ -110,3 +110,65 @@ def test_every_json_file_of_the_kit_is_written_through_the_atomic_write():
                for n, line in enumerate(p.read_text().splitlines(), 1)
                if re.search(r"os\.replace\(|\.replace\(path\)|write_text\(json\.dumps|json\.dump\(", line)]
     assert not by_hand, f"write these through colloc_kit.atomic: {by_hand}"
+
+
+LISTED_EXECUTOR = '''
+"""An executor of an installed package, with options of its own: it records what it was given and runs nothing."""
+from dataclasses import dataclass
+
+from colloc_kit.pipeline.executors import Executor, FinishedCell
+
+
+@dataclass(frozen=True)
+class CoreOptions:
+    cores: list[int] | None = None
+    queue: str = "short"
+
+
+class ListedExecutor(Executor):
+    name = "listed"
+    Options = CoreOptions
+    given = []
+
+    def _submit(self, cells, spec_file):
+        type(self).given.append(self.options)
+        return [FinishedCell(cell, "failed") for cell in cells]
+'''
+
+
+@pytest.fixture
+def installed_executor(tmp_path, monkeypatch):
+    """lab_executor.py and a dist-info declaring it as the entry point `listed` of colloc_kit.executors, on sys.path
+    as an installed package would be."""
+    (tmp_path / "lab_executor.py").write_text(LISTED_EXECUTOR)
+    info = tmp_path / "lab_executor-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-executor\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[colloc_kit.executors]\nlisted = lab_executor:ListedExecutor\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    executors._REGISTRY.pop("listed", None)
+    sys.modules.pop("lab_executor", None)
+
+
+def test_an_installed_executor_takes_typed_options_from_the_specs_executor_key(installed_executor):
+    assert "listed" in executors.names() and "listed" not in executors._REGISTRY  # declared, loaded on first use
+    spec_file = installed_executor / "spec.yaml"
+    spec_file.write_text("name: listed\nmonitor: false\njobs: [{model: smallcnn, device: cpu}]\n"
+                         "executor: {name: listed, cores: [2, 4]}\n")
+    colloc_kit.run_spec(ExperimentSpec.from_yaml(spec_file), out=installed_executor / "runs", progress=False)
+    given = sys.modules["lab_executor"].ListedExecutor.given
+    assert [(options.cores, options.queue) for options in given] == [([2, 4], "short")]
+    spec_file.write_text(spec_file.read_text().replace("[2, 4]", "[2, x]"))
+    with pytest.raises(BadInput, match=r"listed: cores must be a list of positive whole numbers, got \[2, 'x'\]"):
+        colloc_kit.run_spec(ExperimentSpec.from_yaml(spec_file), out=installed_executor / "runs", progress=False)
+    assert len(given) == 1
+
+
+def test_the_executor_key_names_an_executor_and_excludes_slurm_and_gpus():
+    with pytest.raises(BadInput, match="executor is {name: <executor>, <option>: ...} \\(no slurm, no gpus\\)"):
+        executors.chosen(ExperimentSpec(jobs=[TINY], executor={"name": "here"}, gpus=[0]))
+    with pytest.raises(BadInput, match="executor 'nowhere' is not known"):
+        executors.chosen(ExperimentSpec(jobs=[TINY], executor={"name": "nowhere"}))
+    assert executors.chosen(ExperimentSpec(jobs=[TINY], executor={"name": "slurm", "time_min": 5})) == (
+        executors.SlurmExecutor, {"time_min": 5})

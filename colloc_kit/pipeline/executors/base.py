@@ -19,13 +19,16 @@ before anything starts (BadInput), `in_flight()` names the cells it has under wa
 from __future__ import annotations
 
 import abc
+import collections.abc
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from colloc_kit.analysis.results import RunReading
-from colloc_kit.errors import BadInput
+from colloc_kit.errors import BadInput, BrokenPlugin
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import Status
@@ -40,18 +43,23 @@ class NoOptions:
 
 
 def options_from(kind: type, given: Mapping[str, Any] | None, where: str) -> Any:
-    """`kind` (an options dataclass) from a mapping, each value checked against its field's type (a positive whole
-    number for int, a non-empty name for str; None leaves the default); BadInput naming `where` otherwise.
+    """`kind` (an options dataclass) from a mapping, each value checked against its field's type hint (`int`: a
+    positive whole number, `str`: a non-empty name, `float`: a number, `bool`: true or false, `list[X]`: a list of X,
+    a union: any of its types; None leaves the default); BadInput naming `where` otherwise.
 
     >>> @dataclass(frozen=True)
     ... class Opts:
     ...     queue: str | None = None
     ...     minutes: int = 60
-    >>> options_from(Opts, {"minutes": 30}, "demo")
-    Opts(queue=None, minutes=30)
+    ...     cpus: list[int] | None = None
+    >>> options_from(Opts, {"minutes": 30, "cpus": [8, 16]}, "demo")
+    Opts(queue=None, minutes=30, cpus=[8, 16])
     >>> options_from(Opts, {"minutes": -1}, "demo")
     Traceback (most recent call last):
     colloc_kit.errors.BadInput: demo: minutes must be a positive whole number, got -1
+    >>> options_from(Opts, {"cpus": [8, "a"]}, "demo")
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: demo: cpus must be a list of positive whole numbers, got [8, 'a']
     """
     if given is None:
         given = {}
@@ -61,15 +69,51 @@ def options_from(kind: type, given: Mapping[str, Any] | None, where: str) -> Any
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise BadInput(f"{where}: unknown option(s) {', '.join(map(str, unknown))}; valid options: {', '.join(known)}")
+    try:
+        hints = typing.get_type_hints(kind)
+    except Exception as exc:  # a name in an annotation that its module does not define
+        raise BrokenPlugin(f"{where}: the options {kind.__qualname__} have a type hint that does not resolve "
+                           f"({type(exc).__name__}: {exc}); import the names their annotations use") from None
     for key, value in given.items():
-        wants = str(known[key].type)
-        if value is None:
-            continue
-        if "int" in wants and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-            raise BadInput(f"{where}: {key} must be a positive whole number, got {value!r}")
-        if "str" in wants and not (isinstance(value, str) and value):
-            raise BadInput(f"{where}: {key} must be a name, got {value!r}")
+        if value is not None and not _fits(hints.get(key, Any), value):
+            raise BadInput(f"{where}: {key} must be {_wanted(hints[key])}, got {value!r}")
     return kind(**{k: v for k, v in given.items() if v is not None})
+
+
+def _fits(hint: Any, value: Any) -> bool:
+    """Whether `value` (read from YAML or given in Python) is of the type `hint` says (see `options_from`)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(arg, value) for arg in args if arg is not type(None))
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence):
+        return isinstance(value, (list, tuple)) and all(_fits(args[0] if args else Any, item) for item in value)
+    if origin in (dict, collections.abc.Mapping):
+        return isinstance(value, Mapping)
+    if origin is typing.Literal:
+        return value in args
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str) and bool(value)
+    return True  # Any, or a type YAML does not make: the executor checks it in `check()`
+
+
+def _wanted(hint: Any) -> str:
+    """What `hint` asks for, in words."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_wanted(arg) for arg in args if arg is not type(None))
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence):
+        inner = _wanted(args[0]) if args else "anything"
+        return "a list of " + (inner.replace("a ", "", 1) + "s" if inner.startswith("a ") else inner)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, args))
+    words = {bool: "true or false", int: "a positive whole number", float: "a number", str: "a name"}
+    return words.get(hint, "a mapping" if origin in (dict, collections.abc.Mapping) else str(hint))
 
 
 class CellJob(abc.ABC):
