@@ -7,6 +7,8 @@ from .setup import (
     TINY_CPU_MODELS,
     WARNING,
     Setup,
+    direction,
+    if_measured,
     install_notices,
     noise_warning,
     number,

@@ -20,7 +20,7 @@ import difflib
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -33,7 +33,7 @@ from colloc_kit.worker.models import MODEL_NAMES, TIMM_PREFIX
 
 __all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
            "install_notices", "noise_warning", "WARNING", "warn", "number", "table", "parameter",
-           "NOTEBOOK_NAMES"]
+           "NOTEBOOK_NAMES", "if_measured", "direction"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -71,7 +71,7 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
     if device == "auto" and not gpu:
         print("No CUDA GPU on this machine: running tiny CPU experiments instead of the parameters' "
               f"({', '.join(TINY_CPU_MODELS)} on synthetic 32x32 images, {TINY_CPU_JOB['steps']} steps). "
-              f"MODELS = {list(models)!r} is not run here (it is, on a GPU). "
+              f"The parameters' models ({', '.join(models)}) are not run here; on a GPU they are. "
               "The numbers show the method, not GPU behaviour.")
         return Setup("cpu", list(TINY_CPU_MODELS), {**TINY_CPU_JOB, "device": "cpu"}, tiny=True, gpu=False)
     resolved = ("cuda" if gpu else "cpu") if device == "auto" else device
@@ -85,14 +85,14 @@ def check_parameters(device: str, models: list[str], copies: list[int] | None = 
 
     >>> check_parameters("auto", ["resnet51"])
     Traceback (most recent call last):
-    colloc_kit.errors.BadInput: MODELS = ['resnet51']: unknown model 'resnet51' (did you mean 'resnet50'?)...
+    colloc_kit.errors.BadInput: the parameters name an unknown model 'resnet51' (did you mean 'resnet50'?)...
     """
     if device not in ("auto", "cuda", "cpu"):
         raise BadInput(f'DEVICE = {device!r} is not a device: write DEVICE = "auto", "cuda" or "cpu"')
     for model in models:
         if not str(model).startswith(TIMM_PREFIX) and model not in MODEL_NAMES:
             close = difflib.get_close_matches(str(model), MODEL_NAMES, n=1)
-            raise BadInput(f"MODELS = {list(models)!r}: unknown model {model!r}"
+            raise BadInput(f"the parameters name an unknown model {model!r}"
                            + (f" (did you mean {close[0]!r}?)" if close else "")
                            + f"; valid: {', '.join(MODEL_NAMES)}, or {TIMM_PREFIX}<name>")
     if copies is not None and not all(isinstance(n, int) and not isinstance(n, bool) and 1 <= n for n in copies):
@@ -167,6 +167,30 @@ def install_notices() -> bool:
     shell.set_custom_exc((KeyboardInterrupt, CollocKitError), notice)
     background.route_kernel_interrupts()
     return True
+
+
+def if_measured(frame: pd.DataFrame, columns: list[str], what: str, draw: Callable[[], Any]) -> Any:
+    """`draw()` where `frame` holds a value in any of `columns`; else one line in words instead of an empty figure
+    (a CPU run has no GPU to watch) and None.
+
+    >>> if_measured(pd.DataFrame({"sm_util_pct_mean": [None]}), ["sm_util_pct_mean"], "How busy the GPU was", list)
+    How busy the GPU was: not drawn, as no run here measured it (a run on a CPU has no GPU to watch).
+    """
+    if any(c in frame and frame[c].notna().any() for c in columns):
+        return draw()
+    print(f"{what}: not drawn, as no run here measured it (a run on a CPU has no GPU to watch).")
+    return None
+
+
+def direction(first: float, last: float, within: float = 0.05) -> str:
+    """How a number went from `first` to `last`, in words a reading can put beside them.
+
+    >>> direction(1527, 1059), direction(100, 180), direction(100, 103)
+    ('falls', 'grows', 'stays within 5 %')
+    """
+    if abs(last - first) <= within * abs(first):
+        return f"stays within {within:.0%}".replace("%", " %")
+    return "grows" if last > first else "falls"
 
 
 noise_warning = analysis.noise  # judged from repeats of a cell and the lone baselines' CIs (see analysis.noise)
