@@ -24,6 +24,8 @@ from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mps_detect import control_status
 
+__all__ = ["PACKAGES", "chosen_gpus", "describe", "git_commit", "gpu_list", "host", "versions"]
+
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
 
 

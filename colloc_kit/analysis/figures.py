@@ -66,6 +66,11 @@ from colloc_kit import events
 from colloc_kit.stats import ci95
 from colloc_kit.statuses import COMPLETE
 
+__all__ = ["HOST_BOUND_IDLE_SHARE", "HOST_BOUND_SM_ACTIVE_PCT", "INPUT_BOUND_SHARE", "MEMORY_BOUND_DRAM_PCT",
+           "MEMORY_MARGIN", "MIN_WINDOW_S", "WIDE_CI", "Window", "bound_by", "common_window", "copies_fit",
+           "input_wait_share", "interval_rates", "jain_index", "relative_ci", "run_flags", "run_throughput",
+           "slice_rates", "steady_intervals", "steady_span", "wide", "window_images", "window_rate"]
+
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
 INPUT_BOUND_SHARE = 0.2  # the job waited for input at least this share of its measured time

@@ -9,3 +9,5 @@
     >>> sorted(runner.load_profiles())[:2]
     ['cpu-smoke', 'gpu-quick']
 """
+
+__all__ = ["pages", "parameters", "runner"]

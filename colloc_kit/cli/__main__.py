@@ -4,4 +4,6 @@ import sys
 
 from colloc_kit.cli.command import main
 
+__all__: list[str] = []
+
 sys.exit(main())

@@ -33,6 +33,8 @@ from colloc_kit.predict.model import MODES, Target
 from colloc_kit.spec import MAX_JOBS_PER_RUN, ExperimentSpec
 from colloc_kit.spec_yaml import read_yaml
 
+__all__ = ["SHOWN", "add_subcommand", "cmd_advise"]
+
 SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding", "predicted_images_per_s"]
 
 

@@ -21,6 +21,8 @@ from colloc_kit.gpu.mig_apply import read_state
 from colloc_kit.gpu.mig_catalogue import GPU_MODELS, GpuModel, gpu_model, live_catalogue
 from colloc_kit.gpu.mig_planner import plan, propose_layouts
 
+__all__ = ["DEFAULT_MODEL", "EXIT_BAD_INPUT", "EXIT_OK", "add_subcommands", "main_mig"]
+
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_MODEL = "H100-80GB"
 

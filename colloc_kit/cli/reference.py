@@ -14,6 +14,8 @@ import argparse
 from colloc_kit.errors import BadInput
 from colloc_kit.reference import SHIPPED, available, export
 
+__all__ = ["add_subcommands", "main_reference", "parse_facts"]
+
 
 def add_subcommands(subparsers) -> argparse.ArgumentParser:
     """Add `reference list` and `reference export` to the top-level subparsers."""

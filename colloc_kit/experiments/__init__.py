@@ -7,3 +7,5 @@
     >>> seed.__name__
     'colloc_kit.experiments.seed'
 """
+
+__all__ = ["seed"]

@@ -17,3 +17,6 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     >>> [i.label() for i in mig_planner.plan("4g,2g,1g", "A100-40GB").instances]
     ['4g.20gb@0', '2g.10gb@4', '1g.5gb@6']
 """
+
+__all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_planner", "mig_simulator", "mig_state", "mps_daemon",
+           "mps_detect", "mps_watchdog", "nvml", "pids"]

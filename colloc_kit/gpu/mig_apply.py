@@ -31,6 +31,9 @@ from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_catalogue import GpuModel, live_catalogue
 from colloc_kit.gpu.mig_planner import PlacedInstance, Plan, plan
 
+__all__ = ["CreatedInstance", "ExistingInstance", "IN_USE_RETRY_S", "MIG_CONFIG_CAPABILITY", "MigLayout", "MigState",
+           "mig_config_access", "mig_device_uuids", "read_state"]
+
 MIG_CONFIG_CAPABILITY = "/proc/driver/nvidia/capabilities/mig/config"
 IN_USE_RETRY_S = 10.0  # a killed process's CUDA context can take a moment to leave the GPU
 _MAX_HANDLES = 16

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.gpu import nvml
 
+__all__ = ["FULL_CI_PROFILE", "GPU_MODELS", "GpuModel", "MAX_COUNT", "Profile", "gpu_model", "live_catalogue",
+           "model_for_device", "parse_layout", "possible_placements", "resolve"]
+
 # NVML_COMPUTE_INSTANCE_PROFILE_* enum of the compute instance that spans a whole GPU instance,
 # by compute slices (pynvml: NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0, ..., _7_SLICE = 4, _8_SLICE = 5, _6_SLICE = 6).
 FULL_CI_PROFILE = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}

@@ -23,6 +23,8 @@ from typing import Iterable, Sequence
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
 
+__all__ = ["ImpossibleLayout", "PlacedInstance", "Plan", "nearest_layouts", "plan", "propose_layouts", "summary"]
+
 
 @dataclass(frozen=True)
 class PlacedInstance:

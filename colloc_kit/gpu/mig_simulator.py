@@ -49,6 +49,8 @@ from colloc_kit.gpu.mig_handles import (
 )
 from colloc_kit.gpu.mig_state import ComputeInstance, GpuInstance, SimulatedHost
 
+__all__ = ["SimulatedNvml", "simulated", "simulated_gpu"]
+
 
 class SimulatedNvml:
     """A stand-in for the `pynvml` module with simulated MIG-capable GPUs; install with `nvml.use_backend(sim)`.

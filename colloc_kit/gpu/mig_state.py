@@ -42,6 +42,8 @@ from pynvml import (
 from colloc_kit.gpu.mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
 from colloc_kit.gpu.pids import alive
 
+__all__ = ["ComputeInstance", "GpuInstance", "GpuProcess", "SimulatedGpu", "SimulatedHost"]
+
 # Three codes the simulator raises have no text in pynvml, which asks the driver for it (nvmlErrorString); the
 # simulator stands in for the driver, so it gives the driver's strings, as a real GPU would.
 for _code, _text in ((NVML_ERROR_IN_USE, "In use by another client"),

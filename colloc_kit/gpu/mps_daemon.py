@@ -28,6 +28,8 @@ from colloc_kit.gpu.mps_detect import CONTROL_BINARY, PID_FILE, RunningDaemon, d
 from colloc_kit.gpu.mps_watchdog import reap_exited_daemon_processes, set_subreaper, start_watchdog
 from colloc_kit.gpu.pids import alive, kill, read_pid, wait_gone
 
+__all__ = ["MAX_PIPE_DIR_CHARS", "MpsDaemon", "find_control", "private_dir"]
+
 # The daemon listens on Unix sockets in its pipe directory, and a socket path holds at most 107 bytes on Linux;
 # this leaves room for the longest name MPS puts there.
 MAX_PIPE_DIR_CHARS = 80

@@ -17,6 +17,10 @@ import psutil
 from colloc_kit.errors import GpuStateError
 from colloc_kit.gpu.pids import alive, read_pid, username
 
+__all__ = ["CONTROL_BINARY", "DEFAULT_PIPE_DIR", "PID_FILE", "PROCESS_PREFIX", "RunningDaemon", "blocking_daemons",
+           "control_status", "default_pipe_daemons", "describe_daemons", "detect_running_daemons",
+           "refuse_running_daemons"]
+
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 DEFAULT_PIPE_DIR = Path("/tmp/nvidia-mps")
 PID_FILE = "nvidia-cuda-mps-control.pid"

@@ -21,6 +21,8 @@ import psutil
 from colloc_kit.gpu.mps_detect import PID_FILE, PROCESS_PREFIX, detect_running_daemons
 from colloc_kit.gpu.pids import alive, kill, read_pid, wait_gone
 
+__all__ = ["reap_exited_daemon_processes", "set_subreaper", "start_watchdog", "watch"]
+
 
 def start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:
     """A process in its own session that quits the daemon if this process dies first (a kernel restarted or killed

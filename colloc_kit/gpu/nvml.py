@@ -21,6 +21,9 @@ from typing import Any, Callable, Iterator
 
 from colloc_kit.errors import BadInput, NvmlUnavailable
 
+__all__ = ["Device", "Reading", "backend", "describe_error", "device_uuid", "is_nvml_error", "optional",
+           "optional_named", "require_gpu_index", "session", "text", "use_backend"]
+
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use
 _init_count = 0

@@ -13,6 +13,8 @@ from typing import Iterable
 
 import psutil
 
+__all__ = ["alive", "kill", "read_pid", "username", "wait_gone"]
+
 
 def read_pid(path: Path) -> int | None:
     """The pid written first in `path`, or None where the file is missing or holds none."""

@@ -27,6 +27,8 @@ from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
 from colloc_kit.modes import registry
 
+__all__ = ["Option", "SharingMode", "Slot", "TYPE_WORDS"]
+
 TYPE_WORDS = {int: "a whole number", float: "a number", str: "a text", bool: "true or false"}  # the option types
 
 

@@ -30,6 +30,8 @@ from colloc_kit.gpu.mig_catalogue import GPU_MODELS, parse_layout
 from colloc_kit.gpu.mps_daemon import MpsDaemon, find_control
 from colloc_kit.modes.base import Option, SharingMode, Slot
 
+__all__ = ["MigMode"]
+
 
 class MigMode(SharingMode):
     """Jobs on MIG instances created for the run (hardware-isolated compute, memory and caches)."""

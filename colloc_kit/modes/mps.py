@@ -32,6 +32,8 @@ from colloc_kit.gpu.mps_daemon import MpsDaemon, find_control
 from colloc_kit.gpu.mps_detect import blocking_daemons, describe_daemons, refuse_running_daemons
 from colloc_kit.modes.base import Option, SharingMode, Slot
 
+__all__ = ["COMPUTE_MODE_GUARD", "GENERIC_MIG_SHAPE", "MpsMode", "PARTITION_KIND", "partition_share"]
+
 PARTITION_KIND = "MPS partition (not MIG)"
 COMPUTE_MODE_GUARD = "COLLOC_KIT_ALLOW_COMPUTE_MODE"
 GENERIC_MIG_SHAPE = "H100-80GB"  # slices used for MIG-like partitions on a GPU without a built-in MIG table

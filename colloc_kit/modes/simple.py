@@ -11,6 +11,8 @@ from colloc_kit.gpu.mps_detect import default_pipe_daemons, describe_daemons, re
 from colloc_kit.gpu.nvml import require_gpu_index
 from colloc_kit.modes.base import SharingMode
 
+__all__ = ["ExclusiveMode", "NaiveMode", "PlainCudaMode"]
+
 
 class PlainCudaMode(SharingMode):
     """A mode whose jobs are plain CUDA clients: refused while an MPS daemon serves the default pipe directory

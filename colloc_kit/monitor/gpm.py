@@ -21,6 +21,8 @@ import pyarrow as pa
 from colloc_kit.gpu import nvml
 from colloc_kit.monitor.gpu_source import probe
 
+__all__ = ["GPM_COLUMNS", "GPM_METRICS", "GpmCounter", "MIN_INTERVAL_S", "MigGpmSource", "gpm_unsupported"]
+
 MIN_INTERVAL_S = 0.1  # NVML: the two samples of a GPM query must be more than 100 ms apart
 
 # (column, pynvml metric id name); DCGM equivalents: SM active, SM occupancy, tensor active, DRAM active

@@ -19,6 +19,8 @@ from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
 from colloc_kit.monitor.sampler import SourceLost
 
+__all__ = ["DeviceSource", "FIELDS", "MB", "call", "device_handle", "is_lost", "mig_devices", "probe"]
+
 MB = 2**20
 
 

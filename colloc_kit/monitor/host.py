@@ -16,6 +16,8 @@ from typing import Callable, Mapping
 import psutil
 import pyarrow as pa
 
+__all__ = ["HostJobSource", "HostSource", "JobProcesses", "MB", "REFRESH_S"]
+
 MB = 2**20
 REFRESH_S = 1.0
 

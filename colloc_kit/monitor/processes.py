@@ -22,6 +22,8 @@ import pyarrow as pa
 from colloc_kit.monitor.gpu_source import MB, call, probe
 from colloc_kit.monitor.host import JobProcesses
 
+__all__ = ["GpuProcessSource", "MPS_NOTE", "SCHEMA", "processes_unsupported"]
+
 SCHEMA = pa.schema([
     ("t", pa.float64()), ("gpu", pa.int64()), ("gpu_instance_id", pa.int64()), ("pid", pa.int64()),
     ("job", pa.string()), ("process_name", pa.string()), ("gpu_mem_used_mb", pa.float64()),

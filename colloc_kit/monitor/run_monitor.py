@@ -27,6 +27,8 @@ from colloc_kit.monitor.processes import GpuProcessSource, processes_unsupported
 from colloc_kit.monitor.sampler import Sampler, Source, SourceLost
 from colloc_kit.monitor.store import ParquetStore, write_info
 
+__all__ = ["GPU_SERIES", "Monitor"]
+
 GPU_SERIES = ("samples_gpu", "samples_mig", "samples_process")
 
 

@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from colloc_kit import events
 
+__all__ = ["MAX_DISTINCT_ERRORS", "Sampler", "Source", "SourceLost", "Store"]
+
 MAX_DISTINCT_ERRORS = 50  # distinct (source, error) pairs kept; repeats only raise a count
 
 

@@ -33,6 +33,8 @@ import pyarrow.parquet as pq
 
 from colloc_kit import atomic
 
+__all__ = ["INFO_FILE", "MemoryStore", "ParquetStore", "SERIES", "Samples", "read_samples", "table", "write_info"]
+
 SERIES = ("samples_gpu", "samples_mig", "samples_process", "samples_host", "samples_host_job")
 INFO_FILE = "monitor.json"
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+__all__ = ["NOT_METRICS", "STATS", "counter_energy_j", "power_integral_j", "summarize", "window_energy"]
+
 NOT_METRICS = frozenset({"t", "gpu", "gpu_instance_id", "pid", "energy_mj", "clock_event_reasons", "mem_total_mb"})
 STATS = (("mean", None), ("p50", 0.5), ("p95", 0.95))
 

@@ -30,6 +30,8 @@ from colloc_kit.monitor.sampler import Sampler, SourceLost
 from colloc_kit.monitor.store import MemoryStore
 from colloc_kit.monitor.summary import window_energy
 
+__all__ = ["EnergyMeter", "Measurement", "measure", "sync_cuda"]
+
 
 @dataclass
 class Measurement:

@@ -17,6 +17,8 @@ import signal
 import threading
 from typing import Any, Callable
 
+__all__ = ["Background", "route_kernel_interrupts", "stop_all"]
+
 _running: set["Background"] = set()
 _lock = threading.Lock()
 _previous_handler: Any = None

@@ -49,6 +49,9 @@ from colloc_kit.spec import ModeSpec, with_changes
 from colloc_kit.views import plots
 from colloc_kit.worker.models import MODEL_NAMES
 
+__all__ = ["BATCH_SIZE_CHOICES", "COPY_CHOICES", "CopyToggles", "ExperimentPanel", "LIVE_REDRAW_S", "OFF_NOTICE",
+           "PLACEHOLDER", "RELOAD_NOTICE", "SHOWN_REASONS", "mode_choices", "not_offered", "panel"]
+
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 BATCH_SIZE_CHOICES = (8, 16, 32, 64, 128, 256)
 OFF_NOTICE = ("INTERACTIVE = False: the panel is off. "

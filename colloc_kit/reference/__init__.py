@@ -50,6 +50,10 @@ from colloc_kit.paths import check_folder
 from colloc_kit.store.folder import NOT_RUN as NOT_RUN_FILE
 from colloc_kit.store.rundir import RunDir, safe_name
 
+__all__ = ["COMPRESSION", "DEFAULT", "HOST_NOT_FIGURES", "MONITOR", "NOT_RUN", "README", "SHIPPED", "TABLES",
+           "available", "describe", "export", "folder", "load", "local_or_reference", "machines", "monitor", "not_run",
+           "read_not_run", "readme", "render_readme", "run_monitor"]
+
 SHIPPED = Path(__file__).parent
 DEFAULT = "h100-80gb"  # what notebook 07 and the course sheets show where a folder holds no local runs
 TABLES = ("jobs", "epochs", "runs")  # the frames of Results that a set keeps

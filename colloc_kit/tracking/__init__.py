@@ -8,3 +8,5 @@ imported only in `log`, and only when used.
     >>> records.__name__
     'colloc_kit.tracking.records'
 """
+
+__all__ = ["log", "records"]

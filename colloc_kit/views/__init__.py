@@ -9,3 +9,5 @@
     >>> style.TEMPLATE
     'plotly_white+colloc_kit'
 """
+
+__all__ = ["frontier", "plots", "style", "tables"]

@@ -2,4 +2,6 @@
 
 from colloc_kit.worker.train import leave, main
 
+__all__: list[str] = []
+
 leave(main())

@@ -14,6 +14,10 @@ from pathlib import Path
 
 from colloc_kit.errors import BadInput
 
+__all__ = ["CIFAR10_FILES", "CIFAR10_FOLDER", "DATASET_NAMES", "HOW_TO_GET", "IMAGENET64_KEYS", "IMAGENET64_PATTERN",
+           "IMAGE_SUFFIXES", "NATIVE_IMAGE_SIZE", "NUM_CLASSES", "SMALL_SYNTHETIC_SIDE", "image_side",
+           "imagenet64_files", "locate"]
+
 DATASET_NAMES = ("synthetic", "cifar10", "imagefolder", "imagenet64")
 NATIVE_IMAGE_SIZE = {"synthetic": 224, "cifar10": 32, "imagefolder": 224, "imagenet64": 64}
 SMALL_SYNTHETIC_SIDE = 32  # synthetic images for smallcnn or the CPU: a quick run takes seconds, not minutes

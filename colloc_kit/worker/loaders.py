@@ -27,6 +27,8 @@ from colloc_kit.worker.recipes import IMAGENET_NORM, RECIPES, device_normaliser,
 from colloc_kit.worker.standin import LABEL as STANDIN_LABEL
 from colloc_kit.worker.standin import is_standin
 
+__all__ = ["CIFAR10Files", "CIFAR10_NORM", "Feed", "IMAGENET64_SIDE", "ImageNet64", "build_feed"]
+
 CIFAR10_NORM = ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616))
 IMAGENET64_SIDE = 64
 

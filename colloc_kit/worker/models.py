@@ -20,6 +20,9 @@ from typing import Any
 
 from colloc_kit.errors import BadInput
 
+__all__ = ["DEFAULT_MIN_IMAGE_SIZE", "MIN_IMAGE_SIZE", "MODEL_NAMES", "TIMM_INSTALL", "TIMM_PREFIX",
+           "TORCHVISION_MODELS", "VIT_PATCH", "build_model", "check_model", "require_timm"]
+
 TORCHVISION_MODELS = (
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
     "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "efficientnet_v2_s", "vit_b_16",

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["IMAGENET_NORM", "RECIPES", "Recipe", "SEED_FLIP", "SEED_JITTER", "SEED_RATIO", "SEED_SCALE",
+           "device_normaliser", "seed_transform"]
+
 IMAGENET_NORM = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 SEED_SCALE, SEED_RATIO, SEED_FLIP, SEED_JITTER = (0.08, 1.0), (3 / 4, 4 / 3), 0.5, 0.4  # timm's training defaults
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from colloc_kit import atomic, paths, supervise
 from colloc_kit.errors import BadInput, CollocKitError
 
+__all__ = ["CIFAR10_CLASSES", "IMAGENET_JPEG_QUALITY", "IMAGENET_SIZES", "IMAGENET_TRAIN_IMAGES", "LABEL", "LAYOUTS",
+           "Layout", "MARKER", "is_standin", "make", "missing_data"]
+
 MARKER = "STANDIN.txt"
 LABEL = "stand-in files (random pixels, real format)"
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")

@@ -39,6 +39,9 @@ from colloc_kit.worker.reasons import reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
 
+__all__ = ["CUDA_WORDS", "EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_LAUNCHER_GONE", "EXIT_OK",
+           "MESSAGE_CHARS", "error_kind", "leave", "main", "parser"]
+
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_LAUNCHER_GONE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 CUDA_WORDS = re.compile(r"CUDA|cuDNN|CUDNN|cuBLAS|CUBLAS|NCCL")
 MESSAGE_CHARS = 2000

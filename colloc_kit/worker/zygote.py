@@ -43,6 +43,9 @@ from typing import IO, Iterable, NoReturn
 from colloc_kit import supervise
 from colloc_kit.worker.models import TIMM_PREFIX
 
+__all__ = ["CUDA_ERROR_NOT_INITIALIZED", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "MESSAGE_BYTES",
+           "ONE_THREAD", "POLL_S", "PRELOAD", "WORKER_MODULE", "Zygote", "enabled", "load_lazy_libraries", "main"]
+
 PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
            "colloc_kit.worker.loaders", "colloc_kit.worker.models", "colloc_kit.worker.recipes")
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
