@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes.registry import validate_mode_spec
+from colloc_kit.spec_baselines import BaselineKeys
 from colloc_kit.serving import check_serving
 
 __all__ = ["ExperimentSpec", "JobSpec", "ModeSpec", "RECIPE_DEFAULTS", "with_changes"]
@@ -250,7 +251,7 @@ class ModeSpec:
 
 
 @dataclass(frozen=True)
-class ExperimentSpec:
+class ExperimentSpec(BaselineKeys):
     """Job groups run under each mode, at each copy count, `repeats` times. One run per (mode, copies, repeat)."""
 
     jobs: list[JobSpec]
@@ -269,6 +270,7 @@ class ExperimentSpec:
     mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (spec_baselines)
         _require(len(self.jobs) > 0, "an experiment needs at least one job")
         _require(len(self.modes) > 0,
                  "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")

@@ -19,14 +19,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from colloc_kit.spec import RECIPE_DEFAULTS, JobSpec
 from colloc_kit.stats import ci95
 from colloc_kit.statuses import COMPLETE
 
 __all__ = ["WORKLOAD", "BASELINE_KEYS", "DERIVED", "complete", "measured_rate", "in_figures", "baselines",
-           "with_baselines", "workload_label", "data_name"]
+           "with_baselines", "workload_label", "data_name", "keyed"]
 
-# jobs with equal values here do the same work
-WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device"]
+DEFAULT_WORKERS = JobSpec.__dataclass_fields__["workers"].default  # the kit recipe's loader workers
+
+# jobs with equal values here do the same work with the same host allocation: a lone job given 12 loader workers is
+# another baseline than one with 4 (the host-matched one, `attribution`). Its cores are not in the key: a job alone
+# has every core the kit's process has (pinned: the cores its N collocated copies shared; unpinned: the OS's choice),
+# so they tell lone jobs apart only across machines, where experiments differ anyway (`cores_allowed` in `load().jobs`)
+WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device", "workers"]
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 
 DERIVED = ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s", "baseline_peak_memory_mb",
@@ -55,6 +61,11 @@ def in_figures(jobs: pd.DataFrame) -> pd.Series:
     return counted | jobs["images_per_s_overlap"].notna() if "images_per_s_overlap" in jobs else counted
 
 
+def keyed(jobs: pd.DataFrame) -> pd.DataFrame:
+    """`jobs` with every `WORKLOAD` column: a frame made by hand or by an older kit without `workers` gets it empty."""
+    return jobs if "workers" in jobs else jobs.assign(workers=math.nan)
+
+
 def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
     """One row per (experiment, workload) run alone: mean images/s with its 95 % CI, step time, memory, count.
 
@@ -64,7 +75,7 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
     """
     columns = BASELINE_KEYS + ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s",
                                "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs"]
-    solo = complete(jobs)
+    solo = complete(keyed(jobs))
     solo = solo[solo["alone"].astype(bool)] if len(solo) else solo
     if solo.empty:
         return pd.DataFrame(columns=columns)
@@ -90,10 +101,10 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     alone, whatever its experiment), e.g. an earlier baseline experiment: an explicit choice, never a silent one.
     The columns it adds (`DERIVED`) are computed afresh where the frame already has them (`load()` joins them).
     """
-    jobs = jobs.drop(columns=DERIVED, errors="ignore")
+    jobs = keyed(jobs.drop(columns=DERIVED, errors="ignore"))
     if jobs.empty:
         return jobs.assign(relative_throughput=pd.Series(dtype=float), epoch_time_growth=pd.Series(dtype=float))
-    base = baselines(jobs if reference is None else reference)
+    base = baselines(jobs if reference is None else keyed(reference))
     keys = BASELINE_KEYS if reference is None else WORKLOAD
     if reference is not None:  # one baseline per workload over the reference's experiments
         base = base.drop(columns="experiment").drop_duplicates(WORKLOAD, keep="last")
@@ -114,15 +125,20 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
 
 def workload_label(row) -> str:
     """A short label such as 'resnet18 bs64 bf16': '... seed' for the seed study's recipe, '... on cifar10' for data
-    other than synthetic (`data_name`), so that one model on two datasets gives two workloads.
+    other than synthetic (`data_name`), so that one model on two datasets gives two workloads; '... 12 workers' where
+    its loader workers are not its recipe's default (a host-matched lone job).
 
     >>> workload_label({"model": "timm.resnet26", "batch_size": 128, "amp": "off", "recipe": "seed",
-    ...                 "dataset": "imagefolder", "data_root": "/tmp/seed-data/cifar10"})
-    'timm.resnet26 bs128 seed on cifar10'
+    ...                 "dataset": "imagefolder", "data_root": "/tmp/seed-data/cifar10", "workers": 12})
+    'timm.resnet26 bs128 seed on cifar10 12 workers'
     """
     amp, recipe, data = row.get("amp"), row.get("recipe"), data_name(row.get("dataset"), row.get("data_root"))
+    workers = row.get("workers")
+    usual = RECIPE_DEFAULTS.get(recipe or "kit", {}).get("workers", DEFAULT_WORKERS)
+    more = workers is not None and workers == workers and int(workers) != usual
     return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
-            + (f" {recipe}" if recipe and recipe != "kit" else "") + (f" on {data}" if data else ""))
+            + (f" {recipe}" if recipe and recipe != "kit" else "") + (f" on {data}" if data else "")
+            + (f" {int(workers)} worker{'s' if workers != 1 else ''}" if more else ""))
 
 
 def data_name(dataset, data_root) -> str | None:

@@ -18,7 +18,7 @@ import math
 
 import pandas as pd
 
-from colloc_kit.analysis import fairness, figures
+from colloc_kit.analysis import attribution, fairness, figures
 from colloc_kit.analysis.lone import (
     BASELINE_KEYS,
     DERIVED,
@@ -62,7 +62,7 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
                           "aggregate_images_per_s_ci", "throughput_window", "window_s", "flags", "bound_by",
                           "normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
                           *fairness.RUN_COLUMNS, "baseline_rel_ci", "steady_gpu_memory_mb_sum", *UTILIZATION,
-                          "energy_per_image_j", "baseline_note"]
+                          "energy_per_image_j", "baseline_note", *attribution.RUN_COLUMNS, *attribution.SHARED]
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -89,7 +89,7 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
         n * figures.relative_ci((a, c if c == c else 0.0), (1.0, b if b == b else 0.0))
         for n, a, c, b in zip(out["normalized_throughput"], out["aggregate_images_per_s"].astype(float),
                               out["aggregate_images_per_s_ci"].astype(float), out["baseline_rel_ci"])]
-    return out.reindex(columns=columns)
+    return attribution.per_run(out, jobs).reindex(columns=columns)
 
 
 def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -102,7 +102,8 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
     >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean"]]   # doctest: +SKIP
     """
     runs = run_summary(results, reference)
-    stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI]
+    stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI] \
+        + ["baseline", *attribution.SUMMARY_COLUMNS]
     if runs.empty:
         return pd.DataFrame(columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     rows = []
@@ -127,6 +128,8 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
         row["flags"] = "; ".join(dict.fromkeys(flags)) or None
         verdicts = group["bound_by"].dropna()
         row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
+        row |= {"baseline": group["baseline"].iloc[0], "study_gain_mean": row["normalized_throughput_mean"],
+                "study_gain_ci": row["normalized_throughput_ci"], **attribution.over_repeats(group)}
         rows.append(row)
     summary = pd.DataFrame(rows, columns=GROUP_KEYS + ["repeats", "n_jobs", "flags", "bound_by"] + stat_columns)
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)

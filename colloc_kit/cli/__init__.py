@@ -4,6 +4,7 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     command      the console script: Ctrl-C guarded before the heavy imports, then `main`
     main         the parser, `main`, and info, demo, run, show, status, data
     run_args     `run`'s flags, declared and read into a spec
+    gains        the gains table under `run` and `show`: the study's gain, the GPU's and the host's part
     mig          `colloc-kit mig plan | propose | show`
     advise       `colloc-kit advise`
     advise_serve `colloc-kit advise --serve`: the setting that keeps an inference job within its SLO
@@ -14,5 +15,3 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     >>> build_parser().parse_args(["mig", "plan", "3g,2g"]).command
     'mig'
 """
-
-__all__ = ["advise", "advise_serve", "command", "export", "main", "mig", "reference", "run_args"]

@@ -37,6 +37,7 @@ from colloc_kit.analysis.results import load
 from colloc_kit.batch.runner import add_subcommand as add_batch
 from colloc_kit.cli.advise import add_subcommand as add_advise
 from colloc_kit.cli.export import add_subcommands as add_export
+from colloc_kit.cli.gains import print_gains
 from colloc_kit.cli.mig import add_subcommands as add_mig
 from colloc_kit.cli.reference import add_subcommands as add_reference
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
@@ -56,7 +57,6 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker import MODEL_NAMES
 from colloc_kit.worker.standin import make
-__all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_CLOSED_PIPE = 0, 1, 2, 141  # 141: 128 + SIGPIPE, as a shell says
 INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command
@@ -305,6 +305,10 @@ def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
           f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
           f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
           "skipped")
+    extra = {c.cell_id: c.repeat >= s.repeats for s in study.experiments(seed, card) for c in cells(s) if c.baseline
+             or c.repeat >= s.repeats}  # the baselines' cells (docs/attribution.md), and their repeats if short
+    print(f"baselines: {len(extra) - sum(extra.values())} more cells, up to {sum(extra.values())} lone repeats: about "
+          f"{(cell_time.overhead_s + cell_time.window_s) * len(extra) / 3600 / lanes:.2f} h more at most")
     return EXIT_OK
 
 
@@ -314,12 +318,14 @@ def print_plan(spec: ExperimentSpec, out: str) -> int:
     for problem in folder.damaged():  # its cells read as not run: said, as `run` and `status` say it
         print(f"colloc-kit: warning: {problem}", file=sys.stderr)
     states = folder.cell_states()
-    todo = 0
-    for cell in cells(spec):
-        done = cell.cell_id in states and states[cell.cell_id].status == COMPLETE
-        todo += not done
-        print(f"{cell.label:50s} {'done (skipped)' if done else 'to run'}")
-    print(f"\n{spec.name}: {todo} of {len(cells(spec))} cells to run under {out}/{safe_name(spec.name)}")
+    todo, every = 0, cells(spec)
+    for cell in every:
+        done, extra = cell.cell_id in states and states[cell.cell_id].status == COMPLETE, cell.repeat >= spec.repeats
+        todo += not done and not extra
+        print(f"{cell.label:50s} {'done (skipped)' if done else 'while short of its precision' if extra else 'to run'}")
+    extras, baseline = sum(c.repeat >= spec.repeats for c in every), sum(bool(c.baseline) for c in every)
+    print(f"\n{spec.name}: {todo} of {len(every) - extras} cells to run under {out}/{safe_name(spec.name)} ({baseline} "
+          f"of them baselines' cells); up to {extras} more lone runs while a baseline misses its precision target")
     print(estimate.plan_line(spec, out))
     return EXIT_OK
 
@@ -375,26 +381,4 @@ def print_tables(results) -> None:
         print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
         print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
     print_gains(results)
-
-
-GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "normalized_throughput_mean", "normalized_throughput_ci",
-                "epoch_time_growth_mean", "bound_by", "repeats", "flags"]
-
-
-def print_gains(results) -> None:
-    """Each configuration's gain over one job alone (with its CI and each job's epoch-time growth), and the noise
-    warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
-    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`
-        summaries as analysis,
-    )
-    from colloc_kit.notebook import setup as notebook  # noqa: PLC0415 - as above
-    from colloc_kit.views.tables import table  # noqa: PLC0415 - as above
-
-    summary = analysis.summarize(results)
-    shown = summary[summary["normalized_throughput_mean"].notna()] if len(summary) else summary
-    if len(shown):
-        print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
-    noise = notebook.noise_warning(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
-    if noise:
-        print(f"\nwarning: {noise}")
 

@@ -39,12 +39,9 @@ from colloc_kit.modes.mps import partition_share
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.cell import preflight
 from colloc_kit.spec import AMP_CHOICES, ExperimentSpec, ModeSpec
+from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
-
-__all__ = ["BATCH", "Card", "CellTime", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
-           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "estimate_s", "experiments", "lanes",
-           "plan_rows", "run", "seed_cells"]
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
@@ -82,6 +79,9 @@ class SeedSpec:
     placement: str = "unpinned"  # as the study ran its jobs: no affinity (ExperimentSpec.placement)
     monitor_interval_s: float = 0.15
     mlflow: str | None = None  # also log each cell to this MLflow tracking URI
+    baselines: tuple[str, ...] = BASELINES  # every gain split into the GPU's and the host's part (docs/attribution.md)
+    baseline_precision: dict = field(default_factory=lambda: dict(SEED_PRECISION))  # +-5 % / +-10 % (issue 38)
+    baseline_max_repeats: int = 6  # the most lone runs of one baseline to reach its target
 
     def __post_init__(self) -> None:
         if self.seed not in (*MODELS, 37):
@@ -95,7 +95,7 @@ class SeedSpec:
             raise BadInput(f"seed spec: data_root must be a folder path, got {self.data_root!r:.60}")
         try:  # the other keys as the experiments will hold them: checked by the one spec schema, now
             ExperimentSpec.from_mapping({"name": self.experiment, "repeats": self.repeats, "gpu": self.gpu,
-                                         "monitor_interval_s": self.monitor_interval_s,
+                                         "monitor_interval_s": self.monitor_interval_s, **baseline_keys(self),
                                          "jobs": [_job(self, MODELS[33][0], DATASETS[0], BATCH[33], amps[0])]})
         except BadInput as exc:
             raise BadInput(f"seed spec: {str(exc).removeprefix('jobs[0]: ')}") from None
@@ -184,7 +184,7 @@ def experiments(seed: SeedSpec, card: Card) -> list[ExperimentSpec]:
     return [ExperimentSpec.from_mapping({
         "name": seed.experiment, "jobs": jobs, "copies": [copies], "repeats": seed.repeats, "gpu": seed.gpu,
         "gpus": seed.gpus, "placement": seed.placement, "monitor_interval_s": seed.monitor_interval_s,
-        "mlflow": seed.mlflow,
+        "mlflow": seed.mlflow, **baseline_keys(seed),
         "modes": [{"name": m.name, **m.options} for m in modes]})
         for jobs, by_copies in groups.values() for copies, modes in by_copies.items()]
 

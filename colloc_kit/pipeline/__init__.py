@@ -2,6 +2,7 @@
 back (report.py), wherever an executor runs them (executors/: this process, several GPUs, Slurm, a plug-in).
 
     cells.py      the cells of a spec; the plan (what to run, what to skip and why)
+    precision.py  the lone baseline cells repeated until each baseline is known within its target
     cell.py       one cell: mode, jobs, monitor, manifest (the write side)
     launcher.py   jobs started in a mode's slots behind a barrier, released together, their events streamed
     progress.py   the progress line

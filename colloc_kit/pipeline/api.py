@@ -25,6 +25,7 @@ from colloc_kit.analysis.results import Results, RunReading, assemble, combine, 
 from colloc_kit.errors import BrokenRun
 from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.executors import Executor, chosen
+from colloc_kit.pipeline.precision import more_repeats
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
@@ -113,6 +114,9 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     dataclasses.replace(plan, done=[]).say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
+        while not spec.slurm and all(h.result() for h in handles) and (more := more_repeats(spec, folder)):
+            handles += executor.submit(more)  # baselines short of their precision target: one more lone run each
+            plan = dataclasses.replace(plan, all=plan.all + more)
     readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
     results = _results(plan, readings, folder)
     if spec.mlflow and len(results.runs):
@@ -126,7 +130,7 @@ def _new_repeats(spec: ExperimentSpec, plan: Plan, folder: ExperimentFolder) -> 
     wider = cells(dataclasses.replace(spec, repeats=spec.repeats + len(taken)))  # room for every repeat so far
     fresh: list[Cell] = []
     for cell in plan.done:
-        fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies
+        fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies and c.jobs == cell.jobs
                           and c.cell_id not in taken and c not in fresh))
     every = [c for c in wider if c.cell_id in taken or c in fresh or c in plan.all]  # earlier repeats' results too
     return Plan(every, [*plan.todo, *fresh], [], plan.running, plan.queued)

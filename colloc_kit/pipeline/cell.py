@@ -107,7 +107,8 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
              zygote: Zygote | None = None) -> Manifest:
     """One cell into the fresh run directory `run` (see the module); returns its manifest as written at the end. An
     interrupt or an error of the kit is recorded (interrupted, error) and propagates. With a `zygote`, the jobs are
-    forked from it."""
+    forked from it. A baseline's cell runs its own jobs (`Cell.spec_of`)."""
+    spec = cell.spec_of(spec)
     planned = plan_jobs(spec, cell.copies)
     mode = make_mode(cell.mode, workdir=run.mode_dir, gpu=placement.gpu, device=spec.device)
     manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),

@@ -27,8 +27,11 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
+from colloc_kit.worker.datasets import image_side
 
-__all__ = ["Cell", "Plan", "cells", "jobs_fingerprint"]
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "cells", "baseline_cells", "lone_mode", "jobs_fingerprint"]
+
+EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
 
 @dataclass(frozen=True)
@@ -39,11 +42,20 @@ class Cell:
     copies: int
     repeat: int
     cell_id: str
+    jobs: tuple[JobSpec, ...] | None = None  # a baseline cell's own jobs (more workers, synthetic data); None: spec's
+    baseline: str | None = None  # host-matched or gpu-only for such a cell (`spec_baselines`)
 
     @property
     def label(self) -> str:
-        """The cell as people read it: `<mode label>-x<copies>-r<repeat>` (its run folders end with it)."""
-        return f"{self.mode.label}-x{self.copies}-r{self.repeat}"
+        """The cell as people read it: `<mode label>-x<copies>-r<repeat>` (its run folders end with it), after
+        `host-matched-w<workers>-` or `gpu-only-` for a baseline's cell."""
+        kind = f"{self.baseline}-w{self.jobs[0].workers}-" if self.baseline == "host-matched" and self.jobs else \
+            f"{self.baseline}-" if self.baseline else ""
+        return f"{kind}{self.mode.label}-x{self.copies}-r{self.repeat}"
+
+    def spec_of(self, spec: ExperimentSpec) -> ExperimentSpec:
+        """The spec this cell runs: `spec` with the cell's own jobs where it has them."""
+        return spec if self.jobs is None else dataclasses.replace(spec, jobs=list(self.jobs))
 
 
 def jobs_fingerprint(spec: ExperimentSpec) -> str:
@@ -65,10 +77,55 @@ def _fingerprinted(job: JobSpec) -> dict:
 
 
 def cells(spec: ExperimentSpec) -> list[Cell]:
-    """Every cell of `spec`, in run order."""
-    fingerprint = jobs_fingerprint(spec)
-    return [Cell(mode, copies, repeat, f"{safe_name(mode.label)}-x{copies}-r{repeat}-{fingerprint}")
-            for mode, copies, repeat in spec.runs()]
+    """Every cell of `spec`, in run order: each repeat's cells, then that repeat's baseline cells (`baseline_cells`);
+    then the lone baseline cells' further repeats up to `baseline_max_repeats`, which `Plan.of` runs only while a
+    baseline misses its precision target."""
+    out: list[Cell] = []
+    for repeat in range(max(spec.repeats, spec.baseline_max_repeats or 0)):
+        if repeat < spec.repeats:
+            out += [_cell(spec, mode, copies, repeat) for mode in spec.modes for copies in spec.copies]
+        out += [c for c in baseline_cells(spec, repeat) if repeat < spec.repeats or c.copies == 1]
+    return out
+
+
+def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
+    """The cells the spec's `baselines` add to one repeat (docs/attribution.md): `configured`, one job alone as
+    configured where the spec has no such cell; `host-matched`, one job alone with the loader workers of each
+    collocated cell's jobs together (a mix: each of its jobs alone with the whole cell's); `gpu-only`, the spec's
+    jobs on device-resident synthetic data at the same image size, alone and in every mode and copies. A lone cell is
+    `exclusive` x1 (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only."""
+    lone, extra = lone_mode(spec), repeat >= spec.repeats
+    out = []
+    if "configured" in spec.baselines and (lone is None or extra):
+        out.append(_cell(spec, lone or EXCLUSIVE, 1, repeat))
+    if "host-matched" in spec.baselines:
+        for copies in sorted({c for c in spec.copies if c * len(spec.jobs) > 1}):
+            more = copies * sum(job.workers for job in spec.jobs)
+            out.append(_cell(spec, EXCLUSIVE, 1, repeat, [job.with_(workers=more) for job in spec.jobs],
+                             "host-matched"))
+    if "gpu-only" in spec.baselines:
+        twins = [job.with_(dataset="synthetic", data_root=None,
+                           image_size=image_side(job.dataset, job.image_size, job.model, job.device))
+                 for job in spec.jobs]
+        runs = [(lone or EXCLUSIVE, 1)] + [(m, c) for m in spec.modes for c in spec.copies if (m, c) != (lone, 1)]
+        out += [_cell(spec, mode, copies, repeat, twins, "gpu-only") for mode, copies in runs
+                if copies == 1 or not extra]
+    return out
+
+
+def lone_mode(spec: ExperimentSpec) -> ModeSpec | None:
+    """The spec's own mode that runs its one job alone at copies 1 (exclusive, or naive with one job), if any."""
+    alone = [m for m in spec.modes if m.name == "exclusive" or (m.name == "naive" and len(spec.jobs) == 1)]
+    return alone[0] if alone and 1 in spec.copies else None
+
+
+def _cell(spec: ExperimentSpec, mode: ModeSpec, copies: int, repeat: int, jobs: list[JobSpec] | None = None,
+          baseline: str | None = None) -> Cell:
+    """A cell whose id fingerprints the jobs it runs (its own, or the spec's)."""
+    ran = spec if jobs is None else dataclasses.replace(spec, jobs=jobs)
+    cell_id = f"{safe_name(mode.label)}-x{copies}-r{repeat}-{jobs_fingerprint(ran)}"
+    return Cell(mode, copies, repeat, f"{baseline}-{cell_id}" if baseline else cell_id,
+                None if jobs is None else tuple(jobs), baseline)
 
 
 @dataclass(frozen=True)
@@ -84,8 +141,10 @@ class Plan:
 
     @classmethod
     def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: AbstractSet[str] = frozenset()) -> "Plan":
-        """The plan for `spec` in `folder`; `in_flight`: ids of cells an executor has under way elsewhere."""
-        every, states = cells(spec), folder.cell_states()
+        """The plan for `spec` in `folder`; `in_flight`: ids of cells an executor has under way elsewhere. A lone
+        baseline's repeats past `repeats` count only once run (`precision.more_repeats` asks for them)."""
+        states = folder.cell_states()
+        every = [c for c in cells(spec) if c.repeat < spec.repeats or c.cell_id in states or c.cell_id in in_flight]
         status = {c.cell_id: states[c.cell_id].status for c in every if c.cell_id in states}
         done = [c for c in every if status.get(c.cell_id) == COMPLETE]
         running = [c for c in every if status.get(c.cell_id) == RUNNING]

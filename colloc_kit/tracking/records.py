@@ -30,6 +30,7 @@ import pandas as pd
 from colloc_kit import events
 from colloc_kit.analysis import figures
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.attribution import SPLIT
 from colloc_kit.analysis.results import Results
 from colloc_kit.statuses import COMPLETE, FAILED, FAILED_JOBS, INTERRUPTED, RUN_ERROR, TIMED_OUT
 from colloc_kit.store.manifest import Manifest
@@ -46,7 +47,8 @@ MLFLOW_STATUS: dict[str, str] = {COMPLETE: "FINISHED", FAILED_JOBS: "FAILED", RU
 RUN_FIGURES = ("aggregate_images_per_s", "aggregate_images_per_s_ci", "window_s", "n_jobs", "n_complete",
                "host_cpu_s", "host_cpu_util_pct_mean", "host_cpu_steal_pct_mean", "host_cpu_freq_mhz_mean")
 SUMMARY_FIGURES = ("normalized_throughput", "normalized_throughput_ci", "epoch_time_growth",
-                   "steady_gpu_memory_mb_sum", *analysis.UTILIZATION, "energy_per_image_j")
+                   "steady_gpu_memory_mb_sum", *analysis.UTILIZATION, "energy_per_image_j",
+                   *(f"{m}{s}" for m in SPLIT for s in ("", "_ci")))  # the gain's split: GPU's and host's parts
 JOB_FIGURES = ("images_per_s", "images_per_s_ci", "images_per_s_overlap", "relative_throughput", "epoch_time_growth",
                "epoch_time_s", "step_time_s", "input_wait_share", "gpu_idle_share", "steady_s", "held_s", "steps",
                "images", "steady_gpu_memory_mb", "peak_memory_mb", "peak_gpu_allocated_mb", "peak_gpu_reserved_mb",
@@ -128,6 +130,7 @@ def _cell(run: dict, summary: dict, jobs: list[dict], gpu_samples: pd.DataFrame 
             EXPERIMENT_TAG: run.get("experiment"), "colloc_kit.bound_by": run.get("bound_by"),
             "colloc_kit.flags": run.get("flags"), "colloc_kit.throughput_window": run.get("throughput_window"),
             "colloc_kit.problems": run.get("problems"), "colloc_kit.baseline_note": summary.get("baseline_note"),
+            "colloc_kit.baseline": summary.get("baseline"), "colloc_kit.split_note": summary.get("attribution_note"),
             "colloc_kit.source": source, "colloc_kit.run_dir": run.get("run_dir") if folder else None,
             "mlflow.note.content": _note(run, summary, source)}
     metrics = {**_figures(run, RUN_FIGURES), **_figures(summary, SUMMARY_FIGURES)}

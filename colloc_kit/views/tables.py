@@ -39,6 +39,8 @@ HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
     "gpu_idle_share": "GPU idle (share)", "host_cpu_util_pct": "host CPU busy (%)",
     "energy_per_image_j": "energy per image (J)", "steady_gpu_memory_mb": "steady GPU memory (MB)",
     "peak_memory_mb": "peak memory (MB)", "copies_fit": "copies that fit", "error_kind": "error kind",
+    "study_gain": "study's gain (x alone)", "gpu_part": "GPU's part", "host_part": "host's part",  # attribution
+    "gpu_only_gain": "GPU-only gain", "attribution_note": "split note", "baseline": "baseline run",
 }
 UNITS = (("_per_s", "/s"), ("_pct", " (%)"), ("_mb", " (MB)"), ("_mib", " (MiB)"), ("_j", " (J)"), ("_s", " (s)"))
 STATISTICS = {"_mean": "", "_std": " (sd)", "_ci": " (95 % CI)"}

@@ -1,0 +1,177 @@
+"""Is it the GPU or the host? Every gain split into what sharing the GPU gave and what the copies' extra loader
+workers gave. The rules (`figures` lists them; docs/attribution.md says them at more length):
+
+- **Three baselines** of a collocated cell of N jobs, each a lone run in the same experiment (a spec asks for them
+  with `baselines: [configured, host-matched, gpu-only]`, `pipeline.cells` plans them): *as configured* (one job with
+  its own loader workers: the study's baseline); *host-matched* (one job given the loader workers the N jobs had
+  together, N x workers; a lone job already has every core the N jobs shared); *GPU only* (the same model, batch,
+  image size and precision on device-resident synthetic data, alone and in the cell's mode and copies).
+- **study_gain**: the cell's aggregate images/s over the as-configured lone rate, summed over its jobs: the
+  normalized throughput the study reports.
+- **gpu_part**: the cell's aggregate over the host-matched lone rate (a mix: the sum over its jobs of each job's
+  rate over its host-matched lone rate): what sharing the GPU gave once the host's resources are equal.
+- **host_part**: the host-matched lone rate over the as-configured one (a mix: study_gain / gpu_part, a weighted mean
+  of its jobs' ratios): what the copies' extra loader workers gave. gpu_part x host_part = study_gain, always.
+- **gpu_only_gain**: the synthetic cell's normalized throughput against the synthetic lone job: what the GPU itself
+  can gain with no input pipeline, the ceiling of gpu_part.
+- **Mixes** of different workloads: each job's host-matched baseline is that job alone with the loader workers of
+  the whole cell (the sum of every job's workers), the host resources the cell had.
+- **CIs** (95 %): a run's figure combines its aggregate's within-run CI with its baselines' (the relative half-widths'
+  root sum of squares, `figures.relative_ci`); over repeats, the repeats' CI with the baselines' (they share them).
+- **Notes** (`attribution_note`): no host-matched lone run; a host-matched job still input-bound (its host's part is
+  then a lower bound); more loader workers than the job's cores; a baseline known less precisely than its target
+  (`spec_baselines.SEED_PRECISION`) with how many lone runs to add.
+
+    >>> round(split_of(rates=[300.0], configured=[100.0], host_matched=[150.0])["host_part"], 2)
+    1.5
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from colloc_kit.analysis import figures
+from colloc_kit.analysis.lone import BASELINE_KEYS, baselines, complete, in_figures, measured_rate
+from colloc_kit.spec_baselines import SEED_PRECISION
+from colloc_kit.stats import ci95
+
+__all__ = ["SPLIT", "RUN_COLUMNS", "SHARED", "SUMMARY_COLUMNS", "baseline_kind", "split_of", "per_run", "over_repeats"]
+
+SPLIT = ["study_gain", "gpu_part", "host_part", "gpu_only_gain"]
+RUN_COLUMNS = ["baseline", *[f"{m}{s}" for m in SPLIT for s in ("", "_ci")], "attribution_note"]
+SHARED = ["gpu_part_base_rel", "host_part_base_rel", "task"]  # what a run's repeats share, for `over_repeats`
+SUMMARY_COLUMNS = [*[f"{m}_{s}" for m in SPLIT for s in ("mean", "ci")], "attribution_note"]
+
+
+def baseline_kind(cell_id) -> str | None:
+    """Which baseline a run measures, from its cell id ('host-matched-...', 'gpu-only-...'); None for the others."""
+    text = str(cell_id or "")
+    return next((kind for kind in ("host-matched", "gpu-only") if text.startswith(kind + "-")), None)
+
+
+def split_of(rates: list[float], configured: list[float], host_matched: list[float]) -> dict:
+    """study_gain, gpu_part and host_part of one run from its jobs' rates and each job's two lone rates."""
+    study = sum(r / c for r, c in zip(rates, configured))
+    gpu = sum(r / h for r, h in zip(rates, host_matched))
+    return {"study_gain": study, "gpu_part": gpu, "host_part": study / gpu if gpu else math.nan}
+
+
+def per_run(runs: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` (`summaries.run_summary`'s rows) with `RUN_COLUMNS` and the baselines' relative CIs the repeats share
+    (`gpu_part_base_rel`, `host_part_base_rel`); `jobs`: the jobs with their as-configured baselines joined."""
+    runs = runs.assign(baseline=[baseline_kind(c) for c in runs.get("cell_id", pd.Series(None, runs.index))])
+    alone = complete(jobs)[complete(jobs)["alone"].astype(bool)] if len(jobs) and "bound_by" in jobs else jobs[:0]
+    verdicts = alone.groupby(BASELINE_KEYS, dropna=False)["bound_by"].agg(
+        lambda v: v.mode().iloc[0] if v.notna().any() else None).rename("lone_bound_by") if len(alone) else None
+    base = baselines(jobs).set_index(BASELINE_KEYS)
+    base = (base.join(verdicts) if verdicts is not None else base.assign(lone_bound_by=None)).reset_index()
+    rows = [_split(run, jobs[jobs["run_id"] == run["run_id"]], base) for _, run in runs.iterrows()]
+    out = pd.concat([runs.reset_index(drop=True), pd.DataFrame(rows, columns=_SPLIT_ROW)], axis=1)
+    out["gpu_only_gain"], out["gpu_only_gain_ci"] = zip(*[_twin(run, out) for _, run in out.iterrows()]) \
+        if len(out) else ([], [])
+    return out
+
+
+_SPLIT_ROW = ["study_gain", "study_gain_ci", "gpu_part", "gpu_part_ci", "host_part", "host_part_ci",
+              "gpu_part_base_rel", "host_part_base_rel", "attribution_note", "task"]
+
+
+def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame) -> dict:
+    """One run's split (`split_of`) with its CIs and notes; NaN for a lone, sequential or baseline run."""
+    counted = jobs[in_figures(jobs)]
+    out = dict.fromkeys(_SPLIT_ROW, math.nan) | {"attribution_note": None, "task": _task(jobs),
+                                                 "study_gain": run["normalized_throughput"],
+                                                 "study_gain_ci": run["normalized_throughput_ci"]}
+    if isinstance(run["baseline"], str) or len(jobs) < 2 or bool(jobs["sequential"].iloc[0]) or counted.empty:
+        return out
+    workers = int(jobs["workers"].sum()) if jobs["workers"].notna().all() else None
+    matched = [_lone(base, job, workers) for _, job in counted.iterrows()]
+    if workers is None or any(m is None for m in matched):
+        return out | {"attribution_note": f"no host-matched lone run ({workers} workers): add host-matched to the "
+                                          "spec's baselines"}
+    rates, configured = list(measured_rate(counted)), list(counted["baseline_images_per_s"].astype(float))
+    parts = split_of(rates, configured, [m["baseline_images_per_s"] for m in matched])
+    hm_rel = sum(m["baseline_images_per_s_ci"] / m["baseline_images_per_s"] for m in matched) / len(matched)
+    conf_rel = float(run["baseline_rel_ci"])
+    agg = (float(run["aggregate_images_per_s"]), _zero_nan(run["aggregate_images_per_s_ci"]))
+    out |= parts | {"gpu_part_base_rel": hm_rel, "host_part_base_rel": math.hypot(_zero_nan(hm_rel),
+                                                                                  _zero_nan(conf_rel))}
+    out["gpu_part_ci"] = parts["gpu_part"] * figures.relative_ci(agg, (1.0, _zero_nan(hm_rel)))
+    out["host_part_ci"] = parts["host_part"] * out["host_part_base_rel"]
+    out["attribution_note"] = _notes(matched, workers, hm_rel, conf_rel, counted)
+    return out
+
+
+def _lone(base: pd.DataFrame, job: pd.Series, workers: int | None) -> dict | None:
+    """The host-matched lone baseline of `job` (its workload with `workers` loader workers), or None."""
+    if workers is None:
+        return None
+    wanted = {**{k: job[k] for k in BASELINE_KEYS}, "workers": workers}
+    same = pd.Series(True, base.index)
+    for key, value in wanted.items():
+        same &= base[key].isna() if pd.isna(value) else base[key].eq(value)
+    return base[same].iloc[0].to_dict() if same.any() else None
+
+
+def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jobs: pd.DataFrame) -> str | None:
+    """What makes a run's split less than a clean answer, in words."""
+    notes = []
+    if any(m.get("lone_bound_by") == "input" for m in matched):
+        notes.append("the host-matched job is still input-bound: the host's part is a lower bound")
+    cores = jobs["cores_allowed"].dropna() if "cores_allowed" in jobs else pd.Series(dtype=float)
+    if len(cores) and workers > cores.sum():
+        notes.append(f"{workers} loader workers are more than the {int(cores.sum())} cores the jobs had")
+    for kind, rel in (("host-matched", hm_rel), ("configured", conf_rel)):
+        runs = int(matched[0]["baseline_jobs"]) if kind == "host-matched" else int(jobs["baseline_jobs"].iloc[0])
+        if rel == rel and rel > SEED_PRECISION[kind]:
+            more = math.ceil(runs * (rel / SEED_PRECISION[kind]) ** 2) - runs
+            notes.append(f"{kind} baseline known to +-{100 * rel:.0f} % over {runs} run(s) (target "
+                         f"+-{100 * SEED_PRECISION[kind]:.0f} %): add about {more} lone run(s)")
+    return "; ".join(notes) or None
+
+
+def _task(jobs: pd.DataFrame) -> str:
+    """What a run's jobs compute, whatever data they read or workers they had: its GPU-only twin has the same."""
+    keys = ["model", "batch_size", "amp", "recipe", "image_size", "device"]
+    return " + ".join(sorted(" ".join(str(job.get(k)) for k in keys) for _, job in jobs.iterrows()))
+
+
+def _twin(run: pd.Series, runs: pd.DataFrame) -> tuple[float, float]:
+    """A run's GPU-only gain: the mean normalized throughput of its synthetic twins (same experiment, mode, copies
+    and task) with its CI (over them where several, else the twin's own)."""
+    if isinstance(run["baseline"], str) or pd.isna(run["gpu_part"]):
+        return math.nan, math.nan
+    twins = runs[(runs["baseline"] == "gpu-only") & (runs["experiment"] == run["experiment"])
+                 & (runs["mode_label"] == run["mode_label"]) & (runs["copies"] == run["copies"])
+                 & (runs["task"] == run["task"])]
+    values = twins["normalized_throughput"].astype(float).dropna()
+    if values.empty:
+        return math.nan, math.nan
+    mean, ci = ci95(values)
+    return mean, ci if len(values) > 1 else float(twins["normalized_throughput_ci"].iloc[0])
+
+
+def over_repeats(group: pd.DataFrame) -> dict:
+    """A configuration's `SUMMARY_COLUMNS` over its repeats but study_gain's (`summarize`'s normalized throughput):
+    the mean, and a CI that combines the repeats' spread with the baselines they share (a single run: its own CI;
+    gpu_only_gain: its twins', the same for every repeat)."""
+    row: dict = {}
+    for metric in ("gpu_part", "host_part", "gpu_only_gain"):
+        values = group[metric].astype(float)
+        mean = values.mean()
+        row[f"{metric}_mean"] = mean
+        if len(values.dropna()) < 2 or metric == "gpu_only_gain":
+            row[f"{metric}_ci"] = group[f"{metric}_ci"].astype(float).mean()
+            continue
+        shared = _zero_nan(group[f"{metric}_base_rel"].astype(float).mean())
+        row[f"{metric}_ci"] = mean * figures.relative_ci((mean, _zero_nan(ci95(values)[1])), (1.0, shared))
+    notes = group["attribution_note"].dropna()
+    row["attribution_note"] = "; ".join(dict.fromkeys(n for note in notes for n in note.split("; "))) or None
+    return row
+
+
+def _zero_nan(value) -> float:
+    value = float(value) if value is not None else math.nan
+    return 0.0 if math.isnan(value) else value

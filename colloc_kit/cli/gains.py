@@ -1,0 +1,34 @@
+"""The gains table `colloc-kit run` and `show` print under their runs and jobs: each configuration's study's gain
+over one job alone split into the GPU's part and the host's part (`analysis.attribution`), the GPU-only gain beside
+them, and the noise warning the notebooks give.
+
+    >>> GAIN_COLUMNS[3:5]
+    ['study_gain_mean', 'study_gain_ci']
+"""
+
+from __future__ import annotations
+
+__all__ = ["GAIN_COLUMNS", "print_gains"]
+
+GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "study_gain_mean", "study_gain_ci", "gpu_part_mean",
+                "gpu_part_ci", "host_part_mean", "host_part_ci", "gpu_only_gain_mean", "gpu_only_gain_ci",
+                "epoch_time_growth_mean", "bound_by", "repeats", "flags", "attribution_note"]
+
+
+def print_gains(results) -> None:
+    """Each configuration's gain over one job alone (with its CI, its split and each job's epoch-time growth), and
+    the noise warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
+    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`
+        summaries as analysis,
+    )
+    from colloc_kit.notebook import setup as notebook  # noqa: PLC0415 - as above
+    from colloc_kit.views.tables import table  # noqa: PLC0415 - as above
+
+    summary = analysis.summarize(results)
+    shown = summary[summary["normalized_throughput_mean"].notna() & summary["baseline"].isna()] if len(summary) \
+        else summary  # a baseline's runs (host-matched, gpu-only) show in the split, not as gains of their own
+    if len(shown):
+        print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
+    noise = notebook.noise_warning(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
+    if noise:
+        print(f"\nwarning: {noise}")

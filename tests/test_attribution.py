@@ -1,0 +1,108 @@
+"""Is it the GPU or the host (issue 38): host allocation in a workload's identity, the three baselines a spec asks
+for, the split of every gain (`analysis.attribution`) and where it shows (`colloc-kit show`, `--plan`)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from fake_datasets import write_cifar10
+from fake_results import fake_results, job_rows
+
+from colloc_kit.analysis import attribution, summaries
+from colloc_kit.errors import BadInput
+from colloc_kit.pipeline import run_spec
+from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.precision import more_repeats
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.store.folder import ExperimentFolder
+
+
+def _rows(run_id, mode, copies, rates, workers, cell_id=None, dataset="cifar10"):
+    return [{**row, "workers": workers, "dataset": dataset, "data_root": "/d" if dataset != "synthetic" else None,
+             "cell_id": cell_id or run_id} for row in job_rows(run_id, mode, copies, rates)]
+
+
+def _results(rows):
+    results = fake_results(rows)
+    cell_ids = pd.DataFrame(rows).drop_duplicates("run_id")[["run_id", "cell_id"]]
+    return type(results)(jobs=results.jobs, epochs=results.epochs, runs=results.runs.merge(cell_ids, on="run_id"))
+
+
+STUDY = [*_rows("lone", "exclusive", 1, [100.0], 4), *_rows("hm", "exclusive", 1, [150.0], 12, "host-matched-x"),
+         *_rows("mps3", "mps", 3, [60.0, 60.0, 60.0], 4),
+         *_rows("g1", "exclusive", 1, [200.0], 4, "gpu-only-a", "synthetic"),
+         *_rows("g3", "mps", 3, [80.0, 80.0, 80.0], 4, "gpu-only-b", "synthetic")]
+
+
+def test_a_lone_job_with_more_workers_is_another_baseline():
+    """Without `workers` in the workload's identity the 12-worker lone job would be averaged into the 4-worker
+    job's baseline (125 images/s instead of 100), and the study's gain would read 1.44 instead of 1.8."""
+    jobs = summaries.with_baselines(_results(STUDY).jobs)
+    shared = jobs[jobs["run_id"] == "mps3"]
+    assert shared["baseline_images_per_s"].tolist() == [100.0] * 3
+    assert shared["relative_throughput"].sum() == pytest.approx(1.8)
+
+
+def test_the_split_multiplies_to_the_study_gain_and_names_the_ceiling():
+    summary = summaries.summarize(_results(STUDY))
+    row = summary[(summary["mode"] == "mps") & summary["baseline"].isna()].iloc[0]
+    assert row["study_gain_mean"] == pytest.approx(1.8)
+    assert row["gpu_part_mean"] == pytest.approx(180 / 150)  # the cell's 180 images/s over the 12-worker lone job
+    assert row["host_part_mean"] == pytest.approx(1.5)  # what the copies' extra loader workers gave alone
+    assert row["gpu_part_mean"] * row["host_part_mean"] == pytest.approx(row["study_gain_mean"])
+    assert row["gpu_only_gain_mean"] == pytest.approx(240 / 200)  # the synthetic twin against the synthetic lone job
+
+
+def test_a_mix_is_split_against_each_job_alone_with_the_whole_cells_workers():
+    parts = attribution.split_of(rates=[50.0, 30.0], configured=[100.0, 40.0], host_matched=[125.0, 60.0])
+    assert parts["study_gain"] == pytest.approx(0.5 + 0.75)
+    assert parts["gpu_part"] == pytest.approx(0.4 + 0.5)
+    assert parts["gpu_part"] * parts["host_part"] == pytest.approx(parts["study_gain"])
+
+
+def test_a_cell_without_its_host_matched_run_says_what_to_add():
+    rows = [r for r in STUDY if r["run_id"] != "hm"]
+    runs = summaries.run_summary(_results(rows))
+    shared = runs[runs["run_id"] == "mps3"].iloc[0]
+    assert math.isnan(shared["gpu_part"]) and "add host-matched" in shared["attribution_note"]
+
+
+def test_baselines_add_their_cells_and_unknown_names_are_refused():
+    job = JobSpec(model="smallcnn", device="cpu", steps=5, workers=2, dataset="cifar10", data_root="/d")
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[3], repeats=2,
+                          baselines=["configured", "host-matched", "gpu-only"], baseline_max_repeats=3)
+    planned = cells(spec)
+    first = [c.label for c in planned if c.repeat == 0]
+    assert first == ["naive-x3-r0", "exclusive-x1-r0", "host-matched-w6-exclusive-x1-r0", "gpu-only-exclusive-x1-r0",
+                     "gpu-only-naive-x3-r0"]
+    host = next(c for c in planned if c.baseline == "host-matched")
+    twin = next(c for c in planned if c.baseline == "gpu-only")
+    assert host.jobs[0].workers == 6 and twin.jobs[0].dataset == "synthetic" and twin.jobs[0].image_size == 32
+    assert {c.copies for c in planned if c.repeat == 2} == {1}  # past `repeats`: lone cells only
+    with pytest.raises(BadInput, match="did you mean 'gpu-only'"):
+        ExperimentSpec(jobs=[job], baselines=["gpu_only"])
+
+
+def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
+    """A real CPU experiment: the plan adds the three baselines' cells and a lone repeat while the as-configured
+    baseline misses its target; `colloc-kit show` prints the split with its labels."""
+    data = write_cifar10(tmp_path / "cifar", images_per_batch=64)
+    job = JobSpec(model="smallcnn", device="cpu", dataset="cifar10", data_root=str(data), batch_size=8, workers=1,
+                  steps=12, warmup_steps=2, image_size=32, interval_s=0.2)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], name="split", placement="unpinned",
+                          baselines=["configured", "host-matched", "gpu-only"],
+                          baseline_precision={"configured": 0.001}, baseline_max_repeats=2)
+    results = run_spec(spec, out=tmp_path / "runs", progress=False)
+    assert set(results.jobs["workers"]) == {1, 2} and results.jobs["cores_allowed"].notna().all()
+    assert len(results.runs) == 6  # 5 planned cells and one lone repeat for the +-0.1 % target
+    assert more_repeats(spec, ExperimentFolder.of(tmp_path / "runs", "split")) == []  # at its maximum
+    shown = subprocess.run([sys.executable, "-m", "colloc_kit.cli", "show", str(tmp_path / "runs" / "split")],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "GPU's part" in shown.stdout and "host's part" in shown.stdout and "GPU-only gain" in shown.stdout
+    row = summaries.summarize(results).query("mode == 'naive' and copies == 2 and baseline != baseline").iloc[0]
+    assert row["gpu_part_mean"] * row["host_part_mean"] == pytest.approx(row["study_gain_mean"])
