@@ -6,7 +6,8 @@
 2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
    x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
    training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
-   25 % and 75 %, for the frontier.
+   25 % and 75 %, for the frontier, and MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
+   driver 550+; `gpu.txt` records the driver).
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
@@ -16,12 +17,18 @@ them, for `colloc-kit show` and the reference set `h100-inference`).
 
     python benchmarks/inference.py --out $OUT/inference            # the H100 set (about 8 minutes)
     python benchmarks/inference.py --tiny --out /tmp/inference      # CPU: tiny models, 2-s windows (labelled so)
+
+The H100 runs ship as the reference set `h100-inference` (notebook 10, course sheet 5 and `advise --serve` read it):
+
+    tar xzf runs.tgz && colloc-kit reference export runs --name h100-inference \
+        --fact "command=python benchmarks/inference.py --seconds 3 --confirm 3"
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -51,7 +58,8 @@ def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
     if not cuda:
         return [ModeSpec("naive")]
     shares = (TRAIN_SHARE, *FRONTIER_SHARES) if mix_index == 0 else (TRAIN_SHARE,)
-    return [ModeSpec("naive"), ModeSpec("mps"),
+    priority = [ModeSpec("mps", {"client_priority": [0, *[1] * 8]})] if mix_index == 0 else []  # driver 550+
+    return [ModeSpec("naive"), ModeSpec("mps"), *priority,
             *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
 
 
@@ -114,7 +122,7 @@ def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path) -> floa
                                                                     max_delay_ms=0.0)
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}")
     results = colloc_kit.run_spec(spec, out=runs, progress=False)
-    return float(results.jobs["latency_p50_ms"].iloc[0])
+    return float(results.jobs["latency_p50_ms"].iloc[0]) if "latency_p50_ms" in results.jobs else math.nan  # failed
 
 
 def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:

@@ -11,9 +11,10 @@ import colloc_kit
 from colloc_kit.analysis import latency
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.modes.registry import validate_mode_spec
 from colloc_kit.predict import serve_advise
 from colloc_kit.serving import slo_ms
-from colloc_kit.spec import JobSpec
+from colloc_kit.spec import JobSpec, ModeSpec
 from colloc_kit.views.frontier import safe_share
 from colloc_kit.worker.serve import Arrivals, FakeClock, Server
 
@@ -169,3 +170,9 @@ def test_advise_serve_exits_2_without_units_or_without_data(capsys):
     assert main(["advise", "--serve", "resnet50", "--rate", "150", "--slo", "25", "--beside", "resnet50 x2"]) == 2
     assert "slo needs units" in capsys.readouterr().err
     assert main(["advise", "--serve", "resnet50", "--rate", "0", "--slo", "25ms", "--beside", "resnet50 x2"]) == 2
+
+
+def test_mps_client_priority_is_normal_or_below_normal():
+    validate_mode_spec(ModeSpec("mps", {"client_priority": [0, 1, 1]}), device="cuda")
+    with pytest.raises(BadInput, match="client_priority must be a whole number 0-1"):
+        validate_mode_spec(ModeSpec("mps", {"client_priority": [0, 2]}), device="cuda")
