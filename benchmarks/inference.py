@@ -6,7 +6,7 @@
 2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
    x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
    training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
-   25 % and 75 %, for the frontier, and MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
+   25 %, for the frontier, and MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
    driver 550+; `gpu.txt` records the driver).
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
@@ -47,7 +47,7 @@ SERVED = {  # model -> (request: images, rate req/s, SLO)
 MIXES = {"resnet50x1": ("resnet50", 1), "resnet50x2": ("resnet50", 2), "vit_b_16x1": ("vit_b_16", 1)}
 TRAIN_BATCH = {"resnet50": 64, "vit_b_16": 32, "smallcnn": 32}
 TRAIN_SHARE = 50  # the training jobs' MPS thread percentage in the 4th setting
-FRONTIER_SHARES = (25, 75)  # further training shares on the first mix, for the frontier
+FRONTIER_SHARES = (25,)  # a further training share on the first mix, for the frontier
 TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "rate_per_s": 40, "slo": "40ms"}}
 TINY_MIXES = {"smallcnnx1": ("smallcnn", 1)}
 
