@@ -163,14 +163,26 @@ def test_no_function_over_60_lines_without_a_reason():
     assert not long, "shorten these, or say why in the docstring ('Long: ...'):\n" + "\n".join(long)
 
 
-@pytest.mark.parametrize("module", ["pipeline", "supervise", "atomic", "events", "store"])
-def test_the_pipeline_and_its_foundations_declare_all(module):
-    paths = [p for p in PACKAGE.rglob("*.py") if module_name(p).startswith(f"colloc_kit.{module}")]
-    assert paths
-    for path in paths:
-        names = {t.id for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
-                 for t in node.targets if isinstance(t, ast.Name)}
-        assert "__all__" in names, path
+def declared_names(source: str) -> set[str]:
+    """The names a module's top level assigns, those of `a, b = ...` and `x: T = ...` included.
+
+    >>> sorted(declared_names("__getattr__, __dir__, __all__ = attach()\\nx: int = 1\\ny = 2"))
+    ['__all__', '__dir__', '__getattr__', 'x', 'y']
+    """
+    found = set()
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        for target in targets:
+            found |= {t.id for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+                      if isinstance(t, ast.Name)}
+    return found
+
+
+def test_every_module_declares_all():
+    """A tool (tab completion, `from x import *`, a type checker, the docs) sees each module's surface."""
+    lacking = [module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if "__all__" not in declared_names(p.read_text())]
+    assert not lacking, f"declare __all__ in: {lacking}"
 
 
 def _packages() -> list[Path]:

@@ -15,3 +15,5 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     >>> build_parser().parse_args(["mig", "plan", "3g,2g"]).command
     'mig'
 """
+
+__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "reference", "run_args"]

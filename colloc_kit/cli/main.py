@@ -57,6 +57,7 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker import MODEL_NAMES
 from colloc_kit.worker.standin import make
+__all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_CLOSED_PIPE = 0, 1, 2, 141  # 141: 128 + SIGPIPE, as a shell says
 INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command

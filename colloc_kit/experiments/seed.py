@@ -43,6 +43,10 @@ from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
+__all__ = ["BATCH", "Card", "CellTime", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
+           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "estimate_s", "experiments", "lanes",
+           "plan_rows", "run", "seed_cells"]
+
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
 DATASETS = ("cifar10", "imagenet64", "imagenet")  # experiments 33-36: the i-th model trains on the i-th dataset
