@@ -36,6 +36,7 @@ import colloc_kit
 from colloc_kit import machine, supervise
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
+from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.stats import ci95
 from colloc_kit.worker.process import QUICK_START
@@ -81,7 +82,7 @@ def run_pass(specs: list[ExperimentSpec], gpus: int, per_lane: int, out: Path) -
     """The experiments on the first `gpus` GPUs, `per_lane` cores each, into `out`: its wall time and span."""
     allowed = supervise.host_cores()[:gpus * per_lane]
     t0 = time.time()
-    with cores(allowed):
+    with cores(allowed), kept_lanes():  # the experiments' cells through one set of lanes, as `seed-NN` runs its own
         for spec in specs:
             colloc_kit.run_spec(spec.__class__.from_mapping({**spec.to_dict(), "gpus": list(range(gpus))}), out=out,
                                 progress=False)

@@ -14,6 +14,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline import report
 from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 
@@ -128,3 +129,21 @@ def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, m
     assert (second.read_manifest().started_at < read_back_at) == (quick == "1")
     ready = next(e for e in read_events(second.events_path("j0-smallcnn")) if e["type"] == "ready")
     assert ready["quick_start"] == (quick == "1") and ready["first_batch_s"] >= 0 and ready["model_s"] >= 0
+
+
+@pytest.mark.parametrize("n_gpus", [1, 2])
+def test_kept_lanes_run_several_experiments_through_one_lane_and_zygote_per_gpu(tmp_path, n_gpus):
+    """Inside `kept_lanes`, a second experiment over the same GPUs hands its cells to the lane processes the first
+    one left (one GPU: to this process's lane, with the zygote the first started): each GPU's cells of both ran in one
+    lane process whose jobs forked from one zygote; none is left after."""
+    with stand_in_gpus(n_gpus), kept_lanes():
+        for name in ("first", "second"):
+            colloc_kit.run([TINY], mode="naive", copies=[1, 2], out=tmp_path, name=name, monitor=False,
+                           progress=False, gpus="all")
+    found = runs_of(tmp_path)
+    assert {m.experiment for m, _ in found} == {"first", "second"} and {m.status for m, _ in found} == {"complete"}
+    for gpu in {m.gpu for m, _ in found}:
+        on_gpu = [(m, ready) for m, ready in found if m.gpu == gpu]
+        assert len({m.runner_pid for m, _ in on_gpu}) == 1, "one lane process ran both experiments' cells"
+        assert len({e["ppid"] for _, ready in on_gpu for e in ready.values()}) == 1, "forked from one zygote"
+    assert kit_processes_below_us() == [], "the lanes left with the block"

@@ -36,7 +36,7 @@ from colloc_kit.gpu.mig_catalogue import GpuModel, gpu_model, model_for_device, 
 from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
 from colloc_kit.machine import gpu_list
 from colloc_kit.modes.mps import partition_share
-from colloc_kit.pipeline import run_spec
+from colloc_kit.pipeline import executors, run_spec
 from colloc_kit.pipeline.cell import preflight
 from colloc_kit.spec import AMP_CHOICES, ExperimentSpec, ModeSpec
 from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
@@ -308,17 +308,18 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
     parts = []
-    for spec in specs:
-        fitting, need = [], _lone_footprints(exp_dir, spec)  # the folder read once per spec, not once per mode
-        for mode in spec.modes:
-            why = _does_not_fit(need, mode, card)
-            if why:
-                folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
-                print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
-            else:
-                fitting.append(mode)
-        if fitting:
-            parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
+    with executors.gpus.kept_lanes():  # over several GPUs: each lane (and its zygote) starts once, not per spec
+        for spec in specs:
+            fitting, need = [], _lone_footprints(exp_dir, spec)  # the folder read once per spec, not once per mode
+            for mode in spec.modes:
+                why = _does_not_fit(need, mode, card)
+                if why:
+                    folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
+                    print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
+                else:
+                    fitting.append(mode)
+            if fitting:
+                parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
 
 

@@ -1,7 +1,7 @@
 """The two ways a lane (lane.py) runs in a process of its own: a lane process of the GPU executor, one per GPU for
-the whole experiment, which runs the cells it is handed on stdin (`python -m colloc_kit.pipeline.entry SPEC_FILE OUT
---gpu N --machine-file F`), and a Slurm array task, which runs its share of the cells (`run_cells_task`, which
-submitit pickles by reference).
+the whole experiment (or several: `executors.gpus.kept_lanes`), which runs the cells it is handed on stdin (`python -m
+colloc_kit.pipeline.entry SPEC_FILE --gpu N`, a JSON line per cell), and a Slurm array task, which runs its share of
+the cells (`run_cells_task`, which submitit pickles by reference).
 
 The lane process's stdout is text: its progress, one line at a time, and after each cell one line
 `<CELL_ENDED> <cell id> <code>` (the codes of `EXIT_CODES`). It leaves when its stdin ends, and stops its cell on
@@ -15,6 +15,7 @@ background of a script: shells start such commands with SIGINT ignored, and a ch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -29,6 +30,7 @@ from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE, DONE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.worker.zygote import Zygote
 
 __all__ = ["CELL_ENDED", "EXIT_CODES", "lane_main", "run_cells_task"]
 
@@ -77,34 +79,45 @@ def _visible_gpu(machine_info: dict, default: int) -> int:
 
 
 def lane_main(argv: list[str] | None = None) -> int:
-    """One GPU's lane in its own process: runs each cell id read from stdin, its progress as text lines on stdout
-    and a CELL_ENDED line after each; exits when stdin ends (0), or 130 on an interrupt."""
+    """One GPU's lane in its own process: runs each cell read from stdin (a JSON line: spec file, out, machine file,
+    cell id; the cells of several experiments where the dispatcher keeps its lanes), its progress as text lines on
+    stdout and a CELL_ENDED line after each; exits when stdin ends (0), or 130 on an interrupt. Its zygote, started
+    for the first spec's models, serves every experiment the lane runs."""
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=lane_main.__doc__)
-    parser.add_argument("spec_file")
-    parser.add_argument("out")
+    parser.add_argument("spec_file", help="the first experiment's spec: its models say what the zygote imports")
     parser.add_argument("--gpu", type=int, required=True)
-    parser.add_argument("--machine-file", required=True)
     args = parser.parse_args(argv)
-    spec, by_id = _spec_and_cells(args.spec_file)
-    placement = Placement.on(json.loads(Path(args.machine_file).read_text()), Path(args.machine_file), args.gpu,
-                             spec.device)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the dispatcher's interrupt, whatever was inherited
+    bar = Progress(total_runs=1, report=lambda text: print(text, flush=True))
+    lanes: dict[tuple[str, str, str], tuple[Lane, dict[str, Cell]]] = {}
     try:
-        with supervise.sigterm_as_interrupt(), Lane(spec, placement, Path(args.out), Progress(
-                total_runs=1, report=lambda text: print(text, flush=True))) as lane:
+        with supervise.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+            zygote = stack.enter_context(Zygote.for_experiment(
+                job.model for job in _spec_and_cells(args.spec_file)[0].jobs))
             for line in sys.stdin:
-                cell = by_id[line.strip()]
-                try:
-                    started = lane.start(cell)  # None: left to another kit on the folder (said)
-                    status = started[0] if started is not None else DONE  # read back while the next cell starts
-                except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the lane's next cells run on
-                    print(f"colloc-kit: cell {cell.label} on GPU {args.gpu}: {type(exc).__name__}: {exc}",
-                          file=sys.stderr, flush=True)
-                    status = RUN_ERROR
-                print(f"{CELL_ENDED} {cell.cell_id} {EXIT_CODES.get(status, EXIT_CODES[RUN_ERROR])}", flush=True)
+                order = json.loads(line)
+                key = (order["spec"], order["out"], order["machine_file"])
+                if key not in lanes:
+                    spec, by_id = _spec_and_cells(order["spec"])
+                    placement = Placement.on(json.loads(Path(key[2]).read_text()), Path(key[2]), args.gpu,
+                                             spec.device)
+                    lanes[key] = (stack.enter_context(Lane(spec, placement, Path(key[1]), bar, zygote)), by_id)
+                lane, by_id = lanes[key]
+                print(f"{CELL_ENDED} {order['cell']} {_run_one(lane, by_id[order['cell']], args.gpu)}", flush=True)
     except KeyboardInterrupt:
         return EXIT_CODES[INTERRUPTED]
     return 0
+
+
+def _run_one(lane: Lane, cell: Cell, gpu: int) -> int:
+    """Run `cell` on `lane` (read back while the next one starts); its code (`EXIT_CODES`)."""
+    try:
+        started = lane.start(cell)  # None: left to another kit on the folder (said)
+        status = started[0] if started is not None else DONE
+    except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the lane's next cells run on
+        print(f"colloc-kit: cell {cell.label} on GPU {gpu}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        status = RUN_ERROR
+    return EXIT_CODES.get(status, EXIT_CODES[RUN_ERROR])
 
 
 if __name__ == "__main__":

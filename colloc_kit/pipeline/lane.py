@@ -16,7 +16,9 @@ import functools
 import socket
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from colloc_kit.analysis.results import RunReading
 from colloc_kit.pipeline.cell import Placement
@@ -30,21 +32,29 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.process import quick_start
 from colloc_kit.worker.zygote import Zygote
 
-__all__ = ["Lane"]
+__all__ = ["Lane", "shared_zygote"]
 
 
 class Lane(contextlib.AbstractContextManager):
     """Runs cells of `spec` at `placement` into `out`, in this process (see the module). A context manager: entering
     starts the zygote (where the system has one), leaving ends it."""
 
-    def __init__(self, spec: ExperimentSpec, placement: Placement, out: Path, bar: Progress):
+    def __init__(self, spec: ExperimentSpec, placement: Placement, out: Path, bar: Progress,
+                 zygote: Zygote | None = None):
+        """`zygote`: one the lane shares (a lane process's, for every experiment it runs); else its own."""
         self.spec, self.placement, self.out, self.bar = spec, placement, Path(out), bar
         self._stack = contextlib.ExitStack()
-        self.zygote: Zygote | None = None
+        self.zygote: Zygote | None = zygote
         self._reader: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> "Lane":
-        self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+        if self.zygote is None and _SHARED:  # a lane of a `shared_zygote` block: the block's, started by the first
+            if _SHARED[-1].zygote is None:
+                _SHARED[-1].zygote = _SHARED[-1].stack.enter_context(Zygote.for_experiment(
+                    job.model for job in self.spec.jobs))
+            self.zygote = _SHARED[-1].zygote
+        if self.zygote is None:
+            self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
         if quick_start():  # the last cell read back while the next starts; left only once every reading is in
             self._reader = self._stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="read-back"))
         return self
@@ -82,6 +92,27 @@ class Lane(contextlib.AbstractContextManager):
 def _say_waiting(cell: Cell, device: str, other: dict) -> None:
     print(f"colloc-kit: cell {cell.label} waits: another kit on this folder runs a cell on {device} "
           f"({claims.describe(other)})", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Shared:
+    stack: contextlib.ExitStack
+    zygote: Zygote | None = None
+
+
+_SHARED: list[_Shared] = []  # the open `shared_zygote` blocks, innermost last
+
+
+@contextlib.contextmanager
+def shared_zygote() -> Iterator[None]:
+    """Inside the block, the lanes of this process share one zygote, started by the first lane for its experiment's
+    models and ended with the block: several experiments run one after another on one GPU import torch once."""
+    with contextlib.ExitStack() as stack:
+        _SHARED.append(_Shared(stack))
+        try:
+            yield
+        finally:
+            _SHARED.pop()
 
 
 def _say_failed(cell: Cell, reading: Future[RunReading]) -> None:

@@ -16,7 +16,9 @@ its lanes with it (they get SIGTERM from the kernel, and a lane's zygote leaves 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 import queue
 import signal
@@ -26,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from colloc_kit import machine, supervise
 from colloc_kit.pipeline.cell import Placement, preflight
@@ -33,10 +36,11 @@ from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES
 from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
 from colloc_kit.pipeline.executors.here import run_in_this_process
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.pipeline.progress import GpuBoard
 from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 
-__all__ = ["LANE_ENTRY", "GpusExecutor", "dispatch_order"]
+__all__ = ["LANE_ENTRY", "GpusExecutor", "dispatch_order", "kept_lanes"]
 
 LANE_ENTRY = "colloc_kit.pipeline.entry"  # what each lane process runs (`python -m`)
 STATUS_OF_CODE = {code: status for status, code in EXIT_CODES.items()}
@@ -55,13 +59,15 @@ class _LaneProcess:
     pump: threading.Thread
     cell: Cell | None = None
     ended: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)  # (cell id, code) per CELL_ENDED line
+    shown_on: dict = field(default_factory=dict)  # {"board": the GpuBoard of the experiment it serves now}
 
-    def hand(self, cell: Cell) -> None:
-        """Give the lane its next cell (a lane that just died ends it with its exit code: `_heard`)."""
+    def hand(self, cell: Cell, order: dict) -> None:
+        """Give the lane its next cell, with its experiment (`order`: spec file, out, machine file); a lane that
+        just died ends it with its exit code (`_heard`)."""
         assert self.proc.stdin is not None  # a pipe
         self.cell = cell
         try:
-            self.proc.stdin.write(f"{cell.cell_id}\n".encode())
+            self.proc.stdin.write(f"{json.dumps({**order, 'cell': cell.cell_id})}\n".encode())
             self.proc.stdin.flush()
         except OSError:
             pass
@@ -105,13 +111,17 @@ class GpusExecutor(Executor):
                   else [None] * len(placements))
         todo: list[Cell] = dispatch_order(cells)
         codes: dict[str, int] = {}
+        order = {"spec": str(spec_file), "out": str(self.folder.out), "machine_file": str(placements[0].machine_file)}
 
         def start(slot: int) -> _LaneProcess:
             return self._start(placements[slot], labels[slot], shares[slot], spec_file, board)
 
-        lanes: list[_LaneProcess] = []
+        kept, key = (_KEPT[-1] if _KEPT else None), (tuple(labels), tuple(map(str, shares)))
+        lanes: list[_LaneProcess] = kept.pop(key, []) if kept is not None else []  # held here while in use
         try:
-            for slot in range(len(placements)):
+            for lane in lanes:
+                lane.shown_on["board"] = board
+            for slot in range(len(lanes), len(placements)):
                 lanes.append(start(slot))
             while todo or any(lane.cell for lane in lanes):
                 for slot, lane in enumerate(lanes):
@@ -119,10 +129,13 @@ class GpusExecutor(Executor):
                         lanes[slot] = lane = start(slot)
                     if lane.cell is None and todo:
                         cell = todo.pop(0)
-                        lane.hand(cell)
+                        lane.hand(cell, order)
                         board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
-            _close(lanes)
+            if kept is None:
+                _close(lanes)
+            else:  # a later experiment of the `kept_lanes` block takes them on
+                kept[key] = lanes
         except BaseException:  # an interrupt, and anything else that ends the dispatcher (an error, a test's
             _stop(lanes, board)  # timeout): its lanes never train on without it
             raise
@@ -133,25 +146,50 @@ class GpusExecutor(Executor):
     def _start(self, placement: Placement, label: str, cores: list[int] | None, spec_file: Path,
                board: GpuBoard) -> _LaneProcess:
         log, dispatcher = self.folder.dispatch_log("lane", placement.gpu), os.getpid()
-        command = [sys.executable, "-m", LANE_ENTRY, str(spec_file), str(self.folder.out),
-                   "--gpu", str(placement.gpu), "--machine-file", str(placement.machine_file)]
+        command = [sys.executable, "-m", LANE_ENTRY, str(spec_file), "--gpu", str(placement.gpu)]
         with open(log, "ab") as stderr:
             proc = subprocess.Popen(  # in a session of its own: a terminal's Ctrl-C reaches the dispatcher only,
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,  # which forwards one per lane
                 start_new_session=True, preexec_fn=lambda: _child_setup(cores, dispatcher))
         ended: queue.Queue = queue.Queue()
+        shown_on = {"board": board}  # a kept lane shows its lines on the board of the experiment it serves now
 
         def heard(line: str) -> None:  # each line a lane prints is its state now, or the end of its cell
             if line.startswith(CELL_ENDED):
                 _, cell_id, code = line.split()
                 ended.put((cell_id, int(code)))
             elif line.strip():
-                board.show(label, line.strip())
+                shown_on["board"].show(label, line.strip())
 
         assert proc.stdout is not None  # a pipe
         pump = supervise.pump_lines(proc.stdout, heard, name=f"lane-{label}")
         board.show(label, "starting its lane")
-        return _LaneProcess(label, placement, proc, log, pump, ended=ended)
+        return _LaneProcess(label, placement, proc, log, pump, ended=ended, shown_on=shown_on)
+
+
+_KEPT: list[dict] = []  # the open `kept_lanes` blocks, innermost last: {(GPU labels, core shares): idle lanes}
+
+
+@contextlib.contextmanager
+def kept_lanes() -> Iterator[None]:
+    """Lanes kept across experiments: inside the block, each run over several GPUs hands its cells to the lane
+    processes the last one left (the same GPUs and cores), and runs on one GPU share one zygote in this process
+    (`lane.shared_zygote`), so a matrix of several experiments (`seed-NN`'s, a benchmark's) starts each lane and its
+    zygote once, not once per experiment; they leave when the block ends.
+
+        with kept_lanes():
+            for spec in specs:
+                run_spec(spec)
+    """
+    kept: dict = {}
+    _KEPT.append(kept)
+    try:
+        with shared_zygote():  # one GPU: the lane in this process, its zygote kept alike
+            yield
+    finally:
+        _KEPT.remove(kept)
+        for lanes in kept.values():
+            _close(lanes)
 
 
 def dispatch_order(cells: list[Cell]) -> list[Cell]:
