@@ -102,11 +102,14 @@ def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec
 def run_latency(streams: Mapping[str, Sequence[dict]], specs: Mapping[str, Mapping[str, Any]], common: Any,
                 alone_in_turn: bool) -> dict[str, dict]:
     """Each job's `job_figures` over its window: the run's common window (`figures.Window`), or, for a job measured
-    alone (alone in its run, or one after another), its own measured window."""
+    alone (alone in its run, or one after another) or a run without a common window (said in `latency_note`), its own
+    measured window."""
     rows = {}
     for job, stream in streams.items():
-        own = figures.steady_span(stream, held=False) if alone_in_turn else None
-        rows[job] = job_figures(stream, own or (common.bounds() if common else None), specs[job])
+        own = figures.steady_span(stream, held=False)
+        rows[job] = job_figures(stream, own if alone_in_turn or not common else common.bounds(), specs[job])
+        if not (alone_in_turn or common) and own and rows[job].get("role") == SERVE:
+            rows[job]["latency_note"] = "no common window: over its own measured window (the jobs did not overlap)"
     return rows
 
 
