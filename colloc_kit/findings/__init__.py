@@ -6,9 +6,10 @@ experiment per cell with the evidence beside each gain; `claims` puts each claim
 shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
 data lacks are listed, never fatal.
 
-Six layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
-`judge.py` (the claims, their verdicts and evidence), `fairness.py` (who lost when jobs shared, shares asked and
-had), `charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
+Seven layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
+`gain.py` (claim 1: each workload's largest gain against 3x, and whose part it was), `judge.py` (the claims,
+their verdicts, rules and evidence), `fairness.py` (who lost when jobs shared, shares asked and had),
+`charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
 `render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
@@ -42,8 +43,18 @@ from colloc_kit.findings.fairness import (
     shared_jobs,
     shares_table,
 )
-from colloc_kit.findings.judge import (
+from colloc_kit.findings.gain import (
     CLAIMED_GAIN,
+    GAIN_RULE,
+    IMPRECISE_BASELINE,
+    attribution,
+    judge_gain,
+    short_name,
+    workload_gains,
+)
+from colloc_kit.findings.judge import (
+    GAIN_CLAIM,
+    SAME_SHAPES,
     STUDY_GPU,
     capacities,
     claims,
@@ -80,17 +91,23 @@ from colloc_kit.findings.render import (
     all_missing,
     as_markdown,
     markdown,
+    because,
+    noise_by_claim,
     report,
     verdicts,
 )
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
-           "STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text",
+           "CLAIMED_GAIN", "IMPRECISE_BASELINE", "GAIN_RULE", "short_name", "judge_gain", "workload_gains",
+           "attribution",
+           "STUDY_GPU", "GAIN_CLAIM", "SAME_SHAPES", "capacities", "mig_placements", "claims", "gain_text",
            "prediction_errors",
            "FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
            "fairness_findings", "TITLES", "for_plots", "claim_figures", "versus_figure", "save_png", "pretty",
            "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
            "shares_by_layout", "grouped_fairness",
-           "LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
+           "LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim", "all_gains", "all_missing",
+           "markdown",
+           "as_markdown",
            "a100_note"]

@@ -14,7 +14,8 @@ import re
 
 import pandas as pd
 
-from colloc_kit.findings.judge import _bound, gain_text
+from colloc_kit.findings.gain import _bound
+from colloc_kit.findings.judge import gain_text
 from colloc_kit.findings.read import KINDS
 from colloc_kit.views.style import counted
 

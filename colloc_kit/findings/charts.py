@@ -14,7 +14,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from colloc_kit.errors import BadInput
-from colloc_kit.findings.judge import CLAIMED_GAIN, _comparable
+from colloc_kit.findings.gain import CLAIMED_GAIN
+from colloc_kit.findings.judge import _comparable
 from colloc_kit.findings.read import ALONE, MPS, PARTITION
 from colloc_kit.views import plots
 from colloc_kit.views.style import TEMPLATE, colours, empty

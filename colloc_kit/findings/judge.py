@@ -16,14 +16,18 @@ import pandas as pd
 from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments import seed
+from colloc_kit.findings.gain import judge_gain
 from colloc_kit.findings.read import ALONE, KINDS, MPS, PARTITION, _copies, missing_cells
 from colloc_kit.gpu.mig_catalogue import gpu_model
 from colloc_kit.predict import check as predict_check
 
-__all__ = ["STUDY_GPU", "CLAIMED_GAIN", "capacities", "mig_placements", "claims", "gain_text", "prediction_errors"]
+__all__ = ["STUDY_GPU", "GAIN_CLAIM", "SAME_SHAPES", "capacities", "mig_placements", "claims", "gain_text",
+           "prediction_errors"]
 
 STUDY_GPU = "A100-40GB"
-CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
+GAIN_CLAIM = ("Collocating training runs yields up to three (EuroMLSys 2024) or four (arXiv v3) times the training "
+              "throughput, despite longer epochs.")
+SAME_SHAPES = 0.9  # claim 3: partitions "help" where equal copies on them train at least 0.9 x what MPS did
 
 
 def capacities(gpu: str, with_study_gpu: bool = True) -> dict[str, float]:
@@ -50,31 +54,16 @@ def mig_placements(gpus: list[str]) -> pd.DataFrame:
 
 
 def claims(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFrame, fit: pd.DataFrame,
-           gpu: str, not_run: pd.DataFrame | None = None) -> list[dict]:
-    """Each claim of the paper with what the data shows, a verdict (agrees / partly / disagrees / cannot tell) and
-    the evidence, all computed from the frames given."""
-    return [_claim_gain(cells33), _claim_fit(cells33, fit, not_run, gpu), _claim_mig(cells33, cells37, placements, gpu),
+           gpu: str, not_run: pd.DataFrame | None = None, variant33: pd.DataFrame | None = None) -> list[dict]:
+    """Each claim of the paper with what the data shows, a verdict (agrees / partly / disagrees / cannot tell), the
+    rule that decided it and the evidence, all computed from the frames given. `variant33`: experiment 33 in another
+    precision (bf16), judged for claim 1 beside the study's recipe."""
+    sets = [(_precision(cells33, "fp32"), cells33)]
+    if variant33 is not None and len(variant33):
+        sets.append((_precision(variant33, "another precision"), variant33))
+    return [{"claim": GAIN_CLAIM, **judge_gain(sets)}, _claim_fit(cells33, fit, not_run, gpu),
+            _claim_mig(cells33, cells37, placements, gpu),
             _claim_mps(cells33, cells37)]
-
-
-def _claim_gain(cells: pd.DataFrame) -> dict:
-    claim = ("Collocating training runs yields up to three (EuroMLSys 2024) or four (arXiv v3) times the training "
-             "throughput, despite longer epochs.")
-    shared = cells[cells["kind"].isin(KINDS) & cells["normalized_throughput_mean"].notna()]
-    if shared.empty:
-        return _verdict(claim, "cannot tell", "no shared cell of experiment 33 with a baseline in the data", [])
-    best = shared.loc[shared["normalized_throughput_mean"].idxmax()]
-    per_workload = shared.loc[shared.groupby("workloads")["normalized_throughput_mean"].idxmax()]
-    gain, ci = best["normalized_throughput_mean"], best["normalized_throughput_ci"]
-    ci = ci if _number(ci) else 0.0
-    verdict = ("agrees" if gain - ci >= CLAIMED_GAIN else "cannot tell" if gain + ci >= CLAIMED_GAIN  # CI spans 3x
-               else "partly" if gain >= 1.5 else "disagrees")
-    shows = (f"the largest gain is {gain_text(best)} ({best['workloads']}, {int(best['copies'])} copies, "
-             f"{best['kind']}), each job's epoch {best['epoch_time_growth_mean']:.2f} x as long as alone")
-    evidence = [f"{row['workloads']}: best {gain_text(row)} at {int(row['copies'])} copies ({row['kind']}), "
-                f"epoch x {row['epoch_time_growth_mean']:.2f}, bound by {_bound(row)}; alone: "
-                f"{_alone_evidence(cells, row['workloads'])}" for _, row in per_workload.iterrows()]
-    return _verdict(claim, verdict, shows, evidence)
 
 
 def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | None, gpu: str) -> dict:
@@ -91,13 +80,15 @@ def _claim_fit(cells: pd.DataFrame, fit: pd.DataFrame, not_run: pd.DataFrame | N
     lines, compute_binds = _saturation(cells)
     evidence += lines
     if cells.empty:
-        return _verdict(claim, "cannot tell", "no runs of experiment 33", evidence)
+        return _verdict(claim, "cannot tell", "no runs of experiment 33", evidence, "")
+    rule = ("agrees where a cell ran out of memory or the workload whose lone job kept the SMs busiest gained least "
+            "from copies; cannot tell otherwise")
     shows = "; ".join([
         f"{len(oom)} cell(s) did not fit in memory" if len(oom) else "every cell fit in memory",
         "the workload whose lone job kept the SMs busiest gained least from copies" if compute_binds else
         "the gains do not fall with the lone jobs' SM activity" if compute_binds is False else
         "no SM activity measured beside the gains"])
-    return _verdict(claim, "agrees" if len(oom) or compute_binds else "cannot tell", shows, evidence)
+    return _verdict(claim, "agrees" if len(oom) or compute_binds else "cannot tell", shows, evidence, rule)
 
 
 def _saturation(cells: pd.DataFrame) -> tuple[list[str], bool | None]:
@@ -131,16 +122,22 @@ def _claim_mig(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.Data
     if all(r is None for r in ratios):
         shows = f"no partition run beside an MPS run in the data; {len(unplaceable)} of the study's mixes cannot be " \
                 f"placed as MIG on {gpu}"
-        return _verdict(claim, "cannot tell", shows, evidence)
+        return _verdict(claim, "cannot tell", shows, evidence, "")
     same, mixed = ratios
+    counts = (len(_versus(cells33, PARTITION, MPS)), len(_versus(cells37, PARTITION, MPS)))
+    compared = [f"{n} {what}{'' if n == 1 else plural}"
+                for n, (what, plural) in zip(counts, (("copy cell", "s"), ("mix", "es"))) if n]
     shows = "; ".join(s for s in (
         f"equal copies on partitions trained {same:.2f} x what MPS did" if same is not None else None,
         f"mixes on partitions trained {mixed:.2f} x what MPS did" if mixed is not None else None,
         f"{len(unplaceable)} of the study's {len(placements)} mixes cannot be placed as MIG on {gpu}")
         if s)
-    verdict = "agrees" if (mixed is None or mixed < 1) and (same is None or same >= 0.9) else "partly"
+    verdict = "agrees" if (mixed is None or mixed < 1) and (same is None or same >= SAME_SHAPES) else "partly"
+    rule = (f"agrees where equal copies on partitions train at least {SAME_SHAPES} x what free MPS did (the shapes "
+            f"cost little) and mixes on partitions less than MPS (rigid shapes leave the GPU under-used); partly "
+            f"otherwise; from {' and '.join(compared)} with both, on MPS partitions shaped like MIG's")
     return _verdict(claim, verdict, shows + " (MPS partitions share SMs and memory bandwidth: no MIG isolation)",
-                    evidence)
+                    evidence, rule)
 
 
 def _claim_mps(cells33: pd.DataFrame, cells37: pd.DataFrame) -> dict:
@@ -156,13 +153,17 @@ def _claim_mps(cells33: pd.DataFrame, cells37: pd.DataFrame) -> dict:
             tied = best["kind"] == MPS or _overlap(lead, best)
             outcomes.append((key, tied, best["kind"], gain_text(lead), gain_text(best)))
     if not outcomes:
-        return _verdict(claim, "cannot tell", "no cell has MPS beside another way of sharing", [])
+        return _verdict(claim, "cannot tell", "no cell has MPS beside another way of sharing", [], "")
     wins = sum(tied for _, tied, *_ in outcomes)
     verdict = "agrees" if wins == len(outcomes) else "partly" if wins * 2 >= len(outcomes) else "disagrees"
     evidence = [f"{key}: MPS {lead}" + ("" if tied else f", behind {kind} {best}")
                 for key, tied, kind, lead, best in outcomes]
+    behind = [key for key, tied, *_ in outcomes if not tied]
+    rule = ("agrees where MPS was best or within the 95 % CIs of the best in every cell that ran it beside another "
+            "way of sharing, partly in at least half, disagrees otherwise"
+            + (f"; behind in {', '.join(behind)}" if behind else ""))
     return _verdict(claim, verdict, f"MPS was best or within the CIs of the best in {wins} of {len(outcomes)} cells",
-                    evidence)
+                    evidence, rule)
 
 
 def _comparable(cells: pd.DataFrame):
@@ -196,22 +197,14 @@ def _overlap(x: pd.Series, y: pd.Series) -> bool:
     return abs(x["normalized_throughput_mean"] - y["normalized_throughput_mean"]) <= cx + cy
 
 
-def _alone_evidence(cells: pd.DataFrame, workload: str) -> str:
-    alone = cells[(cells["workloads"] == workload) & (cells["kind"] == ALONE)]
-    if alone.empty:
-        return "no lone run"
-    row = alone.iloc[0]
-    parts = [f"bound by {_bound(row)}"]
-    for column, text in (("sm_util_pct_mean", "SMs {:.0f} % active"),
-                         ("input_wait_share_mean", "waited for data {:.0%}"),
-                         ("host_cpu_util_pct_mean", "host CPU {:.0f} % busy")):
-        if column in row and _number(row[column]):
-            parts.append(text.format(row[column]))
-    return ", ".join(parts)
+def _verdict(claim: str, verdict: str, shows: str, evidence: list[str], rule: str) -> dict:
+    return {"claim": claim, "verdict": verdict, "shows": shows, "evidence": evidence, "rule": rule}
 
 
-def _verdict(claim: str, verdict: str, shows: str, evidence: list[str]) -> dict:
-    return {"claim": claim, "verdict": verdict, "shows": shows, "evidence": evidence}
+def _precision(cells: pd.DataFrame, otherwise: str) -> str:
+    """'fp32' for amp off, the amp's name (bf16) otherwise."""
+    amps = sorted({"fp32" if a == "off" else a for a in cells["amp"].dropna()}) if "amp" in cells else []
+    return " and ".join(amps) or otherwise
 
 
 def gain_text(cell: pd.Series) -> str:
@@ -220,10 +213,6 @@ def gain_text(cell: pd.Series) -> str:
     if not _number(mean):
         return "no baseline"
     return f"{mean:.2f} +- {ci:.2f} x" if _number(ci) else f"{mean:.2f} x (no CI)"
-
-
-def _bound(row: pd.Series) -> str:
-    return row["bound_by"] if isinstance(row["bound_by"], str) else "unknown"
 
 
 def _number(value) -> bool:

@@ -36,7 +36,9 @@ from colloc_kit.notebook import setup as notebook
 from colloc_kit.predict import check as predict_check
 from colloc_kit.views.tables import table
 
-__all__ = ["LIKE_33", "Report", "report", "verdicts", "all_gains", "all_missing", "markdown", "as_markdown",
+__all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim", "all_gains", "all_missing",
+           "markdown",
+           "as_markdown",
            "a100_note"]
 
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
@@ -53,7 +55,7 @@ class Report:
 
     gpu: str
     source: str
-    notes: list[str]  # on the data: borrowed baselines, runs left out, noise
+    notes: list[str]  # on the data: borrowed baselines, runs left out
     cells33: pd.DataFrame  # experiment 33 as the study ran it (fp32)
     variant33: pd.DataFrame  # experiment 33 in another precision (bf16), where the data has it
     cells37: pd.DataFrame
@@ -64,6 +66,7 @@ class Report:
     like33: dict[str, pd.DataFrame] = field(default_factory=dict)  # experiments 34-36: their measured cells
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # the prediction model's errors (prediction_errors)
     fairness: dict | None = None  # who lost when jobs shared, shares asked and had (fairness.fairness_findings)
+    noise: str | None = None  # the noise check's warning (`notebook.noise_warning`), said under the claims it affects
 
 
 def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
@@ -81,16 +84,49 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
         cells, _ = configurations(results, experiment, models)
         if len(cells):
             like33[experiment] = cells
-    return Report(gpu, source or "the runs given", [n for n in (note33, note37, noise and f"noise: {noise}") if n],
+    return Report(gpu, source or "the runs given", [n for n in (note33, note37) if n],
                   cells33, variant33, cells37, fit, placements, not_run,
-                  claims(cells33, cells37, placements, fit, gpu, not_run), like33, prediction_errors(results),
-                  fairness_findings(results, models))
+                  claims(cells33, cells37, placements, fit, gpu, not_run, variant33), like33,
+                  prediction_errors(results), fairness_findings(results, models), noise)
 
 
 def verdicts(found: Report) -> pd.DataFrame:
-    """One row per claim: its number, the claim, the verdict, the evidence in one line."""
+    """One row per claim: its number, the claim, the verdict, and because: what the data shows, the rule that
+    decided it and the noise that bears on it, in prose (`because`)."""
     return pd.DataFrame([{"#": i, "the paper claims": c["claim"], "verdict": c["verdict"],
-                          "what the data shows": pretty(c["shows"])} for i, c in enumerate(found.claims, 1)])
+                          "because": because(found, i)} for i, c in enumerate(found.claims, 1)])
+
+
+def because(found: Report, number: int) -> str:
+    """Why claim `number` got its verdict: what the data shows, the rule, and the noise that bears on it."""
+    claim = found.claims[number - 1]
+    noise = noise_by_claim(found.noise).get(number)
+    return " ".join(s for s in (f"{_sentence(pretty(claim['shows']))}",
+                                f"The rule: {_period(claim['rule'])}" if claim.get("rule") else "",
+                                f"Noise: {_period(noise)}" if noise else "") if s)
+
+
+def noise_by_claim(noise: str | None) -> dict[int, str]:
+    """The noise warning split to the claims it bears on: an imprecise lone run or an impossible gain on claim 1
+    (gains against alone), repeats that differ on claims 3 and 4 (ways of sharing against each other).
+
+    >>> noise_by_claim("repeats of one cell differ 1.69x in images/s (x): noise; run more repeats; the lone run of r26 "
+    ...                "is known only to +-63 %: noise")[1]
+    'the lone run of r26 is known only to +-63 %: noise'
+    """
+    out: dict[int, list[str]] = {}
+    for part in re.split(r"; (?=repeats of one cell|the lone run of)", noise or ""):
+        for number in ((3, 4) if part.startswith("repeats of one cell") else (1,)) if part else ():
+            out.setdefault(number, []).append(part)
+    return {number: "; ".join(parts) for number, parts in out.items()}
+
+
+def _sentence(text: str) -> str:
+    return _period(text[:1].upper() + text[1:])
+
+
+def _period(text: str) -> str:
+    return text.strip() + ("" if text.strip().endswith(".") else ".")
 
 
 def all_gains(found: Report) -> pd.DataFrame:
@@ -116,18 +152,15 @@ def as_markdown(found: Report, images: str = "") -> str:
     """The report as Markdown, under 200 lines for the seed study's data. `images`: the folder (relative to the
     file) holding each claim's figure as claim-<n>.png (`charts.save_png`); without it the figures are named, and
     notebook 08 draws them."""
-    shown = verdicts(found).assign(figure=[f"[figure {i}](#{_anchor(_figure_heading(i))})" if i <= len(TITLES)
-                                           else "" for i in range(1, len(found.claims) + 1)])
-    differ = sorted((c for c in found.claims if c["verdict"] in ("disagrees", "partly")),
-                    key=lambda c: c["verdict"] != "disagrees")
+    shown = verdicts(found).drop(columns="because").assign(
+        figure=[f"[figure {i}](#{_anchor(_figure_heading(i))})" if i <= len(TITLES) else ""
+                for i in range(1, len(found.claims) + 1)])
     lines = ["# Findings: the seed study on this data", "",
              f"Drawn by notebook 08 from {found.source}; every number below is computed from them (gain = normalized "
              "throughput, 1 = one job alone; ± is the 95 % CI). The tables behind the verdicts are in the appendix.",
              "", *([f"> {'; '.join(found.notes)}", ""] if found.notes else []),
-             "## The verdicts", "", table(shown).to_markdown(), "",
-             "**Where the data differs most from the paper:** " + ("; ".join(
-                 f"claim {found.claims.index(c) + 1} ({c['verdict']}): {pretty(c['shows'])}" for c in differ[:3])
-                 or "nowhere that the data can tell") + ".", ""]
+             "## The verdicts", "", table(shown).to_markdown(), "", _tally(found.claims), "",
+             *(f"**{i}. {c['verdict'].capitalize()}.** {because(found, i)}\n" for i, c in enumerate(found.claims, 1))]
     for i in range(1, min(len(found.claims), len(TITLES)) + 1):
         lines += [f"## {_figure_heading(i)}",
                   f"![{TITLES[i - 1]}]({images}/claim-{i}.png)" if images else "(drawn in notebook 08)", ""]
@@ -136,6 +169,18 @@ def as_markdown(found: Report, images: str = "") -> str:
               a100_note(found.gpu), f"Copies that fit each card and its smallest MIG profiles: {_link('fit')}.", "",
               *_appendix(found)]
     return "\n".join(lines)
+
+
+def _tally(claims: list[dict]) -> str:
+    """The verdicts counted in one sentence: 'The data agrees with claims 2, 3 and 4 and disagrees with claim 1.'"""
+    groups: dict[str, list[str]] = {}
+    for i, claim in enumerate(claims, 1):
+        groups.setdefault(claim["verdict"], []).append(str(i))
+    said = {"agrees": "agrees with", "partly": "partly agrees with", "disagrees": "disagrees with",
+            "cannot tell": "cannot decide"}
+    parts = [f"{said.get(verdict, verdict)} claim{'s' if len(n) > 1 else ''} "
+             f"{', '.join(n[:-1]) + ' and ' + n[-1] if len(n) > 1 else n[0]}" for verdict, n in groups.items()]
+    return "The data " + ("; it ".join(parts) or "holds no claim") + ". Why each verdict, by the rule that decided it:"
 
 
 def _figure_heading(i: int) -> str:
