@@ -16,6 +16,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
+from fake_results import job_rows
 from processes import kit_processes_below_us, survivors_of_killed_kit
 
 import colloc_kit
@@ -23,6 +24,7 @@ from colloc_kit.cli.main import main
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
+from colloc_kit.analysis.lone import with_baselines
 from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
@@ -278,3 +280,16 @@ def test_plan_estimates_the_wall_time_from_the_lanes_measured_in_the_folder(tmp_
     assert estimate.wall_s(todo, 1, per_cell) == 100.0
     assert estimate.wall_s(todo, 2, per_cell) == 50.0  # 30 + 20 on each lane: no lane runs on alone
     assert estimate.wall_s(todo, 2, {}) is None
+
+
+def test_a_job_with_cudnn_autotune_off_is_another_workload_whose_baseline_never_mixes_with_the_studys():
+    """cudnn_autotune is part of the workload: a lone job without the study's autotuning is its own baseline, and a
+    frame from before the key (none given) counts as the study's."""
+    study = job_rows("r1", "naive", 1, [100.0]) + job_rows("r2", "naive", 2, [60.0, 60.0])
+    off = [{**row, "run_id": row["run_id"] + "-off", "cudnn_autotune": "off", "images_per_s": row["images_per_s"] * 2,
+            "images_per_s_overlap": row["images_per_s_overlap"] and row["images_per_s_overlap"] * 2} for row in study]
+    jobs = with_baselines(pd.DataFrame([*study, *off]))
+    base = jobs.groupby(jobs["cudnn_autotune"].fillna("study"))["baseline_images_per_s"].unique()
+    assert list(base["study"]) == [100.0] and list(base["off"]) == [200.0]
+    assert set(jobs["relative_throughput"].dropna()) == {1.0, 0.6}
+    assert set(with_baselines(pd.DataFrame(study))["cudnn_autotune"]) == {"study"}

@@ -32,7 +32,8 @@ DEFAULT_WORKERS = JobSpec.__dataclass_fields__["workers"].default  # the kit rec
 # another baseline than one with 4 (the host-matched one, `attribution`). Its cores are not in the key: a job alone
 # has every core the kit's process has (pinned: the cores its N collocated copies shared; unpinned: the OS's choice),
 # so they tell lone jobs apart only across machines, where experiments differ anyway (`cores_allowed` in `load().jobs`)
-WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device", "workers"]
+WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", "recipe", "device", "workers",
+            "cudnn_autotune"]
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 
 DERIVED = ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s", "baseline_peak_memory_mb",
@@ -62,8 +63,10 @@ def in_figures(jobs: pd.DataFrame) -> pd.Series:
 
 
 def keyed(jobs: pd.DataFrame) -> pd.DataFrame:
-    """`jobs` with every `WORKLOAD` column: a frame made by hand or by an older kit without `workers` gets it empty."""
-    return jobs if "workers" in jobs else jobs.assign(workers=math.nan)
+    """`jobs` with every `WORKLOAD` column: a frame made by hand or by an older kit without `workers` gets it empty,
+    one without `cudnn_autotune` the study's (`spec.JobSpec`: the kit ran no other before it asked)."""
+    jobs = jobs if "workers" in jobs else jobs.assign(workers=math.nan)
+    return jobs if "cudnn_autotune" in jobs else jobs.assign(cudnn_autotune="study")
 
 
 def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
