@@ -84,6 +84,7 @@ class Advice:
 
     @property
     def text(self) -> str:
+        """The answer in one line: the setting, its training, its p99 with the CI, the SLO, measured or not."""
         if self.row is None:
             return "no measured shared setting kept the p99 within the SLO: serve alone, or measure more settings"
         r = self.row

@@ -48,12 +48,15 @@ class FakeClock:
         self.t = 0.0
 
     def now(self) -> float:
+        """The fake time, in seconds."""
         return self.t
 
     def sleep(self, seconds: float) -> None:
+        """A nap moves the fake time on at once."""
         self.advance(seconds)
 
     def advance(self, seconds: float) -> None:
+        """Move the fake time on (never back)."""
         self.t += max(seconds, 0.0)
 
 
@@ -68,6 +71,7 @@ class Arrivals:
 
     @classmethod
     def open_loop(cls, rate_per_s: float, seed: int = 0, start: float = 0.0) -> "Arrivals":
+        """Poisson arrivals at `rate_per_s` from `start`, drawn from `seed`."""
         arrivals = cls([], closed=False, rate=rate_per_s, seed=seed)
         arrivals.pending = [start + arrivals.rng.expovariate(rate_per_s)]
         return arrivals
@@ -79,9 +83,11 @@ class Arrivals:
 
     @classmethod
     def closed_loop(cls, clients: int, start: float = 0.0) -> "Arrivals":
+        """`clients` requests at `start`; each answer brings the next (`answered`)."""
         return cls([start] * clients, closed=True)
 
     def next_time(self) -> float:
+        """When the next request arrives (inf: none pending)."""
         return self.pending[0] if self.pending else float("inf")
 
     def take(self, now: float) -> list[float]:
