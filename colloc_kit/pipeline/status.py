@@ -23,10 +23,11 @@ def experiment_status(experiment_dir: str | Path) -> list[dict]:
     the folder cannot be read is passed over here, and named by `ExperimentFolder.damaged()`."""
     folder = ExperimentFolder(Path(experiment_dir))
     labels: dict[str, str] = {}
-    for spec in folder.specs():
-        for cell in cells(spec):
-            labels.setdefault(cell.cell_id, cell.label)
     states = folder.cell_states()
+    for spec in folder.specs():
+        for cell in cells(spec):  # a lone baseline's repeat past `repeats` only once run (precision.more_repeats)
+            if cell.repeat < spec.repeats or cell.cell_id in states:
+                labels.setdefault(cell.cell_id, cell.label)
     try:
         jobs = folder.submitted()
     except BrokenRun:  # named by `folder.damaged()`; the cells are read from their runs
