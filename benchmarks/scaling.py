@@ -164,13 +164,14 @@ def _standin(root: Path, images: int) -> Path:
 
 def _run_notes(args: argparse.Namespace, tables: dict[str, pd.DataFrame]) -> list[str]:
     walls, figs, lanes = tables["walls"], tables["figures"], tables["lanes"]
+    later = figs[figs["gpus"] != walls["gpus"].iloc[0]]
     notes = [f"command: `python3 benchmarks/scaling.py run --out {args.out} --seconds {args.seconds:g} --warmup-steps "
              f"{args.warmup_steps} --repeats {args.repeats} --passes {args.passes} --cudnn-autotune "
              f"{args.cudnn_autotune}{' --tiny' if args.tiny else ''}`; machine: {_machine()}",
              f"cudnn_autotune {args.cudnn_autotune}" + (" (another workload than the study's: these figures never mix "
                                                         "with the study's)" if args.cudnn_autotune != "study" else ""),
-             f"figures agree with the first pass's (95 % CIs overlap) in {int(figs['agrees_with_first'].sum())} of "
-             f"{len(figs)} (experiment, mode, copies, pass) rows"]
+             f"figures agree with the first pass's (95 % CIs over the repeats overlap) in "
+             f"{int(later['agrees_with_first'].sum())} of {len(later)} (experiment, mode, copies) rows of later passes"]
     for _, wall in walls.iterrows():
         mine = lanes[lanes["gpus"] == wall["gpus"]]
         notes.append(f"{int(wall['gpus'])} GPU(s): {wall['wall_s']:.1f} s, {wall['speed_up']:.2f}x; overhead beyond "
