@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
@@ -28,7 +29,7 @@ from colloc_kit.tracking.log import check, export
 __all__ = ["add_subcommands", "main_export"]
 
 
-def add_subcommands(subparsers) -> argparse.ArgumentParser:
+def add_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add `export mlflow` to the top-level subparsers."""
     parser = subparsers.add_parser("export", help="send runs elsewhere: mlflow (every cell as an MLflow run)")
     sub = parser.add_subparsers(dest="export_command", required=True)
@@ -64,7 +65,7 @@ def main_export(args: argparse.Namespace) -> int:
     return 1 if results.broken else 0
 
 
-def _source(name: str, strict: bool):
+def _source(name: str, strict: bool) -> tuple[Callable[[], Any], str]:
     """How to read the runs `name` names (a function, so that the server is checked first) and a word for it."""
     path = Path(name).expanduser()
     shipped = ", ".join(reference.available()) or "none in this install"

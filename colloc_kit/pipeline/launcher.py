@@ -140,7 +140,8 @@ class Wave:
         return self.outcomes
 
 
-def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event, zygote: Zygote | None) -> _Job:
+def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event: Callable[[dict], None] | None,
+           zygote: Zygote | None) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
     env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
@@ -163,7 +164,7 @@ def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event, 
     return job
 
 
-def _pump(job: _Job, on_event) -> None:
+def _pump(job: _Job, on_event: Callable[[dict], None] | None) -> None:
     """Copy a worker's stdout to its event log, keep the last event of each type, pass events on.
 
     The pipe is drained to its end whatever happens, so a worker never blocks on a full pipe: a log that cannot be

@@ -55,12 +55,12 @@ class _Record:
         return {**known, **{k: v for k, v in self.extra.items() if k not in known}}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]):
+    def from_dict(cls, data: dict[str, Any]) -> Any:
         """The record of its JSON object: a missing key gets the field's default, an unknown one is kept."""
         return cls._build(data)
 
     @classmethod
-    def _build(cls, data: dict[str, Any], **converted: Any):
+    def _build(cls, data: dict[str, Any], **converted: Any) -> Any:
         """The record of `data`: its known keys as fields (`converted` where a field needs more than the JSON
         value), a missing key as the field's default, the others into `extra`."""
         record = cast(Any, cls)  # every record is a dataclass with an `extra` field
@@ -168,7 +168,7 @@ class JobOutcome(_Record):
     mode_problem: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
         if (kind := ErrorKind.named(self.error_kind)) is not None:
             object.__setattr__(self, "error_kind", kind)
@@ -237,7 +237,7 @@ class Manifest(_Record):
     jobs: list[JobEntry]
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
 
     @property

@@ -23,7 +23,7 @@ import math
 import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterable, NamedTuple
 
 import pandas as pd
 
@@ -291,7 +291,7 @@ def _note(run: dict, summary: dict, source: str | None) -> str:
     return " ".join(line for line in lines if line)
 
 
-def _figures(row: dict, names) -> dict[str, float]:
+def _figures(row: dict, names: Iterable[str]) -> dict[str, float]:
     """The finite numbers among `row`'s `names`, as floats."""
     return {name: float(row[name]) for name in names if _number(row.get(name))}
 
