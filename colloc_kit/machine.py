@@ -16,6 +16,7 @@ import platform
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -82,7 +83,7 @@ def gpu_list() -> tuple[list[dict], str | None]:
         return [], str(exc)
 
 
-def _gpu(lib, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
+def _gpu(lib: Any, index: int, driver: nvml.Reading, cuda: nvml.Reading) -> dict:
     device = nvml.Device.at(lib, index)
     memory = lib.nvmlDeviceGetMemoryInfo(device.handle)
     mig, gpm = device.read("nvmlDeviceGetMigMode"), device.read("nvmlGpmQueryDeviceSupport")

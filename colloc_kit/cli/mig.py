@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import sys
+from typing import Any
 
 from colloc_kit.errors import BadInput, GpuStateError, NvmlUnavailable
 from colloc_kit.gpu import nvml
@@ -27,7 +28,7 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_MODEL = "H100-80GB"
 
 
-def add_subcommands(subparsers) -> argparse.ArgumentParser:
+def add_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add `mig plan`, `mig propose` and `mig show` to the top-level subparsers."""
     mig = subparsers.add_parser("mig", help="MIG layouts: plan (no GPU needed), propose, show (read-only)")
     sub = mig.add_subparsers(dest="mig_command", required=True)

@@ -10,6 +10,7 @@ The top-level CLI calls `add_subcommands(subparsers)`; the handler is `main_refe
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from colloc_kit.errors import BadInput
 from colloc_kit.reference import SHIPPED, available, export
@@ -17,7 +18,7 @@ from colloc_kit.reference import SHIPPED, available, export
 __all__ = ["add_subcommands", "main_reference", "parse_facts"]
 
 
-def add_subcommands(subparsers) -> argparse.ArgumentParser:
+def add_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add `reference list` and `reference export` to the top-level subparsers."""
     parser = subparsers.add_parser("reference", help="reference data: the shipped sets, and exporting runs as one")
     sub = parser.add_subparsers(dest="reference_command", required=True)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_catalogue import GpuModel, live_catalogue
+from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, live_catalogue
 from colloc_kit.gpu.mig_planner import PlacedInstance, Plan, plan
 
 __all__ = ["CreatedInstance", "ExistingInstance", "IN_USE_RETRY_S", "MIG_CONFIG_CAPABILITY", "MigLayout", "MigState",
@@ -82,7 +82,7 @@ class CreatedInstance:
 class MigLayout:
     """Apply a layout to GPU `gpu` on entry, restore the previous MIG state on exit (every exit path)."""
 
-    def __init__(self, layout, gpu: int = 0, allow_destroy: bool = False):
+    def __init__(self, layout: Any, gpu: int = 0, allow_destroy: bool = False) -> None:
         self.layout = layout
         self.gpu = gpu
         self.allow_destroy = allow_destroy
@@ -137,11 +137,11 @@ class MigLayout:
                                ) from None
         return plan(self.layout, catalogue), existing
 
-    def _profile(self, profile_id: int):
+    def _profile(self, profile_id: int) -> Profile:
         assert self.catalogue is not None  # preflight read it first
         return next(p for p in self.catalogue.profiles if p.profile_id == profile_id)
 
-    def _refuse_busy(self, lib, handle) -> None:
+    def _refuse_busy(self, lib: Any, handle: Any) -> None:
         assert self.before is not None  # preflight read it first
         enabling = self.before.mode != lib.NVML_DEVICE_MIG_ENABLE
         devices = [handle] if enabling else []
@@ -206,7 +206,7 @@ class MigLayout:
             raise
         return self.created
 
-    def _enable_mig(self, lib, handle) -> None:
+    def _enable_mig(self, lib: Any, handle: Any) -> None:
         status = lib.nvmlDeviceSetMigMode(handle, lib.NVML_DEVICE_MIG_ENABLE)
         current, _ = lib.nvmlDeviceGetMigMode(handle)
         if status == lib.NVML_SUCCESS and current == lib.NVML_DEVICE_MIG_ENABLE:
@@ -223,14 +223,14 @@ class MigLayout:
                             f"MIG was left disabled. Stop the processes using the GPU (see `nvidia-smi`) and retry",
                             gpu=self.gpu)
 
-    def _destroy_existing(self, lib, handle, inst: ExistingInstance) -> None:
+    def _destroy_existing(self, lib: Any, handle: Any, inst: ExistingInstance) -> None:
         gi = lib.nvmlDeviceGetGpuInstanceById(handle, inst.gi_id)
         for ci in _compute_instances(lib, gi):
             lib.nvmlComputeInstanceDestroy(ci)
         lib.nvmlGpuInstanceDestroy(gi)
         self._undo.append((f"recreate {inst.profile}@{inst.start}", lambda: _recreate(self.gpu, inst)))
 
-    def _create(self, lib, handle, placed: PlacedInstance) -> None:
+    def _create(self, lib: Any, handle: Any, placed: PlacedInstance) -> None:
         where = lib.c_nvmlGpuInstancePlacement_t()
         where.start, where.size = placed.start, placed.size
         gi = lib.nvmlDeviceCreateGpuInstanceWithPlacement(handle, placed.profile.profile_id, ctypes.byref(where))
@@ -261,14 +261,14 @@ class MigLayout:
         self.apply()
         return self
 
-    def __exit__(self, exc_type, *_: Any) -> None:
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
         problems = self.restore()
         if problems:
             _report(problems, self.gpu, raise_=exc_type is None)
 
 
 # -- reading state ------------------------------------------------------------------------------------------------
-def read_state(lib, handle, catalogue: GpuModel) -> MigState:
+def read_state(lib: Any, handle: Any, catalogue: GpuModel) -> MigState:
     """Mode, pending mode and the instances on the GPU (empty while MIG is off)."""
     current, pending = lib.nvmlDeviceGetMigMode(handle)
     if current != lib.NVML_DEVICE_MIG_ENABLE:
@@ -289,7 +289,7 @@ def read_state(lib, handle, catalogue: GpuModel) -> MigState:
     return MigState(current, pending, tuple(sorted(found, key=lambda i: i.start)))
 
 
-def mig_device_uuids(lib, handle) -> dict[tuple[int, int], str]:
+def mig_device_uuids(lib: Any, handle: Any) -> dict[tuple[int, int], str]:
     """{(GPU instance id, compute instance id): 'MIG-...'} for the MIG devices of a GPU."""
     uuids = {}
     for index in range(lib.nvmlDeviceGetMaxMigDeviceCount(handle)):
@@ -300,7 +300,7 @@ def mig_device_uuids(lib, handle) -> dict[tuple[int, int], str]:
     return uuids
 
 
-def mig_config_access(lib) -> bool:
+def mig_config_access(lib: Any) -> bool:
     """Whether this process may change MIG: root, or read access to the MIG config capability.
 
     A simulated NVML answers for itself (`mig_config_access()`), since its permissions are not the machine's.
@@ -310,14 +310,14 @@ def mig_config_access(lib) -> bool:
     return os.geteuid() == 0 or os.access(MIG_CONFIG_CAPABILITY, os.R_OK)
 
 
-def _handles(handle_type, getter, parent, profile_id: int) -> list:
+def _handles(handle_type: Any, getter: Any, parent: Any, profile_id: int) -> list:
     array = (handle_type * _MAX_HANDLES)()
     count = ctypes.c_uint(_MAX_HANDLES)
     result = nvml.optional(getter, parent, profile_id, array, ctypes.pointer(count))
     return [array[i] for i in range(count.value)] if result.reason is None else []
 
 
-def _compute_instances(lib, gi) -> list:
+def _compute_instances(lib: Any, gi: Any) -> list:
     found = []
     for enum in range(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
         info = nvml.optional(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
@@ -383,5 +383,5 @@ def _mode_name(mode: int) -> str:
     return {0: "disabled", 1: "enabled"}.get(mode, str(mode))
 
 
-def _error_text(lib, code: int) -> str:
+def _error_text(lib: Any, code: int) -> str:
     return str(lib.NVMLError(code))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.gpu import nvml
@@ -331,7 +332,7 @@ def live_catalogue(device_index: int = 0) -> GpuModel:
     )
 
 
-def possible_placements(lib, handle, profile_id: int) -> list[tuple[int, int]]:
+def possible_placements(lib: Any, handle: Any, profile_id: int) -> list[tuple[int, int]]:
     """(start, size) in memory slices, from nvmlDeviceGetGpuInstancePossiblePlacements_v2."""
     capacity = 16
     array = (lib.c_nvmlGpuInstancePlacement_t * capacity)()
@@ -340,7 +341,7 @@ def possible_placements(lib, handle, profile_id: int) -> list[tuple[int, int]]:
     return [(array[i].start, array[i].size) for i in range(count.value)]
 
 
-def _with_placements(lib, handle, profile: Profile) -> Profile:
+def _with_placements(lib: Any, handle: Any, profile: Profile) -> Profile:
     try:
         pairs = possible_placements(lib, handle, profile.profile_id)
     except Exception as exc:
@@ -352,7 +353,7 @@ def _with_placements(lib, handle, profile: Profile) -> Profile:
     return Profile(**{**profile.__dict__, "memory_slices": size, "placements": tuple(s for s, _ in pairs)})
 
 
-def _profile_name(info) -> str:
+def _profile_name(info: Any) -> str:
     """NVML's own name of the profile (v2 info carries 'MIG 1g.10gb'), without the 'MIG ' prefix."""
     raw = nvml.text(info.name).strip()
     return raw[4:] if raw.lower().startswith("mig ") else raw

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
@@ -99,7 +99,7 @@ class ImpossibleLayout(BadInput):
         self.suggestions = suggestions
 
 
-def plan(layout, gpu: str | GpuModel, occupied: Iterable[tuple[int, int]] = (),
+def plan(layout: Any, gpu: str | GpuModel, occupied: Iterable[tuple[int, int]] = (),
          occupied_compute: int = 0) -> Plan:
     """Place every profile of `layout` on `gpu`, or raise ImpossibleLayout with reasons and suggestions.
 
@@ -120,7 +120,7 @@ def plan(layout, gpu: str | GpuModel, occupied: Iterable[tuple[int, int]] = (),
     raise ImpossibleLayout(message, reasons, suggestions)
 
 
-def _size_key(item) -> tuple:
+def _size_key(item: Any) -> tuple:
     profile = item.profile if isinstance(item, PlacedInstance) else item
     return (-profile.memory_slices, -profile.compute_slices, profile.media_extensions, profile.name)
 

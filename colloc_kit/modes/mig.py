@@ -21,6 +21,7 @@ found, also after an exception, Ctrl-C or a killed worker.
 from __future__ import annotations
 
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from colloc_kit.errors import BadInput
@@ -45,7 +46,7 @@ class MigMode(SharingMode):
         Option("dry_run", bool, "print the equivalent nvidia-smi commands, change nothing"),
     )
 
-    def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
+    def __init__(self, workdir: Path, gpu: int = 0, device: str = "cuda", **options: Any) -> None:
         super().__init__(workdir, gpu, device, **options)
         self.mig = MigLayout(options["layout"], gpu=gpu, allow_destroy=bool(options.get("allow_destroy")))
         self.daemons: list[MpsDaemon] = []

@@ -4,6 +4,8 @@ Options (all optional; each limit is one value for every job, or a list with one
 
 - `thread_percentage`: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, 1-100 (the share of SMs a job may use).
 - `memory_limit_mb`: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT in MiB, at most the card's memory.
+- `client_priority`: CUDA_MPS_CLIENT_PRIORITY, 0 (normal) or 1 (below normal): an inference job at normal priority
+  beside training jobs below it. In NVIDIA's MPS guide from release r550 (driver 550 and later).
 - `partitions`: a MIG-like layout such as ["3g", "2g", "1g", "1g"] (or MIG profile names, "3g.40gb"), turned into
   thread percentages and memory limits proportional to MIG slices (e.g. 7 compute and 8 memory slices on A100/H100).
   These are MPS PARTITIONS, NOT MIG: no hardware isolation of caches, memory bandwidth or faults.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from colloc_kit.errors import BadInput, CollocKitError, GpuStateError
@@ -62,13 +65,15 @@ class MpsMode(SharingMode):
         Option("thread_percentage", int, "active thread % per job, 1-100 (one, or one per job)", many=True),
         Option("memory_limit_mb", int, "pinned device memory limit per job, MiB (one, or one per job)", many=True),
         Option("partitions", str, "MIG-like layout, e.g. 3g,2g,1g,1g (an MPS partition, not MIG)", many=True),
+        Option("client_priority", int, "CUDA_MPS_CLIENT_PRIORITY per job: 0 normal, 1 below normal (one, or one per "
+                                       "job; NVIDIA's MPS guide from r550, driver 550+)", many=True),
         Option("exclusive_process", bool, "compute mode EXCLUSIVE_PROCESS while the mode runs (root, with "
                                           f"{COMPUTE_MODE_GUARD}=1; never needed)"),
         Option("control", str, "the MPS control program (default: nvidia-cuda-mps-control from PATH)"),
         Option("reuse_pipe_dir", str, "use the MPS daemon already running with this pipe directory"),
     )
 
-    def __init__(self, workdir, gpu: int = 0, device: str = "cuda", **options: Any):
+    def __init__(self, workdir: Path, gpu: int = 0, device: str = "cuda", **options: Any) -> None:
         super().__init__(workdir, gpu, device, **options)
         self.daemon: MpsDaemon | None = None
         self._card: _Card | None = None
@@ -83,6 +88,7 @@ class MpsMode(SharingMode):
             raise BadInput(f"mode mps needs a CUDA GPU, but the jobs run on {device!r}; use device cuda, or mode naive")
         _values("thread_percentage", options.get("thread_percentage"), 1, 100)
         _values("memory_limit_mb", options.get("memory_limit_mb"), 1, None)
+        _values("client_priority", options.get("client_priority"), 0, 1)
         partitions = options.get("partitions")
         if partitions is not None:
             if options.get("thread_percentage") is not None or options.get("memory_limit_mb") is not None:
@@ -107,7 +113,7 @@ class MpsMode(SharingMode):
         if device != "cuda":
             return f"needs a CUDA GPU; the jobs run on {device!r}"
         try:
-            card = cls(workdir=".", gpu=gpu, device=device)._read_card()
+            card = cls(workdir=Path("."), gpu=gpu, device=device)._read_card()
             find_control()
         except CollocKitError as exc:
             return str(exc)
@@ -195,17 +201,21 @@ class MpsMode(SharingMode):
         if self.daemon is None:
             raise RuntimeError("MpsMode.slots() is called inside `with mode:`")
         slots = []
+        priorities = _per_job("client_priority", self.options.get("client_priority"), n_jobs)
         for i, limits in enumerate(self._limits(n_jobs)):
             env = self.daemon.client_env()
+            if priorities[i] is not None:  # an inference job at normal priority beside training below it
+                env["CUDA_MPS_CLIENT_PRIORITY"] = str(priorities[i])
             if limits.thread_percentage is not None:
                 env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(limits.thread_percentage)
             if limits.memory_limit_mb is not None:
                 env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={limits.memory_limit_mb}M"  # device 0: the one visible
             label = f"mps-{i} {limits.partition} {PARTITION_KIND}" if limits.partition else f"mps-{i}"
             partition = f"{limits.partition} (MPS partition, not MIG)" if limits.partition else None
+            priority = {} if priorities[i] is None else {"client_priority": priorities[i]}
             slots.append(Slot(label=label, env=env, info={"thread_percentage": limits.thread_percentage,
                                                            "memory_limit_mb": limits.memory_limit_mb,
-                                                           "partition": partition}))
+                                                           "partition": partition, **priority}))
         return slots
 
     def state(self) -> dict[str, Any]:

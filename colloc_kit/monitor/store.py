@@ -125,7 +125,8 @@ def read_samples(path: str | Path) -> Samples:
     monitor merged its files is read from the parts. A file that cannot be read (damaged, foreign, a folder) leaves
     its series empty and is named in `problems`: the run's jobs are read without it."""
     monitor_dir = Path(path) / "monitor" if (Path(path) / "monitor").is_dir() else Path(path)
-    frames, problems = {}, []
+    frames: dict[str, pd.DataFrame] = {}
+    problems: list[str] = []
     for series in SERIES:
         frames[series] = _read_series(monitor_dir, series, problems)
     info = _read_info(monitor_dir / INFO_FILE, problems)
