@@ -129,7 +129,7 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
 def workload_label(row) -> str:
     """A short label such as 'resnet18 bs64 bf16': '... seed' for the seed study's recipe, '... on cifar10' for data
     other than synthetic (`data_name`), so that one model on two datasets gives two workloads; '... 12 workers' where
-    its loader workers are not its recipe's default (a host-matched lone job).
+    it has loader workers and not its recipe's default number (a host-matched lone job).
 
     >>> workload_label({"model": "timm.resnet26", "batch_size": 128, "amp": "off", "recipe": "seed",
     ...                 "dataset": "imagefolder", "data_root": "/tmp/seed-data/cifar10", "workers": 12})
@@ -138,7 +138,7 @@ def workload_label(row) -> str:
     amp, recipe, data = row.get("amp"), row.get("recipe"), data_name(row.get("dataset"), row.get("data_root"))
     workers = row.get("workers")
     usual = RECIPE_DEFAULTS.get(recipe or "kit", {}).get("workers", DEFAULT_WORKERS)
-    more = workers is not None and workers == workers and int(workers) != usual
+    more = workers is not None and workers == workers and int(workers) not in (usual, 0)  # 0: loads in the job
     return (f"{row['model']} bs{int(row['batch_size'])}" + (f" {amp}" if amp and amp != "off" else "")
             + (f" {recipe}" if recipe and recipe != "kit" else "") + (f" on {data}" if data else "")
             + (f" {int(workers)} worker{'s' if workers != 1 else ''}" if more else ""))
