@@ -44,6 +44,9 @@ from colloc_kit.views.style import MAX_SERIES
 ARTIFACTS = Path(os.environ.get("COLLOC_KIT_ARTIFACTS",
                                Path(__file__).resolve().parents[1] / "test-artifacts")) / "browser"
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_naive_collocation.ipynb"
+TEACHER_EX2 = NOTEBOOK.parent / "course" / "solutions" / "ex2_sharing_modes.ipynb"
+GUESS_NOTEBOOK = NOTEBOOK.parent / "09_guess_before_you_run.ipynb"
+MIX_TYPO = "timm.resnt152 + timm.resnet26"
 INTERRUPT_WITHIN_S = 10
 KIT_GRACE_S = 10  # for the kit's processes to end after the lab and its kernels: a worker leaves at its next step
 
@@ -194,16 +197,16 @@ def lab(tmp_path_factory):
     (`every/`), notebook 03 with INTERACTIVE = True (`panel/`), and a notebook whose cell runs until interrupted."""
     pytest.importorskip("jupyterlab", reason="needs JupyterLab (pip install -e '.[dev]')")
     root = tmp_path_factory.mktemp("lab")
-    (root / "every").mkdir()
-    for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
-        nb = nbformat.read(notebook, as_version=4)
-        set_parameters(nb, {k: v for k, v in values.items() if k != "PLOTLY_RENDERER"})
-        nbformat.write(nb, root / "every" / notebook.name)
     (root / "panel").mkdir()
     nb = nbformat.read(NOTEBOOK, as_version=4)
     set_parameters(nb, {"INTERACTIVE": True, "COPIES": [1, 2]})
     nbformat.write(nb, root / "panel" / NOTEBOOK.name)
     nbformat.write(interrupted_notebook(), root / "panel" / "interrupt.ipynb")
+    (root / "course").mkdir()
+    shutil.copy(TEACHER_EX2, root / "course" / TEACHER_EX2.name)
+    nb = nbformat.read(GUESS_NOTEBOOK, as_version=4)
+    set_parameters(nb, {"MIX": MIX_TYPO})
+    nbformat.write(nb, root / "course" / GUESS_NOTEBOOK.name)
     for extension, name, values in (("notebook-extension", "tracker", {"windowingMode": "none"}),  # every cell drawn
                                     ("apputils-extension", "notification", {"fetchNews": "false"})):  # no pop-up
         settings = root / ".settings" / "@jupyterlab" / extension
@@ -269,6 +272,11 @@ def interrupted_notebook():
 
 @pytest.mark.timeout(1800)  # nine notebooks one after another, as the cpu-smoke batch runs them: minutes on 2 cores
 def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(lab, page):
+    (lab["root"] / "every").mkdir()  # the cpu-smoke batch's notebooks, with its parameters
+    for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
+        nb = nbformat.read(notebook, as_version=4)
+        set_parameters(nb, {k: v for k, v in values.items() if k != "PLOTLY_RENDERER"})
+        nbformat.write(nb, lab["root"] / "every" / notebook.name)
     for path in sorted((lab["root"] / "every").glob(batch.NOTEBOOK_GLOB)):
         try:
             run_all(page, lab["url"](f"every/{path.name}"))
@@ -343,8 +351,10 @@ def drive_the_panel(lab, page):
     panel_run.wait_for(timeout=180_000)  # the notebook's own tiny CPU runs come first
     status = page.locator(".widget-html-content", has_text="press Run").first
     status.wait_for(timeout=30_000)
-    figure = page.locator(".js-plotly-plot").last
-    assert "press Run to measure" in figure.inner_text()
+    prompts = page.locator(".jp-CodeCell .jp-InputPrompt")  # the panel comes before the sweep: let Run All end
+    _wait_until(lambda: all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in prompts.all_inner_texts()), 300)
+    figure = page.locator(".widget-vbox .js-plotly-plot").last  # the panel's results figure, last of the panel
+    _wait_until(lambda: "press Run to measure" in figure.inner_text(), 30)  # drawn once the kernel is free
     shot(page, "lab-1-panel")
 
     panel_run.click()  # the tiny CPU job: 1 and 2 copies
@@ -353,11 +363,18 @@ def drive_the_panel(lab, page):
     assert figure.locator(".scatterlayer .trace").count() >= 1
     shot(page, "lab-2-after-run")
 
+    runs = lab["root"] / "panel" / "runs" / "03-naive-panel"
+    panel_run.click()  # the same settings again: measured again, a new repeat of each cell
+    page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
+    page.locator(".widget-html-content", has_text="done:").first.wait_for(timeout=180_000)
+    complete = [m for m in runs.rglob("manifest.json") if json.loads(m.read_text())["status"] == "complete"]
+    assert len(complete) == 4, f"two runs of each of copies 1 and 2 in the folder, found {len(complete)}"
+    shot(page, "lab-2b-run-again-measured")
+
     _field(page, "steps").fill("100000")
     _field(page, "steps").press("Enter")
     panel_run.click()
     page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
-    runs = lab["root"] / "panel" / "runs" / "03-naive-panel"
     _wait_until(lambda: any('"start"' in p.read_text() for p in runs.rglob("*.events.jsonl")), 120)
     interrupted_at = time.monotonic()
     _menu(page, "Kernel", "Interrupt Kernel")
@@ -378,6 +395,31 @@ def drive_the_panel(lab, page):
     assert "BadInput: synthetic_samples (128) is smaller than one batch (256)" in error.inner_text()
     assert "raise synthetic_samples or lower batch_size" in error.inner_text() and "Traceback" not in error.inner_text()
     shot(page, "lab-4-error")
+
+
+def test_the_ex2_teacher_table_is_filled_on_a_second_run_all(lab, page):
+    for _ in ("first", "second"):  # the second Run All in the same kernel reuses the sheet's runs
+        run_all(page, lab["url"](f"course/{TEACHER_EX2.name}"))
+    table = page.locator(f"{ACTIVE} .ck-table").last  # the sheet's last table: the H100's, shipped with the kit
+    rows = [[c.strip() for c in r] for r in table.locator("tbody tr").evaluate_all(
+        "rows => rows.map(r => Array.from(r.querySelectorAll('td')).map(td => td.textContent))")]
+    assert rows and all(all(cells) for cells in rows), rows  # every gain and epoch time filled, both runs the H100's
+    assert page.locator(f"{ACTIVE} .jp-OutputArea-output", has_text="reused the run of").count() >= 1
+    shot(page, "lab-ex2-teacher-second-run")
+    _menu(page, "Kernel", "Shut Down Kernel")
+
+
+def test_a_typo_in_09s_mix_is_one_line_naming_mix(lab, page):
+    page.goto(lab["url"](f"course/{GUESS_NOTEBOOK.name}"))
+    page.locator(f"{ACTIVE} .jp-Notebook").wait_for(timeout=60_000)
+    _accept_kernel_dialog(page)
+    _menu(page, "Run", "Run All Cells")
+    said = page.locator(f"{ACTIVE} .jp-OutputArea-output", has_text=f"MIX = '{MIX_TYPO}'")
+    said.wait_for(timeout=180_000)
+    assert "BadInput" in said.inner_text() and "Traceback" not in said.inner_text()
+    assert len(said.inner_text().strip().splitlines()) == 1, said.inner_text()
+    shot(page, "lab-09-mix-typo")
+    _menu(page, "Kernel", "Shut Down Kernel")
 
 
 def _accept_kernel_dialog(page) -> None:
