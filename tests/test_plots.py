@@ -13,6 +13,7 @@ from colloc_kit import reference
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.gpu import mig_planner as planner
 from colloc_kit.views import plots
+from colloc_kit.views import style
 from colloc_kit.views.style import MAX_SERIES, MIXES
 
 MIN_HEIGHT_PX = 250  # below this a figure collapses (a one-row MIG layout used to be 180 px: a line)
@@ -45,7 +46,30 @@ def figures():
 @pytest.mark.parametrize("name", list(figures()))
 def test_every_figure_is_tall_enough_to_read(name):
     fig = figures()[name]
+    if name == "empty":
+        assert fig.layout.annotations[0].text == "<b>t</b>: nothing yet"
+    if fig.layout.height == style.EMPTY_HEIGHT_PX:  # nothing to draw (no monitored GPU): one line of words
+        (note,) = fig.layout.annotations
+        assert not fig.data and "_" not in note.text and "<br>" not in note.text
+        return
     assert fig.layout.height is None or fig.layout.height >= MIN_HEIGHT_PX  # None: plotly's 450 px
+
+
+def test_an_error_bar_never_reaches_below_zero_and_the_figure_says_it_was_cut():
+    summary = pd.DataFrame({"mode": ["naive", "naive"], "mode_label": ["naive", "naive"], "copies": [1, 2],
+                            "workloads": ["m", "m"], "normalized_throughput_mean": [1.0, 1.3],
+                            "normalized_throughput_ci": [1.39, 0.2], "repeats": [3, 3], "flags": [None, None]})
+    fig = plots.throughput_vs_copies(summary)
+    bars = fig.data[0].error_y
+    assert list(bars.arrayminus) == [1.0, 0.2] and list(bars.array) == [1.39, 0.2]  # 1.00 - 1.00 = 0, not -0.39
+    assert any("cut at 0" in a.text for a in fig.layout.annotations)
+
+
+def test_mig_blocks_are_coloured_by_model_with_a_legend():
+    fig = plots.mig_layouts({"R152 + R50 as 1+2": planner.plan(["3g", "2g", "2g"], "H100-80GB")})
+    assert [t.name for t in fig.data] == ["R152", "R50"] and fig.layout.showlegend
+    fills = [shape.fillcolor for shape in fig.layout.shapes]
+    assert fills[1] == fills[2] != fills[0]  # the two R50 instances share their model's colour
 
 
 def test_layout_proposals_that_differ_only_by_assignment_look_different():

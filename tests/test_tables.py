@@ -23,8 +23,8 @@ def summary_like() -> pd.DataFrame:
 
 def test_a_table_has_readers_headers_formatted_numbers_no_index_and_no_nan_or_none_text():
     shown = tables.table(summary_like())
-    assert list(shown.frame.columns) == ["mode", "copies", "images/s (all jobs)", "gain (x alone)", "bound by", "flags",
-                                         "error"]
+    assert list(shown.frame.columns) == ["mode", "copies", "images/s (all jobs)", "gain (x alone)", "bound by",
+                                         "flags"]  # "error", empty in every row, says nothing: left out
     assert shown.frame["copies"].tolist() == ["1", "2", ""]  # whole numbers stay whole, a missing one blank
     assert shown.frame["images/s (all jobs)"].tolist() == ["4,965 ± 12", "9,820", ""]  # 9,820.5 rounds half to even
     assert shown.frame["gain (x alone)"].tolist() == ["1.00 ± 0.04", "1.98 ± 0.20", "0.0000982"]  # never 9.82e-05
@@ -64,3 +64,15 @@ def test_markdown_escapes_pipes_and_columns_the_frame_lacks_are_skipped():
 
 def test_notebooks_reach_the_same_formatter():
     assert notebook.table is tables.table and notebook.number is tables.number
+
+
+def test_one_repeat_says_so_instead_of_a_zero_ci_and_shares_read_as_percentages():
+    frame = pd.DataFrame({"normalized_throughput_mean": [1.84, 1.2], "normalized_throughput_ci": [0.0, 0.11],
+                          "repeats": [1, 3], "input_wait_share_mean": [0.781, 0.05],
+                          "input_wait_share_ci": [None, 0.02],
+                          "sm_util_pct_mean": [None, None]})
+    shown = tables.table(frame).frame
+    assert shown["gain (x alone)"].tolist() == ["1.84 (1 repeat, no CI)", "1.20 ± 0.11"]
+    assert "± 0.00" not in tables.table(frame).to_markdown()
+    assert shown["waiting for data (%)"].tolist() == ["78 % (1 repeat, no CI)", "5 ± 2 %"]
+    assert "SM active (%)" not in shown.columns  # empty in every row: left out

@@ -17,18 +17,27 @@ or reading after it (a reading of figures that are not there would mislead).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from colloc_kit import atomic
 from colloc_kit.notebook.setup import WARNING
 
-__all__ = ["PLOTLY_MIME", "WIDGET_VIEW_MIME", "PLOTLY_JS", "PANEL_CELL", "MISSING_PLOTLY", "plotly_js",
-           "export_html", "as_report", "up_to_the_error", "drawable", "warnings_of"]
+__all__ = ["PLOTLY_MIME", "WIDGET_VIEW_MIME", "PLOTLY_JS", "LAB_CSS", "PANEL_CELL", "MISSING_PLOTLY", "FLAGS",
+           "plotly_js", "export_html", "as_report", "navigation", "up_to_the_error", "drawable", "warnings_of",
+           "flags_of", "summary_of"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 PLOTLY_JS = "plotly.min.js"
+LAB_CSS = "jupyterlab.css"  # JupyterLab's stylesheet (about 250 KB), written once beside plotly.min.js
+LAB_CSS_MARK = "<!--ck-lab-css-->"  # where the template's stylesheets start; they end before LAB_CSS_END
+LAB_CSS_END = '<style type="text/css">\n/* Force rendering true colors'
+FLAGS = {  # what the tables and figures flag, as the batch index counts it per notebook
+    "windows under 2 s": r"common window only [\d.]+ s", "wide CIs": r"wide CI \(\+-",
+    "jobs that did not complete": r"\d+ of \d+ jobs did not complete",
+    "results greyed as too noisy": r"not a result: too noisy"}
 PANEL_CELL = "colloc_kit.panel(INTERACTIVE"  # the cell that shows the widget panel in JupyterLab; left out of reports
 MISSING_PLOTLY = ("This figure is drawn by plotly.min.js, which lay beside this page in its batch folder and is "
                   "missing here. Copy plotly.min.js next to this page, or make pages that stand alone with "
@@ -52,6 +61,7 @@ REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block notebook_css -%}{{ resources.lab_css_mark }}{{ super() }}{%- endblock notebook_css -%}
 """
 STOPPED = ("**The notebook stopped here with an error** (above). What would have come after it, its figures, tables "
            "and its reading, was not computed.")
@@ -65,9 +75,11 @@ def plotly_js() -> Path:
 
 
 def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, show_code: bool = False,
-                self_contained: bool = False) -> Path:
-    """The executed notebook as an HTML report beside it: its figures drawn by the folder's plotly.min.js, or, with
-    `self_contained`, by plotly.js inlined once in the page. `parameters`: those of the run shown as a table."""
+                self_contained: bool = False, neighbours: tuple[str | None, str | None] = (None, None)) -> Path:
+    """The executed notebook as an HTML report beside it: its figures drawn by the folder's plotly.min.js and its
+    style from the folder's jupyterlab.css, or, with `self_contained`, both inlined once in the page. `parameters`:
+    those of the run shown as a table; `neighbours`: the previous and next pages, linked with the index at the top
+    beside a table of contents."""
     import jinja2  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbconvert  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
@@ -75,6 +87,7 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
     nb = up_to_the_error(nbformat.read(notebook, as_version=4))
     if not show_code:
         nb = as_report(nb, parameters or {})
+    nb.cells.insert(0, navigation(nb, *neighbours))
     for cell in nb.cells:
         if "outputs" in cell:  # widget views (progress bars) need a widget manager, which would come from a CDN
             cell.outputs = [drawable(o) for o in cell.outputs if WIDGET_VIEW_MIME not in o.get("data", {})]
@@ -85,8 +98,31 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
                                       exclude_output_prompt=not show_code)
     inline = plotly_js().read_text(encoding="utf-8") if self_contained else ""
     body, _ = exporter.from_notebook_node(nb, resources={"plotly_js": PLOTLY_JS, "plotly_inline": inline,
-                                                         "notice": NOTICE_SCRIPT % MISSING_PLOTLY})
+                                                         "notice": NOTICE_SCRIPT % MISSING_PLOTLY,
+                                                         "lab_css_mark": LAB_CSS_MARK})
+    start = body.index(LAB_CSS_MARK)
+    end = body.index(LAB_CSS_END, start)
+    if self_contained:
+        body = body[:start] + body[start + len(LAB_CSS_MARK):]
+    else:  # the same 250 KB in every page: one file beside them instead
+        css = re.sub(r"</?style[^>]*>", "", body[start + len(LAB_CSS_MARK):end])
+        if not (notebook.parent / LAB_CSS).exists() or (notebook.parent / LAB_CSS).read_text() != css:
+            atomic.write_text(notebook.parent / LAB_CSS, css)
+        body = body[:start] + f'<link rel="stylesheet" href="{LAB_CSS}">\n' + body[end:]
     return atomic.write_text(notebook.with_suffix(".html"), body)
+
+
+def navigation(nb: Any, previous: str | None, following: str | None) -> Any:
+    """A Markdown cell: links to the batch's index and the previous and next pages, then the page's contents (its
+    second-level headings, linked by the ids JupyterLab gives them)."""
+    import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
+
+    links = ["[index](index.html)"] + ([f"[← previous]({previous})"] if previous else []) + \
+        ([f"[next →]({following})"] if following else [])
+    headings = [line[3:].strip() for cell in nb.cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("## ")]
+    contents = " · ".join(f"[{h}](#{'-'.join(h.split())})" for h in headings)
+    return nbformat.v4.new_markdown_cell(" · ".join(links) + (f"\n\n**Contents:** {contents}" if contents else ""))
 
 
 def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
@@ -132,6 +168,33 @@ def drawable(output: Any) -> Any:
     if PLOTLY_MIME in data and "text/html" not in data:
         data["text/html"] = pio.to_html(data[PLOTLY_MIME], include_plotlyjs=False, full_html=False, validate=False)
     return output
+
+
+def flags_of(notebook: Path) -> dict[str, int]:
+    """How often the executed notebook's tables and figures flag each of FLAGS (only those that occur)."""
+    import nbformat  # noqa: PLC0415 - loaded when a batch reads its notebooks
+
+    texts = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            texts.append(output.get("text", "") or data.get("text/html") or json.dumps(data.get(PLOTLY_MIME, ""))
+                         or data.get("text/plain", ""))
+    text = "\n".join(t if isinstance(t, str) else "".join(t) for t in texts)
+    counts = {name: len(re.findall(pattern, text)) for name, pattern in FLAGS.items()}
+    return {name: n for name, n in counts.items() if n}
+
+
+def summary_of(notebook: Path) -> str:
+    """The notebook's first sentence after its title: what it is for, for the batch index."""
+    import nbformat  # noqa: PLC0415 - loaded when a batch reads its notebooks
+
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        prose = " ".join(line for line in cell.source.splitlines() if line.strip() and not line.startswith("#"))
+        if cell.cell_type == "markdown" and prose:
+            plain = re.sub(r"\[([^\]]*)\]\([^)]*\)|[*`]", lambda m: m.group(1) or "", prose)
+            return re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0]
+    return ""
 
 
 def warnings_of(notebook: Path) -> list[str]:

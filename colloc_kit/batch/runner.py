@@ -39,7 +39,7 @@ import psutil
 import yaml
 
 from colloc_kit import atomic, machine, paths, supervise
-from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, plotly_js, warnings_of
+from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, flags_of, plotly_js, summary_of, warnings_of
 from colloc_kit.batch.parameters import check_types
 from colloc_kit.errors import BadInput
 
@@ -52,6 +52,7 @@ PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"}  # figures as JSON; export draws them
 OK, FAILED, INTERRUPTED, NOT_RUN = "ok", "failed", "interrupted", "not run"
+KERNEL_LOG = "kernels.stderr.log"  # the kernels' own stderr, in the batch folder
 
 
 @dataclass
@@ -69,6 +70,8 @@ class NotebookOutcome:
     error_source: str | None = None  # the failing cell's first lines
     warnings: list[str] = field(default_factory=list)  # what the notebook printed as `notebook.warn`
     html_bytes: int = 0  # the size of its page
+    summary: str = ""  # what the notebook is for, in its own first sentence
+    flags: dict[str, int] = field(default_factory=dict)  # what its tables and figures flag, counted (pages.FLAGS)
 
 
 @dataclass
@@ -186,9 +189,11 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
     outcomes: list[NotebookOutcome] = []
     try:
         with supervise.sigterm_as_interrupt():  # SIGTERM ends it as Ctrl-C does: the index still written
+            pages = [f"{notebook.stem}.html" for notebook, _ in planned]
             for i, (notebook, params) in enumerate(planned, 1):
                 outcome = execute(notebook, params, folder, cell_timeout_s=timeout, show_code=show_code,
-                                  self_contained=self_contained)
+                                  self_contained=self_contained, neighbours=(pages[i - 2] if i > 1 else None,
+                                                                             pages[i] if i < len(pages) else None))
                 outcomes.append(outcome)
                 detail = f"{where(outcome)}: {outcome.error}" if outcome.error else f"{outcome.html}, " \
                     f"{outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
@@ -250,7 +255,8 @@ def copy_plotly_js(folder: Path) -> Path:
 
 
 def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: float | None = None,
-            show_code: bool = False, self_contained: bool = False) -> NotebookOutcome:
+            show_code: bool = False, self_contained: bool = False,
+            neighbours: tuple[str | None, str | None] = (None, None)) -> NotebookOutcome:
     """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
     import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
@@ -266,15 +272,16 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
         error_source = "\n".join(exc.source.splitlines()[:3])
     except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
         error = f"{type(exc).__name__}: {exc}"
-    finally:
-        _remove_sockets(folder)
+    _remove_sockets(folder)  # its kernel is gone (an interrupt: `_stop_kernels` stops it first)
     seconds = time.monotonic() - started
     shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
-    page = export_html(output, shown, show_code, self_contained) if output.exists() else None
+    page = export_html(output, shown, show_code, self_contained, neighbours) if output.exists() else None
     return NotebookOutcome(name=notebook.stem, status=FAILED if error else OK, seconds=seconds, ipynb=output.name,
                            html=page.name if page else None, parameters=parameters, error=error, error_cell=error_cell,
                            error_source=error_source, warnings=warnings_of(output) if output.exists() else [],
-                           html_bytes=page.stat().st_size if page else 0)
+                           html_bytes=page.stat().st_size if page else 0,
+                           summary=summary_of(output) if output.exists() else "",
+                           flags=flags_of(output) if output.exists() else {})
 
 
 def current_python_kernel_manager() -> type:
@@ -297,6 +304,11 @@ def current_python_kernel_manager() -> type:
         def _only_this_python(self) -> KernelSpecManager:
             return KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
 
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            with open(Path(kw.get("cwd") or ".") / KERNEL_LOG, "ab") as log:  # its own messages (a batch stopped
+                kw.setdefault("stderr", log)  # mid-cell: ZMQ's), never on the batch's terminal
+                await super()._async_launch_kernel(kernel_cmd, **kw)
+
     return CurrentPythonKernelManager
 
 
@@ -307,13 +319,15 @@ def write_index(report: BatchReport) -> Path:
     for n in report.notebooks:
         links = " ".join(f'<a href="{html.escape(p)}">{p.rsplit(".", 1)[1]}</a>' for p in (n.html, n.ipynb) if p)
         error = html.escape(f"{where(n)}: {n.error}\n{n.error_source or ''}" if n.error else "")
-        warned = "".join(f"<li>{html.escape(w)}</li>" for w in n.warnings)
-        rows.append(f'<tr class="{n.status}"><td>{html.escape(n.name)}</td><td>{n.status}</td>'
+        warned = "".join(f"<li>{html.escape(w)}</li>" for w in n.warnings) + "".join(
+            f"<li>{count} {html.escape(flag)} flagged</li>" for flag, count in n.flags.items())
+        rows.append(f'<tr class="{n.status}"><td>{html.escape(n.name)}<br><small>{html.escape(n.summary)}</small>'
+                    f"</td><td>{n.status}</td>"
                     f"<td>{n.seconds:,.0f} s</td><td>{n.html_bytes / 1e6:.2f} MB</td><td>{links}</td>"
                     f"<td>{f'<ul class=warnings>{warned}</ul>' if warned else ''}</td><td><pre>{error}</pre></td></tr>")
     facts = {"date": report.started_at, "machine": report.host, "GPU": report.gpus, "profile": report.profile,
              "total time": f"{report.seconds:,.0f} s"}
-    with_warnings = sum(bool(n.warnings) for n in report.notebooks)
+    with_warnings = sum(bool(n.warnings or n.flags) for n in report.notebooks)
     return atomic.write_text(report.folder / "index.html", (
         "<!doctype html><html><head><meta charset='utf-8'><title>colloc-kit batch</title><style>"
         "body{font-family:sans-serif;margin:2em}td,th{padding:.3em 1em;text-align:left;vertical-align:top}"
@@ -322,8 +336,9 @@ def write_index(report: BatchReport) -> Path:
         f"<h1>colloc-kit batch: {html.escape(report.profile)}</h1><table class='facts'>"
         + "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in facts.items())
         + f"</table><p>{len(report.notebooks) - len(report.failed)} of {len(report.notebooks)} notebooks ran without "
-        f"error{f', {with_warnings} with warnings' if with_warnings else ''}; runs are under <code>runs/</code>.</p>"
-        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>page</th><th>open</th><th>warnings</th>"
+        f"error{f', {with_warnings} with warnings or flags' if with_warnings else ''}; runs are under "
+        "<code>runs/</code>.</p>"
+        "<table><tr><th>notebook</th><th>status</th><th>time</th><th>page</th><th>open</th><th>warnings and flags</th>"
         "<th>error</th></tr>" + "".join(rows) + "</table></body></html>"))
 
 

@@ -9,6 +9,8 @@ reports draw the same JSON with the one plotly.js of their folder, offline.
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -24,10 +26,12 @@ from colloc_kit.views.style import (
     category,
     colours,
     empty,
+    error_bars,
     facets,
     grid,
     in_order,
     noisy,
+    say_clipped,
     series,
     short_label,
     where,
@@ -55,7 +59,7 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
     mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
-        return empty(title, f"no runs measured {metric.replace('_', ' ')}")
+        return empty(title, f"not drawn: no run here measured {_what(metric)}")
     data = data.assign(series=series(data))
     parts = facets(data)
     palette = colours(sorted(data["series"].unique()))
@@ -70,7 +74,7 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
             fig.add_scatter(x=points[x], y=points[mean], name=label, legendgroup=label,
                             showlegend=label not in {t.name for t in fig.data}, mode="lines+markers",
                             line={"color": palette[label]},
-                            error_y={"type": "data", "array": points[spread].fillna(0), "visible": True},
+                            error_y=error_bars(points, mean, spread),
                             marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 9,
                                     "color": palette[label]},
                             customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
@@ -81,7 +85,7 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
             fig.add_hline(y=reference, line_dash="dot", line_color="grey", **where(i))
     fig.update_yaxes(rangemode="tozero")
     fig.update_yaxes(title_text=y_title, col=1)
-    return fig
+    return say_clipped(fig, data, mean, spread)
 
 
 HOVER = ("%{customdata[0]}<br>%{y:.3g} +- %{error_y.array:.2g} (repeats: %{customdata[1]}; bound by "
@@ -98,7 +102,7 @@ def _mix_points(fig: go.Figure, rows: pd.DataFrame, i: int, mean: str, spread: s
         shift = (modes.index(label) - (len(modes) - 1) / 2) * 0.12
         fig.add_scatter(x=points[axis] + shift, y=points[mean], name=label, legendgroup=label, mode="markers",
                         showlegend=label not in {t.name for t in fig.data},
-                        error_y={"type": "data", "array": points[spread].fillna(0), "visible": True},
+                        error_y=error_bars(points, mean, spread),
                         marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 8,
                                 "color": palette[label]},
                         customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
@@ -153,7 +157,7 @@ def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str, x:
     mean, spread = f"{metric}_mean", _error_column(summary, metric)
     data = summary.dropna(subset=[mean]) if mean in summary else summary.iloc[0:0]
     if data.empty:
-        return empty(title, f"no run recorded {metric.replace('_', ' ')} (it needs a monitored GPU)")
+        return empty(title, f"not drawn: no run here measured {_what(metric)} (it needs a monitored GPU)")
     data = data.assign(series=series(data))
     parts, palette = facets(data), colours(sorted(data["series"].unique()))
     fig = grid([t for t, _ in parts], title)
@@ -166,13 +170,20 @@ def metric_bars(summary: pd.DataFrame, metric: str, title: str, y_title: str, x:
         for label, bars in rows.groupby("series", sort=True):
             fig.add_bar(x=bars[x].map(category), y=bars[mean], name=label, legendgroup=label,
                         showlegend=label not in {t.name for t in fig.data}, marker_color=palette[label],
-                        error_y={"type": "data", "array": bars[spread].fillna(0)},
+                        error_y=error_bars(bars, mean, spread),
                         customdata=bars.reindex(columns=["jobs_label"]).fillna(""),
                         hovertemplate="%{customdata[0]}<br>%{y:.3g}<extra>" + label + "</extra>", **where(i))
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=order,
                          title_text=X_TITLES.get(x, x.replace("_", " ")), **where(i))
     fig.update_yaxes(title_text=y_title, col=1)
-    return fig
+    return say_clipped(fig, data, mean, spread)
+
+
+def _what(metric: str) -> str:
+    """A figure's name as a sentence says it: 'sm_util_pct' -> 'SM active', 'normalized_throughput' -> 'gain'."""
+    from colloc_kit.views.tables import readable  # noqa: PLC0415 - the one table formatter names the metrics too
+
+    return readable(metric).split(" (")[0]
 
 
 def _error_column(summary: pd.DataFrame, metric: str) -> str:
@@ -294,8 +305,8 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
     """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
     `plans`: {label: colloc_kit.gpu.mig_planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
-    the job each instance serves (instance i serves job i), drawn on it, so that layouts that differ only in which
-    job gets which instance look different.
+    the job each instance serves (instance i serves job i), drawn on it and coloured by its model (the label's first
+    word), with a legend, so that layouts that differ only in which job gets which instance look different.
 
     >>> from colloc_kit.gpu import mig_planner as planner
     >>> fig = mig_layouts({"3g+3g": planner.plan(["3g", "3g"], "H100-80GB")}, job_labels=["job 0", "job 1"])
@@ -306,17 +317,23 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
         return empty(title, "no layout to draw")
     gpu = next(iter(plans.values())).gpu
     labels = list(plans)
-    fig = go.Figure(layout={"title": f"{title} on {gpu.name}", "template": TEMPLATE, "showlegend": False,
+    fig = go.Figure(layout={"title": f"{title} on {gpu.name}", "template": TEMPLATE, "showlegend": True,
                             "height": max(MIG_MIN_HEIGHT_PX, 160 + MIG_ROW_PX * len(labels)),
                             "margin": {"l": 140, "r": 150},
                             "xaxis": {"range": [0, gpu.memory_slices], "dtick": 1, "title": "memory slice",
                                       "showgrid": True},
                             "yaxis": {"range": [len(labels) - 0.5, -0.5], "tickvals": list(range(len(labels))),
                                       "ticktext": labels}})
-    for row, plan in enumerate(plans.values()):
+    models = {label: [job.split()[0] for job in _row_jobs(label, job_labels)] for label in labels}  # by model
+    palette = colours(sorted({model for jobs in models.values() for model in jobs}))
+    for model in palette:  # the legend: a square per model
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=model, marker={"symbol": "square", "size": 14,
+                                                                                "color": palette[model]})
+    for row, (label, plan) in enumerate(plans.items()):
         for i, inst in enumerate(plan.instances):
+            fill = palette[models[label][i]] if i < len(models[label]) else _color(i)
             fig.add_shape(type="rect", x0=inst.start + 0.05, x1=inst.start + inst.size - 0.05, y0=row - 0.35,
-                          y1=row + 0.35, fillcolor=_color(i), opacity=0.85, line={"width": 1})
+                          y1=row + 0.35, fillcolor=fill, opacity=0.85, line={"width": 1})
             job = f"{job_labels[i]}<br>" if job_labels and i < len(job_labels) else ""
             fig.add_annotation(x=inst.start + inst.size / 2, y=row, showarrow=False, font={"color": "white"},
                                text=f"{job}{inst.profile.name}<br>{inst.profile.sm_count} SMs")
@@ -324,6 +341,13 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
         fig.add_annotation(x=gpu.memory_slices, y=row, xanchor="left", showarrow=False, xshift=6,
                            text=f"{idle} compute slice{'s' if idle != 1 else ''} idle" if idle else "")
     return fig
+
+
+def _row_jobs(label: str, job_labels: list[str] | None) -> list[str]:
+    """The job each instance of a layout serves: `job_labels`, else a mix's ('R152 + R50 as 1+2': R152, R50, R50)."""
+    mix = re.fullmatch(r"(.+) as ([\d+]+)", label)
+    return job_labels or ([name for name, n in zip(mix[1].split(" + "), mix[2].split("+")) for _ in range(int(n))]
+                          if mix else [])
 
 
 def partition_shares(table: pd.DataFrame, title: str = "What each MPS partition grants") -> go.Figure:

@@ -19,8 +19,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "empty", "noisy", "short_label", "counted",
-           "colours",
+__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty", "noisy",
+           "error_bars", "say_clipped",
+           "short_label", "counted", "colours",
            "series", "facets", "grid", "where", "category", "in_order"]
 
 # Twelve colours a reader tells apart (Tableau 10 and two more); each sharing mode keeps its own in every figure
@@ -42,11 +43,20 @@ pio.templates["colloc_kit"] = go.layout.Template(layout={
 TEMPLATE = "plotly_white+colloc_kit"  # the kit's figure style: plotly_white, its palette, legends below
 
 
+EMPTY_HEIGHT_PX = 70  # a figure with nothing to draw is one line of words, not an empty 300-px plot
+
+
 def empty(title: str, note: str) -> go.Figure:
-    """A figure that says why there is nothing to draw (instead of an error)."""
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "xaxis": {"visible": False},
-                            "yaxis": {"visible": False}, "height": 300})
-    fig.add_annotation(text=note, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    """A figure that says in one line why there is nothing to draw (instead of an error or an empty plot).
+
+    >>> empty("SM activity", "not measured here (it needs a monitored GPU)").layout.height
+    70
+    """
+    fig = go.Figure(layout={"template": TEMPLATE, "xaxis": {"visible": False}, "yaxis": {"visible": False},
+                            "height": EMPTY_HEIGHT_PX, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                            "showlegend": False})
+    fig.add_annotation(text=f"<b>{title}</b>: {note}", showarrow=False, x=0, xanchor="left", y=0.5, xref="paper",
+                       yref="paper", font={"size": 13, "color": "#555"})
     return fig
 
 
@@ -65,6 +75,22 @@ def noisy(fig: go.Figure, warning: str | None) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13},
                        bgcolor="rgba(255,255,255,0.85)", bordercolor="#d62728", borderwidth=1)
     fig.update_layout(title_text=f"{fig.layout.title.text or ''} (not a result: too noisy)".strip())
+    return fig
+
+
+def error_bars(points: pd.DataFrame, mean: str, spread: str) -> dict:
+    """Error bars of `spread`, the lower arm cut at 0: a gain, a rate or a share is never below 0."""
+    upper = points[spread].fillna(0) if spread in points else pd.Series(0.0, index=points.index)
+    return {"type": "data", "array": upper, "arrayminus": upper.clip(upper=points[mean].clip(lower=0)),
+            "visible": True}
+
+
+def say_clipped(fig: go.Figure, data: pd.DataFrame, mean: str, spread: str) -> go.Figure:
+    """The figure with a note under it where an error bar was cut at 0."""
+    if spread in data and (data[spread].fillna(0) > data[mean]).any():
+        fig.add_annotation(text="error bars cut at 0 (the CI reaches below 0: too few repeats to know the value)",
+                           showarrow=False, x=1, xanchor="right", y=1, yref="paper", yanchor="bottom", yshift=28,
+                           xref="paper", font={"size": 11, "color": "#8a4b00"})
     return fig
 
 

@@ -3,18 +3,25 @@ terminal (text) alike.
 
     >>> frame = pd.DataFrame({"mode_label": ["naive", "mps"], "copies": [2, 2],
     ...                       "normalized_throughput_mean": [1.5437, 1.8821], "normalized_throughput_ci": [0.14, None],
-    ...                       "flags": [None, float("nan")]})
+    ...                       "flags": [None, float("nan")], "input_wait_share_mean": [0.781, 0.5]})
     >>> print(table(frame).to_markdown())
-    | mode | copies | gain (x alone) | flags |
+    | mode | copies | gain (x alone) | waiting for data (%) |
     |---|---|---|---|
-    | naive | 2 | 1.54 ± 0.14 |  |
-    | mps | 2 | 1.88 |  |
+    | naive | 2 | 1.54 ± 0.14 | 78 % |
+    | mps | 2 | 1.88 | 50 % |
+    >>> print(table(frame.assign(repeats=1, normalized_throughput_ci=0.0), ["normalized_throughput_mean",
+    ...       "normalized_throughput_ci", "repeats"]).to_markdown())
+    | gain (x alone) | repeats |
+    |---|---|
+    | 1.54 (1 repeat, no CI) | 1 |
+    | 1.88 (1 repeat, no CI) | 1 |
 
 What it does to a frame: headers for readers (`readable`: units, no underscores); a figure's mean and its 95 % CI in
-one cell ("1.54 ± 0.14"); numbers as `number` writes them (thousands separated, three significant digits, never
-"9.82e-05"); a blank for a missing value, never "nan" or "None"; no index; text wrapped so that the table stays
-within the page's width. A table longer than `COLLAPSE_ROWS` rows is collapsed in HTML under a one-line summary
-(click to open), so that it can sit below its figure without pushing the page down.
+one cell ("1.54 ± 0.14"; "1.54 (1 repeat, no CI)" where one repeat gives none, never "± 0.00"); shares as
+percentages ("78 %"); columns empty in every row left out; numbers as `number` writes them (thousands separated,
+three significant digits, never "9.82e-05"); a blank for a missing value, never "nan" or "None"; no index; text
+wrapped so that the table stays within the page's width. A table longer than `COLLAPSE_ROWS` rows is collapsed in
+HTML under a one-line summary (click to open), so that it can sit below its figure without pushing the page down.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
     "normalized_throughput": "gain (x alone)", "epoch_time_growth": "epoch time (x alone)",
     "aggregate_images_per_s": "images/s (all jobs)", "relative_throughput": "share of alone speed",
     "bound_by": "bound by", "sm_util_pct": "SM active (%)", "sm_occupancy_pct": "SM occupancy (%)",
-    "gpu_util_pct": "GPU busy (%)", "input_wait_share": "waiting for data (share)",
-    "gpu_idle_share": "GPU idle (share)", "host_cpu_util_pct": "host CPU busy (%)",
+    "gpu_util_pct": "GPU busy (%)", "input_wait_share": "waiting for data (%)",
+    "gpu_idle_share": "GPU idle (%)", "host_cpu_util_pct": "host CPU busy (%)",
     "energy_per_image_j": "energy per image (J)", "steady_gpu_memory_mb": "steady GPU memory (MB)",
     "peak_memory_mb": "peak memory (MB)", "copies_fit": "copies that fit", "error_kind": "error kind",
     "study_gain": "study's gain (x alone)", "gpu_part": "GPU's part", "host_part": "host's part",  # attribution
@@ -163,24 +170,45 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, title: str = ""
     """The frame (or these of its columns; names it lacks are skipped) formatted for reading: see the module.
     `collapse`: fold the HTML under `title`; None folds tables longer than COLLAPSE_ROWS."""
     chosen = [c for c in (columns if columns is not None else list(frame.columns)) if c in frame.columns]
+    repeats = frame["repeats"] if "repeats" in frame else pd.Series(math.nan, index=frame.index)
     shown: dict[str, list[str]] = {}
     for column in chosen:
         if column.endswith("_ci") and column[:-3] + "_mean" in chosen:
             continue  # written beside its mean
-        values = [cell(v) for v in _whole(frame[column])]
+        share = _is_share(column)
+        values = [_percent(v) if share else cell(v) for v in _whole(frame[column])]
         if column.endswith("_mean") and column[:-5] + "_ci" in chosen:
-            values = [_with_ci(m, c) for m, c in zip(values, frame[column[:-5] + "_ci"])]
+            cis = frame[column[:-5] + "_ci"] * (100 if share else 1)
+            values = [_with_ci(m, c, r) for m, c, r in zip(values, cis, repeats)]
         shown[readable(column)] = values
+    if len(frame):  # a column empty in every row says nothing
+        shown = {name: values for name, values in shown.items() if any(values)}
     formatted = pd.DataFrame(shown, columns=list(shown))
     return Table(formatted, title, len(formatted) > COLLAPSE_ROWS if collapse is None else collapse)
 
 
-def _with_ci(mean: str, ci: Any) -> str:
-    """'1.54 ± 0.14': the CI to as many decimals as the mean shows; the mean alone where either is missing."""
+def _with_ci(mean: str, ci: Any, repeats: Any = math.nan) -> str:
+    """'1.54 ± 0.14': the CI to as many decimals as the mean shows; '1.54 (1 repeat, no CI)' where one repeat (or a
+    CI of 0) gives none; the mean alone where the CI is missing."""
+    one = cell(repeats) == "1" or (cell(ci) and float(ci) == 0)
+    if mean and one:
+        return f"{mean} (1 repeat, no CI)" if cell(repeats) in ("1", "") else f"{mean} (no CI)"
     if not mean or not cell(ci):
         return mean
-    decimals = len(mean.partition(".")[2])
-    return f"{mean} ± {float(ci):,.{decimals}f}"
+    number_part, _, unit = mean.partition(" ")
+    decimals = len(number_part.partition(".")[2])
+    return f"{number_part} ± {float(ci):,.{decimals}f}{' ' + unit if unit else ''}"
+
+
+def _is_share(column: str) -> bool:
+    """Whether a column holds a share (0 to 1) that a reader reads as a percentage."""
+    base = column.removesuffix("_mean").removesuffix("_std").removesuffix("_ci")
+    return base.endswith("_share")
+
+
+def _percent(value: Any) -> str:
+    """A share as a percentage: 0.781 -> '78 %'; blank where missing."""
+    return "" if cell(value) == "" else f"{100 * float(value):.0f} %"
 
 
 def _whole(column: pd.Series) -> pd.Series:
