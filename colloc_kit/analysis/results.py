@@ -67,6 +67,14 @@ class Results:
     host_samples: pd.DataFrame = field(default_factory=pd.DataFrame)  # host CPU and memory series
     broken: dict[str, str] = field(default_factory=dict)  # run directory -> what is wrong with it (load skipped it)
     damaged: dict[str, str] = field(default_factory=dict)  # run directory -> its damaged files (read without them)
+    derived_frames: tuple = field(default=(), repr=False, compare=False)  # (jobs, runs) as `derive` made them
+
+    @property
+    def derived(self) -> bool:
+        """Whether `.jobs` and `.runs` are the frames `derive` made (baselines, shares, fairness joined), not frames
+        put in their place since (a subset, a frame made by hand): `analysis` then reads what `derive` joined."""
+        made = self.derived_frames
+        return len(made) == 2 and made[0] is self.jobs and made[1] is self.runs
 
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""
@@ -141,7 +149,7 @@ def derive(results: Results) -> Results:
     if len(runs) and len(jobs):
         runs = runs.merge(fairness.per_run(jobs), on="run_id", how="left").merge(latency.per_run(jobs), on="run_id",
                                                                                   how="left")
-    return replace(results, jobs=jobs, runs=runs)
+    return replace(results, jobs=jobs, runs=runs, derived_frames=(jobs, runs))
 
 
 def read_run(run: RunDir) -> RunReading:

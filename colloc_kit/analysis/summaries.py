@@ -21,7 +21,6 @@ import pandas as pd
 from colloc_kit.analysis import attribution, fairness, figures
 from colloc_kit.analysis.lone import (
     BASELINE_KEYS,
-    DERIVED,
     WORKLOAD,
     baselines,
     complete,
@@ -273,10 +272,9 @@ def job_mix_label(run: pd.DataFrame) -> str:
 
 
 def _trusted(results: Results, reference: pd.DataFrame | None) -> bool:
-    """Whether `results` carries what `load()` derived (`results.derive`: baselines, shares, fairness) and no
-    borrowed baseline (`reference=`) asks for it again: then it is read, not derived a second time."""
-    return (reference is None and {*DERIVED, *fairness.SHARE_COLUMNS} <= set(results.jobs.columns)
-            and set(fairness.RUN_COLUMNS) <= set(results.runs.columns))
+    """Whether `results` holds the frames `load()` derived (`Results.derived`: baselines, shares, fairness) and no
+    borrowed baseline (`reference=`) asks for them again: then they are read, not derived a second time."""
+    return reference is None and results.derived
 
 
 def _mean_of(frame: pd.DataFrame, column: str) -> float:
