@@ -192,3 +192,23 @@ def test_every_course_sheet_and_its_solution_runs_headless_on_this_machine(tmp_p
     assert outcome.status == "ok", outcome.error
     if sheet.parent.name == "solutions":  # the answers draw their figures
         assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(tmp_path / outcome.ipynb))
+
+
+def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_what_each_is_and_counts_flags(
+        tiny, tmp_path):
+    notebook(tiny / "03_flags.ipynb", "## What it shows\n\nA table with a flag. More prose.",
+             "print('naive x2: common window only 1.2 s (< 2 s); wide CI (+-30.0 %)')", "## Reading\n\nIt is short.")
+    report = batch.run_batch("t", out=tmp_path / "out", notebooks_dir=tiny, profiles={"t": {}}, only=["02", "03"])
+    works, flagged = report.notebooks
+    css = report.folder / "jupyterlab.css"
+    assert css.stat().st_size > 100_000  # JupyterLab's stylesheet, once for the folder
+    for n, links in ((works, ['href="index.html"', 'href="03_flags.html"']),
+                     (flagged, ['href="index.html"', 'href="02_works.html"'])):
+        page = (report.folder / n.html).read_text()
+        assert page.count('<link rel="stylesheet" href="jupyterlab.css">') == 1 and n.html_bytes < css.stat().st_size
+        assert all(link in page for link in links) and str(tmp_path) not in page  # no absolute path
+    assert 'href="#What-it-shows"' in (report.folder / flagged.html).read_text()  # its contents
+    assert flagged.summary == "A table with a flag."
+    assert flagged.flags == {"windows under 2 s": 1, "wide CIs": 1}
+    index = (report.folder / "index.html").read_text()
+    assert "<small>A table with a flag.</small>" in index and "<li>1 windows under 2 s flagged</li>" in index

@@ -76,3 +76,13 @@ def test_one_repeat_says_so_instead_of_a_zero_ci_and_shares_read_as_percentages(
     assert "± 0.00" not in tables.table(frame).to_markdown()
     assert shown["waiting for data (%)"].tolist() == ["78 % (1 repeat, no CI)", "5 ± 2 %"]
     assert "SM active (%)" not in shown.columns  # empty in every row: left out
+
+
+def test_one_jobs_baselines_that_differ_across_experiments_are_remarked_and_close_ones_are_not():
+    summary = pd.DataFrame({"experiment": ["02", "03", "07", "07"], "mode": ["exclusive"] * 3 + ["naive"],
+                            "copies": [1, 1, 1, 2], "workloads": ["smallcnn bs8"] * 4,
+                            "aggregate_images_per_s_mean": [1059.0, 1989.0, 1921.0, 2500.0]})
+    remark = tables.baseline_remark(summary)
+    assert remark.startswith("the lone run of smallcnn bs8 measured 1,059 / 1,989 / 1,921 images/s")
+    assert "(1.88x apart)" in remark
+    assert tables.baseline_remark(summary.assign(aggregate_images_per_s_mean=[1000.0, 1100.0, 1050.0, 2500.0])) is None

@@ -226,16 +226,17 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
     data = jobs.dropna(subset=["relative_throughput_mean"]) if "relative_throughput_mean" in jobs else jobs.iloc[0:0]
     if data.empty:
         return empty(title, "needs jobs that shared the device and a lone run of each of their workloads")
-    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "scattermode": "group",
-                            "xaxis": {"title": "run configuration", "type": "category"},
+    fig = go.Figure(layout={"title": title, "template": TEMPLATE, "scattermode": "group", "height": 560,
+                            "xaxis": {"title": "run configuration", "type": "category", "tickangle": -30},
                             "yaxis_title": "images/s relative to alone (x its lone images/s)"})
     mixed = data.groupby(cell)["workload"].transform("nunique") > 1
     models = data["name"] if "name" in data else data["workload"].str.split().str[0].str.removeprefix("timm.")
     labels = data["mode_label"].astype(str).map(short_label)
     palette = colours(sorted(labels.unique()))
-    for label, rows in data.groupby(labels, sort=True):
+    for i, (label, rows) in enumerate(data.groupby(labels, sort=True)):  # names left of one series, right of the next
         fig.add_scatter(x=rows[cell], y=rows["relative_throughput_mean"], name=label, mode="markers+text",
-                        text=models[rows.index].where(mixed[rows.index], ""), textposition="middle right",
+                        text=models[rows.index].where(mixed[rows.index], ""), cliponaxis=False, textfont_size=10,
+                        textposition="middle left" if i % 2 == 0 else "middle right",
                         marker={"size": 10, "color": palette[label]},
                         hovertext=[_job_hover(r) for r in rows.itertuples()], hoverinfo="text")
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")

@@ -34,7 +34,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["COLLAPSE_ROWS", "HEADERS", "number", "readable", "cell", "Table", "table"]
+__all__ = ["COLLAPSE_ROWS", "HEADERS", "BASELINES_DIFFER", "number", "readable", "cell", "Table", "table",
+           "baseline_remark"]
 
 COLLAPSE_ROWS = 12  # longer tables are collapsed in HTML (<details>), under their figure
 HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
@@ -49,6 +50,7 @@ HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
     "study_gain": "study's gain (x alone)", "gpu_part": "GPU's part", "host_part": "host's part",  # attribution
     "gpu_only_gain": "GPU-only gain", "attribution_note": "split note", "baseline": "baseline run",
 }
+BASELINES_DIFFER = 1.25  # one job's lone images/s in two experiments differing more than this is remarked
 UNITS = (("_per_s", "/s"), ("_pct", " (%)"), ("_mb", " (MB)"), ("_mib", " (MiB)"), ("_j", " (J)"), ("_s", " (s)"))
 STATISTICS = {"_mean": "", "_std": " (sd)", "_ci": " (95 % CI)"}
 MISSING_TEXT = {"nan", "none", "nat", "<na>"}  # what str() makes of a missing value: shown blank
@@ -225,3 +227,29 @@ def _numeric(column: pd.Series) -> bool:
     filled = [v for v in column if v]
     return bool(filled) and all(v.replace(",", "").replace(".", "").replace(" ± ", "").replace("-", "").isdigit()
                                 for v in filled)
+
+
+def baseline_remark(summary: pd.DataFrame, limit: float = BASELINES_DIFFER) -> str | None:
+    """A sentence where one job's lone run measured different images/s in different experiments (each experiment's
+    gains are against its own), for the workload that differs most; None where none differs more than `limit`.
+
+    >>> summary = pd.DataFrame({"experiment": ["02", "03", "07"], "mode": ["exclusive"] * 3, "copies": [1, 1, 1],
+    ...     "workloads": ["smallcnn bs8"] * 3, "aggregate_images_per_s_mean": [1059.0, 1989.0, 1921.0]})
+    >>> baseline_remark(summary)[:94]
+    'the lone run of smallcnn bs8 measured 1,059 / 1,989 / 1,921 images/s in experiments 02, 03, 07'
+    """
+    needed = {"experiment", "mode", "copies", "workloads", "aggregate_images_per_s_mean"}
+    if not needed <= set(summary.columns):
+        return None
+    alone = summary[(summary["mode"] == "exclusive") & (summary["copies"] == 1)].dropna(
+        subset=["aggregate_images_per_s_mean"])
+    worst, spread = None, limit
+    for workload, rows in alone.groupby("workloads", sort=True):
+        rates = rows.groupby("experiment", sort=True)["aggregate_images_per_s_mean"].mean()
+        if len(rates) > 1 and rates.min() > 0 and rates.max() / rates.min() > spread:
+            worst, spread = (workload, rates), rates.max() / rates.min()
+    if worst is None:
+        return None
+    workload, rates = worst
+    return (f"the lone run of {workload} measured {' / '.join(number(r) for r in rates)} images/s in experiments "
+            f"{', '.join(map(str, rates.index))} ({spread:.2f}x apart): each experiment's gains are against its own")
