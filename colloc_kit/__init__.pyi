@@ -14,6 +14,8 @@ from .predict import check as predict_check
 from .spec import ExperimentSpec, JobSpec, ModeSpec
 from .views import plots
 
+__version__: str
+
 __all__ = ["BadInput", "CollocKitError", "ExperimentSpec", "GpuStateError", "JobSpec", "ModeSpec", "Results",
            "advise", "analysis", "combine", "findings", "load", "machine", "mig_catalogue", "mig_planner",
            "mig_simulator", "modes", "monitor", "notebook", "panel", "partition_share", "plots", "predict",
