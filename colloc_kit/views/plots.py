@@ -306,8 +306,9 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
     """One row per layout: the GPU's memory slices and the instances placed on them (name, compute slices, start).
 
     `plans`: {label: colloc_kit.gpu.mig_planner.Plan}; placements count in memory slices, as NVML's do. `job_labels`:
-    the job each instance serves (instance i serves job i), drawn on it and coloured by its model (the label's first
-    word), with a legend, so that layouts that differ only in which job gets which instance look different.
+    the job each instance serves (instance i serves job i), drawn on it and coloured by its model (the label before
+    ':' or '#': 'R26 #2' is R26), with a legend, so that layouts that differ only in which job gets which instance
+    look different.
 
     >>> from colloc_kit.gpu import mig_planner as planner
     >>> fig = mig_layouts({"3g+3g": planner.plan(["3g", "3g"], "H100-80GB")}, job_labels=["job 0", "job 1"])
@@ -325,7 +326,7 @@ def mig_layouts(plans: dict, title: str = "MIG layouts", job_labels: list[str] |
                                       "showgrid": True},
                             "yaxis": {"range": [len(labels) - 0.5, -0.5], "tickvals": list(range(len(labels))),
                                       "ticktext": labels}})
-    models = {label: [job.split()[0] for job in _row_jobs(label, job_labels)] for label in labels}  # by model
+    models = {label: [re.split(r"\s*[:#]", job)[0] for job in _row_jobs(label, job_labels)] for label in labels}
     palette = colours(sorted({model for jobs in models.values() for model in jobs}))
     for model in palette:  # the legend: a square per model
         fig.add_scatter(x=[None], y=[None], mode="markers", name=model, marker={"symbol": "square", "size": 14,
