@@ -353,14 +353,14 @@ def drive_the_panel(lab, page):
     status.wait_for(timeout=30_000)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")  # the panel comes before the sweep: let Run All end
     _wait_until(lambda: all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in prompts.all_inner_texts()), 300)
-    figure = page.locator(".widget-vbox .js-plotly-plot").last  # the panel's results figure, last of the panel
-    _wait_until(lambda: "press Run to measure" in figure.inner_text(), 30)  # drawn once the kernel is free
+    assert page.locator(".widget-html-content", has_text="press Run to measure").count() == 1  # the results' place
     shot(page, "lab-1-panel")
 
     panel_run.click()  # the tiny CPU job: 1 and 2 copies
     page.locator(".widget-html-content", has_text="done:").first.wait_for(timeout=180_000)
-    assert "press Run to measure" not in figure.inner_text()
-    assert figure.locator(".scatterlayer .trace").count() >= 1
+    figure = page.locator(".widget-vbox .js-plotly-plot").last  # the panel's results figure, last of the panel
+    assert page.locator(".widget-html-content", has_text="press Run to measure").count() == 0
+    _wait_until(lambda: figure.locator(".scatterlayer .trace").count() >= 1, 30)
     shot(page, "lab-2-after-run")
 
     runs = lab["root"] / "panel" / "runs" / "03-naive-panel"

@@ -100,7 +100,7 @@ class ExperimentPanel:
         self.status = w.HTML("Choose, then press Run." + "".join(
             f"<br>{html.escape(m)} is not offered here: {html.escape(why)}" for m, why in self.not_offered.items()))
         self.log = w.Output()
-        self.figure = go.FigureWidget(plots.empty("Results", PLACEHOLDER))
+        self.figure: w.DOMWidget = w.HTML(f"<i>Results: {PLACEHOLDER}</i>")  # a figure from the first result on
         self.readings: list[dict] = []  # every job's images/s as reported, every run
         self.live = go.FigureWidget(layout={"title": "Live: images/s of each job of the current run",
                                             "template": plots.TEMPLATE, "height": 300, "xaxis_title": "seconds",
