@@ -11,6 +11,11 @@ daemon), and its throughput is read from its log lines (`Train: epoch [step/step
 stamped on arrival: a copy's images/s over one window common to all copies, after a warm-up. The kit runs the same
 cells with the seed recipe (`colloc-kit run ... --recipe seed`) and the given placements.
 
+With `--host-matched`, each program also runs the host-matched lone row of every copy count N: one job given the
+loader workers N copies had together (train.py's `--workers` = N x 4, the kit's `--workers` the same), so the
+host-matched baseline (docs/attribution.md) is held against the study's own program; `compare` then gives each
+collocated cell's GPU's part (its aggregate over that row's images/s) and the row's host's part (its gain).
+
     python3 benchmarks/peer_train_py.py run --timm ~/pytorch-image-models --data seed-data --out /tmp/peer
     python3 benchmarks/peer_train_py.py compare /tmp/peer        # table.md and table.csv in /tmp/peer
 """
@@ -37,24 +42,30 @@ import colloc_kit
 from colloc_kit.modes import make_mode
 from colloc_kit.spec import ModeSpec
 
-__all__ = ["WORKLOADS", "compare", "difference_ci", "kit_name", "kit_row", "main", "run_train_py"]
+__all__ = ["WORKLOADS", "compare", "difference_ci", "kit_name", "kit_row", "main", "plan", "run_train_py"]
 
 WORKLOADS = {"r26-fp32": ("resnet26", "cifar10", "off"), "r26-bf16": ("resnet26", "cifar10", "bf16"),
              "r50-in64": ("resnet50", "imagenet64", "off")}
 BATCH = 128
 STEP_LINE = re.compile(r"Train: (\d+) \[\s*(\d+)/(\d+)")
 LOG_INTERVAL = 5  # train.py logs every this many steps (its --log-interval)
+WORKERS = 4  # each job's loader workers, as the study ran train.py (the host-matched lone row: N x this)
+
+
+def _workers_tag(workers: int) -> str:
+    """A cell's folder suffix: '' for the study's workers, '-w12' for a host-matched lone row."""
+    return "" if workers == WORKERS else f"-w{workers}"
 
 
 def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, warmup_s: float, seconds: float,
-                 out: Path, repeat: int = 1) -> dict:
-    """One cell of train.py: `copies` copies under `mode` (the kit's mode, so MPS is the same private daemon);
-    returns the copies' images/s over the common window and the aggregate."""
+                 out: Path, repeat: int = 1, workers: int = WORKERS) -> dict:
+    """One cell of train.py: `copies` copies under `mode` (the kit's mode, so MPS is the same private daemon), each
+    with `workers` loader workers; returns the copies' images/s over the common window and the aggregate."""
     model, dataset, amp = WORKLOADS[workload]
-    folder = out / "train_py" / f"{workload}-{mode}-x{copies}" / f"repeat-{repeat}"
+    folder = out / "train_py" / f"{workload}-{mode}-x{copies}{_workers_tag(workers)}" / f"repeat-{repeat}"
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(timm / "train.py"), "--data-dir", str(data / dataset), "--model", model,
-               "--batch-size", str(BATCH), "--warmup-epochs", "0", "--epochs", "100", "--workers", "4",
+               "--batch-size", str(BATCH), "--warmup-epochs", "0", "--epochs", "100", "--workers", str(workers),
                "--log-interval", str(LOG_INTERVAL), "--output", str(folder)]
     if amp == "bf16":
         command += ["--amp", "--amp-dtype", "bfloat16"]
@@ -82,7 +93,7 @@ def run_train_py(timm: Path, data: Path, workload: str, mode: str, copies: int, 
             for proc in procs:
                 proc.wait(timeout=60)
     cell = {"program": "train.py", "placement": "unpinned", "workload": workload, "mode": mode, "copies": copies,
-            "repeat": repeat}
+            "repeat": repeat, "workers": workers}
     if window is not None:
         try:
             rates = [_rate(s, window) for s in stamps]
@@ -129,24 +140,25 @@ def _rate(stamps: list[tuple[float, int]], window: tuple[float, float]) -> float
 
 
 def run_kit(data: Path, workload: str, mode: str, copies: int, placement: str, seconds: float, out: Path,
-            repeat: int = 1) -> dict:
+            repeat: int = 1, workers: int = WORKERS) -> dict:
     """Repeat `repeat` of one cell of the kit (`copies` jobs under `mode`) with the seed recipe and `placement`, in
     its own experiment folder (which keeps the earlier repeats); a cell that did not complete (e.g. its copies do not
     fit) is returned with its status."""
     model, dataset, amp = WORKLOADS[workload]
-    name = kit_name(workload, placement, mode, copies)
+    name = kit_name(workload, placement, mode, copies, workers)
     subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", "--model", f"timm.{model}", "--dataset",
                     "imagefolder", "--data-root", str(data / dataset), "--recipe", "seed", "--amp", amp,
                     "--batch-size", str(BATCH), "--seconds", str(seconds), "--warmup-steps", "10", "--placement",
-                    placement, "--mode", mode, "--copies", str(copies), "--repeats", str(repeat), "--name", name,
+                    placement, "--mode", mode, "--copies", str(copies), "--repeats", str(repeat), "--workers",
+                    str(workers), "--name", name,
                     "--out", str(out / "kit"), "--quiet"], check=False)
     return kit_row(out / "kit" / name, {"program": "kit", "placement": placement, "workload": workload,
-                                        "mode": mode, "copies": copies, "repeat": repeat})
+                                        "mode": mode, "copies": copies, "repeat": repeat, "workers": workers})
 
 
-def kit_name(workload: str, placement: str, mode: str, copies: int) -> str:
+def kit_name(workload: str, placement: str, mode: str, copies: int, workers: int = WORKERS) -> str:
     """The kit's experiment folder of one cell."""
-    return f"peer-{workload}-{placement}-{mode}-x{copies}"
+    return f"peer-{workload}-{placement}-{mode}-x{copies}{_workers_tag(workers)}"
 
 
 def kit_row(folder: Path, cell: dict) -> dict:
@@ -190,31 +202,43 @@ def compare(out: Path) -> pd.DataFrame:
     difference's 95 % CI (`difference_ci`). Where the kit's runs are beside results.jsonl
     (OUT/kit), the kit's rows are computed from them again, with today's figures."""
     rows = pd.read_json(out / "results.jsonl", lines=True)
+    rows["workers"] = rows["workers"].fillna(WORKERS).astype(int) if "workers" in rows else WORKERS  # older rows: 4
     kit = out / "kit" if (out / "kit").is_dir() else unpacked_kit(out)
     if kit.is_dir():
-        rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"]), r)
+        rows = pd.DataFrame([kit_row(kit / kit_name(r["workload"], r["placement"], r["mode"], r["copies"],
+                                                    r["workers"]), r)
                              if r["program"] == "kit" else r for r in rows.to_dict("records")])
-    repeats = rows.dropna(subset=["aggregate_images_per_s"]).groupby(
-        ["workload", "program", "placement", "mode", "copies"])["aggregate_images_per_s"].apply(list)
-    rows = rows.groupby(["workload", "program", "placement", "mode", "copies"], as_index=False).agg(
+    keys = ["workload", "program", "placement", "mode", "copies", "workers"]
+    repeats = rows.dropna(subset=["aggregate_images_per_s"]).groupby(keys)["aggregate_images_per_s"].apply(list)
+    rows = rows.groupby(keys, as_index=False).agg(
         aggregate_images_per_s=("aggregate_images_per_s", "median"), n=("aggregate_images_per_s", "count"),
         low=("aggregate_images_per_s", "min"), high=("aggregate_images_per_s", "max"))
-    lone = rows[(rows["mode"] == "naive") & (rows["copies"] == 1)].set_index(["workload", "program", "placement"])
+    lone_rows = rows[(rows["mode"] == "naive") & (rows["copies"] == 1)]
+    lone = lone_rows[lone_rows["workers"] == WORKERS].set_index(["workload", "program", "placement"])
+    matched = lone_rows.set_index(["workload", "program", "placement", "workers"])["aggregate_images_per_s"]
     rows["gain"] = [r.aggregate_images_per_s / lone.loc[(r.workload, r.program, r.placement),
                                                        "aggregate_images_per_s"] for r in rows.itertuples()]
-    peer = rows[rows["program"] == "train.py"].set_index(["workload", "mode", "copies"])["aggregate_images_per_s"]
-    rows["vs_train_py_pct"] = [100 * (r.aggregate_images_per_s / peer.get((r.workload, r.mode, r.copies), float("nan"))
-                                      - 1) for r in rows.itertuples()]
-    cis = [difference_ci(repeats.get((r.workload, r.program, r.placement, r.mode, r.copies), []),
-                         repeats.get((r.workload, "train.py", "unpinned", r.mode, r.copies), []))
+    rows["gpu_part"] = [r.aggregate_images_per_s / matched.get((r.workload, r.program, r.placement,
+                                                                r.copies * r.workers), float("nan"))
+                        if r.copies > 1 else float("nan") for r in rows.itertuples()]  # over the host-matched row
+    peer = rows[rows["program"] == "train.py"].set_index(["workload", "mode", "copies", "workers"])[
+        "aggregate_images_per_s"]
+    rows["vs_train_py_pct"] = [100 * (r.aggregate_images_per_s / peer.get((r.workload, r.mode, r.copies, r.workers),
+                                                                          float("nan")) - 1) for r in rows.itertuples()]
+    cis = [difference_ci(repeats.get((r.workload, r.program, r.placement, r.mode, r.copies, r.workers), []),
+                         repeats.get((r.workload, "train.py", "unpinned", r.mode, r.copies, r.workers), []))
            if r.program == "kit" else (float("nan"), float("nan")) for r in rows.itertuples()]
     rows["vs_train_py_ci_low_pct"], rows["vs_train_py_ci_high_pct"] = zip(*cis)
     rows.to_csv(out / "table.csv", index=False)
-    shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str),
+    shown = rows.assign(cell=rows["mode"] + " x" + rows["copies"].astype(str)
+                        + rows["workers"].map(lambda w: "" if w == WORKERS else f", {w} workers (host-matched)"),
+                        gpu_part=rows["gpu_part"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
                         images_per_s=[_shown(r) for r in rows.itertuples()],
                         gain=rows["gain"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}"),
                         vs_train_py=[_difference_shown(r) for r in rows.itertuples()])
     columns = ["workload", "cell", "program", "placement", "images_per_s", "gain", "vs_train_py"]
+    if rows["gpu_part"].notna().any():  # a host-matched row was run: the split of each gain it covers
+        columns.insert(6, "gpu_part")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown[columns].itertuples(index=False)]
     (out / "table.md").write_text("\n".join(lines) + "\n")
@@ -255,6 +279,18 @@ def _shown(cell) -> str:
     return f"{cell.aggregate_images_per_s:,.0f} (median of {cell.n}: {cell.low:,.0f}-{cell.high:,.0f})"
 
 
+def plan(modes: list[str], copies: list[int], lone_repeats: int, host_matched: bool) -> list[tuple]:
+    """The cells of one workload, in order, as (mode, copies, repeat, loader workers): the lone repeats, with
+    `host_matched` a lone row per copy count with that many copies' workers, then the collocated cells.
+
+    >>> plan(["mps"], [3], 1, True)
+    [('naive', 1, 1, 4), ('naive', 1, 1, 12), ('mps', 3, 1, 4)]
+    """
+    cells = [("naive", 1, r, WORKERS) for r in range(1, lone_repeats + 1)]
+    cells += [("naive", 1, 1, n * WORKERS) for n in copies if host_matched]
+    return cells + [(m, n, 1, WORKERS) for m in modes for n in copies]
+
+
 def main(argv: list[str] | None = None) -> int:
     """`run` measures (appending to OUT/results.jsonl as it goes), `compare` tabulates."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -270,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seconds", type=float, default=15.0, help="the measured window of every cell")
     run.add_argument("--warmup-s", type=float, default=8.0, help="train.py's seconds after all copies train")
     run.add_argument("--lone-repeats", type=int, default=1, help="runs of each program's lone cell, alternating")
+    run.add_argument("--host-matched", action="store_true",
+                     help="also a lone row per copy count N with N x 4 loader workers (train.py's --workers)")
     sub.add_parser("compare").add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "compare":
@@ -280,13 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     modes, copies = args.modes.split(","), [int(c) for c in args.copies.split(",") if c]
     with open(args.out / "results.jsonl", "a") as results:
         for workload in args.workloads.split(","):
-            cells = [("naive", 1, r) for r in range(1, args.lone_repeats + 1)] + [(m, c, 1) for m in modes
-                                                                                    for c in copies]
-            for mode, n, repeat in cells:  # the programs interleaved, a repeat's first program alternating
+            for mode, n, repeat, workers in plan(modes, copies, args.lone_repeats, args.host_matched):
                 measures = [partial(run_train_py, args.timm, args.data, workload, mode, n, args.warmup_s,
-                                    args.seconds, args.out, repeat)]
-                measures += [partial(run_kit, args.data, workload, mode, n, placement, args.seconds, args.out, repeat)
-                             for placement in args.placements.split(",")]
+                                    args.seconds, args.out, repeat, workers)]
+                measures += [partial(run_kit, args.data, workload, mode, n, placement, args.seconds, args.out, repeat,
+                                     workers) for placement in args.placements.split(",")]
                 for measure in measures[::-1] if repeat % 2 == 0 else measures:
                     row = measure()
                     results.write(json.dumps(row) + "\n")

@@ -55,3 +55,17 @@ def test_a_window_past_the_copys_log_lines_says_what_to_do(peer):
     assert peer._rate(stamps, (0.5, 1.5)) == pytest.approx(128.0)
     with pytest.raises(RuntimeError, match="more images, or a shorter --seconds"):
         peer._rate(stamps, (0.5, 5.0))
+
+
+def test_a_host_matched_lone_row_gives_its_host_part_and_each_collocated_cell_its_gpu_part(peer, tmp_path):
+    assert peer.plan(["mps"], [3, 7], 1, True) == [("naive", 1, 1, 4), ("naive", 1, 1, 12), ("naive", 1, 1, 28),
+                                                   ("mps", 3, 1, 4), ("mps", 7, 1, 4)]
+    cell = {"program": "train.py", "placement": "unpinned", "workload": "r26-fp32", "job_rates": "[]", "repeat": 1}
+    rows = [{**cell, "mode": "naive", "copies": 1, "aggregate_images_per_s": 1000.0},  # an older row: no workers
+            {**cell, "mode": "naive", "copies": 1, "workers": 12, "aggregate_images_per_s": 1500.0},
+            {**cell, "mode": "mps", "copies": 3, "workers": 4, "aggregate_images_per_s": 1800.0}]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    table = peer.compare(tmp_path).set_index(["mode", "copies", "workers"])
+    assert table.loc[("naive", 1, 12), "gain"] == pytest.approx(1.5)  # the host's part
+    assert table.loc[("mps", 3, 4), "gpu_part"] == pytest.approx(1.2) and table.loc[("mps", 3, 4), "gain"] == 1.8
+    assert "naive x1, 12 workers (host-matched)" in (tmp_path / "table.md").read_text()

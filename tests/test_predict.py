@@ -10,6 +10,7 @@ from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
 from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
+from colloc_kit.predict import host
 from colloc_kit.predict.model import CALIBRATION, Config, LoneProfile, Target, predict, smooth_min
 
 K = CALIBRATION.sharpness
@@ -69,6 +70,24 @@ def test_the_advisor_ranks_by_predicted_gain_and_puts_what_does_not_fit_last():
     assert "partitions 4g+3g" in set(table["config"])  # the larger slice to the job that uses more SMs
     single = adv.advise(("input",), LONE, copies=[2, 7], modes=["mps"], bands={})
     assert sorted(single["n_jobs"]) == [2, 7]
+
+
+def test_an_input_bound_workload_is_offered_one_job_with_the_copies_loader_workers():
+    starved = LoneProfile("starved", 1000.0, gpu_busy=0.50, sm_active=0.10, dram=0.05, input_wait=0.60,
+                          memory_mb=4000.0, job={"workers": 4})
+    table = adv.advise(("starved",), {"starved": starved}, copies=[2, 7], modes=["mps"], bands={})
+    more = table[table["mode"] == "workers"].set_index("config")
+    assert more.loc["one job, 8 loader workers", "predicted_gain"] == pytest.approx(2.0)  # 1000 x 8/4, GPU caps 2000
+    assert more.loc["one job, 28 loader workers", "binding"] == "the GPU (busy 50 % alone)"
+    mps7 = table[(table["mode"] == "mps") & (table["n_jobs"] == 7)].iloc[0]
+    assert mps7["host_explains"] == pytest.approx(math.log(2.0) / math.log(mps7["predicted_gain"]))
+    assert not (adv.advise(("sm",), LONE, copies=[2], bands={})["mode"] == "workers").any()  # not input-bound
+
+
+def test_the_host_matched_rate_predicted_from_the_configured_lone_run_is_within_10_percent_on_the_h100():
+    frame = host.held_out(colloc_kit.reference.load("h100-attribution"))
+    assert len(frame) == 3 and frame["error"].abs().median() <= 0.10
+    assert sorted(frame["host_matched_workers"]) == [12, 12, 28]
 
 
 def test_pairs_table_has_every_pair_and_the_measured_gain_where_a_run_has_it():

@@ -169,8 +169,26 @@ def _print(tables, args, source: str, bands) -> None:
                 print(f"\n{table['mix'].iloc[0]}")
                 shown = table.head(args.top)[SHOWN]
             print(shown.to_string(index=False))
+            _print_host(table)
             left = table[~table["fits"]]
             if len(left):
                 print(f"  ({len(left)} configurations do not fit in memory, e.g. {left['config'].iloc[0]})")
             if args.explain:
                 print(table["why"].iloc[0])
+
+
+def _print_host(table: pd.DataFrame) -> None:
+    """Where the workload is input-bound alone: one job with the copies' loader workers (predicted), and how much
+    of the best collocation's predicted gain that host's part explains."""
+    more = table[table["mode"] == "workers"]
+    shared = table[(table["mode"] != "workers") & table["fits"]]
+    if more.empty or shared.empty:
+        return
+    best = shared.iloc[0]
+    same = more[more["mix"] == best["mix"]]
+    if same.empty:
+        return
+    host = same.iloc[0]
+    print(f"  input-bound alone: {host['config']} is predicted at {host['predicted_gain']:.2f} x without sharing "
+          f"the GPU; the host explains {best['host_explains']:.0%} of {best['config']} x{best['n_jobs']}'s predicted "
+          f"gain of {best['predicted_gain']:.2f} (in log terms; docs/attribution.md). Try more loader workers first.")

@@ -1,6 +1,7 @@
 """The advisor: rank sharing configurations (mode, copies, partition layout) of a mix by the gain the collocation
 model predicts (`colloc_kit.predict.model`), with the binding limit and an error band from the validation on the shipped
 H100 data; a pairwise table for schedulers; `confirm` runs the top ones on the GPU present, measured beside predicted.
+A workload input-bound alone is also offered one job with the copies' loader workers (`predict.host`).
 
     colloc-kit advise seed-37                                  # experiment 37's mixes from the shipped lone runs
     colloc-kit advise "resnet152 + resnet50" --experiment seed-37 --top 5
@@ -34,12 +35,13 @@ from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
 from colloc_kit.modes import mode_class
 from colloc_kit.pipeline import run
 from colloc_kit.predict import check as predict_check
+from colloc_kit.predict.host import ERROR_BAND, MoreWorkers, host_explains, more_workers
 from colloc_kit.predict.model import CALIBRATION, H100, MODES, Calibration, Config, LoneProfile, Target, predict
 
 __all__ = ["parse_mix", "configurations", "advise", "pairs", "confirm", "seed_mixes", "COLUMNS"]
 
 COLUMNS = ["mix", "config", "mode", "n_jobs", "predicted_gain", "gain_low", "gain_high", "binding",
-           "predicted_images_per_s", "fits", "why"]
+           "predicted_images_per_s", "fits", "why", "host_explains"]
 DEFAULT_COPIES = (2, 3, 4, 7)
 SHAPES = {"partitions": ("1g", "2g", "3g", "4g", "7g"), "mig": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb",
                                                                  "4g.40gb", "7g.80gb")}  # H100-80GB names
@@ -128,9 +130,30 @@ def advise(jobs: Sequence[str], lone: Mapping[str, LoneProfile], target: Target 
                      "predicted_gain": p.gain, "gain_low": p.gain * (1 - band), "gain_high": p.gain * (1 + band),
                      "binding": p.binding, "predicted_images_per_s": p.aggregate_images_per_s, "fits": p.fits,
                      "why": p.explain(), "_config": config})
+    rows += _more_workers_rows(rows, lone, target)
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "_config"])
     frame = frame.sort_values(["fits", "predicted_gain"], ascending=[False, False], ignore_index=True)
     return frame.assign(rank=range(1, len(frame) + 1))
+
+
+def _more_workers_rows(rows: list[dict], lone: Mapping[str, LoneProfile], target: Target) -> list[dict]:
+    """Where the rows' one workload is input-bound alone: a row per copy count for one job given the loader workers
+    of those copies (`predict.host`), and each collocation row's `host_explains` (the share of its predicted gain,
+    in log terms, that those workers alone would give). Mixes of different workloads get neither."""
+    workloads = {w for row in rows for w in row["_config"].jobs}
+    profile = lone[next(iter(workloads))] if len(workloads) == 1 else None
+    if profile is None or not profile.input_bound or int(profile.job.get("workers") or 0) < 1:
+        return []
+    own = int(profile.job["workers"])
+    guesses = {n: more_workers(profile, n * own, target) for n in sorted({row["n_jobs"] for row in rows})}
+    for row in rows:
+        row["host_explains"] = host_explains(row["predicted_gain"], guesses[row["n_jobs"]].gain)
+    return [{"mix": f"{n} x {profile.workload}", "config": MoreWorkers(profile.workload, g.workers).label,
+             "mode": "workers", "n_jobs": 1, "predicted_gain": g.gain, "gain_low": g.gain * (1 - ERROR_BAND),
+             "gain_high": g.gain * (1 + ERROR_BAND),
+             "binding": g.binding, "predicted_images_per_s": g.images_per_s, "fits": True, "why": g.why,
+             "host_explains": 1.0, "_config": MoreWorkers(profile.workload, g.workers)}
+            for n, g in guesses.items() if g.workers > own]
 
 
 def seed_mixes(lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:
@@ -171,9 +194,9 @@ def _measured_pair(measured: pd.DataFrame | None, mode: str, mix: str) -> tuple[
     return (float(hit["measured"].iloc[0]), float(hit["measured_ci"].iloc[0])) if len(hit) else (math.nan, math.nan)
 
 
-def mode_spec(config: Config):
+def mode_spec(config: Config | MoreWorkers):
     """The kit's mode (what `colloc_kit.run` takes) that runs a configuration."""
-    if config.mode not in ("partitions", "mig"):
+    if not isinstance(config, Config) or config.mode not in ("partitions", "mig"):
         return config.mode
     assert config.layout is not None  # a partitions or mig Config always has one
     if config.mode == "partitions":
@@ -209,25 +232,36 @@ def confirm(table: pd.DataFrame, lone: Mapping[str, LoneProfile], k: int, out: s
     parts = [run([spec(w) for w in workloads], mode="exclusive", out=out, name=name, progress=progress)]
     ids = []
     for config in top["_config"]:
-        parts.append(run([spec(w) for w in config.jobs], mode=mode_spec(config), out=out, name=name,
+        more = {"workers": config.workers} if isinstance(config, MoreWorkers) else {}
+        parts.append(run([{**spec(w), **more} for w in config.jobs], mode=mode_spec(config), out=out, name=name,
                          progress=progress))
         ids.append(list(parts[-1].runs["run_id"]))
 
     summary = analysis.run_summary(combine(parts))
+    lone_rate = float(parts[0].jobs["images_per_s"].astype(float).mean())  # a MoreWorkers row's one workload
     rows = []
     for (_, row), run_ids in zip(top.iterrows(), ids):
-        got = summary[summary["run_id"].isin(run_ids)]
-        measured = float(got["normalized_throughput"].mean()) if len(got) else math.nan
+        measured, ci = _measured_gain(summary[summary["run_id"].isin(run_ids)], row["_config"], lone_rate)
         rows.append({"rank": row["rank"], "mix": row["mix"], "config": row["config"],
                      "predicted_gain": row["predicted_gain"], "gain_low": row["gain_low"],
-                     "gain_high": row["gain_high"], "measured_gain": measured,
-                     "measured_gain_ci": float(got["normalized_throughput_ci"].mean()) if len(got) else math.nan,
+                     "gain_high": row["gain_high"], "measured_gain": measured, "measured_gain_ci": ci,
                      "error": measured / row["predicted_gain"] - 1 if measured == measured else math.nan,
                      "run_ids": ",".join(run_ids)})
     return pd.DataFrame(rows)
 
 
-def _runs_here(config: Config, device: str) -> str | None:
+def _measured_gain(got: pd.DataFrame, config: Config | MoreWorkers, lone_rate: float) -> tuple[float, float]:
+    """A confirmed row's measured gain and its CI: a collocation's normalized throughput; one job with more
+    loader workers: its images/s over the lone job's with its own workers (its own baseline is itself)."""
+    if got.empty:
+        return math.nan, math.nan
+    if not isinstance(config, MoreWorkers):
+        return float(got["normalized_throughput"].mean()), float(got["normalized_throughput_ci"].mean())
+    rate = float(got["aggregate_images_per_s"].mean())
+    return rate / lone_rate, float(got["aggregate_images_per_s_ci"].mean()) / lone_rate
+
+
+def _runs_here(config: Config | MoreWorkers, device: str) -> str | None:
     """Why `config`'s mode cannot run on this machine's GPU 0 (e.g. MIG with MIG mode off), or None."""
 
     spec = mode_spec(config)

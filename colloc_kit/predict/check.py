@@ -35,7 +35,7 @@ from colloc_kit.predict.model import (
 __all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "error_bands", "fit", "HOLD_OUT",
            "JOB_FIELDS"]
 
-JOB_FIELDS = ("model", "dataset", "data_root", "batch_size", "amp", "recipe", "image_size", "device")  # a workload
+JOB_FIELDS = ("model", "dataset", "data_root", "batch_size", "amp", "recipe", "image_size", "device", "workers")
 HOLD_OUT = "seed-33"  # the experiment the constants are fitted on; every other one is held out
 MATRIX_BASELINE = "single-job"  # h100-matrix: the lone runs of the other experiments
 GRID = {"naive_efficiency": [0.70 + 0.01 * i for i in range(41)], "mps_capacity": [0.70 + 0.01 * i for i in range(61)],
@@ -86,7 +86,7 @@ def _profile(label: str, experiment: str, group: pd.DataFrame) -> LoneProfile:
     idle = mean("gpu_idle_share")
     first = group.iloc[0]
     job = {k: (None if first.get(k) != first.get(k) else first.get(k)) for k in JOB_FIELDS}
-    job = {k: (int(v) if k in ("batch_size", "image_size") and v is not None else v) for k, v in job.items()}
+    job = {k: (int(v) if k in ("batch_size", "image_size", "workers") and v is not None else v) for k, v in job.items()}
     return LoneProfile(label, float(group["images_per_s"].astype(float).mean()),
                        gpu_busy=None if idle is None else 1.0 - idle, sm_active=mean("sm_util_pct_mean", 100.0),
                        dram=mean("dram_bw_util_pct_mean", 100.0), input_wait=mean("input_wait_share"),

@@ -1,0 +1,79 @@
+"""The split of each gain as a figure: what the copies' extra loader workers gave (the host's part) and what sharing
+the GPU gave (the GPU's part), per collocated cell, on a log axis where the two parts add up to the study's gain.
+
+    >>> from colloc_kit import analysis, reference
+    >>> fig = gain_split(analysis.summarize(reference.load("h100-attribution")))
+    >>> [trace.name for trace in fig.data]
+    ["host's part", "GPU's part", "study's gain (95 % CI)", "GPU-only gain (the GPU part's ceiling)"]
+    >>> split_reading(analysis.summarize(reference.load("h100-attribution"))).split("; ")[1]
+    "r26-fp32 mps x3: study's gain 1.80 = host's part 1.44 x GPU's part 1.25 (the host: 62 % of it, in log terms)"
+
+`docs/attribution.md` defines the figures (`colloc_kit.analysis.attribution`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from colloc_kit.views.style import PALETTE, empty
+
+__all__ = ["gain_split", "split_cells", "split_reading"]
+
+HOST, GPU, MARK = PALETTE[1], PALETTE[0], "#222222"
+
+
+def split_cells(summary: pd.DataFrame) -> pd.DataFrame:
+    """The collocated cells of `summarize`'s frame that have the split (a GPU's part), each with a `cell` label
+    ('r26-fp32 mps x3') and `host_share` (log host's part / log study's gain; NaN where the gain is not above 1)."""
+    if "gpu_part_mean" not in summary:
+        return summary.iloc[0:0]
+    cells = summary[summary["gpu_part_mean"].notna()].copy()
+    cells["cell"] = [f"{e} {m} x{int(c)}" for e, m, c in zip(cells["experiment"], cells["mode"], cells["copies"])]
+    cells["host_share"] = [math.log(h) / math.log(g) if g > 1 else math.nan
+                           for h, g in zip(cells["host_part_mean"], cells["study_gain_mean"])]
+    return cells.reset_index(drop=True)
+
+
+def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? Each gain split") -> go.Figure:
+    """Per cell a bar from 1 to the host's part (orange), then on to the study's gain (blue: the GPU's part; drawn
+    leftwards where sharing the GPU lost), on a log axis; the study's gain with its 95 % CI (black), and where the
+    cell would end had the GPU gained its GPU-only gain, the ceiling (open diamond)."""
+    cells = split_cells(summary)
+    if cells.empty:
+        return empty(title, "no cell with a host-matched baseline (ask for baselines: [configured, host-matched, "
+                            "gpu-only] in the spec)")
+    host, gpu, study = cells["host_part_mean"], cells["gpu_part_mean"], cells["study_gain_mean"]
+    fig = go.Figure()
+    fig.add_trace(go.Bar(y=cells["cell"], x=host - 1, base=[1.0] * len(cells), orientation="h", name="host's part",
+                         marker_color=HOST, customdata=host, hovertemplate="host's part x%{customdata:.2f}"))
+    fig.add_trace(go.Bar(y=cells["cell"], x=host * gpu - host, base=host, orientation="h", name="GPU's part",
+                         marker_color=GPU, customdata=gpu, hovertemplate="GPU's part x%{customdata:.2f}"))
+    fig.add_trace(go.Scatter(y=cells["cell"], x=study, mode="markers", name="study's gain (95 % CI)",
+                             marker={"color": MARK, "symbol": "line-ns-open", "size": 16},
+                             error_x={"type": "data", "array": cells["study_gain_ci"].fillna(0)},
+                             hovertemplate="study's gain %{x:.2f}"))
+    fig.add_trace(go.Scatter(y=cells["cell"], x=host * cells["gpu_only_gain_mean"], mode="markers",
+                             name="GPU-only gain (the GPU part's ceiling)", customdata=cells["gpu_only_gain_mean"],
+                             marker={"color": GPU, "symbol": "diamond-open", "size": 12},
+                             hovertemplate="GPU-only gain x%{customdata:.2f}"))
+    fig.add_vline(x=1.0, line_dash="dot", line_color="grey")
+    fig.update_layout(title=title, barmode="overlay", height=160 + 60 * len(cells),
+                      xaxis={"type": "log", "title": "gain (x one job alone, log axis: the parts multiply)"})
+    return fig
+
+
+def split_reading(summary: pd.DataFrame) -> str:
+    """The figure in words, computed from the numbers: per cell its gain as host's part x GPU's part and the host's
+    share of it."""
+    cells = split_cells(summary)
+    if cells.empty:
+        return "no cell with a host-matched baseline"
+    parts = []
+    for r in cells.itertuples():
+        share = "" if r.host_share != r.host_share else f" (the host: {100 * r.host_share:.0f} % of it, in log terms)"
+        parts.append(f"{r.cell}: study's gain {r.study_gain_mean:.2f} = host's part {r.host_part_mean:.2f} x "
+                     f"GPU's part {r.gpu_part_mean:.2f}{share}")
+    return "; ".join(parts)

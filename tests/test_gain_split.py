@@ -1,0 +1,30 @@
+"""The split of each gain as a figure (colloc_kit.views.split, `plots.gain_split`): bars that multiply to the study's
+gain on a log axis, from the shipped H100 attribution set, and a figure that says why where no cell has the split."""
+
+import pytest
+
+import colloc_kit
+from colloc_kit import analysis, plots
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return analysis.summarize(colloc_kit.reference.load("h100-attribution"))
+
+
+def test_each_cell_is_a_host_bar_from_1_then_a_gpu_bar_ending_at_the_studys_gain(summary):
+    fig = plots.gain_split(summary)
+    host, gpu, study, ceiling = fig.data
+    assert list(host.y) == ["r26-bf16 mps x7", "r26-fp32 mps x3", "r26-fp32 naive x3", "r50-fp32 mps x3"]
+    ends = [b + w for b, w in zip(gpu.base, gpu.x)]
+    assert ends == pytest.approx(list(study.x), rel=1e-6) and list(host.base) == [1.0] * 4
+    assert fig.layout.xaxis.type == "log"
+    assert gpu.x[2] < 0  # naive x3: sharing the GPU lost (GPU's part 0.97), the bar runs back from the host's part
+    assert ceiling.customdata[0] == pytest.approx(1.3756, abs=1e-3)
+
+
+def test_the_reading_is_computed_from_the_numbers_and_a_run_without_the_split_says_why(summary):
+    reading = plots.split_reading(summary)
+    assert "r50-fp32 mps x3: study's gain 1.35 = host's part 1.12 x GPU's part 1.21" in reading
+    bare = summary.drop(columns=["gpu_part_mean"])
+    assert plots.gain_split(bare).layout.height == 70 and plots.split_reading(bare).startswith("no cell")
