@@ -16,7 +16,7 @@ import time
 import pandas as pd
 import psutil
 import pytest
-from fake_results import job_rows
+from fake_results import fake_results, job_rows
 from processes import kit_processes_below_us, survivors_of_killed_kit
 
 import colloc_kit
@@ -25,6 +25,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.modes import make_mode
 from colloc_kit.analysis.lone import with_baselines
+from colloc_kit.analysis.results import combine
 from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
@@ -293,3 +294,14 @@ def test_a_job_with_cudnn_autotune_off_is_another_workload_whose_baseline_never_
     assert list(base["study"]) == [100.0] and list(base["off"]) == [200.0]
     assert set(jobs["relative_throughput"].dropna()) == {1.0, 0.6}
     assert set(with_baselines(pd.DataFrame(study))["cudnn_autotune"]) == {"study"}
+
+
+def test_results_put_together_from_frames_with_and_without_the_workload_keys_still_find_their_baselines():
+    """A panel adds each run's Results to those it has (`results.combine`): the derived frames carry `workers` and
+    `cudnn_autotune`, a later run's frame from the hand-made or older kit's rows lacks them; its jobs still match
+    the lone job measured earlier (an empty key is the study's autotuning, empty workers match empty workers)."""
+    lone = combine([fake_results(job_rows("r1", "naive", 1, [100.0]))])
+    both = combine([lone, fake_results(job_rows("r2", "naive", 2, [75.0, 75.0]))])
+    assert list(both.jobs["baseline_images_per_s"]) == [100.0, 100.0, 100.0]
+    assert list(both.jobs["relative_throughput"]) == [1.0, 0.75, 0.75]
+    assert set(both.jobs["cudnn_autotune"]) == {"study"}

@@ -27,6 +27,7 @@ __all__ = ["WORKLOAD", "BASELINE_KEYS", "DERIVED", "complete", "measured_rate", 
            "with_baselines", "workload_label", "data_name", "keyed"]
 
 DEFAULT_WORKERS = JobSpec.__dataclass_fields__["workers"].default  # the kit recipe's loader workers
+DEFAULT_AUTOTUNE = JobSpec.__dataclass_fields__["cudnn_autotune"].default  # the study's cuDNN autotuning
 
 # jobs with equal values here do the same work with the same host allocation: a lone job given 12 loader workers is
 # another baseline than one with 4 (the host-matched one, `attribution`). Its cores are not in the key: a job alone
@@ -63,10 +64,13 @@ def in_figures(jobs: pd.DataFrame) -> pd.Series:
 
 
 def keyed(jobs: pd.DataFrame) -> pd.DataFrame:
-    """`jobs` with every `WORKLOAD` column: a frame made by hand or by an older kit without `workers` gets it empty,
-    one without `cudnn_autotune` the study's (`spec.JobSpec`: the kit ran no other before it asked)."""
+    """`jobs` with every `WORKLOAD` column: a frame made by hand or by an older kit without `workers` gets it empty
+    (empty keys match each other in `baselines`' groups and `with_baselines`' merge), a job without `cudnn_autotune`
+    the study's (`spec.JobSpec`: the kit ran no other before it asked), also where frames with and without the
+    column were put together (`results.combine`): an empty value there would never match the lone job's "study"."""
     jobs = jobs if "workers" in jobs else jobs.assign(workers=math.nan)
-    return jobs if "cudnn_autotune" in jobs else jobs.assign(cudnn_autotune="study")
+    autotune = jobs["cudnn_autotune"].fillna(DEFAULT_AUTOTUNE) if "cudnn_autotune" in jobs else DEFAULT_AUTOTUNE
+    return jobs.assign(cudnn_autotune=autotune)
 
 
 def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
