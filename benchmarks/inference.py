@@ -148,7 +148,7 @@ def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results/inference")
+    p.add_argument("--out", default="benchmarks/results/h100/inference")
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
     p.add_argument("--plain-requests", type=int, default=300)
