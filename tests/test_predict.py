@@ -90,6 +90,13 @@ def test_the_host_matched_rate_predicted_from_the_configured_lone_run_is_within_
     assert sorted(frame["host_matched_workers"]) == [12, 12, 28]
 
 
+def test_cli_advise_says_how_much_of_an_input_bound_workloads_gain_the_host_explains(capsys):
+    assert main(["advise", "resnet26 bs128 seed on cifar10", "--reference", "h100-attribution", "--experiment",
+                 "r26-fp32", "--copies", "3", "--modes", "naive,mps"]) == 0
+    out = capsys.readouterr().out
+    assert "one job, 12 loader workers" in out and "the host explains" in out and "Try more loader workers" in out
+
+
 def test_pairs_table_has_every_pair_and_the_measured_gain_where_a_run_has_it():
     frame = adv.pairs(LONE, modes=("mps",))
     assert len(frame) == 10 and set(frame.columns) >= {"workload_a", "workload_b", "predicted_a", "measured_pair"}
