@@ -17,6 +17,8 @@ defines them (baselines from the lone runs of the same experiment).
 from __future__ import annotations
 
 import argparse
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -46,8 +48,6 @@ def sweep(spec_names: list[str], models: list[str], batch_sizes: list[int], out:
 def unpacked(folder: Path) -> Path:
     """`folder`, or where it holds no runs/ but a runs.tgz (members runs/...), that archive unpacked into a temporary
     folder."""
-    import tarfile
-    import tempfile
     archive = folder / "runs.tgz"
     if (folder / "runs").is_dir() or not archive.is_file():
         return folder

@@ -1,6 +1,7 @@
 """The kit's worker against a plain hand-written PyTorch loop of the same configuration: what does the kit cost?
 
-    PYTHONPATH=$PWD python benchmarks/worker_vs_plain.py --out benchmarks/results/h100/worker-vs-plain/worker_vs_plain.json
+    PYTHONPATH=$PWD python benchmarks/worker_vs_plain.py \
+        --out benchmarks/results/h100/worker-vs-plain/worker_vs_plain.json
 
 Both run as fresh processes on synthetic data (one random batch made once on the device), the same model, batch,
 AMP and memory format, and the same window: `--warmup-steps` excluded, then steady-state images/s until `--seconds`
@@ -104,7 +105,8 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=20.0, help="training time per run, warm-up included")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/h100/worker-vs-plain/worker_vs_plain.json"))
+    parser.add_argument("--out", type=Path,
+                        default=Path("benchmarks/results/h100/worker-vs-plain/worker_vs_plain.json"))
     parser.add_argument("--plain-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.plain_child:
