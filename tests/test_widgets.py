@@ -28,10 +28,11 @@ TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synt
 
 
 def fake_run(calls, rates=None, status="complete", error=None):
-    """A stand-in for colloc_kit.run: Results with made-up rates, from `rates` or a 1.5x gain per copy."""
+    """A stand-in for colloc_kit.run: Results with made-up rates, from `rates` (for the run of as many copies) or a
+    1.5x gain per copy (the lone job's 100 images/s)."""
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         calls.append({"jobs": jobs, "mode": mode, "copies": copies, "time_limit_s": time_limit_s})
-        each = rates or [100.0 * (1 + 0.5 * (copies - 1)) / copies] * copies
+        each = rates if rates and len(rates) == copies else [100.0 * (1 + 0.5 * (copies - 1)) / copies] * copies
         return fake_results(job_rows(f"r{copies}", mode.name, copies, each, model=jobs[0]["model"],
                                      batch_size=jobs[0]["batch_size"], status=status, error=error))
     return run
