@@ -87,8 +87,9 @@ def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame) -> dict:
     if isinstance(run["baseline"], str) or len(jobs) < 2 or bool(jobs["sequential"].iloc[0]) or counted.empty:
         return out
     workers = int(jobs["workers"].sum()) if jobs["workers"].notna().all() else None
-    matched = [_lone(base, job, workers) for _, job in counted.iterrows()]
-    if workers is None or any(m is None for m in matched):
+    lone = [_lone(base, job, workers) for _, job in counted.iterrows()]
+    matched = [m for m in lone if m is not None]
+    if workers is None or len(matched) < len(lone):
         return out | {"attribution_note": f"no host-matched lone run ({workers} workers): add host-matched to the "
                                           "spec's baselines"}
     rates, configured = list(measured_rate(counted)), list(counted["baseline_images_per_s"].astype(float))

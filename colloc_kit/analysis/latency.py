@@ -30,7 +30,7 @@ The rules:
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard
 
 import pandas as pd
 
@@ -55,7 +55,7 @@ def latencies_ms(stream: Sequence[dict], window: tuple[float, float]) -> list[fl
     answered = [done - arrival for e in stream if e.get("type") == events.INTERVAL
                 for arrival, done in e.get("requests") or () if start <= arrival < end]
     last = next((e for e in reversed(stream) if e.get("type") == events.END), None)
-    waiting = [last["t"] - arrival for arrival in (last or {}).get("unserved") or () if start <= arrival < end]
+    waiting = [last["t"] - arrival for arrival in last.get("unserved") or () if start <= arrival < end] if last else []
     return [1000.0 * s for s in answered + waiting]
 
 
@@ -155,5 +155,5 @@ def _starved(row: Mapping[str, Any]) -> str | None:
     return f"{row['job']} starved: {', '.join(why)}" if why else None
 
 
-def _known(value: Any) -> bool:
+def _known(value: Any) -> TypeGuard[float]:
     return value is not None and not (isinstance(value, float) and math.isnan(value))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -92,7 +93,7 @@ def _measured(args: argparse.Namespace) -> Results:
 def _sweep(args: argparse.Namespace, probe: JobSpec):
     """The experiment that measures the question here: the inference job beside the training, every setting."""
     cpu = args.device == "cpu"
-    size = {"image_size": 32, "workers": 0} if cpu else {}
+    size: dict[str, Any] = {"image_size": 32, "workers": 0} if cpu else {}
     serve = probe.with_(batch_size=args.request_size or 1, seconds=args.seconds or 5.0, warmup_steps=10,
                         max_batch=4, max_delay_ms=1.0, interval_s=0.5, **({"image_size": 32} if cpu else {}))
     mix = serve_advise.normal_mix(args.beside)
@@ -112,6 +113,7 @@ def _print(advice: serve_advise.Advice) -> None:
 
 def _report_confirmed(table: pd.DataFrame, advice: serve_advise.Advice) -> int:
     """How often the confirmed repeats met the SLO, and the training they kept against the best measured within it."""
+    assert advice.row is not None  # serve_advise.confirm_spec confirms only a chosen setting
     met = table["within_slo"].mean() if len(table) else math.nan
     best = advice.candidates.loc[advice.candidates["within_slo"], "train_images_per_s"].max()
     kept = table["train_images_per_s"].mean() / best if best and best > 0 else math.nan

@@ -51,10 +51,11 @@ MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.r
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
 DATASETS = ("cifar10", "imagenet64", "imagenet")  # experiments 33-36: the i-th model trains on the i-th dataset
 BATCH = {33: 128, 34: 32, 35: 128, 36: 128}
-SOLO_COPIES = (1, 2, 3, 7)
-SOLO_SLICES = {1: ("7g", "4g"), 2: ("3g",), 3: ("2g",), 7: ("1g",)}  # MIG rows: slices of each copy, per copy count
-MIX_MODELS = {"R152": ("timm.resnet152", "imagenet", 32, "4g"), "R50": ("timm.resnet50", "imagenet64", 128, "2g"),
-              "R26": ("timm.resnet26", "cifar10", 128, "1g")}  # experiment 37: (model, dataset, batch, MIG slice)
+SOLO_COPIES: tuple[int, ...] = (1, 2, 3, 7)
+SOLO_SLICES: dict[int, tuple[str, ...]] = {1: ("7g", "4g"), 2: ("3g",), 3: ("2g",), 7: ("1g",)}  # MIG: per copy
+MIX_MODELS: dict[str, tuple[str, str, int, str]] = {  # experiment 37: (model, dataset, batch, MIG slice)
+    "R152": ("timm.resnet152", "imagenet", 32, "4g"), "R50": ("timm.resnet50", "imagenet64", 128, "2g"),
+    "R26": ("timm.resnet26", "cifar10", 128, "1g")}
 MIXES = {("R26", "R50"): ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)),
          ("R152", "R26"): ((1, 1), (1, 2), (1, 3)), ("R152", "R50"): ((1, 1), (1, 2)),
          ("R152", "R50", "R26"): ((1, 1, 1), (1, 1, 2), (1, 1, 3))}

@@ -34,7 +34,7 @@ ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", seed.PARTITION_LABE
 KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
 MIX_MODELS = {name: found[0] for name, found in seed.MIX_MODELS.items()}  # 'R26' -> 'timm.resnet26'
 # experiments 33-36: per model, (kind, copies, MIG-shaped layout) of the artifact's 13 workloads (seed.py's matrix)
-STUDY_33 = [cell for copies in seed.SOLO_COPIES for cell in (
+STUDY_33: list[tuple[str, int, str | None]] = [cell for copies in seed.SOLO_COPIES for cell in (
     [(ALONE if copies == 1 else NAIVE, copies, None)]
     + [(PARTITION, copies, "+".join([slice_] * copies)) for slice_ in seed.SOLO_SLICES[copies]]
     + [(MPS, copies, None)])]

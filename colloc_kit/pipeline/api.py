@@ -84,7 +84,7 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
     groups = [[job] for job in jobs] if separately else [list(jobs)]
     shared = [m for m in modes if not isinstance(m, tuple)]  # one run call: their repeats interleave (A B A B)
     own = [m for m in modes if isinstance(m, tuple)]
-    calls = []
+    calls: list[tuple[list[JobSpec | Mapping[str, Any]], Any, int | list[int]]] = []  # (jobs, mode, copies)
     for group in groups:
         calls += [(group, baseline, 1)] if baseline is not None else []
         calls += [(group, shared, copies)] if shared else []

@@ -79,8 +79,10 @@ class Lane(contextlib.AbstractContextManager):
         with claims.turn(folder.path, device, functools.partial(_say_waiting, cell, device)), \
                 claims.claimed(folder.path, cell.cell_id) as other:
             state = folder.cell_states().get(cell.cell_id) if other is None else None
-            if other is not None or (state is not None and state.status in (COMPLETE, RUNNING)):
-                why = f"held by {claims.describe(other)}" if other else f"{state.status} in {state.run.path.name}"
+            why = (f"held by {claims.describe(other)}" if other is not None
+                   else f"{state.status} in {state.run.path.name}"
+                   if state is not None and state.status in (COMPLETE, RUNNING) else None)
+            if why is not None:
                 print(f"colloc-kit: cell {cell.label} left to another kit on {folder.path} ({why}); not run here",
                       file=sys.stderr, flush=True)
                 return None

@@ -40,7 +40,7 @@ def more_repeats(spec: ExperimentSpec, folder: ExperimentFolder) -> list[Cell]:
     series: dict[tuple[str, str], list[Cell]] = {}
     for cell in cells(spec):
         kind = baseline_of(spec, cell)
-        if kind in spec.baseline_precision:
+        if kind is not None and kind in spec.baseline_precision:
             series.setdefault((kind, cell.cell_id.replace(f"-r{cell.repeat}-", "-")), []).append(cell)
     more = []
     for (kind, _), lone in series.items():

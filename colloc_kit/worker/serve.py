@@ -108,7 +108,10 @@ class Arrivals:
 
     def restart(self, now: float) -> None:
         """Start arriving from `now` (after the barrier): requests before it never happened."""
-        self.pending = [now] * len(self.pending) if self.closed else [now + self.rng.expovariate(self.rate)]
+        if self.closed:
+            self.pending = [now] * len(self.pending)
+        elif self.rate:  # open loop (fixed times keep theirs)
+            self.pending = [now + self.rng.expovariate(self.rate)]
 
 
 class Server:
@@ -184,8 +187,9 @@ def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device
     if launcher is None:
         return 3  # the launcher went away at the barrier (train.EXIT_LAUNCHER_GONE)
     writer.emit(events.START)
+    assert spec.concurrency or spec.rate_per_s  # serving.check_serve: one of them, above zero
     arrivals = (Arrivals.closed_loop(spec.concurrency) if spec.concurrency else
-                Arrivals.open_loop(spec.rate_per_s, seed=spec.seed))
+                Arrivals.open_loop(spec.rate_per_s or 0.0, seed=spec.seed))
     server = Server(arrivals, spec.max_batch, spec.max_delay_ms / 1000)
     meter = _ServeMeter(spec, writer, offset=events.now() - time.perf_counter())
     arrivals.restart(time.perf_counter())
@@ -211,7 +215,8 @@ class _ServeMeter:
         self.batches = self.images = self.interval_images = 0
         self.requests: list[list[float]] = []
         self.steady_t0: float | None = self.t0 if spec.warmup_steps == 0 else None
-        self.steady_images, self.window_end, self.measured, self.window = 0, self.t0, False, {}
+        self.steady_images, self.window_end, self.measured = 0, self.t0, False
+        self.window: dict[str, Any] = {}  # the measured window's figures, once measured
 
     def kit(self, t: float) -> float:
         return round(t + self.offset, 6)
