@@ -29,6 +29,7 @@ workers gave. The rules (`figures` lists them; docs/attribution.md says them at 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -45,7 +46,7 @@ SHARED = ["gpu_part_base_rel", "host_part_base_rel", "task"]  # what a run's rep
 SUMMARY_COLUMNS = [*[f"{m}_{s}" for m in SPLIT for s in ("mean", "ci")], "attribution_note"]
 
 
-def baseline_kind(cell_id) -> str | None:
+def baseline_kind(cell_id: Any) -> str | None:
     """Which baseline a run measures, from its cell id ('host-matched-...', 'gpu-only-...'); None for the others."""
     text = str(cell_id or "")
     return next((kind for kind in ("host-matched", "gpu-only") if text.startswith(kind + "-")), None)
@@ -173,6 +174,6 @@ def over_repeats(group: pd.DataFrame) -> dict:
     return row
 
 
-def _zero_nan(value) -> float:
+def _zero_nan(value: Any) -> float:
     value = float(value) if value is not None else math.nan
     return 0.0 if math.isnan(value) else value

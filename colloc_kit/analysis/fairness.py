@@ -35,7 +35,7 @@ not isolate, or a cap that binds harder than its share).
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -117,5 +117,5 @@ def run_fairness(run: pd.DataFrame) -> dict:
     return out
 
 
-def _number(value) -> bool:
+def _number(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -130,7 +131,7 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     return out
 
 
-def workload_label(row) -> str:
+def workload_label(row: Any) -> str:  # a jobs row (Series) or a dict of it
     """A short label such as 'resnet18 bs64 bf16': '... seed' for the seed study's recipe, '... on cifar10' for data
     other than synthetic (`data_name`), so that one model on two datasets gives two workloads; '... 12 workers' where
     it has loader workers and not its recipe's default number (a host-matched lone job).
@@ -148,7 +149,7 @@ def workload_label(row) -> str:
             + (f" {int(workers)} worker{'s' if workers != 1 else ''}" if more else ""))
 
 
-def data_name(dataset, data_root) -> str | None:
+def data_name(dataset: Any, data_root: Any) -> str | None:
     """The data a job reads, in one word: an image folder's name, or the dataset; None for synthetic images.
 
     >>> data_name("imagefolder", "/data/imagenet64"), data_name("cifar10", "/data"), data_name("synthetic", None)

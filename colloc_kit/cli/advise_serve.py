@@ -25,7 +25,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.paths import check_folder
 from colloc_kit.pipeline.api import run_spec
 from colloc_kit.predict import serve_advise
-from colloc_kit.spec import JobSpec
+from colloc_kit.spec import ExperimentSpec, JobSpec
 
 __all__ = ["REFERENCE", "add_arguments", "cmd_advise_serve"]
 
@@ -90,7 +90,7 @@ def _measured(args: argparse.Namespace) -> Results:
     return reference.load(name)
 
 
-def _sweep(args: argparse.Namespace, probe: JobSpec):
+def _sweep(args: argparse.Namespace, probe: JobSpec) -> ExperimentSpec:
     """The experiment that measures the question here: the inference job beside the training, every setting."""
     cpu = args.device == "cpu"
     size: dict[str, Any] = {"image_size": 32, "workers": 0} if cpu else {}

@@ -8,6 +8,11 @@ them, and the noise warning the notebooks give.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from colloc_kit.analysis.results import Results
+
 __all__ = ["GAIN_COLUMNS", "print_gains"]
 
 GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "study_gain_mean", "study_gain_ci", "gpu_part_mean",
@@ -15,7 +20,7 @@ GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "study_gain_mean", "study_
                 "epoch_time_growth_mean", "bound_by", "repeats", "flags", "attribution_note"]
 
 
-def print_gains(results) -> None:
+def print_gains(results: Results) -> None:
     """Each configuration's gain over one job alone (with its CI, its split and each job's epoch-time growth), and
     the noise warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
     from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pandas as pd
 
@@ -172,5 +173,5 @@ def _ci(row: pd.Series) -> float:
     return float(ci) if _number(ci) else math.nan
 
 
-def _number(value) -> bool:
+def _number(value: Any) -> bool:
     return value is not None and not isinstance(value, str) and bool(pd.notna(value))

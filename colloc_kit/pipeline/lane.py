@@ -59,7 +59,7 @@ class Lane(contextlib.AbstractContextManager):
             self._reader = self._stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="read-back"))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
     def run(self, cell: Cell) -> RunReading | None:

@@ -87,7 +87,7 @@ class Zygote:
     def __enter__(self) -> "Zygote":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @classmethod

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline.cell import preflight
@@ -57,7 +58,7 @@ class SlurmOptions:
 class SlurmJob(CellJob):
     """A cell in a Slurm array task (a submitit job that runs it, maybe with other cells)."""
 
-    def __init__(self, cell: Cell, job):
+    def __init__(self, cell: Cell, job: Any) -> None:  # a submitit Job
         super().__init__(cell)
         self.job = job
 
