@@ -26,7 +26,7 @@ from colloc_kit import machine
 from colloc_kit.pipeline.cell import Placement
 from colloc_kit.pipeline.executors import Executor, FinishedCell, register
 from colloc_kit.pipeline.report import run_reported
-from colloc_kit.progress import Progress
+from colloc_kit.pipeline.progress import Progress
 
 
 @register
