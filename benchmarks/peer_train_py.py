@@ -29,6 +29,8 @@ import re
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from functools import partial
@@ -180,9 +182,8 @@ def kit_row(folder: Path, cell: dict) -> dict:
 
 def unpacked_kit(out: Path) -> Path:
     """The kit's runs of a committed session (a SESSION folder of benchmarks/results/h100/peer/, whose raw files are in
-    the set's runs.tgz as SESSION/kit/...), unpacked into a temporary folder; `out`/kit (absent) where no archive holds them."""
-    import tarfile
-    import tempfile
+    the set's runs.tgz as SESSION/kit/...), unpacked into a temporary folder; `out`/kit (absent) where no archive holds
+    them."""
     for archive in (out.parent / "runs.tgz", out.parent.parent / "runs.tgz"):
         if archive.is_file():
             prefix = out.resolve().relative_to(archive.parent.resolve()).as_posix() + "/kit/"
