@@ -15,7 +15,6 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -257,7 +256,7 @@ def _too_big(fit: pd.DataFrame | None, workload: str, copies: int, layout: str |
             f"fit in {capacity} ({row['capacity_mb']:,.0f} MiB)")
 
 
-def _copies(n: Any) -> str:
+def _copies(n: float) -> str:
     return f"{int(n)} cop{'y' if int(n) == 1 else 'ies'}"
 
 
