@@ -373,17 +373,19 @@ def drive_the_panel(lab, page):
 
     _field(page, "steps").fill("100000")
     _field(page, "steps").press("Enter")
+    earlier = set(runs.rglob("*.events.jsonl"))  # the runs above started too: wait for this Run's jobs to start
     panel_run.click()
     page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
-    _wait_until(lambda: any('"start"' in p.read_text() for p in runs.rglob("*.events.jsonl")), 120)
+    _wait_until(lambda: any('"start"' in p.read_text() for p in set(runs.rglob("*.events.jsonl")) - earlier), 120)
     interrupted_at = time.monotonic()
     _menu(page, "Kernel", "Interrupt Kernel")
     page.locator(".widget-html-content", has_text="interrupted").first.wait_for(timeout=INTERRUPT_WITHIN_S * 1000)
     assert time.monotonic() - interrupted_at < INTERRUPT_WITHIN_S
     statuses = [json.loads(m.read_text())["status"] for m in runs.rglob("manifest.json")]
     assert "interrupted" in statuses  # the run is kept, marked interrupted
-    bar = page.locator(".widget-hprogress", has_text="runs").locator(".progress-bar").get_attribute("class")
-    assert "progress-bar-warning" in bar and "progress-bar-success" not in bar, bar  # not green: interrupted
+    bar = page.locator(".widget-hprogress", has_text="runs").locator(".progress-bar")
+    _wait_until(lambda: "progress-bar-warning" in bar.get_attribute("class"), 5)  # its own widget: drawn just after
+    assert "progress-bar-success" not in bar.get_attribute("class")  # not green: interrupted
     shot(page, "lab-3-interrupted")
 
     page.locator(".widget-dropdown", has_text="batch size").locator("select").select_option("256")

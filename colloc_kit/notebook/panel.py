@@ -213,8 +213,8 @@ class ExperimentPanel:
         return text, "danger" if len(failed) else "warning" if noise else "success"
 
     def _finish(self, status: str, style: str) -> None:
+        self.progress.bar_style = style  # before the line a reader (or a test) waits for
         self.status.value = status
-        self.progress.bar_style = style
         self.button.disabled, self.stop_button.disabled = False, True
 
     def on_rate(self, run: str, job: str, t: float, images_per_s: float) -> None:
