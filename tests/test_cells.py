@@ -305,3 +305,11 @@ def test_results_put_together_from_frames_with_and_without_the_workload_keys_sti
     assert list(both.jobs["baseline_images_per_s"]) == [100.0, 100.0, 100.0]
     assert list(both.jobs["relative_throughput"]) == [1.0, 0.75, 0.75]
     assert set(both.jobs["cudnn_autotune"]) == {"study"}
+
+
+def test_a_run_in_several_results_counts_once_as_the_last_one_has_it():
+    """A re-run's Results hold the earlier runs of its experiment too (the panel combines each with what it has)."""
+    first = fake_results(job_rows("r1", "naive", 1, [100.0]))
+    again = fake_results(job_rows("r1", "naive", 1, [100.0]) + job_rows("r2", "naive", 1, [90.0]))
+    both = combine([first, again])
+    assert list(both.jobs["run_id"]) == ["r1", "r2"] and list(both.runs["run_id"]) == ["r1", "r2"]

@@ -78,7 +78,10 @@ class Results:
 
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""
-        keep = set(self.runs["run_id"][self.runs["experiment"].isin(names)]) if len(self.runs) else set()
+        return self.of_runs(set(self.runs["run_id"][self.runs["experiment"].isin(names)]) if len(self.runs) else set())
+
+    def of_runs(self, keep: set[str]) -> "Results":
+        """Only the runs whose `run_id` is in `keep`."""
         return Results(*(frame[frame["run_id"].isin(keep)] if "run_id" in frame else frame
                          for frame in (self.jobs, self.epochs, self.runs, self.samples, self.host_samples)))
 
@@ -116,8 +119,15 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
 
 
 def combine(parts: list[Results]) -> Results:
-    """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`."""
-    frames = {name: _concat([getattr(part, name) for part in parts])
+    """One Results of several, e.g. a notebook's experiments, for `analysis.summarize`. A run in several parts counts
+    once, as the last part has it (a re-run's Results hold the earlier runs of its experiment too: the panel's)."""
+    unique: list[Results] = []
+    later: set[str] = set()
+    for part in reversed(parts):
+        ids = set(part.runs["run_id"]) if "run_id" in part.runs else set()
+        unique.insert(0, part.of_runs(ids - later) if ids & later else part)
+        later |= ids
+    frames = {name: _concat([getattr(part, name) for part in unique])
               for name in ("jobs", "epochs", "runs", "samples", "host_samples")}
     return derive(Results(**frames, broken={k: v for part in parts for k, v in part.broken.items()},
                           damaged={k: v for part in parts for k, v in part.damaged.items()}))
