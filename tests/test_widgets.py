@@ -291,13 +291,16 @@ def test_a_panels_run_in_a_kernel_leaves_no_process_once_the_kernel_is_gone(tmp_
     try:
         reply = kc.execute_interactive(
             "from colloc_kit.notebook.panel import ExperimentPanel\n"
-            "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], copies=(2,), batch_sizes=(8,), "
-            f"job={ {**TINY_CPU_JOB, 'steps': 100_000}!r}, out={str(tmp_path)!r}, time_limit_s=300)\n"
-            "panel.run()", timeout=120)
+            "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], copies=(1,), batch_sizes=(8,), "
+            f"job={ {**TINY_CPU_JOB, 'steps': 6}!r}, out={str(tmp_path)!r}, time_limit_s=300)\n"
+            "panel.run()\n"  # the lone job first (a short one), else the Run of 2 copies below would add it first
+            "assert panel.wait(120), panel.status.value\n"
+            "panel.copies.value, panel.steps.value = (2,), 100_000\n"
+            "panel.run()", timeout=180)
         assert reply["content"]["status"] == "ok", reply["content"]
         deadline = time.monotonic() + 120
-        while (sum('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2
-               or len(watch.seen) < 3):  # both jobs started, and their zygote and two workers are seen
+        while (sum('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 3
+               or len(watch.seen) < 3):  # the lone job and both copies started; a zygote and two workers are seen
             assert time.monotonic() < deadline, f"the run did not start: {len(watch.seen)} kit process(es) seen"
             time.sleep(0.2)
         if end.startswith("interrupted"):
