@@ -137,7 +137,7 @@ def test_empty_frames_give_empty_results_and_explaining_figures():
     summary = analysis.summarize(results_of(empty))
     assert summary.empty
     fig = plots.throughput_vs_copies(summary)
-    assert "no runs" in fig.layout.annotations[0].text
+    assert "not drawn: no run here measured gain" in fig.layout.annotations[0].text
 
 
 def test_figures_carry_one_trace_per_mode(jobs):

@@ -371,6 +371,7 @@ class CopyToggles:
 
     @value.setter
     def value(self, counts: Sequence[int]) -> None:
+        """Choose `counts` (the toggles of the others go off)."""
         for n, button in self.buttons.items():
             button.value = n in counts
 
