@@ -2,6 +2,7 @@
 while the others run; bad input is refused before anything runs; the kernel is this Python's."""
 
 import argparse
+import asyncio
 import json
 import re
 import sys
@@ -179,6 +180,19 @@ def test_the_kernel_is_this_python_even_with_a_stale_python3_kernelspec(tmp_path
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     manager = batch.current_python_kernel_manager()(kernel_name="python3")
     assert manager.kernel_spec.argv[0] == sys.executable
+
+
+def test_a_kernel_started_outside_a_batch_folder_leaves_no_log_where_it_started(tmp_path, monkeypatch):
+    """Before: the manager wrote kernels.stderr.log into whatever folder the process stood in (nbclient, a test)."""
+    monkeypatch.chdir(tmp_path)
+    manager = batch.current_python_kernel_manager()(kernel_name="python3")
+
+    async def start_and_stop():
+        await manager.start_kernel()
+        await manager.shutdown_kernel(now=True)
+
+    asyncio.run(start_and_stop())
+    assert not (tmp_path / batch.KERNEL_LOG).exists()
 
 
 COURSE = sorted((batch.default_notebooks_dir() / "course").rglob("*.ipynb"))

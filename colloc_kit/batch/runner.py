@@ -305,8 +305,9 @@ def current_python_kernel_manager() -> type:
             return KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
-            with open(Path(kw.get("cwd") or ".") / KERNEL_LOG, "ab") as log:  # its own messages (a batch stopped
-                kw.setdefault("stderr", log)  # mid-cell: ZMQ's), never on the batch's terminal
+            folder = kw.get("cwd")  # a batch's folder: the kernel's own messages (a batch stopped mid-cell: ZMQ's)
+            with open(Path(folder) / KERNEL_LOG, "ab") if folder else contextlib.nullcontext() as log:  # go to a log
+                kw.setdefault("stderr", log)  # there, never on the batch's terminal; elsewhere where they were
                 await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return CurrentPythonKernelManager
