@@ -21,6 +21,7 @@ def outputs(path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_cpu_smoke_executes_every_notebook_without_an_error_cell(smoke):
     assert [n.stem for n in sorted(batch.default_notebooks_dir().glob(batch.NOTEBOOK_GLOB))] == \
         [n.name for n in smoke.notebooks]
@@ -30,6 +31,7 @@ def test_cpu_smoke_executes_every_notebook_without_an_error_cell(smoke):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_each_report_draws_its_figures_with_the_folders_one_plotly_js_and_nothing_from_a_cdn(smoke):
     assert (smoke.folder / batch.PLOTLY_JS).read_text().count("plotly.js v") >= 1
     for n in smoke.notebooks:
@@ -43,6 +45,7 @@ def test_each_report_draws_its_figures_with_the_folders_one_plotly_js_and_nothin
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_reports_hide_code_and_show_the_parameters_as_a_table(smoke):
     for n in smoke.notebooks:
         page = (smoke.folder / n.html).read_text()
@@ -53,6 +56,7 @@ def test_reports_hide_code_and_show_the_parameters_as_a_table(smoke):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_analysis_notebook_reads_the_runs_of_the_experiment_notebooks(smoke):
     (analysis,) = [n for n in smoke.notebooks if n.name == "07_analysis"]
     text = "".join(o.get("text", "") for o in outputs(smoke.folder / analysis.ipynb) if o.output_type == "stream")

@@ -131,6 +131,7 @@ def check_page(page, name: str, root: str = "body") -> None:
     assert all(right <= bound + 1 for right, bound in tables), f"{name}: a table wider than the page"
 
 
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_every_report_of_the_batch_is_small_and_draws_its_figures_offline_for_a_reader(smoke, page):
     for n in smoke.notebooks:
         report = smoke.folder / n.html
@@ -146,6 +147,7 @@ def test_every_report_of_the_batch_is_small_and_draws_its_figures_offline_for_a_
     assert page.outside == []
 
 
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_a_self_contained_report_draws_alone_and_a_light_one_moved_alone_says_why_it_cannot(smoke, page, tmp_path):
     (n,) = [n for n in smoke.notebooks if n.name.startswith("03")]
     alone = tmp_path / "alone"
@@ -165,6 +167,7 @@ def test_a_self_contained_report_draws_alone_and_a_light_one_moved_alone_says_wh
     assert page.outside == []
 
 
+@pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
 def test_notebooks_07_and_08_on_the_h100_data_read_well_and_their_figures_are_shot(smoke, page, tmp_path):
     """The two pages with the most series: 07 on the shipped H100 data (its folder holds no runs), and 08's findings.
     Their main figures and the findings page are what docs/img shows (figure-*.png, findings-page.png)."""
