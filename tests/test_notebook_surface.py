@@ -58,8 +58,8 @@ def test_notebooks_use_only_the_documented_surface(path):
     ("from colloc_kit.gpu import mig_planner", "imports colloc_kit.gpu"),
     ("from colloc_kit.modes.mps import partition_share", "imports colloc_kit.modes.mps"),
     ("import colloc_kit.views.plots", "imports colloc_kit.views.plots"),
-    ("from colloc_kit import launcher", "colloc_kit.pipeline.launcher is not in colloc_kit.__all__"),
-    ("import colloc_kit\ncolloc_kit.rundir.RunDir", "colloc_kit.store.rundir is not in colloc_kit.__all__"),
+    ("from colloc_kit import launcher", "colloc_kit.launcher is not in colloc_kit.__all__"),
+    ("import colloc_kit\ncolloc_kit.rundir.RunDir", "colloc_kit.rundir is not in colloc_kit.__all__"),
     ("import sys\nsys.path.insert(0, '..')", "edits sys.path"),
 ])
 def test_the_check_finds_internal_imports_and_path_edits(source, problem):
