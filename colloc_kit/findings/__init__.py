@@ -23,14 +23,7 @@ path, `from .read import ...`).
 """
 
 from colloc_kit.findings.appendix import (
-    fit_table,
-    gain_table,
-    grouped_evidence,
-    grouped_fairness,
-    mix_table,
-    not_run_table,
-    pretty,
-    shares_by_layout,
+    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty, shares_by_layout,
     unplaceable,
 )
 from colloc_kit.findings.charts import TITLES, claim_figures, for_plots, save_png, versus_figure

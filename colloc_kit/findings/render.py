@@ -17,14 +17,7 @@ import pandas as pd
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results
 from colloc_kit.findings.appendix import (
-    fit_table,
-    gain_table,
-    grouped_evidence,
-    grouped_fairness,
-    mix_table,
-    not_run_table,
-    pretty,
-    shares_by_layout,
+    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty, shares_by_layout,
     unplaceable,
 )
 from colloc_kit.findings.charts import TITLES

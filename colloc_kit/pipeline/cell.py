@@ -29,14 +29,7 @@ from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.manifest import (
-    HostCpu,
-    JobEntry,
-    JobOutcome,
-    MachineRef,
-    Manifest,
-    ModeRecord,
-    MonitorSettings,
-    SlotRecord,
+    HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord,
 )
 from colloc_kit.store.rundir import RunDir, this_runner
 from colloc_kit.worker.zygote import Zygote
