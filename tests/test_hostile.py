@@ -409,8 +409,8 @@ def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
 
 
 def test_workers_die_with_a_sigkilled_kit(tmp_path):
-    """Workers that write nothing for a minute (no event would hit the dead pipe) still die with the kit: their stdin
-    closes with it, and a worker leaves when its stdin closes."""
+    """Workers that write nothing for a minute (no event would hit the dead pipe) still die with the kit, and so does
+    the zygote that forked them: their stdin closes with it, and a worker leaves when its stdin closes."""
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", *TINY_FLAGS, "--steps", "1000000", "--copies", "2",
            "--synthetic-samples", "8000000", "--interval-s", "60", "--out", str(tmp_path)]
     kit = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -418,10 +418,10 @@ def test_workers_die_with_a_sigkilled_kit(tmp_path):
     while sum('"start"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
         assert time.monotonic() < deadline and kit.poll() is None
         time.sleep(0.2)
-    workers = worker_processes()
-    assert len(workers) == 2
-    alive = survivors_of_killed_kit(kit, workers, timeout=10)
-    assert not alive, f"{len(alive)} worker(s) outlived the SIGKILLed kit"
+    below = worker_processes()  # the two jobs' workers and the zygote (`python -m colloc_kit.worker.zygote`)
+    assert sum("--job-id" in " ".join(p.cmdline()) for p in below) == 2
+    alive = survivors_of_killed_kit(kit, below, timeout=10)
+    assert not alive, f"{[' '.join(p.cmdline())[:80] for p in alive]} outlived the SIGKILLed kit"
 
 
 def test_two_interrupts_in_a_row_do_not_record_started_jobs_as_not_started(tmp_path):

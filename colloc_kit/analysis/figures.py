@@ -47,7 +47,7 @@ run shows one number wherever it is shown. The rules:
   footprint is the job's device memory as NVML reports it per process (its CUDA context included), the median over its
   window, not torch's transient peak (cuDNN autotuning workspaces included).
 
-    >>> from colloc_kit import figures
+    >>> from colloc_kit.analysis import figures
     >>> stream = [{"type": "interval", "t": 2.0, "interval_s": 1.0, "interval_images": 100, "warmup": False}]
     >>> window = figures.common_window({"j0": stream})
     >>> (window.start, window.end), figures.window_rate(stream, window)

@@ -52,7 +52,7 @@ from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.spec_yaml import read_yaml
-from colloc_kit.statuses import CELL_STATUSES, COMPLETE, RUNNING
+from colloc_kit.statuses import CELL_STATUSES, COMPLETE, FAILED, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker import MODEL_NAMES
@@ -254,6 +254,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_tables(results)
     folder = str(Path(results.runs["run_dir"].iloc[0]).parent) if len(results.runs) else f"{args.out}/{spec.name}"
     print(f"\nstored under {folder} ; read with colloc_kit.load({folder!r}) or `colloc-kit show {shlex.quote(folder)}`")
+    print_failures(results)
     complete = "status" in results.jobs and results.jobs["status"].isin([COMPLETE, RUNNING]).all()  # RUNNING: a
     return EXIT_OK if complete else EXIT_FAILED_JOBS  # cell left to another kit on the folder, under way there
 
@@ -283,6 +284,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
         return print_seed_plan(seed, args.out)
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
+    print_failures(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
 
@@ -374,6 +376,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     counts = table["status"].value_counts()
     print("\n" + ", ".join(f"{counts[s]} {s}" for s in CELL_STATUSES if s in counts))
     return EXIT_FAILED_JOBS if problems else EXIT_OK
+
+
+def print_failures(results) -> None:
+    """One line on stderr per failed job: which, in which run, why, and what to do where the cause is the machine's
+    (a full disk, a folder made read-only), so that a run's failure is never only a status in a table."""
+    if "error" not in results.jobs:
+        return
+    for job in results.jobs[results.jobs["status"] == FAILED].itertuples():
+        advice = next((text for numbers, text in OS_ADVICE
+                       if any(os.strerror(n) in str(job.error) for n in numbers)), None)
+        print(f"colloc-kit: {job.job} of run {job.run_id} failed: {job.error}" + (f"; {advice}" if advice else ""),
+              file=sys.stderr)
 
 
 def print_tables(results) -> None:
