@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -39,16 +40,18 @@ import pandas as pd
 import colloc_kit
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.worker.process import QUICK_START
 
-SERVED = {  # model -> (request: images, rate req/s, SLO)
-    "resnet50": {"model": "resnet50", "batch_size": 4, "rate_per_s": 150, "slo": "25ms"},
-    "vit_b_16": {"model": "vit_b_16", "batch_size": 1, "rate_per_s": 150, "slo": "25ms"},
+SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
+    "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
+    "vit_b_16": {"model": "vit_b_16", "batch_size": 1, "slo": "25ms"},
 }
+LOAD = 0.3  # the rate offered to each served model: this share of what it serves alone, one request at a time
 MIXES = {"resnet50x1": ("resnet50", 1), "resnet50x2": ("resnet50", 2), "vit_b_16x1": ("vit_b_16", 1)}
 TRAIN_BATCH = {"resnet50": 64, "vit_b_16": 32, "smallcnn": 32}
 TRAIN_SHARE = 50  # the training jobs' MPS thread percentage in the 4th setting
 FRONTIER_SHARES = (25,)  # a further training share on the first mix, for the frontier
-TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "rate_per_s": 40, "slo": "40ms"}}
+TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "slo": "40ms"}}
 TINY_MIXES = {"smallcnnx1": ("smallcnn", 1)}
 
 
@@ -63,10 +66,10 @@ def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
             *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
 
 
-def serve_job(served: dict, device: str, seconds: float, tiny: bool) -> JobSpec:
-    return JobSpec(**served, role="serve", device=device, seconds=seconds, warmup_steps=20, max_batch=4,
-                   max_delay_ms=1.0, amp="off" if tiny else "bf16", interval_s=0.5,
-                   image_size=32 if tiny else 224)
+def serve_job(served: dict, device: str, seconds: float, tiny: bool, max_batch: int = 4, **options) -> JobSpec:
+    return JobSpec(**served, role="serve", device=device, seconds=seconds, warmup_steps=20, max_batch=max_batch,
+                   max_delay_ms=1.0 if max_batch > 1 else 0.0, amp="off" if tiny else "bf16", interval_s=0.5,
+                   image_size=32 if tiny else 224, **options)
 
 
 def train_job(model: str, device: str, seconds: float, tiny: bool) -> JobSpec:
@@ -75,11 +78,22 @@ def train_job(model: str, device: str, seconds: float, tiny: bool) -> JobSpec:
                    interval_s=0.5)
 
 
-def experiments(args: argparse.Namespace) -> list[tuple[str, str, ExperimentSpec]]:
+def offered_rate(kit_p50_ms: float) -> float:
+    """Requests/s offered to a served model: `LOAD` of its capacity alone (one request per p50), so that alone it
+    meets its SLO with room and what sharing does to it shows (a fixed rate overloaded ResNet-50 even alone).
+
+    >>> offered_rate(5.0)
+    60.0
+    """
+    return round(LOAD * 1000 / kit_p50_ms, 1)
+
+
+def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple[str, str, ExperimentSpec]]:
     """(served model, mix, spec) for every experiment: per model one exclusive run (serve + one training job, one
-    after another: both lone baselines), then per mix its shared settings."""
+    after another: both lone baselines), then per mix its shared settings; `rates`: requests/s per served model."""
     device = "cpu" if args.tiny else "cuda"
-    served_models, mixes = (TINY, TINY_MIXES) if args.tiny else (SERVED, MIXES)
+    mixes = TINY_MIXES if args.tiny else MIXES
+    served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in (TINY if args.tiny else SERVED).items()}
     out = []
     for name, served in served_models.items():
         serve = serve_job(served, device, args.seconds, args.tiny)
@@ -115,13 +129,29 @@ print(json.dumps(1000 * times[len(times) // 2]))
     return float(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path) -> float:
-    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service."""
+KIT_VARIANTS = {  # where the kit's own cost could come from: each arm changes one thing of the default cell
+    "kit_p50_ms": ({}, {}, {}),
+    "kit_no_monitor_p50_ms": ({"monitor": False}, {}, {}),
+    "kit_fresh_process_p50_ms": ({}, {}, {QUICK_START: "0"}),  # no zygote: `python -m colloc_kit.worker` as before
+    "kit_unpinned_p50_ms": ({"placement": "unpinned"}, {}, {}),  # no core block, no OMP_NUM_THREADS: torch's defaults
+    "kit_autotune_off_p50_ms": ({}, {"cudnn_autotune": "off"}, {}),  # cuDNN's defaults, as the plain loop has them
+}
+
+
+def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, variant: str = "kit_p50_ms") -> float:
+    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service;
+    `variant`: a KIT_VARIANTS arm."""
     device = "cpu" if args.tiny else "cuda"
-    job = serve_job(served, device, args.seconds, args.tiny).with_(rate_per_s=None, concurrency=1, max_batch=1,
-                                                                    max_delay_ms=0.0)
-    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}")
-    results = colloc_kit.run_spec(spec, out=runs, progress=False)
+    spec_options, job_options, environment = KIT_VARIANTS[variant]
+    job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1, **job_options)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-{variant}",
+                          **spec_options)
+    os.environ.update(environment)
+    try:
+        results = colloc_kit.run_spec(spec, out=runs, progress=False)
+    finally:
+        for name in environment:
+            os.environ.pop(name)
     return float(results.jobs["latency_p50_ms"].iloc[0]) if "latency_p50_ms" in results.jobs else math.nan  # failed
 
 
@@ -152,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
     p.add_argument("--plain-requests", type=int, default=300)
+    p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv), each arm of "
+                   "KIT_VARIANTS")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
@@ -160,13 +192,21 @@ def main(argv: list[str] | None = None) -> int:
     runs = out / "runs"
     started = time.monotonic()
     served_models = TINY if args.tiny else SERVED
-    plain = [{"model": name, "plain_p50_ms": plain_p50_ms(s, args.tiny, args.plain_requests),
-              "kit_p50_ms": kit_alone_p50_ms(s, args, runs)} for name, s in served_models.items()]
-    cost = pd.DataFrame(plain).assign(kit_over_plain=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"] - 1)
-    cost.to_csv(out / "plain_vs_kit.csv", index=False)
+    variants = list(KIT_VARIANTS) if args.cost_only else ["kit_p50_ms"]
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for name, served in served_models.items():
+        rows.append({"model": name, "plain_p50_ms": plain_p50_ms(served, args.tiny, args.plain_requests)})
+        for variant in variants:
+            rows[-1][variant] = kit_alone_p50_ms(served, args, runs, variant)
+            cost = pd.DataFrame(rows).assign(kit_over_plain=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"] - 1)
+            cost.to_csv(out / "plain_vs_kit.csv", index=False)  # after every arm: a run cut short keeps its part
     print(cost.to_string(index=False), flush=True)
+    if args.cost_only:
+        return 0
     parts = []
-    for _, _, spec in experiments(args):
+    rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
+    for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
         results = colloc_kit.run_spec(spec, out=runs, progress=False)
         parts.append(serve_advise.frontier(results))
@@ -174,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         table.to_csv(out / "frontier.csv", index=False)
         write_summary(out, cost, table, args, time.monotonic() - started)
     if args.confirm and time.monotonic() - started < args.budget_s:
-        confirm(args, out, runs, experiments(args)[:1], table)
+        confirm(args, out, runs, experiments(args, rates)[:1], table)
     print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
     return 0
 

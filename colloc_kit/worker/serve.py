@@ -160,29 +160,39 @@ class Server:
 
 def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device: Any,
                    begin: Callable[[], Any], timing: dict) -> int:
-    """Long: build, prime and report `ready` as the training worker does, then serve until the measured window is
-    over and the launcher says stop, emitting intervals with the requests answered; returns the exit code."""
+    """Build the served model, then prime, report `ready` and serve as the training worker does (`_prime_and_serve`);
+    returns the exit code."""
     side = image_side(spec.dataset, spec.image_size, spec.model, spec.device)
     model = build_model(spec.model, NUM_CLASSES.get(spec.dataset, 1000), side).to(device).eval()
     cuda = device.type == "cuda"
     host = torch.rand(spec.max_batch * spec.batch_size, 3, side, side, pin_memory=cuda)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(spec.amp)
+    built = {"build_s": events.now() - timing["imported_t"], "image_size": side,
+             "params": sum(p.numel() for p in model.parameters())}  # what `ready` says of the model
 
     def run(n_requests: int) -> Any:
-        with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            images = host[:n_requests * spec.batch_size].to(device, non_blocking=True)
-            return model(images).argmax(1).cpu()  # the classes back on the host: the device is synchronised
+        images = host[:n_requests * spec.batch_size].to(device, non_blocking=True)
+        return model(images).argmax(1).cpu()  # the classes back on the host: the device is synchronised
 
-    built_t = events.now()
+    # one inference and autocast context for the whole service, as a server holds it: autocast then casts the weights
+    # once (its cache lives as long as the context), not on every request
+    with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        return _prime_and_serve(spec, writer, torch, device, begin, {**timing, **built}, run)
+
+
+def _prime_and_serve(spec: JobSpec, writer: events.EventWriter, torch: Any, device: Any, begin: Callable[[], Any],
+                     built: dict, run: Callable[[int], Any]) -> int:
+    """Long: prime, report `ready`, wait at the barrier, then serve until the measured window is over and the launcher
+    says stop, emitting intervals with the requests answered; returns the exit code."""
+    cuda = device.type == "cuda"
     prime_t0 = time.perf_counter()
     for n in sorted({1, spec.max_batch}):
         run(n)
-    writer.emit(events.READY, launched_at=timing["launched_at"], imports_s=timing["imported_t"] - timing["launched_at"],
-                build_s=built_t - timing["imported_t"], primed_s=time.perf_counter() - prime_t0, model=spec.model,
-                role="serve", device=torch.cuda.get_device_name(device) if cuda else "cpu",
-                batch_size=spec.batch_size, image_size=side, amp=spec.amp, max_batch=spec.max_batch,
-                params=sum(p.numel() for p in model.parameters()), warmup_steps=spec.warmup_steps,
-                torch=torch.__version__)
+    writer.emit(events.READY, launched_at=built["launched_at"], imports_s=built["imported_t"] - built["launched_at"],
+                build_s=built["build_s"], primed_s=time.perf_counter() - prime_t0, model=spec.model, role="serve",
+                device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
+                image_size=built["image_size"], amp=spec.amp, max_batch=spec.max_batch, params=built["params"],
+                warmup_steps=spec.warmup_steps, torch=torch.__version__)
     launcher = begin()
     if launcher is None:
         return 3  # the launcher went away at the barrier (train.EXIT_LAUNCHER_GONE)
