@@ -18,6 +18,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
@@ -29,7 +30,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.paths import check_folder
 from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
-from colloc_kit.predict.model import MODES, Target
+from colloc_kit.predict.model import MODES, LoneProfile, Target
 from colloc_kit.spec import MAX_JOBS_PER_RUN, ExperimentSpec
 from colloc_kit.spec_yaml import read_yaml
 
@@ -38,7 +39,7 @@ __all__ = ["SHOWN", "add_subcommand", "cmd_advise"]
 SHOWN = ["rank", "config", "predicted_gain", "gain_low", "gain_high", "binding", "predicted_images_per_s"]
 
 
-def add_subcommand(subparsers) -> argparse.ArgumentParser:
+def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `advise` to the top-level subparsers."""
     p = subparsers.add_parser("advise", help="rank sharing configurations of a mix by predicted gain (no GPU needed)")
     p.add_argument("mix", nargs="*", help="'A + 2 x B', a YAML spec, or seed-37 (experiment 37's mixes)")
@@ -118,7 +119,7 @@ def _check_pairs_file(path: str) -> None:
         raise BadInput(f"--pairs {path} cannot be written (permission denied); give another file")
 
 
-def _lone(args: argparse.Namespace):
+def _lone(args: argparse.Namespace) -> tuple[dict[str, LoneProfile], Target, str]:
 
     if args.runs is not None and args.reference is not None:
         raise BadInput("give --runs or --reference, not both")
@@ -136,7 +137,7 @@ def _lone(args: argparse.Namespace):
     return lone, target, source + (f", experiment {experiment}" if experiment else "")
 
 
-def _mixes(words: list[str], lone) -> list[tuple[str, ...]]:
+def _mixes(words: list[str], lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:
     if words == ["seed-37"]:
         return adv.seed_mixes(lone)
     if len(words) == 1 and words[0].endswith((".yaml", ".yml")):
@@ -144,7 +145,7 @@ def _mixes(words: list[str], lone) -> list[tuple[str, ...]]:
     return [adv.parse_mix(w, lone) for w in words]
 
 
-def _spec_jobs(path: str, lone) -> tuple[str, ...]:
+def _spec_jobs(path: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
 
     spec = ExperimentSpec.from_mapping(read_yaml(path))
     labels = [workload_label({**job.__dict__}) for job in spec.jobs]
@@ -155,7 +156,8 @@ def _spec_jobs(path: str, lone) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _print(tables, args, source: str, bands) -> None:
+def _print(tables: list[pd.DataFrame], args: argparse.Namespace, source: str,
+           bands: Mapping[str, Mapping[str, float]]) -> None:
     band = "; ".join(f"{m} +-{b['p90']:.0%}" for m, b in sorted(bands.items()))
     print(f"Predicted from {source}; error band: the 90th percentile of each mode's held-out error ({band}).")
     with pd.option_context("display.width", 200, "display.max_colwidth", 60,

@@ -28,12 +28,12 @@ import sys
 import traceback
 from dataclasses import fields
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 import pandas as pd
 
 from colloc_kit import machine
-from colloc_kit.analysis.results import load
+from colloc_kit.analysis.results import Results, load
 from colloc_kit.batch.runner import add_subcommand as add_batch
 from colloc_kit.cli.advise import add_subcommand as add_advise
 from colloc_kit.cli.export import add_subcommands as add_export
@@ -147,7 +147,7 @@ def _stdout_closed() -> bool:
         return False
 
 
-def _printable(*streams) -> None:
+def _printable(*streams: TextIO) -> None:
     """Text the terminal cannot encode (a folder name that is not UTF-8) is printed escaped, never an error."""
     for stream in streams:
         if hasattr(stream, "reconfigure"):
@@ -378,7 +378,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_FAILED_JOBS if problems else EXIT_OK
 
 
-def print_failures(results) -> None:
+def print_failures(results: Results) -> None:
     """One line on stderr per failed job: which, in which run, why, and what to do where the cause is the machine's
     (a full disk, a folder made read-only), so that a run's failure is never only a status in a table."""
     if "error" not in results.jobs:
@@ -390,7 +390,7 @@ def print_failures(results) -> None:
               file=sys.stderr)
 
 
-def print_tables(results) -> None:
+def print_tables(results: Results) -> None:
     """The runs and jobs tables of `results`, as `run` and `show` print them."""
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
         print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))

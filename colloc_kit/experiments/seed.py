@@ -22,14 +22,14 @@ files, as the study read them (`colloc-kit data make NAME --root DATA_ROOT` writ
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, Mapping
 
 from colloc_kit.analysis import figures
-from colloc_kit.analysis.results import combine, load
+from colloc_kit.analysis.results import Results, combine, load
 from colloc_kit.analysis.summaries import baselines, data_name
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import GpuModel, gpu_model, model_for_device, resolve
@@ -293,7 +293,7 @@ def _mix_cells(seed: SeedSpec, card: Card, amp: str) -> list[SeedCell]:
     return cells
 
 
-def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
+def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     """Run every cell of `seed` not yet complete under out/<experiment>/ and return all its results.
 
     Lone cells run first; a later cell whose jobs the lone runs' steady memory says cannot fit (figures.copies_fit:
@@ -320,7 +320,7 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True):
                 else:
                     fitting.append(mode)
             if fitting:
-                parts.append(run_spec(dataclasses.replace(spec, modes=fitting), out=out, progress=progress))
+                parts.append(run_spec(replace(spec, modes=fitting), out=out, progress=progress))
     return combine(parts)
 
 
@@ -344,7 +344,7 @@ def _workload_label(spec: ExperimentSpec) -> str:
     return f"{label} on {data}" if data else label
 
 
-def _lone_footprints(exp_dir, spec: ExperimentSpec) -> list[float] | None:
+def _lone_footprints(exp_dir: Path, spec: ExperimentSpec) -> list[float] | None:
     """Each job's steady GPU memory alone (MiB) as the lone runs in `exp_dir` measured it, one entry per job of a
     run of `spec`; None where a lone run is still missing."""
     if not exp_dir.exists():

@@ -14,6 +14,7 @@ from collections import Counter
 import pandas as pd
 
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.results import Results
 from colloc_kit.findings.read import MIX_MODELS, MPS, NAIVE, kind_of, mix_label, name_of, part_of
 
 __all__ = ["FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
@@ -32,7 +33,7 @@ KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label"]  # one run c
 TIE = 0.01  # Jain indexes closer than this are not told apart in the findings
 
 
-def shared_jobs(results, experiment: str, models: dict[str, str] | None = None) -> pd.DataFrame:
+def shared_jobs(results: Results, experiment: str, models: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per job of each cell of `experiment` whose jobs shared the card (`analysis.job_summary`, baselines as
     `read.configurations` takes them) with its kind and layout, its model's name in the study (`name`, e.g. 'R26')
     and its `cell` in the study's words: the mix ('R152 + R26 as 1+2'), else the workload and its jobs ('R26 bf16 x3').
@@ -53,7 +54,7 @@ def shared_jobs(results, experiment: str, models: dict[str, str] | None = None) 
     return jobs.assign(cell=[cells[key] for key in jobs[KEYS].itertuples(index=False, name=None)])
 
 
-def _sharing(row) -> str:
+def _sharing(row: pd.Series) -> str:
     return f"{row['kind']} {row['layout']}".strip()
 
 
@@ -110,7 +111,7 @@ def shares_table(jobs: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["experiment", "cell", "sharing"], ignore_index=True)
 
 
-def fairness_findings(results, models: dict[str, str] | None = None,
+def fairness_findings(results: Results, models: dict[str, str] | None = None,
                       experiments: tuple[str, ...] = ("seed-33", "seed-37")) -> dict | None:
     """The section's content: `shows` (one line), `evidence` (naive against MPS in each cell where either left a job
     behind, index under 1 - `TIE`; one line for the rest), `least_fair` and `shares` (tables, for reading); None

@@ -10,6 +10,7 @@ card's memory capacities (`capacities`, for `analysis.memory_fit`) and the MIG p
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import pandas as pd
 
@@ -166,7 +167,7 @@ def _claim_mps(cells33: pd.DataFrame, cells37: pd.DataFrame) -> dict:
                     evidence, rule)
 
 
-def _comparable(cells: pd.DataFrame):
+def _comparable(cells: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     """Groups of cells that trained the same thing (workload and copies, or mix) under different ways of sharing."""
     shared = cells[cells["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
     shared = shared[(shared["copies"] > 1) | shared["mix"].notna()]  # jobs that shared the card, not one alone
@@ -215,7 +216,7 @@ def gain_text(cell: pd.Series) -> str:
     return f"{mean:.2f} +- {ci:.2f} x" if _number(ci) else f"{mean:.2f} x (no CI)"
 
 
-def _number(value) -> bool:
+def _number(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from colloc_kit.analysis import summaries as analysis
-from colloc_kit.analysis.results import combine
+from colloc_kit.analysis.results import Results, combine
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments.seed import MIX_MODELS, MIXES
 from colloc_kit.gpu.mig_catalogue import model_for_device
@@ -194,7 +194,7 @@ def _measured_pair(measured: pd.DataFrame | None, mode: str, mix: str) -> tuple[
     return (float(hit["measured"].iloc[0]), float(hit["measured_ci"].iloc[0])) if len(hit) else (math.nan, math.nan)
 
 
-def mode_spec(config: Config | MoreWorkers):
+def mode_spec(config: Config | MoreWorkers) -> str | dict[str, str | list[str]]:
     """The kit's mode (what `colloc_kit.run` takes) that runs a configuration."""
     if not isinstance(config, Config) or config.mode not in ("partitions", "mig"):
         return config.mode
@@ -265,10 +265,10 @@ def _runs_here(config: Config | MoreWorkers, device: str) -> str | None:
     """Why `config`'s mode cannot run on this machine's GPU 0 (e.g. MIG with MIG mode off), or None."""
 
     spec = mode_spec(config)
-    return mode_class(spec if isinstance(spec, str) else spec["name"]).unavailable_here(device=device)
+    return mode_class(spec if isinstance(spec, str) else str(spec["name"])).unavailable_here(device=device)
 
 
-def local_target(results) -> Target:
+def local_target(results: Results) -> Target:
     """The target of runs read from a folder: this host's cores; the GPU the runs name (H100 80GB if none)."""
 
     names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else pd.Series([], dtype=str)

@@ -57,7 +57,7 @@ class Cell:
     source: str = ""
 
 
-def _float(value) -> float | None:
+def _float(value: float | None) -> float | None:
     return None if value is None or value != value else float(value)
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from colloc_kit.analysis import figures
 from colloc_kit.errors import BadInput
@@ -255,7 +255,8 @@ def _shares(config: Config, target: Target) -> list[_Share]:
     return out
 
 
-def _memory(config: Config, lone: Sequence[LoneProfile], shares: Sequence[_Share], target: Target):
+def _memory(config: Config, lone: Sequence[LoneProfile], shares: Sequence[_Share],
+            target: Target) -> tuple[bool, list[str]]:
     """(fits, the arithmetic in words)."""
     need = [p.memory_mb for p in lone if p.memory_mb is not None and p.memory_mb == p.memory_mb]  # not NaN
     if len(need) < len(lone):
@@ -274,7 +275,7 @@ def _memory(config: Config, lone: Sequence[LoneProfile], shares: Sequence[_Share
                   + ("fits" if fits else "does not fit")]
 
 
-def _shared_loads(config: Config, lone: Sequence[LoneProfile], cal: Calibration):
+def _shared_loads(config: Config, lone: Sequence[LoneProfile], cal: Calibration) -> list[tuple[str, float, str]]:
     """[(limit, load, words)] of the limits all jobs share."""
     if any(p.device != "cuda" for p in lone):
         return []
@@ -301,7 +302,8 @@ def _shared_loads(config: Config, lone: Sequence[LoneProfile], cal: Calibration)
     return out
 
 
-def _own_loads(config: Config, p: LoneProfile, share: _Share, target: Target, cal: Calibration):
+def _own_loads(config: Config, p: LoneProfile, share: _Share, target: Target,
+               cal: Calibration) -> list[tuple[str, float]]:
     """[(limit, load)] of one job's own limits: its partition, its host cores."""
     out = []
     if config.layout is not None and p.sm_demand is not None:
@@ -328,6 +330,7 @@ def _binding(jobs: Sequence[JobPrediction]) -> str:
     return max(loss, key=loss.__getitem__)
 
 
-def with_calibration(calibration: Calibration, **changes) -> Calibration:
-    """A copy with some constants changed (what `predict_check.fit` searches over)."""
+def with_calibration(calibration: Calibration, **changes: Any) -> Calibration:
+    """A copy with some constants changed (what `predict_check.fit` searches over). Any: the fields are named at
+    run time (floats, and `fitted_on` a str)."""
     return replace(calibration, **changes)

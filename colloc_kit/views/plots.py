@@ -10,6 +10,7 @@ reports draw the same JSON with the one plotly.js of their folder, offline.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -246,9 +247,9 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
     return fig
 
 
-def _job_hover(row) -> str:
+def _job_hover(row: Any) -> str:  # Any: a row of `itertuples()`, a namedtuple whose fields are the frame's columns
     """One job's hover text: who it is, its slowdown, its shares, its configuration's fairness."""
-    def known(value) -> bool:
+    def known(value: object) -> bool:
         return value == value and value is not None  # not NaN
 
     lines = [f"{row.job} ({row.workload})", f"slowdown {row.epoch_time_growth_mean:.2f}x"]

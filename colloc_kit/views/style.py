@@ -185,7 +185,7 @@ def series(frame: pd.DataFrame) -> pd.Series:
     return labels
 
 
-def category(value) -> str:
+def category(value: float | str) -> str:
     """A category's text: 2 for 2.0, the value itself otherwise."""
     return str(int(value)) if _is_number(value) and float(value).is_integer() else str(value)
 
@@ -200,5 +200,5 @@ def in_order(values: pd.Series) -> list[str]:
     return [category(v) for v in (sorted(unique) if all(_is_number(v) for v in unique) else unique)]
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> bool:
     return pd.api.types.is_number(value) and not pd.api.types.is_bool(value)

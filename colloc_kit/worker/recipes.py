@@ -18,6 +18,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import torch
+    from torchvision import transforms
 
 __all__ = ["IMAGENET_NORM", "RECIPES", "Recipe", "SEED_FLIP", "SEED_JITTER", "SEED_RATIO", "SEED_SCALE",
            "device_normaliser", "seed_transform"]
@@ -43,7 +48,7 @@ RECIPES = {
 }
 
 
-def seed_transform(size: int):
+def seed_transform(size: int) -> transforms.Compose:
     """timm's own training transform as train.py builds it (`create_transform(size, is_training=True)` with its
     default flags and `--train-interpolation random`), ending in a uint8 CHW tensor as timm's prefetching loader
     yields it."""
@@ -53,14 +58,15 @@ def seed_transform(size: int):
                             color_jitter=SEED_JITTER, interpolation="random", use_prefetcher=True)
 
 
-def device_normaliser(device, memory_format):
+def device_normaliser(device: torch.device,
+                      memory_format: torch.memory_format) -> Callable[[torch.Tensor], torch.Tensor]:
     """uint8 images on the device -> float, ImageNet-normalised, in `memory_format` (timm's prefetcher step)."""
     import torch  # noqa: PLC0415 - heavy: loaded when a job is built
 
     mean = torch.tensor([m * 255 for m in IMAGENET_NORM[0]], device=device).view(1, 3, 1, 1)
     std = torch.tensor([s * 255 for s in IMAGENET_NORM[1]], device=device).view(1, 3, 1, 1)
 
-    def normalise(images):
+    def normalise(images: torch.Tensor) -> torch.Tensor:
         return ((images.float() - mean) / std).contiguous(memory_format=memory_format)
 
     return normalise
