@@ -1,8 +1,9 @@
 """Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes.
 
 1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
-   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised): p50 within
-   5 %.
+   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), the two
+   interleaved over `--cost-rounds` rounds: p50 within 5 %. The rates offered below are 30 % of each model's
+   capacity alone as measured here.
 2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
    x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
    training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
@@ -11,12 +12,13 @@
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
-p99's CI, requests/s, share within the SLO), `plain_vs_kit.csv`, `summary.md`, with --confirm `confirm.md` and
-`confirm.csv`, and the runs themselves (`runs/`, as the kit writes
-them, for `colloc-kit show` and the reference set `h100-inference`).
+p99's CI, requests/s, share within the SLO), `plain_vs_kit.csv` (and its rounds), `summary.md`, with --confirm
+`confirm.md` and `confirm.csv`, and the runs themselves (`runs/`, as the kit writes them, for `colloc-kit show` and
+the reference set `h100-inference`).
 
     python benchmarks/inference.py --out $OUT/inference            # the H100 set (about 8 minutes)
     python benchmarks/inference.py --tiny --out /tmp/inference      # CPU: tiny models, 2-s windows (labelled so)
+    python benchmarks/inference.py --cost-only --cost-rounds 4      # only the kit's own cost
 
 The H100 runs ship as the reference set `h100-inference` (notebook 10, course sheet 5 and `advise --serve` read it):
 
@@ -29,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ import pandas as pd
 import colloc_kit
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
-from colloc_kit.worker.process import QUICK_START
+from colloc_kit.stats import ci95
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -105,9 +106,9 @@ def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple
     return out
 
 
-def plain_p50_ms(served: dict, tiny: bool, requests: int) -> float:
-    """p50 of a plain PyTorch loop serving the same requests one at a time, in a process of its own (CUDA stays
-    out of the benchmark's process, as it stays out of the kit's)."""
+def plain_p50_ms(served: dict, tiny: bool, seconds: float) -> float:
+    """p50 of a plain PyTorch loop serving the same requests one at a time for `seconds` after 20 warm ones, in a
+    process of its own (CUDA stays out of the benchmark's process, as it stays out of the kit's)."""
     code = f"""
 import json, time, torch
 from colloc_kit.worker.models import build_model
@@ -118,41 +119,49 @@ model = build_model({served['model']!r}, 1000, side).to(device).eval()
 host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
 times = []
 with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-    for i in range({requests} + 20):
+    for i in range(20):
+        model(host.to(device, non_blocking=True)).argmax(1).cpu()
+    end = time.perf_counter() + {seconds}
+    while time.perf_counter() < end:
         t0 = time.perf_counter()
         model(host.to(device, non_blocking=True)).argmax(1).cpu()
         times.append(time.perf_counter() - t0)
-times = sorted(times[20:])
+times = sorted(times)
 print(json.dumps(1000 * times[len(times) // 2]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-KIT_VARIANTS = {  # where the kit's own cost could come from: each arm changes one thing of the default cell
-    "kit_p50_ms": ({}, {}, {}),
-    "kit_no_monitor_p50_ms": ({"monitor": False}, {}, {}),
-    "kit_fresh_process_p50_ms": ({}, {}, {QUICK_START: "0"}),  # no zygote: `python -m colloc_kit.worker` as before
-    "kit_unpinned_p50_ms": ({"placement": "unpinned"}, {}, {}),  # no core block, no OMP_NUM_THREADS: torch's defaults
-    "kit_autotune_off_p50_ms": ({}, {"cudnn_autotune": "off"}, {}),  # cuDNN's defaults, as the plain loop has them
-}
-
-
-def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, variant: str = "kit_p50_ms") -> float:
-    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service;
-    `variant`: a KIT_VARIANTS arm."""
+def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, round_: int) -> float:
+    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service."""
     device = "cpu" if args.tiny else "cuda"
-    spec_options, job_options, environment = KIT_VARIANTS[variant]
-    job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1, **job_options)
-    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-{variant}",
-                          **spec_options)
-    os.environ.update(environment)
-    try:
-        results = colloc_kit.run_spec(spec, out=runs, progress=False)
-    finally:
-        for name in environment:
-            os.environ.pop(name)
+    job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-round{round_}")
+    results = colloc_kit.run_spec(spec, out=runs, progress=False)
     return float(results.jobs["latency_p50_ms"].iloc[0]) if "latency_p50_ms" in results.jobs else math.nan  # failed
+
+
+def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
+    """The kit's own cost per served model: the plain loop and the kit's job alone, interleaved round by round (a
+    host that slows for a while slows both arms alike); per model the medians of the rounds' p50s and the mean
+    ratio kit / plain over the rounds with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every arm."""
+    rounds: list[dict] = []
+    for round_ in range(args.cost_rounds):
+        for name, served in (TINY if args.tiny else SERVED).items():
+            rounds.append({"model": name, "round": round_,
+                           "plain_p50_ms": plain_p50_ms(served, args.tiny, args.seconds)})
+            rounds[-1]["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+            pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
+    table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
+    rows = []
+    for name, part in table.groupby("model", sort=False):
+        ratio, half = ci95(part["ratio"].dropna())
+        rows.append({"model": name, "rounds": len(part), "plain_p50_ms": part["plain_p50_ms"].median(),
+                     "kit_p50_ms": part["kit_p50_ms"].median(), "kit_over_plain": ratio - 1, "ci95": half})
+    cost = pd.DataFrame(rows)
+    cost.to_csv(out / "plain_vs_kit.csv", index=False)
+    return cost
 
 
 def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:
@@ -181,9 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="benchmarks/results/h100/inference")
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
-    p.add_argument("--plain-requests", type=int, default=300)
-    p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv), each arm of "
-                   "KIT_VARIANTS")
+    p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
+    p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
@@ -191,21 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     runs = out / "runs"
     started = time.monotonic()
-    served_models = TINY if args.tiny else SERVED
-    variants = list(KIT_VARIANTS) if args.cost_only else ["kit_p50_ms"]
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    for name, served in served_models.items():
-        rows.append({"model": name, "plain_p50_ms": plain_p50_ms(served, args.tiny, args.plain_requests)})
-        for variant in variants:
-            rows[-1][variant] = kit_alone_p50_ms(served, args, runs, variant)
-            cost = pd.DataFrame(rows).assign(kit_over_plain=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"] - 1)
-            cost.to_csv(out / "plain_vs_kit.csv", index=False)  # after every arm: a run cut short keeps its part
+    cost = kit_cost(args, out, runs)
     print(cost.to_string(index=False), flush=True)
     if args.cost_only:
         return 0
-    parts = []
     rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
+    parts = []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
         results = colloc_kit.run_spec(spec, out=runs, progress=False)
