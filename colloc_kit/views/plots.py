@@ -73,7 +73,7 @@ def by_mode(summary: pd.DataFrame, metric: str, title: str, y_title: str, x: str
             continue
         for label, points in rows.groupby("series", sort=True):
             points = points.sort_values(x)
-            notes = points.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).fillna("")
+            notes = points.reindex(columns=["jobs_label", "repeats", "bound_by", "flags"]).astype(object).fillna("")
             fig.add_scatter(x=points[x], y=points[mean], name=label, legendgroup=label,
                             showlegend=label not in {t.name for t in fig.data}, mode="lines+markers",
                             line={"color": palette[label]},
