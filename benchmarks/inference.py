@@ -7,8 +7,8 @@
 2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
    x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
    training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
-   25 %, for the frontier, and MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
-   driver 550+; `gpu.txt` records the driver).
+   25 %, for the frontier, MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
+   driver 550+; `gpu.txt` records the driver) and MPS in MIG-shaped partitions (3g serving, 4g training).
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
@@ -62,8 +62,9 @@ def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
     if not cuda:
         return [ModeSpec("naive")]
     shares = (TRAIN_SHARE, *FRONTIER_SHARES) if mix_index == 0 else (TRAIN_SHARE,)
-    priority = [ModeSpec("mps", {"client_priority": [0, *[1] * 8]})] if mix_index == 0 else []  # driver 550+
-    return [ModeSpec("naive"), ModeSpec("mps"), *priority,
+    first_only = [ModeSpec("mps", {"client_priority": [0, *[1] * 8]}),  # driver 550+
+                  ModeSpec("mps", {"partitions": ["3g", "4g"]})] if mix_index == 0 else []  # MIG-shaped: 3/7 serves
+    return [ModeSpec("naive"), ModeSpec("mps"), *first_only,
             *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
 
 
