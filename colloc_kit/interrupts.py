@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from types import TracebackType
+from typing import NoReturn
 
 __all__ = ["EXIT_INTERRUPTED", "exit_on_interrupt", "exit_interrupted"]
 
@@ -33,7 +34,7 @@ def exit_on_interrupt() -> None:
     sys.excepthook = exit_on_interrupt_hook
 
 
-def exit_interrupted(message: str) -> None:
+def exit_interrupted(message: str) -> NoReturn:
     """Print `colloc-kit: <message>` on stderr and end the process at once with exit code 130 (what was printed
     before is flushed; nothing else runs)."""
     for stream in (sys.stdout, sys.stderr):

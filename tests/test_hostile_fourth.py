@@ -6,6 +6,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from colloc_kit.store import claims
 from colloc_kit.store.manifest import JobEntry, Manifest, ModeRecord
 from colloc_kit.store.rundir import MANIFEST, RunDir, find_runs, this_runner
 from colloc_kit.tracking import log as mlflow_log
+from colloc_kit.tracking import writers
+from colloc_kit.tracking.records import COMPLETE_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32", "--steps", "3", "--warmup-steps", "1",
@@ -255,25 +258,60 @@ def test_a_run_waits_on_a_silent_tracking_server_a_bounded_time_and_says_so(tmp_
     hung.set()
 
 
-def test_ctrl_c_stops_an_export_at_once(tmp_path):
-    sqlite3 = pytest.importorskip("sqlite3")
+def whole_cells(db: Path) -> int:
+    """Cells an export wrote whole into the MLflow sqlite store `db` (the tag it sets last); 0 before its tables."""
+    import sqlite3  # noqa: PLC0415 - with the sqlite store's tests only
+
+    with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as store:
+        return store.execute(f"select count(*) from tags where key = '{COMPLETE_TAG}' and value = 'true'"
+                             ).fetchone()[0]
+    return 0
+
+
+def test_ctrl_c_stops_an_export_within_a_second_saying_what_was_written(tmp_path):
     pytest.importorskip("mlflow")
     db = tmp_path / "mlflow.db"
     proc = kit("export", "mlflow", "h100-80gb", "--tracking-uri", f"sqlite:///{db}")
-    written = 0
-    while proc.poll() is None and written < 2:
-        with contextlib.suppress(sqlite3.Error):
-            written = sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0]
-        time.sleep(0.1)
+    while proc.poll() is None and whole_cells(db) < 1:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     interrupted = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    elapsed = time.monotonic() - interrupted
+    out, err = proc.communicate()
     assert proc.returncode == 130 and "Traceback" not in err, err
-    assert time.monotonic() - interrupted < 20  # the interpreter's exit on this busy 2-core machine included
-    shipped = reference.load("h100-80gb")
-    total = len(shipped.runs) + len(shipped.jobs)  # a parent run per cell, a child per job
-    written = sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0]
-    assert written < total / 2, (written, total)  # the remaining cells were not written first
+    assert elapsed < 1.0, f"{elapsed:.2f} s from Ctrl-C to the export's exit"
+    said = err.strip().splitlines()[-1]
+    written, cells = map(int, re.search(r"has (\d+) of (\d+) cells written", said).groups())
+    assert cells == len(reference.load("h100-80gb").runs) and out == "", (said, out)
+    assert 1 <= written == whole_cells(db) < cells / 2, (said, whole_cells(db))  # the line says what the store holds
+    assert f"{cells - written} not written" in said and "export again" in said, said
+
+
+def test_a_stopped_export_starts_no_mlflow_call_and_waits_a_bounded_time_for_those_under_way():
+    hung, calls_made = threading.Event(), []
+
+    def put(cell: int) -> str:
+        calls_made.append(cell)
+        calls.answer(cell)
+        return "created"
+
+    def answer(cell: int) -> None:
+        if cell == 0:
+            hung.wait(30)  # the first cell's call hangs (a server that stopped answering)
+        time.sleep(0.02)
+
+    calls = writers.Calls(argparse.Namespace(answer=answer))
+    each = writers.written(list(range(100)), put, calls, (OSError,), workers=2)
+    assert next(each) == (1, "created")
+    started = time.monotonic()
+    each.close()  # the caller stopped: Ctrl-C, an error
+    assert time.monotonic() - started < writers.STOP_GRACE_S + 0.5
+    time.sleep(0.2)
+    assert calls.stopped and len(calls_made) < 50, calls_made  # the rest never started
+    with pytest.raises(writers.Stopped):
+        calls.answer(2)
+    hung.set()
 
 
 # ---------------------------------------------------------------- a batch interrupted or terminated

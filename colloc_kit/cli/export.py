@@ -9,7 +9,7 @@ The source is an experiment folder (`<out>/<name>`), a folder of them, or a refe
 that `colloc-kit reference export` wrote: its tables only, no event logs or samples). One parent run per run folder,
 one child run per job (`mlflow_records`); exporting again adds nothing that is there (`mlflow_log`). Exit 0, 1 where
 a broken run was skipped (named on stderr), 2 for bad input (no runs, a server that does not answer), before anything
-is written.
+is written; 130 for Ctrl-C, within a second, with one line saying what was written and what not.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from typing import Any, Callable
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
 from colloc_kit.errors import BadInput
+from colloc_kit.interrupts import exit_interrupted
 from colloc_kit.store.rundir import find_runs
-from colloc_kit.tracking.log import check, export
+from colloc_kit.tracking.log import ExportInterrupted, check, export
 
 __all__ = ["add_subcommands", "main_export"]
 
@@ -50,7 +51,19 @@ def add_subcommands(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main_export(args: argparse.Namespace) -> int:
-    """`colloc-kit export mlflow`: check the source and the server, read the runs, write them; the exit code."""
+    """`colloc-kit export mlflow`: check the source and the server, read the runs, write them; the exit code. Ctrl-C
+    ends the process at once (`exit_interrupted`, 130): the interpreter's usual exit, tearing down MLflow, SQLAlchemy
+    and pandas, takes seconds on a busy machine, and the writers are daemon threads, stopped already."""
+    try:
+        return _export(args)
+    except ExportInterrupted as exc:
+        exit_interrupted(str(exc))
+    except KeyboardInterrupt:
+        exit_interrupted(f"interrupted; no run was written to MLflow at {args.tracking_uri}")
+
+
+def _export(args: argparse.Namespace) -> int:
+    """The export itself: bad input refused before anything is written; the exit code."""
     if not args.tracking_uri:
         raise BadInput("give the tracking server with --tracking-uri (e.g. http://127.0.0.1:5000) or set "
                        "MLFLOW_TRACKING_URI")

@@ -3,10 +3,11 @@ imported only in `log`, and only when used.
 
     records      one parent run per cell's run folder, one child run per job, built from `load()`'s frames
     log          `export` (runs or a reference set to a server), `log_cell` (one cell as it completes)
+    writers      the daemon threads that write cells, stopped within a second by Ctrl-C (`written`, `Calls`)
 
     >>> from colloc_kit.tracking import records
     >>> records.__name__
     'colloc_kit.tracking.records'
 """
 
-__all__ = ["log", "records"]
+__all__ = ["log", "records", "writers"]

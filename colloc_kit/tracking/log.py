@@ -11,13 +11,13 @@ folder becomes one parent run with one child run per job (`mlflow_records` says 
 `MlflowClient.log_batch`. The export is idempotent: a run already there (tag `colloc_kit.run_id`) is not written
 again, only what it lacks is added (e.g. normalized throughput once its cell's baseline ran); the tag
 `colloc_kit.exported` is set last, so a run that an export left half-written lacks it, and the next export replaces it.
+Ctrl-C stops the writers (`writers`) within a second; `ExportInterrupted` says what was written and what not.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import sys
 import tempfile
 import threading
@@ -35,8 +35,10 @@ from colloc_kit.paths import check_folder
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.rundir import RunDir, effective_status, find_runs
 from colloc_kit.tracking.records import COMPLETE_TAG, JOB_TAG, KIND_TAG, RUN_TAG, STATUS_TAG, Record, records
+from colloc_kit.tracking.writers import Calls, written
 
-__all__ = ["Exported", "Unreachable", "check", "export", "log_cell", "log_experiment", "warn_unreachable"]
+__all__ = ["ExportInterrupted", "Exported", "Unreachable", "check", "export", "log_cell", "log_experiment",
+           "warn_unreachable"]
 
 INSTALL = "pip install 'colloc-kit[mlflow]'"
 PROBE_TIMEOUT_S = 5.0
@@ -55,6 +57,10 @@ SETTINGS = {  # MLflow's client settings while the kit writes (a value set in th
 
 class Unreachable(BadInput):
     """An MLflow tracking server that did not answer the probe (a run goes on with a warning; an export stops)."""
+
+
+class ExportInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an export's writing; its message says what was written and what not (`Exported.cut`)."""
 
 
 @dataclass
@@ -85,6 +91,19 @@ class Exported:
                  f"{len(self.filled)} completed with figures they lacked" if self.filled else "",
                  f"{len(self.running)} still running, not written: export again when they end" if self.running else ""]
         return f"MLflow at {self.uri}: {', '.join(p for p in parts if p)}; experiments {where or 'none'}"
+
+    def cut(self, cells: int) -> str:
+        """What an export interrupted after this much of `cells` cells leaves, in one line.
+
+        >>> Exported("sqlite:///m.db", created=["r1"], skipped=["r0"], jobs=2).cut(5)  # doctest: +ELLIPSIS
+        'interrupted; MLflow at sqlite:///m.db has 1 of 5 cells written (2 jobs), 1 already there; 3 not written ...'
+        """
+        written = self.created + self.replaced
+        there = f", {len(self.skipped) + len(self.filled)} already there" if self.skipped or self.filled else ""
+        rest = cells - len(written) - len(self.skipped) - len(self.filled)
+        return (f"interrupted; MLflow at {self.uri} has {len(written)} of {cells} cells written ({self.jobs} jobs)"
+                f"{there}; {rest} not written (a cell cut midway lacks the tag {COMPLETE_TAG}=true and the next "
+                "export replaces it): export again to write them")
 
 
 def check(uri: str) -> None:
@@ -153,53 +172,26 @@ def export(results: Results, uri: str, experiment: str | None = None, samples: b
         except tracker.errors as exc:
             raise BadInput(f"the MLflow tracking server at {uri} refused the export before anything was written: "
                            f"{_short(exc)}") from None
-        for n, (cell, outcome) in enumerate(_written(cells, tracker, done.experiments, workers)):
-            if isinstance(outcome, BaseException):
-                raise CollocKitError(f"MLflow at {uri} failed after {n} of {len(cells)} cells, at run "
-                                     f"{cell.run_id}: {_short(outcome)}; export again: complete runs are skipped and "
-                                     "a half-written one is replaced") from None
-            getattr(done, outcome).append(cell.run_id)
-            done.jobs += len(cell.children) if outcome in ("created", "replaced") else 0
+        counting = threading.Lock()
+
+        def put(cell: Record) -> str:  # counted by its writer: a cell ended while the export stops is counted too
+            outcome = tracker.put(cell, done.experiments[cell.experiment])
+            with counting:
+                getattr(done, outcome).append(cell.run_id)
+                done.jobs += len(cell.children) if outcome in ("created", "replaced") else 0
+            return outcome
+
+        try:
+            with contextlib.closing(written(cells, put, tracker.client, tracker.errors, workers)) as each:
+                for n, (cell, outcome) in enumerate(each):
+                    if isinstance(outcome, BaseException):
+                        raise CollocKitError(f"MLflow at {uri} failed after {n} of {len(cells)} cells, at run "
+                                             f"{cell.run_id}: {_short(outcome)}; export again: complete runs are "
+                                             "skipped and a half-written one is replaced") from None
+        except KeyboardInterrupt:
+            with counting:
+                raise ExportInterrupted(done.cut(len(cells))) from None
     return done
-
-
-def _written(cells: list[Record], tracker: "_Tracker", experiments: dict[str, str],
-             workers: int) -> Iterator[tuple[Record, Any]]:
-    """Each cell as it is written, `workers` at a time, with its outcome (or the error that stopped it). The writers
-    are daemon threads that take no new cell once the caller stops (an interrupt, an error): Ctrl-C ends an export
-    within a second, and a cell it left half-written is replaced by the next export."""
-    todo: queue.Queue = queue.Queue()
-    for cell in cells:
-        todo.put(cell)
-    ended: queue.Queue = queue.Queue()
-    stop = threading.Event()
-
-    def writer() -> None:
-        while not stop.is_set():
-            try:
-                cell = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                ended.put((cell, tracker.put(cell, experiments[cell.experiment])))
-            except BaseException as exc:  # noqa: BLE001 - MLflow's errors said by the caller, any other raised
-                ended.put((cell, exc))
-
-    for _ in range(max(1, min(workers, len(cells)))):
-        threading.Thread(target=writer, name="mlflow-writer", daemon=True).start()
-    try:
-        for _ in cells:
-            item = None
-            while item is None:
-                with contextlib.suppress(queue.Empty):
-                    item = ended.get(timeout=0.2)  # short waits: an interrupt is heard between them
-            if isinstance(item[1], BaseException) and not isinstance(item[1], tracker.errors):
-                raise item[1]
-            yield item
-            if isinstance(item[1], BaseException):
-                return
-    finally:
-        stop.set()
 
 
 def log_cell(uri: str, run: RunDir, reading: RunReading) -> None:
@@ -263,7 +255,7 @@ class _Tracker:
 
         self.Metric, self.Param, self.RunTag = Metric, Param, RunTag
         try:
-            self.client = client_class(tracking_uri=uri)
+            self.client = Calls(client_class(tracking_uri=uri))  # an interrupted export starts no call after it
         except self.errors as exc:
             raise BadInput(f"MLflow cannot use the tracking URI {uri!r}: {_short(exc)}") from None
         self.uri = uri
