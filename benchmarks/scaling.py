@@ -1,12 +1,15 @@
-"""Does the kit scale with a machine's GPUs on a matrix like a user's, and what does a cell cost beyond its window?
+r"""Does the kit scale with a machine's GPUs on a matrix like a user's, and what does a cell cost beyond its window?
 
 `run`: 36 cells (the seed recipe's timm ResNet-26 on stand-in CIFAR-10, made here with `colloc-kit data make`, and a
-synthetic ResNet-26; naive and MPS at 1, 2 and 3 copies; 3 repeats) on 1, 2 and all GPUs of this machine, one pass
-after another in one command. Each pass gets the same cores per lane (the host's cores split by the most GPUs of any
-pass), so a lane's loader-bound cells measure alike whatever the pass. Written under --out: `walls.csv` (wall time and
-speed-up per pass), `figures.csv` (per workload, mode and copies: each pass's mean images/s over the repeats with its
-95 % CI, and whether it agrees with one GPU's), `lanes.csv` (where each lane's time went: `cell_phases.lane_phases`),
-`cells.csv`, and `scaling.md`.
+synthetic ResNet-26; naive and MPS at 1, 2 and 3 copies; 3 repeats) on 1, 2 and all GPUs of this machine, a pass each,
+the same cores per lane in each (the host's split by its GPUs). Before a pass: its estimate, cells x (window + a cell's
+seconds beyond it: measured by the passes so far, else 10 s) / GPUs; one that does not fit what is left of --budget-s
+is not started. A pass ends with its record, `gpus-N/pass.json`: a later command with the same --out, settings and
+card reads it instead of running the pass again; a pass folder without one (cut short) is refused. Under --out, after
+each pass, over every recorded pass: `walls.csv` (wall time, speed-up over the fewest GPUs'), `figures.csv` (per
+workload, mode and copies: each pass's mean images/s with its 95 % CI, and whether it agrees with the fewest GPUs'),
+`lanes.csv` (`cell_phases.lane_phases`), `scaling.md`; `cells.csv` after each experiment (the kit's API hands a run's
+cells back only at its end).
 
 `ab`: the old cell path against the new one (`COLLOC_KIT_QUICK_START=0` / `1`) on one GPU, interleaved round by round
 (old, new; then new, old), each arm's cells in a folder of their own: images/s of lone and collocated cells side by
@@ -16,21 +19,42 @@ the study's cuDNN autotuning costs a cell.
 
     python3 benchmarks/scaling.py run --out OUT/scaling --seconds 5              # 1, 2 and all GPUs
     python3 benchmarks/scaling.py ab --out OUT/ab --rounds 3 --autotune-off     # one GPU, old path against new
-    python3 benchmarks/scaling.py run --out /tmp/s --tiny --passes 1,2          # the CPU with stand-in GPUs: a check
+    python3 benchmarks/scaling.py run --out /tmp/s --tiny --passes 1 --seconds 1 --repeats 2    # the CPU with
+    python3 benchmarks/scaling.py run --out /tmp/s --tiny --passes 2 --seconds 1 --repeats 2    # stand-in GPUs
+
+Lent machines, two calls of at most 9 minutes, the pass folders carried between them as a tar. 36 cells x (3-s window
++ 10 s) = 468 s on one GPU (5-s windows overran 600 s on a four-H200's one GPU: more than the one-H100 A/B's 8.4 s),
+18 x 13 = 234 s on two, 9 x 13 = 117 s on four. Call 1, the one-GPU pass, 468 s + about 15 s of data and start under
+`--budget-s 505` (`timeout 515` ends an overrun; tables and tar still come back), on `nvidia-h100-x2`/`-h200-x2` and
+on a four-GPU kind alike:
+
+    export PYTHONUNBUFFERED=1; S=/tmp/scaling; timeout -k 10 515 python3 benchmarks/scaling.py run --out $S \
+      --seconds 3 --passes 1 --budget-s 505; cp $S/*.csv $S/*.md $OUT/; tar czf $OUT/passes.tgz -C $S gpus-1
+
+Then here: `echo /.carry/ >> .git/info/exclude; mkdir -p .carry; cp FILES_AT/passes.tgz .carry/`. Call 2 carries
+`.carry`, on the same kind (a pass of another card is refused): two GPUs `--passes 2` (234 s), four `--passes 2,4`
+(351 s):
+
+    export PYTHONUNBUFFERED=1; S=/tmp/scaling; mkdir -p $S; tar xzf .carry/passes.tgz -C $S; timeout -k 10 515 \
+      python3 benchmarks/scaling.py run --out $S --seconds 3 --passes 2,4 --budget-s 505; cp $S/*.csv $S/*.md \
+      $OUT/; tar czf $OUT/passes.tgz -C $S $(cd $S && echo gpus-*)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
-from cell_phases import LANE_PHASES, cell_phases, lane_phases
+from cell_phases import cell_phases
+from scaling_passes import PASS_RECORD, Passes, overlap, recorded_passes, refuse
 
 import colloc_kit
 from colloc_kit import machine, supervise
@@ -49,6 +73,7 @@ SYNTHETIC_JOB = {"model": "resnet26", "batch_size": 128, "image_size": 224, "amp
 TINY_JOB = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "workers": 0, "interval_s": 0.2,
             "synthetic_samples": 64}
 STANDIN_IMAGES = 10_000  # stand-in CIFAR-10 images: enough for a 5-s window's epochs, quick to write
+
 
 
 def matrix(seconds: float, data_root: Path | None, tiny: bool, repeats: int = 3, autotune: str = "study",
@@ -78,83 +103,76 @@ def cores(allowed: list[int]):
         os.sched_setaffinity(0, before)
 
 
-def run_pass(specs: list[ExperimentSpec], gpus: int, per_lane: int, out: Path) -> dict:
-    """The experiments on the first `gpus` GPUs, `per_lane` cores each, into `out`: its wall time and span."""
-    allowed = supervise.host_cores()[:gpus * per_lane]
+def run_pass(specs: list[ExperimentSpec], gpus: int, settings: dict, out: Path,
+             after_each: Callable[[list[Path]], None]) -> dict:
+    """The experiments on the first `gpus` GPUs, `settings["per_lane"]` cores each, into `out`, `after_each` called
+    with the experiments done after each; at its end its record, `out/pass.json`: wall time, span, settings."""
+    allowed = supervise.host_cores()[:gpus * settings["per_lane"]]
     t0 = time.time()
     with cores(allowed), kept_lanes():  # the experiments' cells through one set of lanes, as `seed-NN` runs its own
-        for spec in specs:
+        for done, spec in enumerate(specs, 1):
             colloc_kit.run_spec(spec.__class__.from_mapping({**spec.to_dict(), "gpus": list(range(gpus))}), out=out,
                                 progress=False)
+            after_each([out / earlier.name for earlier in specs[:done]])
     t1 = time.time()
     runs = colloc_kit.load(out).runs
-    return {"gpus": gpus, "cores": len(allowed), "wall_s": t1 - t0, "t0": t0, "t1": t1, "cells": len(runs),
-            "complete": int((runs["status"] == "complete").sum())}
-
-
-def figures(results: dict[int, colloc_kit.Results]) -> pd.DataFrame:
-    """Per (experiment, mode, copies): each pass's mean aggregate and per-job images/s over the repeats, each with
-    its 95 % CI (Student's t over the repeats), and whether it agrees with the first pass's (the CIs overlap)."""
-    rows = []
-    for gpus, found in results.items():
-        job_means = found.jobs.groupby("run_id")["images_per_s"].mean()
-        runs = found.runs.assign(job_mean=found.runs["run_id"].map(job_means))
-        for (experiment, mode, copies), cell in runs.groupby(["experiment", "mode_label", "copies"]):
-            (agg, agg_ci), (job, job_ci) = ci95(cell["aggregate_images_per_s"]), ci95(cell["job_mean"])
-            rows.append({"experiment": experiment, "mode": mode, "copies": copies, "gpus": gpus,
-                         "repeats": len(cell), "aggregate_images_per_s": agg, "aggregate_ci": agg_ci,
-                         "job_images_per_s": job, "job_ci": job_ci})
-    table = pd.DataFrame(rows)
-    first = table[table["gpus"] == min(results)].set_index(["experiment", "mode", "copies"])
-    agree = []
-    for _, row in table.iterrows():
-        base = first.loc[(row["experiment"], row["mode"], row["copies"])]
-        agree.append(_overlap(row["aggregate_images_per_s"], row["aggregate_ci"], base["aggregate_images_per_s"],
-                              base["aggregate_ci"]))
-    return table.assign(agrees_with_first=agree)
-
-
-def _overlap(a: float, a_ci: float, b: float, b_ci: float) -> bool:
-    """Whether a +- a_ci and b +- b_ci overlap (a missing CI counts as none: the values must then be equal)."""
-    a_ci, b_ci = (0.0 if pd.isna(x) else x for x in (a_ci, b_ci))
-    return bool(abs(a - b) <= a_ci + b_ci)
+    wall = {"gpus": gpus, "cores": len(allowed), "wall_s": t1 - t0, "t0": t0, "t1": t1, "cells": len(runs),
+            "complete": int((runs["status"] == "complete").sum()), "machine": _machine(), "settings": settings}
+    (out / PASS_RECORD).write_text(json.dumps(wall, indent=1) + "\n")
+    return wall
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Every pass, then the tables (see the module)."""
-    passes = _passes(args.passes)
-    data_root = None if args.tiny else _standin(args.data_root or args.out / 'data', args.images)
+    """The passes not yet recorded under --out, each while its estimate fits --budget-s, then the tables over every
+    recorded pass (see the module)."""
+    started = time.monotonic()
+    passes, here = _passes(args.passes)
+    settings = {"seconds": args.seconds, "warmup_steps": args.warmup_steps, "repeats": args.repeats,
+                "cudnn_autotune": args.cudnn_autotune, "tiny": args.tiny, "images": args.images,
+                "per_lane": max(1, len(supervise.host_cores()) // here), "card": _card()}
+    recorded = recorded_passes(args.out, settings)
+    todo = [gpus for gpus in passes if gpus not in recorded]
+    data_root = None if args.tiny or not todo else _standin(args.data_root or args.out / 'data', args.images)
     specs = matrix(args.seconds, data_root, args.tiny, args.repeats, args.cudnn_autotune, args.warmup_steps)
-    per_lane = len(supervise.host_cores()) // max(passes)
-    walls, results, lanes, cells = [], {}, [], []
-    for gpus in passes:
-        folder = args.out / f"gpus-{gpus}"
-        if folder.exists():
-            sys.exit(f"scaling: {folder} exists (the kit would reuse its cells, measuring nothing); give a fresh --out")
-        wall = run_pass(specs, gpus, per_lane, folder)
+    done = Passes(args.out, specs)
+    for gpus in sorted(recorded):
+        print(f"{gpus} GPU(s): read from {args.out / f'gpus-{gpus}' / PASS_RECORD} ({recorded[gpus]['wall_s']:.1f} s"
+              f", {recorded[gpus]['machine']}), not run again", flush=True)
+        done.add(recorded[gpus])
+    if recorded:
+        _write_tables(args, done, sorted(recorded))
+    cells = sum(len(spec.modes) * len(spec.copies) * spec.repeats for spec in specs)
+    for gpus in todo:
+        estimate, how = done.estimate(cells, gpus, args.seconds)
+        left = None if args.budget_s is None else args.budget_s - (time.monotonic() - started)
+        print(f"{gpus} GPU(s): estimate {estimate:.0f} s ({how})" + (f"; {left:.0f} s left of --budget-s" if left
+                                                                     is not None else ""), flush=True)
+        if left is not None and estimate > left:
+            print(f"scaling: the {gpus}-GPU pass not started: its estimate does not fit the {left:.0f} s left of "
+                  f"--budget-s {args.budget_s:g}; run it in a later command with this --out (its pass folders "
+                  f"carried) and --passes {','.join(map(str, todo[todo.index(gpus):]))}", flush=True)
+            break
+        wall = run_pass(specs, gpus, settings, args.out / f"gpus-{gpus}", lambda e, g=gpus: done.write_cells(g, e))
         print(f"{gpus} GPU(s): {wall['complete']}/{wall['cells']} cells complete in {wall['wall_s']:.1f} s",
               flush=True)
-        walls.append(wall)
-        results[gpus] = colloc_kit.load(folder)
-        experiments = [folder / spec.name for spec in specs]
-        lanes += [{"gpus": gpus, **lane} for lane in lane_phases(experiments, wall["t0"], wall["t1"])]
-        cells += [{"gpus": gpus, "experiment": e.name, **row} for e in experiments for row in cell_phases(e)]
-        wall_table = pd.DataFrame(walls)  # the tables after each pass: a command cut short keeps what it measured
-        wall_table["speed_up"] = wall_table["wall_s"].iloc[0] / wall_table["wall_s"]
-        tables = {"walls": wall_table.drop(columns=["t0", "t1"]), "figures": figures(results),
-                  "lanes": pd.DataFrame(lanes)[["gpus", "gpu", "cells", *LANE_PHASES, "overhead_per_cell_s"]],
-                  "cells": pd.DataFrame(cells)}
-        _write(args.out, "scaling", tables, _run_notes(args, tables))
+        done.add(wall)
+        _write_tables(args, done, sorted(recorded))  # after each pass: a command cut short keeps what it measured
     return 0
 
 
-def _passes(given: str) -> list[int]:
-    """The GPU counts of the passes, `all` as this machine's count, each once, in the order given."""
+def _passes(given: str) -> tuple[list[int], int]:
+    """The GPU counts of the passes, `all` as this machine's count, each once, in the order given; and that count."""
     here = len(machine.gpu_list()[0])
-    counts = [here if p == "all" else int(p) for p in given.split(",")]
-    if not counts or min(counts) < 1 or max(counts) > here:
-        sys.exit(f"scaling: --passes takes GPU counts from 1 to {here} (this machine's) or all, got {given!r}")
-    return list(dict.fromkeys(counts))
+    counts = [here if p == "all" else int(p) if p.isdigit() else 0 for p in given.split(",")]
+    if min(counts) < 1 or max(counts) > here:
+        refuse(f"--passes takes GPU counts from 1 to {here} (this machine's) or all, got {given!r}")
+    return list(dict.fromkeys(counts)), here
+
+
+def _write_tables(args: argparse.Namespace, done: Passes, read: list[int]) -> None:
+    """The tables of `done` and scaling.md under --out; `read`: the GPUs of the passes read from their records."""
+    tables = done.tables()
+    _write(args.out, "scaling", tables, _run_notes(args, tables, read))
 
 
 def _standin(root: Path, images: int) -> Path:
@@ -162,12 +180,15 @@ def _standin(root: Path, images: int) -> Path:
     return make("cifar10", root, images=images, progress=False)
 
 
-def _run_notes(args: argparse.Namespace, tables: dict[str, pd.DataFrame]) -> list[str]:
+def _run_notes(args: argparse.Namespace, tables: dict[str, pd.DataFrame], read: list[int]) -> list[str]:
+    """What the tables say in words; `read`: the GPUs of the passes read from their records (earlier commands)."""
     walls, figs, lanes = tables["walls"], tables["figures"], tables["lanes"]
     later = figs[figs["gpus"] != walls["gpus"].iloc[0]]
     notes = [f"command: `python3 benchmarks/scaling.py run --out {args.out} --seconds {args.seconds:g} --warmup-steps "
              f"{args.warmup_steps} --repeats {args.repeats} --passes {args.passes} --cudnn-autotune "
-             f"{args.cudnn_autotune}{' --tiny' if args.tiny else ''}`; machine: {_machine()}",
+             f"{args.cudnn_autotune}{' --tiny' if args.tiny else ''}`; machine: {_machine()}"
+             + (f"; passes on {', '.join(map(str, read))} GPU(s) read from their {PASS_RECORD} (an earlier command's, "
+                f"its machine in walls.csv)" if read else ""),
              f"cudnn_autotune {args.cudnn_autotune}" + (" (another workload than the study's: these figures never mix "
                                                         "with the study's)" if args.cudnn_autotune != "study" else ""),
              f"figures agree with the first pass's (95 % CIs over the repeats overlap) in "
@@ -222,7 +243,7 @@ def _ab_figures(jobs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"arm": arm, "copies": copies, "cells": len(cell), "job_images_per_s": mean, "ci": half})
     table = pd.DataFrame(rows)
     old = table[table["arm"] == "old"].set_index("copies")
-    return table.assign(agrees_with_old=[_overlap(r["job_images_per_s"], r["ci"], old.loc[r["copies"],
+    return table.assign(agrees_with_old=[overlap(r["job_images_per_s"], r["ci"], old.loc[r["copies"],
                                                   "job_images_per_s"], old.loc[r["copies"], "ci"])
                                          for _, r in table.iterrows()])
 
@@ -242,10 +263,14 @@ def _ab_notes(args: argparse.Namespace, tables: dict[str, pd.DataFrame]) -> list
     return notes
 
 
+def _card() -> str:
+    """This machine's GPU model(s): a pass recorded on another card is never compared with this one's."""
+    return ", ".join(sorted({g["name"] for g in machine.gpu_list()[0]})) or "no GPU"
+
+
 def _machine() -> str:
     gpus, why = machine.gpu_list()
-    names = sorted({g["name"] for g in gpus})
-    return f"{len(gpus)} x {', '.join(names)}, {len(supervise.host_cores())} cores" if gpus else f"no GPU ({why})"
+    return f"{len(gpus)} x {_card()}, {len(supervise.host_cores())} cores" if gpus else f"no GPU ({why})"
 
 
 def _write(out: Path, name: str, tables: dict[str, pd.DataFrame], notes: list[str]) -> int:
@@ -285,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("--warmup-steps", type=int, default=10)
     sub.choices["run"].add_argument("--passes", default="1,2,all", help="GPU counts, one pass each: 1,2,all")
     sub.choices["run"].add_argument("--repeats", type=int, default=3)
+    sub.choices["run"].add_argument("--budget-s", type=float, help="seconds this command may take: a pass whose "
+                                    "estimate does not fit what is left is not started")
     sub.choices["run"].add_argument("--cudnn-autotune", choices=("study", "off"), default="study",
                                     help="the jobs' cudnn_autotune (off: another workload, labelled so)")
     sub.choices["ab"].add_argument("--rounds", type=int, default=2, help="rounds of the arms, order alternating")
