@@ -265,7 +265,7 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
     error = error_cell = error_source = None
     try:
         papermill.execute_notebook(str(notebook), str(output), parameters=parameters, kernel_name="python3",
-                                   kernel_manager_class=current_python_kernel_manager(), progress_bar=False,
+                                   kernel_manager_class=current_python_kernel_manager(folder), progress_bar=False,
                                    cwd=str(folder), execution_timeout=cell_timeout_s, start_timeout=120)
     except papermill.PapermillExecutionError as exc:
         error, error_cell = f"{exc.ename}: {exc.evalue}", exc.exec_count
@@ -284,9 +284,10 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
                            flags=flags_of(output) if output.exists() else {})
 
 
-def current_python_kernel_manager() -> type:
+def current_python_kernel_manager(log_folder: Path | None = None) -> type:
     """A kernel manager class whose only kernelspec is ipykernel's own for sys.executable (never a stale install),
-    talking to the kernel over unix sockets."""
+    talking to the kernel over unix sockets; with `log_folder` (a batch's folder) the kernels' own stderr goes to
+    its `KERNEL_LOG` (a batch stopped mid-cell: ZMQ's complaints), never to the batch's terminal."""
     from jupyter_client.kernelspec import (  # noqa: PLC0415 - notebook execution, loaded when a batch runs
         KernelSpecManager,
     )
@@ -305,9 +306,8 @@ def current_python_kernel_manager() -> type:
             return KernelSpecManager(kernel_dirs=[], ensure_native_kernel=True)
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
-            folder = kw.get("cwd")  # a batch's folder: the kernel's own messages (a batch stopped mid-cell: ZMQ's)
-            with open(Path(folder) / KERNEL_LOG, "ab") if folder else contextlib.nullcontext() as log:  # go to a log
-                kw.setdefault("stderr", log)  # there, never on the batch's terminal; elsewhere where they were
+            with open(log_folder / KERNEL_LOG, "ab") if log_folder else contextlib.nullcontext() as log:
+                kw.setdefault("stderr", log)  # papermill runs the kernel in the folder by chdir, not by its `cwd`
                 await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return CurrentPythonKernelManager
