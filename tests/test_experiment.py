@@ -172,11 +172,14 @@ def test_cli_run_and_show(tmp_path, capsys):
     assert "j1-smallcnn" in capsys.readouterr().out
 
 
-def test_cli_exit_1_when_a_job_fails(tmp_path):
+def test_cli_exit_1_when_a_job_fails_and_stderr_names_the_job_its_run_and_why(tmp_path, capsys):
     argv = ["run", "--model", "smallcnn", "--device", "cpu", "--steps", "20", "--warmup-steps", "2", "--image-size",
             "32", "--batch-size", "8", "--workers", "0", "--fail-at-step", "3", "--no-monitor", "--quiet",
             "--out", str(tmp_path)]
     assert main(argv) == 1
+    (job,) = colloc_kit.load(tmp_path).jobs.itertuples()
+    said = capsys.readouterr().err
+    assert f"colloc-kit: {job.job} of run {job.run_id} failed: {job.error}" in said and job.error
 
 
 def test_sigterm_stops_the_run_cleanly(tmp_path):
