@@ -16,6 +16,7 @@ from colloc_kit.predict import serve_advise
 from colloc_kit.serving import slo_ms
 from colloc_kit.spec import JobSpec, ModeSpec
 from colloc_kit.views.frontier import safe_share
+from colloc_kit.views.style import short_label
 from colloc_kit.worker.serve import Arrivals, FakeClock, Server
 
 
@@ -163,7 +164,9 @@ def test_advice_picks_the_most_training_within_the_slo_and_refuses_an_unmeasured
     with pytest.raises(BadInput, match="no measured run serves resnet50 at 300"):
         serve_advise.choose(table, "resnet50", 300, "25ms", "resnet50 x2")
     figure = safe_share(table)
-    assert len(figure.data) == 4 and {t.name for t in figure.data} == set(table["mode_label"][:4])
+    assert len(figure.data) == 4 and {t.name for t in figure.data} == set(map(short_label, table["mode_label"][:4]))
+    # the SLO is said in the plot's title, never by an annotation on the log axis (plotly puts one at 10**x there)
+    assert [a.xref for a in figure.layout.annotations] == ["paper"] and "SLO 25 ms" in figure.layout.annotations[0].text
 
 
 def test_advise_serve_exits_2_without_units_or_without_data(capsys):

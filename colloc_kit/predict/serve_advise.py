@@ -89,8 +89,8 @@ class Advice:
             return "no measured shared setting kept the p99 within the SLO: serve alone, or measure more settings"
         r = self.row
         return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
-                f"{r['latency_p99_ms']:.1f} ms (95 % CI {_bound(r['latency_p99_ms_lo'])}-"
-                f"{_bound(r['latency_p99_ms_hi'])}) <= {r['slo_ms']:g} ms ({self.source})")
+                f"{r['latency_p99_ms']:.1f} ms ({_ci(r['latency_p99_ms_lo'], r['latency_p99_ms_hi'])}) <= "
+                f"{r['slo_ms']:g} ms ({self.source})")
 
 
 def choose(table: pd.DataFrame, served: str, rate_per_s: float, slo: str, beside: str) -> Advice:
@@ -143,5 +143,17 @@ def normal_mix(text: str) -> str:
     return mix_label(models)
 
 
-def _bound(value: float) -> str:
-    return "?" if value is None or math.isnan(value) else f"{value:.1f}"
+def _ci(low: float | None, high: float | None) -> str:
+    """A p99's 95 % CI in words; an order statistic has no bound where too few requests lie beyond it.
+
+    >>> _ci(6.3, 14.0), _ci(6.3, float("nan")), _ci(None, None)
+    ('95 % CI 6.3-14.0', '95 % CI from 6.3; too few requests for its upper bound', 'too few requests for its 95 % CI')
+    """
+    known = [v is not None and not math.isnan(v) for v in (low, high)]
+    if all(known):
+        return f"95 % CI {low:.1f}-{high:.1f}"
+    if known[0]:
+        return f"95 % CI from {low:.1f}; too few requests for its upper bound"
+    if known[1]:
+        return f"95 % CI up to {high:.1f}; too few requests for its lower bound"
+    return "too few requests for its 95 % CI"
