@@ -379,11 +379,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def print_failures(results: Results) -> None:
-    """One line on stderr per failed job: which, in which run, why, and what to do where the cause is the machine's
-    (a full disk, a folder made read-only), so that a run's failure is never only a status in a table."""
-    if "error" not in results.jobs:
-        return
-    for job in results.jobs[results.jobs["status"] == FAILED].itertuples():
+    """One line on stderr per failed job: which, in which run, why, and what to do where the machine is the cause."""
+    jobs = results.jobs.reindex(columns=["job", "run_id", "status", "error"])
+    for job in jobs[jobs["status"] == FAILED].itertuples():
         advice = next((text for numbers, text in OS_ADVICE
                        if any(os.strerror(n) in str(job.error) for n in numbers)), None)
         print(f"colloc-kit: {job.job} of run {job.run_id} failed: {job.error}" + (f"; {advice}" if advice else ""),
@@ -393,7 +391,9 @@ def print_failures(results: Results) -> None:
 def print_tables(results: Results) -> None:
     """The runs and jobs tables of `results`, as `run` and `show` print them."""
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:,.2f}".format):
-        print("\nruns\n" + results.runs[[c for c in RUN_COLUMNS if c in results.runs]].to_string(index=False))
-        print("\njobs\n" + results.jobs[[c for c in JOB_COLUMNS if c in results.jobs]].to_string(index=False))
+        for name, frame, columns in (("runs", results.runs, RUN_COLUMNS), ("jobs", results.jobs, JOB_COLUMNS)):
+            shown = frame[[c for c in columns if c in frame]]  # what a row lacks as a dash (None prints as None)
+            text = {c: shown[c].astype(object).fillna("-") for c in shown.select_dtypes(exclude="number")}
+            print(f"\n{name}\n" + shown.assign(**text).to_string(index=False, na_rep="-"))
     print_gains(results)
 
