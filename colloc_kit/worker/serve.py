@@ -174,8 +174,8 @@ def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device
         images = host[:n_requests * spec.batch_size].to(device, non_blocking=True)
         return model(images).argmax(1).cpu()  # the classes back on the host: the device is synchronised
 
-    # one inference and autocast context for the whole service, as a server holds it: autocast then casts the weights
-    # once (its cache lives as long as the context), not on every request
+    # one inference and autocast context for the whole service, entered once as a server (and the benchmark's plain
+    # loop) holds it, not per request
     with torch.inference_mode(), torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
         return _prime_and_serve(spec, writer, torch, device, begin, {**timing, **built}, run)
 
