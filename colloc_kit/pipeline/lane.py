@@ -79,9 +79,9 @@ class Lane(contextlib.AbstractContextManager):
         with claims.turn(folder.path, device, functools.partial(_say_waiting, cell, device)), \
                 claims.claimed(folder.path, cell.cell_id) as other:
             state = folder.cell_states().get(cell.cell_id) if other is None else None
-            why = (f"held by {claims.describe(other)}" if other is not None
-                   else f"{state.status} in {state.run.path.name}"
-                   if state is not None and state.status in (COMPLETE, RUNNING) else None)
+            why = f"held by {claims.describe(other)}" if other is not None else None
+            if state is not None and state.status in (COMPLETE, RUNNING):  # (state is None where another holds it)
+                why = f"{state.status} in {state.run.path.name}"
             if why is not None:
                 print(f"colloc-kit: cell {cell.label} left to another kit on {folder.path} ({why}); not run here",
                       file=sys.stderr, flush=True)

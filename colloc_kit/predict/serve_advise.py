@@ -149,7 +149,7 @@ def _ci(low: float | None, high: float | None) -> str:
     >>> _ci(6.3, 14.0), _ci(6.3, float("nan")), _ci(None, None)
     ('95 % CI 6.3-14.0', '95 % CI from 6.3; too few requests for its upper bound', 'too few requests for its 95 % CI')
     """
-    known = [v is not None and not math.isnan(v) for v in (low, high)]
+    known = [bool(pd.notna(v)) for v in (low, high)]
     if all(known):
         return f"95 % CI {low:.1f}-{high:.1f}"
     if known[0]:

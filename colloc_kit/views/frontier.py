@@ -7,8 +7,6 @@ per run, a colour per setting, the SLO as a line; filled points met it, open one
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -28,13 +26,13 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
     served = sorted(shared["served"].unique())
     slos = {name: slo_ms if slo_ms is not None else shared.loc[shared["served"] == name, "slo_ms"].dropna().max()
             for name in served}
-    fig = grid([f"{s} served" + (f" (SLO {slos[s]:g} ms: dashed)" if _given(slos[s]) else "") for s in served], title,
+    fig = grid([f"{s} served" + (f" (SLO {slos[s]:g} ms: dashed)" if pd.notna(slos[s]) else "") for s in served], title,
                shared_y=False)
     palette = colours(sorted(shared["setting"].unique()))
     for i, name in enumerate(served):
         rows, slo = shared[shared["served"] == name], slos[name]
         for label, points in rows.groupby("setting", sort=True):
-            met = points["latency_p99_ms"] <= slo if _given(slo) else points["within_slo"]
+            met = points["latency_p99_ms"] <= slo if pd.notna(slo) else points["within_slo"]
             fig.add_trace(go.Scatter(
                 x=points["latency_p99_ms"], y=points["train_images_per_s"], mode="markers", name=label,
                 legendgroup=label, showlegend=i == 0,
@@ -44,13 +42,8 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
                          "arrayminus": (points["latency_p99_ms"] - points["latency_p99_ms_lo"]).fillna(0)},
                 text=points["mix"], hovertemplate="%{text}<br>p99 %{x:.1f} ms<br>training %{y:.0f} images/s"),
                 **where(i))
-        if _given(slo):  # no annotation on it: on a log axis plotly places one at 10**x (an axis up to 1e28 ms)
+        if pd.notna(slo):  # no annotation on it: on a log axis plotly places one at 10**x (an axis up to 1e28 ms)
             fig.add_vline(x=slo, line_dash="dash", **where(i))
         fig.update_xaxes(title_text="inference p99 (ms)", type="log", **where(i))
         fig.update_yaxes(title_text="training images/s beside it", **where(i))
     return fig
-
-
-def _given(slo: float | None) -> bool:
-    """Whether an SLO is set (a number, not NaN)."""
-    return slo is not None and not math.isnan(slo)
