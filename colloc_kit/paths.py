@@ -1,7 +1,8 @@
-"""Every folder a command takes, checked in one place before anything starts: `run --out` (and `demo`, `seed-NN`,
-`advise --confirm`), `--data-root`, `data make --root`, `batch --out` and `--notebooks`, `status`, `show`,
-`reference export`. A folder that is not text, too long, absent, a file, or not writable (or readable) is refused
-with what is wrong and what to do (BadInput: exit 2), never found out half-way through a run.
+"""Every folder a command takes, made absolute and checked in one place before anything starts: `run --out` (and
+`demo`, `seed-NN`, `advise --confirm`), `--data-root`, `data make --root`, `batch --out` and `--notebooks`, `status`,
+`show`, `reference export`; a relative path is taken against the working folder of that moment, and never again. A
+folder that is not text, too long, absent, a file, or not writable (or readable) is refused with what is wrong and
+what to do (BadInput: exit 2), never found out half-way through a run.
 
     >>> import tempfile
     >>> check_folder(tempfile.mkdtemp() + "/new/runs", "results folder (--out)", write=True).name
@@ -23,7 +24,7 @@ from typing import Any
 
 from colloc_kit.errors import BadInput
 
-__all__ = ["PATH_MAX", "check_folder", "shown"]
+__all__ = ["PATH_MAX", "absolute", "check_folder", "shown"]
 
 PATH_MAX = 4096  # bytes in a path (Linux); a folder name's limit is the file system's (NAME_MAX, usually 255)
 _SHOWN_CHARS = 120
@@ -43,11 +44,29 @@ def shown(path: Any) -> str:
     return f"{text[:60]}...({len(text):,} characters)...{text[-40:]}"
 
 
+def absolute(path: str | os.PathLike) -> Path:
+    """`path` made absolute against the working folder of the moment it enters the kit (`~` expanded), so that
+    nothing downstream depends on where the process stands later (papermill's kernels, a worker's run folder).
+
+    >>> import os
+    >>> absolute("runs") == Path(os.getcwd(), "runs")
+    True
+    >>> absolute("/tmp/../tmp/runs")
+    PosixPath('/tmp/runs')
+    """
+    try:
+        return Path(os.path.abspath(Path(path).expanduser()))
+    except FileNotFoundError:  # os.getcwd(): the folder this process stands in was removed
+        raise BadInput(f"{shown(path)} is relative, and the current folder no longer exists; cd to a folder that "
+                       "does, or give an absolute path") from None
+
+
 def check_folder(path: Any, what: str, *, write: bool = False, exists: bool = False) -> Path:
-    """`path` as a Path, once it is fit to be the folder `what` names (e.g. "results folder (--out)"); BadInput
-    otherwise. `write`: files will be made in it (it, or the nearest folder above it where it is absent, must be
-    writable); `exists`: it is read, so it must exist and be readable. Checked: text (UTF-8, no NUL), length (the
-    path and each name), existence, type (a folder, and no file where a folder above it should be), permission.
+    """`path` as an absolute Path (`absolute`), once it is fit to be the folder `what` names (e.g. "results folder
+    (--out)"); BadInput otherwise. `write`: files will be made in it (it, or the nearest folder above it where it is
+    absent, must be writable); `exists`: it is read, so it must exist and be readable. Checked: text (UTF-8, no NUL),
+    length (the path and each name), existence, type (a folder, and no file where a folder above it should be),
+    permission.
 
     >>> check_folder("/proc/version/x", "--out", write=True)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -59,7 +78,7 @@ def check_folder(path: Any, what: str, *, write: bool = False, exists: bool = Fa
     text = os.fsdecode(os.fspath(path))
     label = f"{what} {shown(text)}"
     _check_text(text, label)
-    folder = Path(text).expanduser()
+    folder = absolute(text)
     existing = _nearest_existing(folder, label)
     _check_length(folder, existing, label)
     if not existing.is_dir():
@@ -88,7 +107,7 @@ def _check_text(text: str, label: str) -> None:
 
 def _nearest_existing(folder: Path, label: str) -> Path:
     """`folder`, or the nearest folder above it that exists; BadInput where one of them cannot even be looked at."""
-    for candidate in (folder, *folder.parents):
+    for candidate in (folder, *folder.parents[:-1]):  # absolute: its last parent, the root, exists
         try:
             os.stat(candidate)
             return candidate
@@ -100,7 +119,7 @@ def _nearest_existing(folder: Path, label: str) -> Path:
         except OSError as exc:  # a file where a folder above should be (the next one up says which), too long
             if exc.errno not in (errno.ENOTDIR, errno.ENAMETOOLONG):
                 raise BadInput(f"{label}: {exc.strerror}; give another folder") from None
-    return Path(os.sep)  # reached only by a relative path in a folder that was removed
+    return Path(folder.anchor)
 
 
 def _check_length(folder: Path, existing: Path, label: str) -> None:

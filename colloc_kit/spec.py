@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes.registry import validate_mode_spec
+from colloc_kit.paths import absolute
 from colloc_kit.spec_baselines import BaselineKeys
 from colloc_kit.serving import check_serving
 
@@ -118,6 +119,8 @@ class JobSpec:
             _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
         _require(self.data_root is None or isinstance(self.data_root, str),
                  f"data_root must be a folder path (a string), got {_excerpt(self.data_root)}")
+        if self.data_root:  # absolute where it enters: a worker runs in its run's folder, a notebook in its batch's
+            object.__setattr__(self, "data_root", str(absolute(self.data_root)))
         for name in ("channels_last", "pin_memory"):
             _require(isinstance(getattr(self, name), bool),
                      f"{name} must be true or false, got {_excerpt(getattr(self, name))}")

@@ -2,15 +2,20 @@
 that the batch and browser tests read is run once per session; SIGINT raises KeyboardInterrupt in every test, however
 the run was started and whatever the test before it did."""
 
+import json
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from colloc_kit.batch import runner as batch
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BATCH_FOLDER = ROOT / "batch-runs"  # where the README's `colloc-kit batch` writes
 
 
 def _cuda_reason() -> str | None:
@@ -63,8 +68,19 @@ def has_mps_control() -> bool:
 
 @pytest.fixture(scope="session")
 def smoke(tmp_path_factory):
-    """The whole cpu-smoke profile, run once for the session (a few minutes on a 2-core CPU)."""
-    return batch.run_batch("cpu-smoke", out=tmp_path_factory.mktemp("batch"))
+    """The whole cpu-smoke profile, run once for the session (a few minutes on a 2-core CPU) as a user runs it: the
+    `colloc-kit batch` of this Python's environment, from the checkout's root, into its default `batch-runs/`; the
+    folder it made is then moved out of the checkout, and read back from its batch.json."""
+    before = set(DEFAULT_BATCH_FOLDER.glob("*")) if DEFAULT_BATCH_FOLDER.is_dir() else set()
+    done = subprocess.run([str(Path(sys.executable).with_name("colloc-kit")), "batch", "--profile", "cpu-smoke"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    (made,) = set(DEFAULT_BATCH_FOLDER.glob("*")) - before
+    folder = Path(shutil.move(made, tmp_path_factory.mktemp("batch") / made.name))
+    record = json.loads((folder / "batch.json").read_text())
+    record["notebooks"] = [batch.NotebookOutcome(**n) for n in record.pop("notebooks")]
+    report = batch.BatchReport(folder=folder, **record)
+    assert done.returncode == (1 if report.failed else 0), done.stderr[-3000:]
+    return report
 
 
 @pytest.fixture

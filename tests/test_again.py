@@ -5,6 +5,8 @@ import pytest
 import colloc_kit
 from colloc_kit.errors import BadInput
 from colloc_kit.notebook import setup as notebook
+from colloc_kit.pipeline import Tally
+from colloc_kit.pipeline.api import experiment_spec
 from colloc_kit.store.rundir import find_runs
 
 TINY = {"model": "smallcnn", "device": "cpu", "dataset": "synthetic", "batch_size": 8, "image_size": 32,
@@ -35,3 +37,23 @@ def test_a_notebooks_parameters_are_named_as_written_in_its_cell():
         notebook.check_parameters("gpu", ["resnet18"])
     with pytest.raises(BadInput, match=r"COPIES = \[0, 2\]"):
         notebook.check_parameters("auto", ["resnet18"], copies=[0, 2])
+
+
+def test_one_commands_experiments_sharing_a_cell_say_once_what_was_measured_and_reused(tmp_path, capsys):
+    """The seed study's experiments share their lone cells: the second experiment finding the first's lone cell
+    complete is not a re-run, so no notice; the closing line counts it as shared. The same command again reuses all."""
+    first = experiment_spec([TINY], "naive", [1], name="study", monitor=False)
+    second = experiment_spec([TINY], "naive", [1, 2], name="study", monitor=False)
+
+    def command() -> str:
+        tally = Tally()
+        for spec in (first, second):
+            colloc_kit.run_spec(spec, out=tmp_path, progress=False, tally=tally)
+        return tally.line("study")
+
+    assert command() == ("colloc-kit: study: 2 cells measured, 1 of them shared by later experiments (measured "
+                         "once, reused); nothing reused from an earlier command.")
+    again = command()
+    assert again.startswith("colloc-kit: study: 0 cells measured; 2 cells reused, complete from an earlier command "
+                            "(latest ") and again.endswith("give another --out or --name.")
+    assert "reused the run of" not in capsys.readouterr().out and len(find_runs(tmp_path)) == 2

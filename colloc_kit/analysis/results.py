@@ -39,6 +39,7 @@ from colloc_kit.analysis import fairness, latency, records
 from colloc_kit.analysis.lone import with_baselines
 from colloc_kit.analysis.records import JobFigures, JobRow
 from colloc_kit.errors import BrokenRun
+from colloc_kit.paths import absolute
 from colloc_kit.monitor import Samples, read_samples
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.manifest import JobEntry, JobOutcome, Manifest, SlotRecord
@@ -102,9 +103,9 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
     >>> results.broken                                                   # doctest: +SKIP
     {'runs/exp/20250101-120000-naive-x2-r0': 'runs/exp/.../manifest.json cannot be read as JSON (...)'}
     """
-    paths = path if isinstance(path, list) else [path]
+    folders = [absolute(p) for p in (path if isinstance(path, list) else [path])]
     readings, broken = [], {}
-    for run in (run for p in paths for run in find_runs(p)):
+    for run in (run for p in folders for run in find_runs(p)):
         try:
             readings.append(read_run(run))
         except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Arrow (Parquet) errors

@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
 from colloc_kit.errors import BadInput
 from colloc_kit.interrupts import exit_interrupted
+from colloc_kit.paths import absolute
 from colloc_kit.store.rundir import find_runs
 from colloc_kit.tracking.log import ExportInterrupted, check, export
 
@@ -80,7 +80,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _source(name: str, strict: bool) -> tuple[Callable[[], Any], str]:
     """How to read the runs `name` names (a function, so that the server is checked first) and a word for it."""
-    path = Path(name).expanduser()
+    path = absolute(name)
     shipped = ", ".join(reference.available()) or "none in this install"
     if path.is_dir() and (path / "runs.parquet").is_file():
         return (lambda: reference.load(path)), f"reference set {path.resolve()}"

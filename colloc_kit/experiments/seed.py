@@ -36,7 +36,7 @@ from colloc_kit.gpu.mig_catalogue import GpuModel, gpu_model, model_for_device, 
 from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
 from colloc_kit.machine import gpu_list
 from colloc_kit.modes.mps import partition_share
-from colloc_kit.pipeline import executors, run_spec
+from colloc_kit.pipeline import Tally, executors, run_spec
 from colloc_kit.pipeline.cell import preflight
 from colloc_kit.spec import AMP_CHOICES, ExperimentSpec, ModeSpec
 from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
@@ -302,16 +302,15 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     """
     folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
-    exp_dir = folder.path
     specs = experiments(seed, card)
     missing_data(seed.experiment, seed.data_root,
                  [job.data_root for spec in specs for job in spec.jobs if job.data_root])
     for spec in specs:  # every dataset and mode checked before the first cell starts
         preflight(spec)
-    parts = []
+    parts, tally = [], Tally()
     with executors.gpus.kept_lanes():  # over several GPUs: each lane (and its zygote) starts once, not per spec
         for spec in specs:
-            fitting, need = [], _lone_footprints(exp_dir, spec)  # the folder read once per spec, not once per mode
+            fitting, need = [], _lone_footprints(folder.path, spec)  # the folder read once per spec, not once per mode
             for mode in spec.modes:
                 why = _does_not_fit(need, mode, card)
                 if why:
@@ -320,7 +319,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
                 else:
                     fitting.append(mode)
             if fitting:
-                parts.append(run_spec(replace(spec, modes=fitting), out=out, progress=progress))
+                parts.append(run_spec(replace(spec, modes=fitting), out=out, progress=progress, tally=tally))
+    print(tally.line(seed.experiment))
     return combine(parts)
 
 

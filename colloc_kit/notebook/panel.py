@@ -30,6 +30,7 @@ import html
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import ipywidgets as w
@@ -43,6 +44,7 @@ from colloc_kit.errors import CollocKitError
 from colloc_kit.modes import registered
 from colloc_kit.notebook import background
 from colloc_kit.notebook import setup as notebook
+from colloc_kit.paths import absolute
 from colloc_kit.pipeline import run
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ModeSpec, with_changes
@@ -73,12 +75,12 @@ class ExperimentPanel:
     """
 
     def __init__(self, models: Sequence[str], modes: Sequence[Any] = ("naive",), copies: Sequence[int] = (1, 2, 4),
-                 batch_sizes: Sequence[int] = (32, 64, 128), job: dict | None = None, out: str = "runs",
+                 batch_sizes: Sequence[int] = (32, 64, 128), job: dict | None = None, out: str | Path = "runs",
                  name: str = "panel", time_limit_s: float = 600.0, more_models: Sequence[str] = (),
                  figure: Callable[[pd.DataFrame], go.Figure] = plots.throughput_vs_copies,
                  run_fn: Callable[..., Any] | None = None):
         self.job = dict(job or {})
-        self.out, self.name, self.figure_fn, self.run_fn = out, name, figure, run_fn
+        self.out, self.name, self.figure_fn, self.run_fn = absolute(out), name, figure, run_fn  # as it was made
         self.results = combine([])  # every run measured so far
         self.summary = pd.DataFrame()
         self.task: background.Background | None = None

@@ -13,6 +13,7 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     entry.py      a cell in a process of its own: a GPU executor's cell process, a Slurm task
     status.py     `colloc-kit status`
     api.py        `run`, `run_spec`, `sweep` (also `colloc_kit.run`, ...)
+    tally.py      what one command's several experiments measured, shared and reused, said once at its end
 
     >>> from colloc_kit.pipeline import run_spec
     >>> run_spec.__module__
@@ -22,5 +23,6 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
 from __future__ import annotations
 
 from colloc_kit.pipeline.api import run, run_spec, sweep
+from colloc_kit.pipeline.tally import Tally
 
-__all__ = ["run", "run_spec", "sweep"]
+__all__ = ["Tally", "run", "run_spec", "sweep"]

@@ -27,6 +27,7 @@ from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.precision import more_repeats
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.tally import Tally
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.tracking.log import log_experiment, warn_unreachable
@@ -95,12 +96,13 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
 
 
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True,
-             executor: str | Executor | None = None, again: bool = False) -> Results:
+             executor: str | Executor | None = None, again: bool = False, tally: Tally | None = None) -> Results:
     """Run every cell of `spec` not yet complete under out/<name>/ (saying which were reused, on stdout, and which
     skipped) and return the results of all its cells; an interrupt stops at once, keeping what was measured.
     `again=True`: every cell is measured as a new repeat, complete ones included. `executor`: where the cells run (a
     registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
-    submitted and the results of those already complete returned."""
+    submitted and the results of those already complete returned. `tally`: one command's several calls (the seed
+    study's experiments) counted in it, to be said once at the end, instead of a notice for each call."""
     folder = ExperimentFolder.writable(out, spec.name)
     if not isinstance(executor, Executor):
         kind, options = chosen(spec, executor)
@@ -110,13 +112,18 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
         warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
     plan = Plan.of(spec, folder, executor.in_flight())
     plan = _new_repeats(spec, plan, folder) if again else plan
-    say_reused(plan.done, folder)
+    if tally is None:
+        say_reused(plan.done, folder)
+    else:
+        tally.add([], _start_times(folder, plan.done))
     dataclasses.replace(plan, done=[]).say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
         while not spec.slurm and all(h.result() for h in handles) and (more := more_repeats(spec, folder)):
             handles += executor.submit(more)  # baselines short of their precision target: one more lone run each
             plan = dataclasses.replace(plan, all=plan.all + more)
+    if tally is not None:
+        tally.add([h.cell.cell_id for h in handles], {})
     readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
     results = _results(plan, readings, folder)
     if spec.mlflow and len(results.runs):
@@ -145,12 +152,18 @@ def say_reused(done: list[Cell], folder: ExperimentFolder) -> None:
     """
     if not done:
         return
-    states = folder.cell_states()
-    started = [states[c.cell_id].run.read_manifest().started_at for c in done if c.cell_id in states]
+    started = list(_start_times(folder, done).values())
     when = time.strftime("%H:%M", time.localtime(max(s for s in started if s is not None))) if any(started) else "?"
     print(f"colloc-kit: reused the run of {when} (nothing measured): {len(done)} cell(s) already complete in "
           f"{folder.path} ({', '.join(c.label for c in done)}). To measure again: FRESH = True in a notebook's "
           "parameters, again=True in colloc_kit.run, or the panel's Run.")
+
+
+def _start_times(folder: ExperimentFolder, done: list[Cell]) -> dict[str, float | None]:
+    """When the complete run of each cell of `done` in `folder` started (Unix time), where its manifest says."""
+    states = folder.cell_states()
+    return {c.cell_id: states[c.cell_id].run.read_manifest().started_at if c.cell_id in states else None
+            for c in done}
 
 
 def _results(plan: Plan, readings: dict[str, RunReading], folder: ExperimentFolder) -> Results:
