@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-import reprlib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
@@ -37,6 +35,7 @@ from colloc_kit.events import ErrorKind
 from colloc_kit.modes.registry import validate_mode_spec
 from colloc_kit.paths import absolute
 from colloc_kit.spec_baselines import BaselineKeys
+from colloc_kit.spec_checks import excerpt, is_int, is_positive_number, listed, require
 from colloc_kit.serving import check_serving
 
 __all__ = ["ExperimentSpec", "JobSpec", "ModeSpec", "RECIPE_DEFAULTS", "with_changes"]
@@ -113,42 +112,42 @@ class JobSpec:
     slo: str | None = _opt("serve: the latency target with units, e.g. 50ms", default=None)
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
+        require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
         for name in ("dataset", "amp", "device", "fail_kind", "recipe", "cudnn_autotune"):
             value = getattr(self, name)
-            _require(isinstance(value, str), f"{name} must be a name, got {_excerpt(value)}")
-        _require(self.data_root is None or isinstance(self.data_root, str),
-                 f"data_root must be a folder path (a string), got {_excerpt(self.data_root)}")
+            require(isinstance(value, str), f"{name} must be a name, got {excerpt(value)}")
+        require(self.data_root is None or isinstance(self.data_root, str),
+                 f"data_root must be a folder path (a string), got {excerpt(self.data_root)}")
         if self.data_root:  # absolute where it enters: a worker runs in its run's folder, a notebook in its batch's
             object.__setattr__(self, "data_root", str(absolute(self.data_root)))
         for name in ("channels_last", "pin_memory"):
-            _require(isinstance(getattr(self, name), bool),
-                     f"{name} must be true or false, got {_excerpt(getattr(self, name))}")
+            require(isinstance(getattr(self, name), bool),
+                     f"{name} must be true or false, got {excerpt(getattr(self, name))}")
         for name in ("batch_size", "epochs", "steps", "synthetic_samples", "image_size", "fail_at_step"):
             value = getattr(self, name)
             if value is not None:
-                _require(_is_int(value) and value > 0, f"{name} must be a positive integer, got {_excerpt(value)}")
+                require(is_int(value) and value > 0, f"{name} must be a positive integer, got {excerpt(value)}")
         for name in ("warmup_steps", "workers", "seed"):
-            _require(_is_int(getattr(self, name)) and getattr(self, name) >= 0,
-                     f"{name} must be a whole number >= 0, got {_excerpt(getattr(self, name))}")
+            require(is_int(getattr(self, name)) and getattr(self, name) >= 0,
+                     f"{name} must be a whole number >= 0, got {excerpt(getattr(self, name))}")
         for name in ("seconds", "interval_s", "lr", "min_seconds", "until_ci"):
             value = getattr(self, name)
             if value is not None:
-                _require(_is_positive_number(value), f"{name} must be a positive number, got {_excerpt(value)}")
-        _require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
+                require(is_positive_number(value), f"{name} must be a positive number, got {excerpt(value)}")
+        require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
                  "give at most one budget: epochs, steps or seconds")
         if self.until_ci is not None:
-            _require(self.until_ci < 1, f"until_ci is a share of the throughput such as 0.02, got "
-                                        f"{_excerpt(self.until_ci)}")
-            _require(self.seconds is not None and self.seconds >= self.min_seconds,
+            require(self.until_ci < 1, f"until_ci is a share of the throughput such as 0.02, got "
+                                        f"{excerpt(self.until_ci)}")
+            require(self.seconds is not None and self.seconds >= self.min_seconds,
                      "until_ci ends a window of at most `seconds`: give seconds (at least min_seconds, "
                      f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
-        _require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {_excerpt(self.amp)}")
-        _require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {_excerpt(self.device)}")
+        require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {excerpt(self.amp)}")
+        require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {excerpt(self.device)}")
         for name, choices in (("fail_kind", FAULT_CHOICES), ("recipe", RECIPE_CHOICES),
                               ("cudnn_autotune", ("study", "off"))):  # study: cudnn.benchmark, as the study's train.py
-            _require(getattr(self, name) in choices,
-                     f"{name} must be one of {', '.join(choices)}, got {_excerpt(getattr(self, name))}")
+            require(getattr(self, name) in choices,
+                     f"{name} must be one of {', '.join(choices)}, got {excerpt(getattr(self, name))}")
         check_serving(self)
 
     @classmethod
@@ -160,9 +159,9 @@ class JobSpec:
         4
         """
         known = {f.name for f in fields(cls)}
-        unknown = _listed(set(data) - known)
-        _require(not unknown, f"{where}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
-        _require("model" in data, f"{where}: 'model' is required")
+        unknown = listed(set(data) - known)
+        require(not unknown, f"{where}: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
+        require("model" in data, f"{where}: 'model' is required")
         recipe = data.get("recipe")
         defaults = RECIPE_DEFAULTS.get(recipe, {}) if isinstance(recipe, str) else {}
         try:
@@ -241,7 +240,7 @@ class ModeSpec:
         if isinstance(value, Mapping) and isinstance(value.get("name"), str):
             options = {k: v for k, v in value.items() if k != "name"}
             return cls(value["name"], options)
-        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {_excerpt(value)}; "
+        raise BadInput(f"a mode is a name such as 'naive' or a mapping with 'name' and options, got {excerpt(value)}; "
                        "write e.g. {name: mps, thread_percentage: 50}")
 
     @property
@@ -274,42 +273,42 @@ class ExperimentSpec(BaselineKeys):
 
     def __post_init__(self) -> None:
         super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (spec_baselines)
-        _require(len(self.jobs) > 0, "an experiment needs at least one job")
-        _require(len(self.modes) > 0,
+        require(len(self.jobs) > 0, "an experiment needs at least one job")
+        require(len(self.modes) > 0,
                  "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
-        _require(len(self.copies) > 0 and all(_is_int(c) and c > 0 for c in self.copies),
-                 f"copies must be positive integers, got {_excerpt(self.copies)}")
+        require(len(self.copies) > 0 and all(is_int(c) and c > 0 for c in self.copies),
+                 f"copies must be positive integers, got {excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)
-        _require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
+        require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
                                            f"jobs in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")
-        _require(_is_int(self.repeats) and self.repeats > 0,
-                 f"repeats must be a positive integer, got {_excerpt(self.repeats)}")
-        _require(_is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {_excerpt(self.gpu)}")
-        _require(isinstance(self.name, str) and self.name.strip(". ") and not set(self.name) & set("/\\\0"),
-                 f"name must be a folder name without / or \\ (e.g. resnet-study), got {_excerpt(self.name)}")
+        require(is_int(self.repeats) and self.repeats > 0,
+                 f"repeats must be a positive integer, got {excerpt(self.repeats)}")
+        require(is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {excerpt(self.gpu)}")
+        require(isinstance(self.name, str) and self.name.strip(". ") and not set(self.name) & set("/\\\0"),
+                 f"name must be a folder name without / or \\ (e.g. resnet-study), got {excerpt(self.name)}")
         if self.time_limit_s is not None:
-            _require(_is_positive_number(self.time_limit_s),
-                     f"time_limit_s must be a positive number of seconds, got {_excerpt(self.time_limit_s)}")
-        _require(self.placement in PLACEMENTS,
-                 f"placement must be one of {', '.join(PLACEMENTS)}, got {_excerpt(self.placement)}")
-        _require(isinstance(self.monitor, bool), f"monitor must be true or false, got {_excerpt(self.monitor)}")
-        _require(_is_positive_number(self.monitor_interval_s),
-                 f"monitor_interval_s must be a positive number of seconds, got {_excerpt(self.monitor_interval_s)}")
+            require(is_positive_number(self.time_limit_s),
+                     f"time_limit_s must be a positive number of seconds, got {excerpt(self.time_limit_s)}")
+        require(self.placement in PLACEMENTS,
+                 f"placement must be one of {', '.join(PLACEMENTS)}, got {excerpt(self.placement)}")
+        require(isinstance(self.monitor, bool), f"monitor must be true or false, got {excerpt(self.monitor)}")
+        require(is_positive_number(self.monitor_interval_s),
+                 f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:
-            _require(self.gpus == "all" or (isinstance(self.gpus, list) and self.gpus
-                                            and all(_is_int(g) and g >= 0 for g in self.gpus)),
-                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {_excerpt(self.gpus)}")
-            _require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
+            require(self.gpus == "all" or (isinstance(self.gpus, list) and self.gpus
+                                            and all(is_int(g) and g >= 0 for g in self.gpus)),
+                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {excerpt(self.gpus)}")
+            require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
                      f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
         if self.slurm is not None:  # its options are the Slurm executor's to check (pipeline/executors/slurm.py)
-            _require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
+            require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
         if self.mlflow is not None:
-            _require(isinstance(self.mlflow, str) and self.mlflow.strip(),
-                     f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {_excerpt(self.mlflow)}")
-            _require("@" not in urlsplit(self.mlflow).netloc, "mlflow: the tracking URI is recorded with the runs; "
+            require(isinstance(self.mlflow, str) and self.mlflow.strip(),
+                     f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {excerpt(self.mlflow)}")
+            require("@" not in urlsplit(self.mlflow).netloc, "mlflow: the tracking URI is recorded with the runs; "
                      "leave credentials out of it and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
         devices = {j.device for j in self.jobs}
-        _require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
+        require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         for mode in self.modes:
             validate_mode_spec(mode, device=self.device)
 
@@ -325,22 +324,22 @@ class ExperimentSpec(BaselineKeys):
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "ExperimentSpec":
         """Build from a YAML-like dict (see the module's example)."""
-        _require(isinstance(data, Mapping), f"a spec is a mapping of keys, got {type(data).__name__}")
+        require(isinstance(data, Mapping), f"a spec is a mapping of keys, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}
-        unknown = _listed(set(data) - known)
-        _require(not unknown, f"spec: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
+        unknown = listed(set(data) - known)
+        require(not unknown, f"spec: unknown key(s) {unknown}; valid keys: {', '.join(sorted(known))}")
         groups: Any = data.get("jobs")
-        _require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
+        require(isinstance(groups, list) and groups, "spec: 'jobs' must be a non-empty list of job groups")
         jobs = []
         for i, group in enumerate(groups):
-            _require(isinstance(group, Mapping), f"spec: jobs[{i}] must be a mapping such as {{model: resnet18}}")
+            require(isinstance(group, Mapping), f"spec: jobs[{i}] must be a mapping such as {{model: resnet18}}")
             jobs.append(JobSpec.from_mapping(group, where=f"jobs[{i}]"))
         modes = data.get("modes", ["naive"])
         modes = [modes] if isinstance(modes, (str, Mapping)) else modes
-        _require(isinstance(modes, list), "spec: 'modes' must be a list")
+        require(isinstance(modes, list), "spec: 'modes' must be a list")
         copies = data.get("copies", [1])
-        copies = [copies] if _is_int(copies) else copies
-        _require(isinstance(copies, list), "spec: 'copies' must be a number or a list of numbers")
+        copies = [copies] if is_int(copies) else copies
+        require(isinstance(copies, list), "spec: 'copies' must be a number or a list of numbers")
         rest = {k: v for k, v in data.items() if k not in ("jobs", "modes", "copies")}
         try:
             return cls(jobs=jobs, modes=[ModeSpec.parse(m) for m in modes], copies=copies, **rest)
@@ -359,36 +358,6 @@ class ExperimentSpec(BaselineKeys):
         data["jobs"] = [j.to_dict() for j in self.jobs]
         data["modes"] = [{"name": m.name, **m.options} for m in self.modes]
         return data
-
-
-def _require(condition: Any, message: str) -> None:
-    if not condition:
-        raise BadInput(message)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_positive_number(value: Any) -> bool:
-    """A finite number above zero; a bool is not a number here (`seconds: true` is refused, not taken as 1)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
-def _excerpt(value: Any, limit: int = 60) -> str:
-    """A short repr for messages: a huge value from a hostile spec is quoted in part, never whole."""
-    text = _REPR.repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _listed(keys: set, limit: int = 200) -> str:
-    """Keys as 'a, b, c' for a message, cut short after `limit` characters."""
-    text = ", ".join(sorted(str(k) for k in keys))
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict, _REPR.maxlevel = 50, 50, 6, 6, 3
 
 
 def _short(value: Any) -> str:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "colloc_kit"
 ROWS = {  # docs/architecture.md's table: a module may import only from its own row or the rows above
     0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats", "paths", "interrupts", "serving"],
     1: ["gpu"],
-    2: ["modes", "spec", "spec_yaml", "spec_baselines", "worker", "monitor"],
+    2: ["modes", "spec", "spec_checks", "spec_yaml", "spec_baselines", "worker", "monitor"],
     3: ["store", "analysis"],
     4: ["pipeline", "machine", "tracking"],
     5: ["views", "experiments", "findings", "reference", "notebook", "batch", "cli", "predict"],

@@ -145,7 +145,7 @@ def test_the_panel_call_builds_the_panel_from_the_notebooks_setup(tiny, mps_runs
     assert shown.mode.label == "mps"
     assert shown.copies.value == (2, 4) and shown.batch_size.value == 64 and shown.time_limit.value == 30
     assert shown.job == {"batch_size": 64, "device": "cuda", "amp": "bf16", "seconds": 8}
-    assert (shown.out, shown.name) == ("elsewhere", "04-mps-panel")
+    assert (shown.out, shown.name) == (Path.cwd() / "elsewhere", "04-mps-panel")
 
 
 def test_bad_input_shows_in_the_status_line_and_the_panel_stays_usable():

@@ -192,7 +192,7 @@ class ExperimentPanel:
             self._finish(*self.verdict())
         elif isinstance(error, KeyboardInterrupt):
             self._finish(f"<b>interrupted</b>: the jobs were stopped; the run is kept under "
-                         f"{html.escape(self.out)}/{html.escape(self.name)}, marked interrupted", "warning")
+                         f"{html.escape(str(self.out / self.name))}, marked interrupted", "warning")
         elif isinstance(error, CollocKitError):
             self._finish(f"<b>not run</b>: {html.escape(notebook.one_line(error))}", "danger")
         else:
