@@ -53,8 +53,17 @@ def sigint_as_before():
 
 
 def pytest_collection_modifyitems(config, items):
+    """GPU tests skipped without a GPU, with the reason; each test that shares a fixture wider than itself placed
+    with the others that share it (`xdist_group`), so that pytest-xdist's workers (`--dist loadgroup`) build each
+    such fixture once: a session fixture's users in one group (the cpu-smoke batch), a module fixture's in its
+    module's group (a JupyterLab, an MLflow server, a Slurm cluster); every other test goes wherever a worker is free."""
     reason = None
     for item in items:
+        shared = sorted(f"{d[-1].scope}-{name}" if d[-1].scope == "session" else f"module-{item.module.__name__}"
+                        for name, d in item._fixtureinfo.name2fixturedefs.items()
+                        if d and d[-1].scope in ("session", "module") and d[-1].baseid)  # ours, not a plugin's
+        if shared and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(shared[-1]))  # "session-..." sorts after "module-..."
         if item.get_closest_marker("gpu"):  # not `"gpu" in item.keywords`: that matches the colloc_kit/gpu/ folder
             reason = reason or _cuda_reason()
             if reason:

@@ -229,7 +229,7 @@ ALIAS_BOMB = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1]"] + [
 
 
 @pytest.mark.parametrize("text, says", [
-    (os.urandom(64) + b"\xff\xfe", "is not UTF-8 text"),
+    pytest.param(os.urandom(64) + b"\xff\xfe", "is not UTF-8 text", id="random bytes"),  # an id xdist's workers share
     ("name: caf\xe9\njobs: [{model: smallcnn}]\n".encode("latin-1"), "is not UTF-8 text"),
     ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 20 levels"),
     ("a:\n" + "".join("  " * i + "- \n" for i in range(1, 40)), "nested deeper than 20 levels"),
