@@ -117,37 +117,37 @@ class JobSpec:
             value = getattr(self, name)
             require(isinstance(value, str), f"{name} must be a name, got {excerpt(value)}")
         require(self.data_root is None or isinstance(self.data_root, str),
-                 f"data_root must be a folder path (a string), got {excerpt(self.data_root)}")
+                f"data_root must be a folder path (a string), got {excerpt(self.data_root)}")
         if self.data_root:  # absolute where it enters: a worker runs in its run's folder, a notebook in its batch's
             object.__setattr__(self, "data_root", str(absolute(self.data_root)))
         for name in ("channels_last", "pin_memory"):
             require(isinstance(getattr(self, name), bool),
-                     f"{name} must be true or false, got {excerpt(getattr(self, name))}")
+                    f"{name} must be true or false, got {excerpt(getattr(self, name))}")
         for name in ("batch_size", "epochs", "steps", "synthetic_samples", "image_size", "fail_at_step"):
             value = getattr(self, name)
             if value is not None:
                 require(is_int(value) and value > 0, f"{name} must be a positive integer, got {excerpt(value)}")
         for name in ("warmup_steps", "workers", "seed"):
             require(is_int(getattr(self, name)) and getattr(self, name) >= 0,
-                     f"{name} must be a whole number >= 0, got {excerpt(getattr(self, name))}")
+                    f"{name} must be a whole number >= 0, got {excerpt(getattr(self, name))}")
         for name in ("seconds", "interval_s", "lr", "min_seconds", "until_ci"):
             value = getattr(self, name)
             if value is not None:
                 require(is_positive_number(value), f"{name} must be a positive number, got {excerpt(value)}")
         require(sum(x is not None for x in (self.epochs, self.steps, self.seconds)) <= 1,
-                 "give at most one budget: epochs, steps or seconds")
+                "give at most one budget: epochs, steps or seconds")
         if self.until_ci is not None:
             require(self.until_ci < 1, f"until_ci is a share of the throughput such as 0.02, got "
                                         f"{excerpt(self.until_ci)}")
             require(self.seconds is not None and self.seconds >= self.min_seconds,
-                     "until_ci ends a window of at most `seconds`: give seconds (at least min_seconds, "
-                     f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
+                    "until_ci ends a window of at most `seconds`: give seconds (at least min_seconds, "
+                    f"{self.min_seconds:g}), e.g. --seconds 15 --until-ci 0.02")
         require(self.amp in AMP_CHOICES, f"amp must be one of {', '.join(AMP_CHOICES)}, got {excerpt(self.amp)}")
         require(self.device in DEVICE_CHOICES, f"device must be cuda or cpu, got {excerpt(self.device)}")
         for name, choices in (("fail_kind", FAULT_CHOICES), ("recipe", RECIPE_CHOICES),
                               ("cudnn_autotune", ("study", "off"))):  # study: cudnn.benchmark, as the study's train.py
             require(getattr(self, name) in choices,
-                     f"{name} must be one of {', '.join(choices)}, got {excerpt(getattr(self, name))}")
+                    f"{name} must be one of {', '.join(choices)}, got {excerpt(getattr(self, name))}")
         check_serving(self)
 
     @classmethod
@@ -275,38 +275,38 @@ class ExperimentSpec(BaselineKeys):
         super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (spec_baselines)
         require(len(self.jobs) > 0, "an experiment needs at least one job")
         require(len(self.modes) > 0,
-                 "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
+                "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
         require(len(self.copies) > 0 and all(is_int(c) and c > 0 for c in self.copies),
-                 f"copies must be positive integers, got {excerpt(self.copies)}")
+                f"copies must be positive integers, got {excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)
         require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
                                            f"jobs in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")
         require(is_int(self.repeats) and self.repeats > 0,
-                 f"repeats must be a positive integer, got {excerpt(self.repeats)}")
+                f"repeats must be a positive integer, got {excerpt(self.repeats)}")
         require(is_int(self.gpu) and self.gpu >= 0, f"gpu must be a GPU index >= 0, got {excerpt(self.gpu)}")
         require(isinstance(self.name, str) and self.name.strip(". ") and not set(self.name) & set("/\\\0"),
-                 f"name must be a folder name without / or \\ (e.g. resnet-study), got {excerpt(self.name)}")
+                f"name must be a folder name without / or \\ (e.g. resnet-study), got {excerpt(self.name)}")
         if self.time_limit_s is not None:
             require(is_positive_number(self.time_limit_s),
-                     f"time_limit_s must be a positive number of seconds, got {excerpt(self.time_limit_s)}")
+                    f"time_limit_s must be a positive number of seconds, got {excerpt(self.time_limit_s)}")
         require(self.placement in PLACEMENTS,
-                 f"placement must be one of {', '.join(PLACEMENTS)}, got {excerpt(self.placement)}")
+                f"placement must be one of {', '.join(PLACEMENTS)}, got {excerpt(self.placement)}")
         require(isinstance(self.monitor, bool), f"monitor must be true or false, got {excerpt(self.monitor)}")
         require(is_positive_number(self.monitor_interval_s),
-                 f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
+                f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:
             require(self.gpus == "all" or (isinstance(self.gpus, list) and self.gpus
                                             and all(is_int(g) and g >= 0 for g in self.gpus)),
-                     f"gpus is 'all' or a list of GPU indices such as [0, 1], got {excerpt(self.gpus)}")
+                    f"gpus is 'all' or a list of GPU indices such as [0, 1], got {excerpt(self.gpus)}")
             require(self.gpus == "all" or len(set(self.gpus)) == len(self.gpus),
-                     f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
+                    f"gpus lists a GPU twice ({self.gpus}); a GPU runs one cell at a time: name each once")
         if self.slurm is not None:  # its options are the Slurm executor's to check (pipeline/executors/slurm.py)
             require(self.gpus is None, "give gpus or slurm, not both: Slurm hands each cell its own GPU")
         if self.mlflow is not None:
             require(isinstance(self.mlflow, str) and self.mlflow.strip(),
-                     f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {excerpt(self.mlflow)}")
+                    f"mlflow is a tracking URI such as http://127.0.0.1:5000, got {excerpt(self.mlflow)}")
             require("@" not in urlsplit(self.mlflow).netloc, "mlflow: the tracking URI is recorded with the runs; "
-                     "leave credentials out of it and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
+                    "leave credentials out of it and set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")
         devices = {j.device for j in self.jobs}
         require(len(devices) == 1, f"all jobs of an experiment run on one device kind, got {sorted(devices)}")
         for mode in self.modes:
