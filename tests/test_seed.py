@@ -88,7 +88,9 @@ def test_the_plan_says_whether_every_cell_fits_a_budget_before_anything_starts(c
     repeat; over two GPUs half of that."""
     monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
     assert main(["run", "seed-33", "--amp", "off", "--plan", "--budget-min", "20"]) == 0
-    assert "budget 20 min: does not fit (81.8 min planned, 104.3 at most)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "261 cells (144 of them baselines'), up to 72 lone repeats while a baseline misses its precision" in out
+    assert "budget 20 min: does not fit (81.8 min planned, 104.3 at most)" in out
     assert main(["run", "seed-33", "--amp", "off", "--gpus", "0,1", "--plan", "--budget-min", "45"]) == 0
     assert "budget 45 min: fits unless every lone repeat is needed (40.9 min planned, 52.2 at most)" in \
         capsys.readouterr().out

@@ -14,13 +14,13 @@ import pandas as pd
 from colloc_kit.analysis.results import load
 from colloc_kit.experiments import seed as study
 from colloc_kit.pipeline import estimate
-from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.cells import Cell, cells
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 
-__all__ = ["budget_line", "print_plan", "print_seed_plan"]
+__all__ = ["budget_line", "print_plan", "print_seed_plan", "seed_seconds"]
 
 
 def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | None) -> str:
@@ -47,33 +47,58 @@ def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | N
 
 
 def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = None) -> int:
-    """The seed experiment's cells, how each runs here, and the wall time they take over the lanes (GPUs) it runs on,
-    from the cell time measured in its folder where it has runs; with `budget_min`, whether all of it fits."""
+    """The seed experiment's cells, how each runs here, and the wall time those not yet complete take over the lanes
+    (GPUs) it runs on (`seed_seconds`); with `budget_min`, whether they fit."""
     card = study.Card.here(seed.gpu)
     folder = ExperimentFolder.of(out, seed.experiment)
+    every = list({c.cell_id: c for s in study.experiments(seed, card) for c in cells(s)}.values())  # a lone cell
+    # that several of its experiments share (the gpu-only twin alone) counts once, as it runs once
     runs = load(folder.path).runs if folder.path.is_dir() else None
     if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
-        runs = runs[runs["cell_id"].isin({c.cell_id for s in study.experiments(seed, card) for c in cells(s)})]
-    cell_time = study.CellTime.of(seed, runs)
-    plan = study.plan_rows(seed, card, cell_time)
-    rows = pd.DataFrame(plan)
+        runs = runs[runs["cell_id"].isin({c.cell_id for c in every})]
+    rows = pd.DataFrame(study.plan_rows(seed, card))
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
-        print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
+        print(rows.drop(columns=["runs"]).to_string(index=False))
     cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
     runs_here = "run here" if card.on_this_machine else f"would run on {card.model.name}"
-    cells_s = study.estimate_s(plan, lanes)
+    states = folder.cell_states()
+    todo = [c for c in every if not (c.cell_id in states and states[c.cell_id].status == COMPLETE)]
+    planned = [c for c in todo if c.repeat < seed.repeats]
+    repeats = [c for c in todo if c.repeat >= seed.repeats]  # lone repeats, run while a baseline is short
+    planned_s, at_most_s, source = seed_seconds(seed, planned, repeats, runs, lanes)
     print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs_here}, {cannot} cannot be placed), "
-          f"{seed.repeats} repeat(s) each; about {cells_s / 3600:.2f} h on {lanes} GPU(s) ({cell_time.source}); "
-          f"card: {card.note}; cells already complete under {out}/{seed.experiment} are skipped")
-    extra = {c.cell_id: c.repeat >= s.repeats for s in study.experiments(seed, card) for c in cells(s) if c.baseline
-             or c.repeat >= s.repeats}  # the baselines' cells (docs/attribution.md), and their repeats if short
-    per_cell_s = (cell_time.overhead_s + cell_time.window_s) / lanes
-    baseline_s, repeats_s = per_cell_s * (len(extra) - sum(extra.values())), per_cell_s * sum(extra.values())
-    print(f"baselines: {len(extra) - sum(extra.values())} more cells, up to {sum(extra.values())} lone repeats: about "
-          f"{(baseline_s + repeats_s) / 3600:.2f} h more at most")
+          f"{seed.repeats} repeat(s) each; card: {card.note}")
+    print(f"to run under {out}/{seed.experiment}: {len(planned)} cells ({sum(bool(c.baseline) for c in planned)} of "
+          f"them baselines'), up to {len(repeats)} lone repeats while a baseline misses its precision target "
+          f"({len(every) - len(todo)} complete, skipped); about {planned_s / 60:.1f} min, {at_most_s / 60:.1f} at "
+          f"most, on {lanes} GPU(s) ({source})")
     if budget_min is not None:
-        print(budget_line(budget_min, cells_s + baseline_s, cells_s + baseline_s + repeats_s))
+        print(budget_line(budget_min, planned_s, at_most_s))
     return 0
+
+
+def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell], runs: pd.DataFrame | None,
+                 lanes: int) -> tuple[float, float, str]:
+    """The wall seconds of the `planned` cells and of those with the lone `repeats` too, over `lanes`, and where the
+    cell times came from: the lane times of the study's `runs` in its folder (per mode and copies: start to the next
+    start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead (`study.RUN_OVERHEAD_S`)
+    beyond each window.
+
+    >>> from colloc_kit.spec import ModeSpec
+    >>> cell = Cell(ModeSpec("exclusive"), 1, 0, "c")
+    >>> [round(s, 1) for s in seed_seconds(study.SeedSpec(33), [cell] * 4, [cell] * 2, None, lanes=2)[:2]]
+    [37.6, 56.4]
+    """
+    measured = estimate.lane_times(runs) if runs is not None and len(runs) else {}
+    if not measured:
+        per_cell_s = (study.RUN_OVERHEAD_S + seed.seconds) / lanes
+        return per_cell_s * len(planned), per_cell_s * (len(planned) + len(repeats)), (
+            f"no runs here yet: {study.RUN_OVERHEAD_S:.0f} s of overhead (the H100) + {seed.seconds:.0f} s windows")
+    assert runs is not None  # measured from them
+    per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
+    complete = int((runs["status"] == COMPLETE).sum())
+    planned_s, at_most_s = (estimate.wall_s(todo, lanes, measured) or 0.0 for todo in (planned, planned + repeats))
+    return planned_s, at_most_s, f"lane times of {complete} run(s) here, per cell: {per_cell}"
 
 
 def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) -> int:
