@@ -12,7 +12,9 @@ kit's defaults): `no-monitor` (the parent's NVML sampling off), `gc-off` (Python
 worker, through a sitecustomize on PYTHONPATH), `pinned` (the kit and its worker confined to 4 cores with
 sched_setaffinity), `expandable` (the CUDA caching allocator with expandable segments), `no-zygote` (the worker started
 afresh, not forked from the kit's preloaded zygote), `standalone` (the worker run alone, events to a file: no launcher,
-no event pipe); with `--job seed`, `train.py` (the study's program on the same workload, through
+no event pipe), `workers-12` (12 loader workers, the
+host-matched baseline's of three copies), `neighbour` (while seven copies of the job train on GPU 1, as another lane of
+a two-GPU run does beside a lone cell); with `--job seed`, `train.py` (the study's program on the same workload, through
 `peer_train_py.run_train_py`: give `--timm`), so the two swing side by side under the same drift. Every run records the
 host CPU's steal time and frequency, the GPU's SM clock (monitor samples) and the host's busy cores over the job's
 window per image (`cpu_ms_per_image`: what the same work cost in that run), split, from a sampler of this process's
@@ -48,7 +50,9 @@ JOBS = {"small": {"model": "resnet26", "image_size": 32, "amp": "bf16", "batch_s
         "seed": {"model": "timm.resnet26", "dataset": "imagefolder", "recipe": "seed", "amp": "off", "batch_size": 128,
                  "warmup_steps": 10}}
 PLACEMENTS = {"small": "pinned", "seed": "unpinned"}
-VARIANTS = ("kit", "no-monitor", "gc-off", "pinned", "expandable", "no-zygote", "standalone", "train.py")
+VARIANTS = ("kit", "no-monitor", "gc-off", "pinned", "expandable", "no-zygote", "standalone", "train.py", "workers-12",
+            "neighbour")
+NEIGHBOURS = 7  # the `neighbour` variant: copies of the job training on GPU 1 (another lane's naive x7 cell)
 
 
 class TreeSampler(threading.Thread):
@@ -126,6 +130,7 @@ def run_variant(variant: str, repeat: int, job: dict, placement: str, out: Path,
     the cell would be resumed, not run again)."""
     env_before = dict(os.environ)
     affinity = os.sched_getaffinity(0)
+    neighbours: list[subprocess.Popen] = []
     try:
         if variant == "gc-off":
             os.environ["PYTHONPATH"] = f"{gc_dir}:{os.environ.get('PYTHONPATH', '')}"
@@ -135,6 +140,10 @@ def run_variant(variant: str, repeat: int, job: dict, placement: str, out: Path,
             os.environ["COLLOC_KIT_ZYGOTE"] = "0"
         if variant == "pinned":
             os.sched_setaffinity(0, sorted(affinity)[2:6])
+        if variant == "workers-12":
+            job = {**job, "workers": 12}
+        if variant == "neighbour":
+            neighbours = start_neighbours(job)
         steal0, freq0 = host_counters()
         t0 = time.time()
         cpu_ms_per_image = None
@@ -156,9 +165,23 @@ def run_variant(variant: str, repeat: int, job: dict, placement: str, out: Path,
                 "cpu_freq_mhz": (freq0 + freq1) / 2, "sm_clock_mhz": sm_clock, "cpu_ms_per_image": cpu_ms_per_image,
                 **sampler.stop().split(rate, job["seconds"])}
     finally:
+        for proc in neighbours:  # each in a session of its own, with its loader workers
+            os.killpg(proc.pid, 9)
+            proc.wait()
         os.environ.clear()
         os.environ.update(env_before)
         os.sched_setaffinity(0, affinity)
+
+
+def start_neighbours(job: dict) -> list[subprocess.Popen]:
+    """NEIGHBOURS copies of `job` training on GPU 1 (one worker process each, no barrier, an hour's budget), past
+    their start-up when this returns; the caller kills them."""
+    argv = JobSpec(**{**job, "seconds": 3600.0}).to_argv()
+    procs = [subprocess.Popen([sys.executable, "-m", "colloc_kit.worker", *argv, "--job-id", f"neighbour{i}"],
+                              stdout=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": "1"}) for i in range(NEIGHBOURS)]
+    time.sleep(20)  # imports, build, cuDNN autotuning: training by then
+    return procs
 
 
 def window_cpu_ms_per_image(res: colloc_kit.Results) -> float | None:

@@ -3,6 +3,7 @@ for, the split of every gain (`analysis.attribution`) and where it shows (`collo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -85,6 +86,21 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
     assert {c.copies for c in planned if c.repeat == 2} == {1}  # past `repeats`: lone cells only
     with pytest.raises(BadInput, match="did you mean 'gpu-only'"):
         ExperimentSpec(jobs=[job], baselines=["gpu_only"])
+
+
+def test_a_round_of_lone_repeats_gives_every_lane_a_cell(tmp_path):
+    """Where fewer baselines than lanes miss their target, a round takes as many of each one's next repeats as keep
+    every lane busy (two GPUs, one short baseline: its next two repeats), never past its maximum."""
+    job = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, image_size=32, batch_size=8, workers=0,
+                  synthetic_samples=64)
+    planned = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], name="lanes",
+                             baselines=["configured"], monitor=False)
+    run_spec(planned, out=tmp_path, progress=False)  # the planned cells: naive x2 and the lone configured run
+    folder = ExperimentFolder.of(tmp_path, "lanes")
+    short = dataclasses.replace(planned, baseline_precision={"configured": 0.001}, baseline_max_repeats=3)
+    assert [c.label for c in more_repeats(short, folder)] == ["exclusive-x1-r1"]
+    assert [c.label for c in more_repeats(short, folder, lanes=2)] == ["exclusive-x1-r1", "exclusive-x1-r2"]
+    assert [c.label for c in more_repeats(short, folder, lanes=4)] == ["exclusive-x1-r1", "exclusive-x1-r2"]
 
 
 def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):

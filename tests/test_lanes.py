@@ -83,7 +83,7 @@ def test_pinned_and_unpinned_runs_are_two_cells_and_jobs_record_where_they_ran(t
 
 def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
     """A loose target ends a 60-s window within seconds, recording the CI it reached; an unreachable one runs to the
-    most seconds and records the CI it had."""
+    most seconds and records the CI it had; each job's manifest and the jobs table say why its window ended."""
     loose = {**TINY, "steps": None, "seconds": 60, "until_ci": 0.5, "min_seconds": 1}
     tight = {**TINY, "steps": None, "seconds": 1.5, "until_ci": 1e-9, "min_seconds": 1}
     for name, job in (("loose", loose), ("tight", tight)):
@@ -93,9 +93,18 @@ def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
         (job,) = manifest.jobs
         measured = next(e for e in read_events(find_runs(tmp_path / manifest.experiment)[0].events_path(job.job))
                         if e["type"] == "measured")
-        windows[manifest.experiment] = (measured["steady_s"], job.outcome.window_ci)
-    assert 1 <= windows["loose"][0] < 30 and windows["loose"][1] <= 0.5
-    assert windows["tight"][0] >= 1.5 and windows["tight"][1] > 1e-9
+        windows[manifest.experiment] = (measured["steady_s"], job.outcome.window_ci, job.outcome.window_ended_by)
+    assert 1 <= windows["loose"][0] < 30 and windows["loose"][1] <= 0.5 and windows["loose"][2] == "precision"
+    assert windows["tight"][0] >= 1.5 and windows["tight"][1] > 1e-9 and windows["tight"][2] == "seconds"
+    tables = {name: colloc_kit.load(tmp_path / name).jobs["window_ended_by"].tolist() for name in ("loose", "tight")}
+    assert tables == {"loose": ["precision"], "tight": ["seconds"]}
+
+
+def test_a_window_of_steps_says_so(tmp_path):
+    """A budget of steps ends the window by its steps, and the manifest says so."""
+    colloc_kit.run([TINY], mode="naive", copies=[1], out=tmp_path, name="steps", monitor=False, progress=False)
+    ((manifest, _),) = runs_of(tmp_path)
+    assert [job.outcome.window_ended_by for job in manifest.jobs] == ["steps"]
 
 
 @pytest.mark.parametrize("job, message", [

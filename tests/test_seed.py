@@ -82,6 +82,24 @@ def test_the_plan_says_where_its_cells_would_run_on_a_machine_without_that_gpu(c
     assert "78 cells (78 would run on H100-80GB, 0 cannot be placed)" in capsys.readouterr().out
 
 
+def test_the_plan_says_whether_every_cell_fits_a_budget_before_anything_starts(capsys, monkeypatch):
+    """--budget-min counts the study's cells, its baselines' cells and every lone repeat they may need: 81.8 minutes
+    planned for experiment 33 fp32 on one H100 from the built-in cell time (19 s a cell), 104.3 with every lone
+    repeat; over two GPUs half of that."""
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
+    assert main(["run", "seed-33", "--amp", "off", "--plan", "--budget-min", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "261 cells (144 of them baselines'), up to 72 lone repeats while a baseline misses its precision" in out
+    assert "budget 20 min: does not fit (81.8 min planned, 104.3 at most)" in out
+    assert main(["run", "seed-33", "--amp", "off", "--gpus", "0,1", "--plan", "--budget-min", "45"]) == 0
+    assert "budget 45 min: fits unless every lone repeat is needed (40.9 min planned, 52.2 at most)" in \
+        capsys.readouterr().out
+    assert main(["run", "seed-33", "--amp", "off", "--repeats", "1", "--plan", "--budget-min", "120"]) == 0
+    assert "budget 120 min: fits" in capsys.readouterr().out
+    assert main(["run", "seed-33", "--budget-min", "20"]) == 2
+    assert "give it with --plan" in capsys.readouterr().err
+
+
 def test_a_data_root_without_the_studys_folders_is_refused_saying_how_to_make_them(tmp_path, capsys):
     """`run seed-33` once named ImageNet for a missing CIFAR-10 folder, and neither `data make` nor --data-root."""
     (tmp_path / "cifar10").mkdir()

@@ -103,6 +103,7 @@ class JobRow:
     epoch_time_s: float | None
     step_time_s: float | None
     steady_s: float | None
+    window_ended_by: str | None  # precision (until_ci met), seconds, steps or epochs (its budget)
     held_s: float | None
     steps: int | None
     images: int | None

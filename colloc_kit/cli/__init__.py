@@ -4,6 +4,7 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     command      the console script: Ctrl-C guarded before the heavy imports, then `main`
     main         the parser, `main`, and info, demo, run, show, status, data
     run_args     `run`'s flags, declared and read into a spec
+    plans        `run --plan`: the cells to run, their time over the GPUs, and whether it fits `--budget-min`
     gains        the gains table under `run` and `show`: the study's gain, the GPU's and the host's part
     mig          `colloc-kit mig plan | propose | show`
     advise       `colloc-kit advise`
@@ -16,4 +17,4 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     'mig'
 """
 
-__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "reference", "run_args"]
+__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "plans", "reference", "run_args"]

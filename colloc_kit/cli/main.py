@@ -39,6 +39,7 @@ from colloc_kit.cli.advise import add_subcommand as add_advise
 from colloc_kit.cli.export import add_subcommands as add_export
 from colloc_kit.cli.gains import print_gains
 from colloc_kit.cli.mig import add_subcommands as add_mig
+from colloc_kit.cli.plans import print_plan, print_seed_plan
 from colloc_kit.cli.reference import add_subcommands as add_reference
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
 from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
@@ -46,15 +47,13 @@ from colloc_kit.experiments import seed as study
 from colloc_kit.interrupts import EXIT_INTERRUPTED
 from colloc_kit.modes import availability
 from colloc_kit.paths import check_folder, shown
-from colloc_kit.pipeline import estimate, run_spec
-from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
-from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.spec import JobSpec
 from colloc_kit.spec_yaml import read_yaml
 from colloc_kit.statuses import CELL_STATUSES, COMPLETE, FAILED, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
-from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker import MODEL_NAMES
 from colloc_kit.worker.standin import make
 __all__ = ["build_parser", "main"]
@@ -242,12 +241,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`colloc-kit run`: the experiment the spec and flags describe, its tables, exit 0 or 1."""
+    if args.budget_min is not None and not args.plan:
+        raise BadInput("--budget-min says whether a plan fits: give it with --plan (nothing runs then)")
     data = read_yaml(args.spec) if args.spec else None
     if isinstance(data, dict) and "seed" in data:
         return cmd_seed(args, data)
     spec = experiment_from_args(args, data)
     if args.plan:
-        return print_plan(spec, args.out)
+        return print_plan(spec, args.out, args.budget_min)
     results = run_spec(spec, out=args.out, progress=not args.quiet)
     if spec.slurm is not None:
         return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
@@ -281,56 +282,12 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(given - takes))}")
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
     if args.plan:
-        return print_seed_plan(seed, args.out)
+        return print_seed_plan(seed, args.out, args.budget_min)
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     print_failures(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
-
-
-def print_seed_plan(seed: study.SeedSpec, out: str) -> int:
-    """The seed experiment's cells, how each runs here, and the wall time they take over the lanes (GPUs) it runs on,
-    from the cell time measured in its folder where it has runs."""
-    card = study.Card.here(seed.gpu)
-    folder = ExperimentFolder.of(out, seed.experiment)
-    runs = load(folder.path).runs if folder.path.is_dir() else None
-    if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
-        runs = runs[runs["cell_id"].isin({c.cell_id for s in study.experiments(seed, card) for c in cells(s)})]
-    cell_time = study.CellTime.of(seed, runs)
-    plan = study.plan_rows(seed, card, cell_time)
-    rows = pd.DataFrame(plan)
-    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
-        print(rows.drop(columns=["runs", "estimate_s"]).to_string(index=False))
-    cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
-    runs = "run here" if card.on_this_machine else f"would run on {card.model.name}"
-    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs}, {cannot} cannot be placed), "
-          f"{seed.repeats} repeat(s) each; about {study.estimate_s(plan, lanes) / 3600:.2f} h on {lanes} GPU(s) "
-          f"({cell_time.source}); card: {card.note}; cells already complete under {out}/{seed.experiment} are "
-          "skipped")
-    extra = {c.cell_id: c.repeat >= s.repeats for s in study.experiments(seed, card) for c in cells(s) if c.baseline
-             or c.repeat >= s.repeats}  # the baselines' cells (docs/attribution.md), and their repeats if short
-    print(f"baselines: {len(extra) - sum(extra.values())} more cells, up to {sum(extra.values())} lone repeats: about "
-          f"{(cell_time.overhead_s + cell_time.window_s) * len(extra) / 3600 / lanes:.2f} h more at most")
-    return EXIT_OK
-
-
-def print_plan(spec: ExperimentSpec, out: str) -> int:
-    """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do."""
-    folder = ExperimentFolder.of(out, spec.name)
-    for problem in folder.damaged():  # its cells read as not run: said, as `run` and `status` say it
-        print(f"colloc-kit: warning: {problem}", file=sys.stderr)
-    states = folder.cell_states()
-    todo, every = 0, cells(spec)
-    for cell in every:
-        done, extra = cell.cell_id in states and states[cell.cell_id].status == COMPLETE, cell.repeat >= spec.repeats
-        todo += not done and not extra
-        print(f"{cell.label:50s} {'done (skipped)' if done else 'while short of its precision' if extra else 'to run'}")
-    extras, baseline = sum(c.repeat >= spec.repeats for c in every), sum(bool(c.baseline) for c in every)
-    print(f"\n{spec.name}: {todo} of {len(every) - extras} cells to run under {out}/{safe_name(spec.name)} ({baseline} "
-          f"of them baselines' cells); up to {extras} more lone runs while a baseline misses its precision target")
-    print(estimate.plan_line(spec, out))
-    return EXIT_OK
 
 
 def cmd_data_make(args: argparse.Namespace) -> int:

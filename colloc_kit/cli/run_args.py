@@ -31,6 +31,7 @@ EXAMPLES = """examples:
   colloc-kit run seed-mixed --steps 60 --out runs            a bundled spec with a flag on top
   colloc-kit run my-spec.yaml --gpus all                     your own spec, its cells spread over the GPUs
   colloc-kit run seed-33 --plan                              the cells and how each runs here; nothing runs
+  colloc-kit run seed-33 --gpus all --plan --budget-min 20   ... and whether they fit 20 minutes on all GPUs
   colloc-kit show runs/cpu-smoke                             the stored runs as tables, with their gains"""
 HIDDEN_FLAGS = ("fail_at_step", "fail_kind")  # fault injection for the kit's own tests: taken, not advertised
 
@@ -57,6 +58,8 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
                      help="spread the cells over these GPUs, one cell per GPU at a time: 0,1 or all")
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
                                                          "estimated time; run nothing (no GPU needed)")
+    run.add_argument("--budget-min", type=float, metavar="N", help="with --plan: say whether every cell (baselines and "
+                     "their lone repeats counted) fits N minutes of wall time")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
     slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
     for option in SlurmOptions.flags():

@@ -43,9 +43,9 @@ from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
-__all__ = ["BATCH", "Card", "CellTime", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
-           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "estimate_s", "experiments", "lanes",
-           "plan_rows", "run", "seed_cells"]
+__all__ = ["BATCH", "Card", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
+           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "experiments", "lanes", "plan_rows",
+           "run", "seed_cells"]
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
@@ -194,40 +194,11 @@ def experiments(seed: SeedSpec, card: Card) -> list[ExperimentSpec]:
         for jobs, by_copies in groups.values() for copies, modes in by_copies.items()]
 
 
-@dataclass(frozen=True)
-class CellTime:
-    """What one cell costs in wall time: its window and the overhead around it (start, warm-up, stop, the mode's
-    set-up), measured from the experiment's runs where it has some, and where that came from.
-
-    >>> CellTime.of(SeedSpec(33), runs=None)
-    CellTime(window_s=10.0, overhead_s=8.8, source='no runs here yet: 9 s of overhead (the H100) + 10 s windows')
-    """
-
-    window_s: float
-    overhead_s: float
-    source: str
-
-    @classmethod
-    def of(cls, seed: SeedSpec, runs: Any) -> "CellTime":
-        """From `runs` (`load(...).runs` of the experiment's folder; None or empty: the built-in H100 figure)."""
-        measured = None if runs is None or runs.empty else runs.dropna(subset=["started_at", "ended_at", "window_s"])
-        if measured is None or measured.empty:
-            return cls(seed.seconds, RUN_OVERHEAD_S, f"no runs here yet: {RUN_OVERHEAD_S:.0f} s of overhead (the H100)"
-                                                     f" + {seed.seconds:.0f} s windows")
-        wall = measured["ended_at"] - measured["started_at"]
-        window, overhead = float(measured["window_s"].median()), float((wall - measured["window_s"]).median())
-        return cls(window, overhead, f"measured over {len(measured)} run(s) here: {overhead:.0f} s of overhead + "
-                                     f"{window:.0f} s windows (medians)")
-
-
-def plan_rows(seed: SeedSpec, card: Card, cell_time: CellTime | None = None) -> list[dict]:
-    """One plain row per cell: the artifact's row, how it runs here, the exact MIG layout, an estimated time (on one
-    GPU: `estimate_s` divides by the lanes)."""
-    cell_time = cell_time or CellTime.of(seed, None)
-    per_run = cell_time.overhead_s + cell_time.window_s
+def plan_rows(seed: SeedSpec, card: Card) -> list[dict]:
+    """One plain row per cell: the artifact's row, how it runs here, the exact MIG layout (the time they take:
+    `cli.plans.seed_seconds`)."""
     return [{"workload": c.workload, "amp": c.amp, "artifact": c.artifact, "runs_as": c.runs_as,
-             "mig_layout_here": c.mig_layout, "runs": c.mode is not None,
-             "estimate_s": per_run * seed.repeats if c.mode is not None else 0.0, "notes": "; ".join(c.notes)}
+             "mig_layout_here": c.mig_layout, "runs": c.mode is not None, "notes": "; ".join(c.notes)}
             for c in seed_cells(seed, card)]
 
 
@@ -388,13 +359,3 @@ def lanes(seed: SeedSpec) -> int:
     if seed.gpus is None:
         return 1
     return max(1, len(gpu_list()[0])) if seed.gpus == "all" else len(seed.gpus)
-
-
-def estimate_s(rows: list[dict], lanes: int = 1) -> float:
-    """The estimated wall time of the rows that run (overhead + window per run) over `lanes` GPUs running side by
-    side.
-
-    >>> estimate_s([{"estimate_s": 60.0}, {"estimate_s": 40.0}], lanes=2)
-    50.0
-    """
-    return math.fsum(r["estimate_s"] for r in rows) / max(1, lanes)

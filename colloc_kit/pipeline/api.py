@@ -24,6 +24,7 @@ from colloc_kit import supervise
 from colloc_kit.analysis.results import Results, RunReading, assemble, combine, read_run
 from colloc_kit.errors import BrokenRun
 from colloc_kit.pipeline.cells import Cell, Plan, cells
+from colloc_kit.pipeline.estimate import lanes_of
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.precision import more_repeats
 from colloc_kit.pipeline.progress import Progress
@@ -119,7 +120,8 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     dataclasses.replace(plan, done=[]).say_skipped(folder)
     with supervise.sigterm_as_interrupt():
         handles = executor.submit(plan.todo)
-        while not spec.slurm and all(h.result() for h in handles) and (more := more_repeats(spec, folder)):
+        lanes = lanes_of(spec) if spec.baseline_precision else 1
+        while not spec.slurm and all(h.result() for h in handles) and (more := more_repeats(spec, folder, lanes)):
             handles += executor.submit(more)  # baselines short of their precision target: one more lone run each
             plan = dataclasses.replace(plan, all=plan.all + more)
     if tally is not None:

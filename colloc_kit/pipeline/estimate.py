@@ -25,7 +25,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec  # noqa: F401 - JobSpec: the
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 
-__all__ = ["lane_times", "lanes_of", "plan_line", "wall_s"]
+__all__ = ["lane_times", "lanes_of", "plan_line", "plan_seconds", "wall_s"]
 
 
 def lane_times(runs: pd.DataFrame) -> dict[tuple[str, int], float]:
@@ -70,6 +70,19 @@ def lanes_of(spec: ExperimentSpec) -> int:
     return max(1, len(machine.gpu_list()[0])) if spec.gpus == "all" else len(spec.gpus)
 
 
+def plan_seconds(spec: ExperimentSpec, out: str | Path) -> tuple[float | None, float | None]:
+    """The wall seconds of `spec`'s cells not complete under out/<name>, over its lanes, from the lanes measured there
+    (`lane_times`): the planned cells, and those with every lone repeat a baseline may still need for its precision
+    target (`precision.more_repeats`); (None, None) where none were measured yet.
+
+    >>> import tempfile
+    >>> plan_seconds(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), tempfile.mkdtemp())
+    (None, None)
+    """
+    todo, repeats, measured, _ = _measured(spec, out)
+    return wall_s(todo, lanes_of(spec), measured), wall_s(todo + repeats, lanes_of(spec), measured)
+
+
 def plan_line(spec: ExperimentSpec, out: str | Path) -> str:
     """What `--plan` says of the time: the cells of `spec` not complete under out/<name>, over its lanes, from the
     lanes measured there (`lane_times`); or that none were measured yet.
@@ -78,14 +91,8 @@ def plan_line(spec: ExperimentSpec, out: str | Path) -> str:
     >>> plan_line(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), tempfile.mkdtemp())
     'time: no cells of these jobs measured in this folder yet; run some, and --plan estimates from their lanes'
     """
-    folder = ExperimentFolder.of(out, spec.name)
-    states, lanes = folder.cell_states(), lanes_of(spec)
-    todo = [c for c in cells(spec) if c.repeat < spec.repeats and not (
-        c.cell_id in states and states[c.cell_id].status == COMPLETE)]
-    runs = load(folder.path).runs if folder.path.is_dir() else None
-    if runs is not None and len(runs):  # only runs of these very jobs: a cell id ends with their fingerprint
-        runs = runs[runs["cell_id"].astype(str).str.endswith(f"-{jobs_fingerprint(spec)}")]
-    measured = lane_times(runs) if runs is not None and len(runs) else {}
+    todo, _, measured, runs = _measured(spec, out)
+    lanes = lanes_of(spec)
     estimate = wall_s(todo, lanes, measured)
     if estimate is None or runs is None:
         return ("time: no cells of these jobs measured in this folder yet; run some, and --plan estimates from "
@@ -93,3 +100,18 @@ def plan_line(spec: ExperimentSpec, out: str | Path) -> str:
     per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
     return (f"time: about {estimate / 60:.1f} min for {len(todo)} cell(s) on {lanes} lane(s) (GPUs), from the lanes "
             f"of {int((runs['status'] == COMPLETE).sum())} earlier run(s) here (per cell: {per_cell})")
+
+
+def _measured(spec: ExperimentSpec, out: str | Path) -> tuple[list[Cell], list[Cell], dict[tuple[str, int], float],
+                                                              pd.DataFrame | None]:
+    """The planned cells not complete under out/<name>, the lone repeats past `repeats` not run, the lane seconds
+    per cell measured there (`lane_times`) and the runs of these jobs it measured them from (None: no folder)."""
+    folder = ExperimentFolder.of(out, spec.name)
+    states = folder.cell_states()
+    missing = [c for c in cells(spec) if not (c.cell_id in states and states[c.cell_id].status == COMPLETE)]
+    runs = load(folder.path).runs if folder.path.is_dir() else None
+    if runs is not None and len(runs):  # only runs of these very jobs: a cell id ends with their fingerprint
+        runs = runs[runs["cell_id"].astype(str).str.endswith(f"-{jobs_fingerprint(spec)}")]
+    measured = lane_times(runs) if runs is not None and len(runs) else {}
+    return ([c for c in missing if c.repeat < spec.repeats], [c for c in missing if c.repeat >= spec.repeats],
+            measured, runs)

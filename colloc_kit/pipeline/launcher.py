@@ -287,4 +287,4 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
                       released_at=released_at, ended_at=events.now(), pid=job.proc.pid,
                       cores=job.last.get(events.READY, {}).get("cores"),
                       cores_ran_on=(end or measured).get("cores_ran_on"),
-                      window_ci=None if ci is None else round(ci, 5))
+                      window_ci=None if ci is None else round(ci, 5), window_ended_by=measured.get("ended_by"))

@@ -147,8 +147,9 @@ class JobOutcome(_Record):
     `released_at` is when
     the start barrier released it and `ended_at` when it ended (Unix seconds); `cores` the host cores it was allowed
     and `cores_ran_on` those its processes (main and loader workers) were seen on while it trained; `window_ci` the
-    relative 95 % CI half-width of its images/s when its measured window ended; `mode_problem` what the sharing mode
-    saw go wrong (e.g. an MPS server fault), on a job that did not complete.
+    relative 95 % CI half-width of its images/s when its measured window ended, and `window_ended_by` why it ended
+    then (precision: `JobSpec.until_ci` was met; seconds, steps or epochs: its budget); `mode_problem` what the
+    sharing mode saw go wrong (e.g. an MPS server fault), on a job that did not complete.
 
     >>> JobOutcome("j0", "complete").status
     <Status.COMPLETE: 'complete'>
@@ -165,6 +166,7 @@ class JobOutcome(_Record):
     cores: list[int] | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     cores_ran_on: list[int] | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     window_ci: float | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
+    window_ended_by: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     mode_problem: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 

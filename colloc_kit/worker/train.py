@@ -277,8 +277,9 @@ class _Meter:
     passes over the data, warm-up included. Past the budget (`measured`), steps are *held*: the job trains on, under
     the same sharing, until the launcher says stop; held intervals carry `held: true` and never count for the job's own
     throughput. With `until_ci`, a `seconds` window ends early, after `min_seconds`, once its intervals' images/s
-    have a 95 % CI no wider than that share (stats.relative_ci95, the CI `figures` reports for a job alone). The device
-    is synchronised only where a time is read (`count_step` says when).
+    have a 95 % CI no wider than that share (stats.relative_ci95, the CI `figures` reports for a job alone). The
+    `measured` event says why the window ended (`ended_by`: precision, seconds, steps or epochs). The device is
+    synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
@@ -293,6 +294,7 @@ class _Meter:
         self.steady_step0 = 0
         self.end_t = self.window_end_t = self.t0
         self.measured = self._window_due = False  # measured: the budget is met and `window` is final
+        self.ended_by: str | None = None  # why the window ended: precision, seconds, steps or epochs
         self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
         self.rates: list[float] = []  # images/s of each interval of the measured window so far (figures.interval_rates)
         self.cores_ran_on: set[int] = set()
@@ -305,10 +307,14 @@ class _Meter:
         """One more step done; True when something is due that needs the device synchronised first."""
         self.step += 1
         now = time.perf_counter()
-        due_now = not self.measured and (
-            (self.budget_steps is not None and self.step >= self.budget_steps)
-            or (self.spec.seconds is not None and self.steady_t0 is not None
-                and now - self.steady_t0 >= self.spec.seconds))
+        if self.measured:
+            due_now = False
+        elif self.budget_steps is not None and self.step >= self.budget_steps:
+            due_now, self.ended_by = True, "steps" if self.spec.steps is not None else "epochs"
+        elif self.spec.seconds is not None and self.steady_t0 is not None and now - self.steady_t0 >= self.spec.seconds:
+            due_now, self.ended_by = True, "seconds"
+        else:
+            due_now = False
         self._window_due = due_now
         return (due_now or (self.measured and stopping) or self.step == self.spec.warmup_steps
                 or self.step % self.steps_per_epoch == 0 or now - self.window_t0 >= self.spec.interval_s)
@@ -326,7 +332,8 @@ class _Meter:
                              interval_s=now - self.window_t0, interval_images=steps * self.spec.batch_size)
             if not (warmup or self.measured) and now > self.window_t0:
                 self.rates.append(steps * self.spec.batch_size / (now - self.window_t0))
-                self._window_due = self._window_due or self._precise(now)
+                if not self._window_due and self._precise(now):
+                    self._window_due, self.ended_by = True, "precision"
             self.cores_ran_on |= cores_seen()
             self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
         if warmup_end:
@@ -342,7 +349,7 @@ class _Meter:
             self.window = self._window()
             ci = relative_ci95(self.rates)
             self.writer.emit(events.MEASURED, steps=self.step, **self.window, ci=None if math.isnan(ci) else ci,
-                             cores_ran_on=sorted(self.cores_ran_on))
+                             ended_by=self.ended_by, cores_ran_on=sorted(self.cores_ran_on))
 
     def _precise(self, now: float) -> bool:
         """With `until_ci`, after `min_seconds`: whether the window's intervals so far give its images/s to that

@@ -1,0 +1,122 @@
+"""What `colloc-kit run ... --plan` prints: every cell, done or to run (baselines' cells and their lone repeats
+counted), the wall time it all takes over the lanes (GPUs), and with `--budget-min N` whether that fits N minutes,
+said before anything starts.
+
+    colloc-kit run seed-33 --amp off --gpus all --plan --budget-min 20
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from colloc_kit.analysis.results import load
+from colloc_kit.experiments import seed as study
+from colloc_kit.pipeline import estimate
+from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.spec import ExperimentSpec
+from colloc_kit.statuses import COMPLETE
+from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.store.rundir import safe_name
+
+__all__ = ["budget_line", "print_plan", "print_seed_plan", "seed_seconds"]
+
+
+def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | None) -> str:
+    """Whether the cells fit `budget_min` minutes of wall time: the planned ones (`planned_s`), and with every lone
+    repeat a baseline may still need for its precision (`at_most_s`); None: not known yet.
+
+    >>> budget_line(20, 900, 1100)
+    'budget 20 min: fits (15.0 min planned, 18.3 at most with every lone repeat)'
+    >>> budget_line(20, 900, 1500)
+    'budget 20 min: fits unless every lone repeat is needed (15.0 min planned, 25.0 at most)'
+    >>> budget_line(20, 1500, 1800)
+    'budget 20 min: does not fit (25.0 min planned, 30.0 at most): fewer --repeats or shorter windows'
+    """
+    head = f"budget {budget_min:g} min:"
+    if planned_s is None or at_most_s is None:
+        return f"{head} cannot tell yet: no cells of these jobs measured here to estimate from"
+    planned, at_most = planned_s / 60, at_most_s / 60
+    if at_most <= budget_min:
+        return f"{head} fits ({planned:.1f} min planned, {at_most:.1f} at most with every lone repeat)"
+    said = f"({planned:.1f} min planned, {at_most:.1f} at most)"
+    if planned <= budget_min:
+        return f"{head} fits unless every lone repeat is needed {said}"
+    return f"{head} does not fit {said}: fewer --repeats or shorter windows"
+
+
+def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = None) -> int:
+    """The seed experiment's cells, how each runs here, and the wall time those not yet complete take over the lanes
+    (GPUs) it runs on (`seed_seconds`); with `budget_min`, whether they fit."""
+    card = study.Card.here(seed.gpu)
+    folder = ExperimentFolder.of(out, seed.experiment)
+    every = list({c.cell_id: c for s in study.experiments(seed, card) for c in cells(s)}.values())  # a lone cell
+    # that several of its experiments share (the gpu-only twin alone) counts once, as it runs once
+    runs = load(folder.path).runs if folder.path.is_dir() else None
+    if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
+        runs = runs[runs["cell_id"].isin({c.cell_id for c in every})]
+    rows = pd.DataFrame(study.plan_rows(seed, card))
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
+        print(rows.drop(columns=["runs"]).to_string(index=False))
+    cannot, lanes = int((~rows["runs"]).sum()), study.lanes(seed)
+    runs_here = "run here" if card.on_this_machine else f"would run on {card.model.name}"
+    states = folder.cell_states()
+    todo = [c for c in every if not (c.cell_id in states and states[c.cell_id].status == COMPLETE)]
+    planned = [c for c in todo if c.repeat < seed.repeats]
+    repeats = [c for c in todo if c.repeat >= seed.repeats]  # lone repeats, run while a baseline is short
+    planned_s, at_most_s, source = seed_seconds(seed, planned, repeats, runs, lanes)
+    print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs_here}, {cannot} cannot be placed), "
+          f"{seed.repeats} repeat(s) each; card: {card.note}")
+    print(f"to run under {out}/{seed.experiment}: {len(planned)} cells ({sum(bool(c.baseline) for c in planned)} of "
+          f"them baselines'), up to {len(repeats)} lone repeats while a baseline misses its precision target "
+          f"({len(every) - len(todo)} complete, skipped); about {planned_s / 60:.1f} min, {at_most_s / 60:.1f} at "
+          f"most, on {lanes} GPU(s) ({source})")
+    if budget_min is not None:
+        print(budget_line(budget_min, planned_s, at_most_s))
+    return 0
+
+
+def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell], runs: pd.DataFrame | None,
+                 lanes: int) -> tuple[float, float, str]:
+    """The wall seconds of the `planned` cells and of those with the lone `repeats` too, over `lanes`, and where the
+    cell times came from: the lane times of the study's `runs` in its folder (per mode and copies: start to the next
+    start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead (`study.RUN_OVERHEAD_S`)
+    beyond each window.
+
+    >>> from colloc_kit.spec import ModeSpec
+    >>> cell = Cell(ModeSpec("exclusive"), 1, 0, "c")
+    >>> [round(s, 1) for s in seed_seconds(study.SeedSpec(33), [cell] * 4, [cell] * 2, None, lanes=2)[:2]]
+    [37.6, 56.4]
+    """
+    measured = estimate.lane_times(runs) if runs is not None and len(runs) else {}
+    if not measured:
+        per_cell_s = (study.RUN_OVERHEAD_S + seed.seconds) / lanes
+        return per_cell_s * len(planned), per_cell_s * (len(planned) + len(repeats)), (
+            f"no runs here yet: {study.RUN_OVERHEAD_S:.0f} s of overhead (the H100) + {seed.seconds:.0f} s windows")
+    assert runs is not None  # measured from them
+    per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
+    complete = int((runs["status"] == COMPLETE).sum())
+    planned_s, at_most_s = (estimate.wall_s(todo, lanes, measured) or 0.0 for todo in (planned, planned + repeats))
+    return planned_s, at_most_s, f"lane times of {complete} run(s) here, per cell: {per_cell}"
+
+
+def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) -> int:
+    """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do; with `budget_min`,
+    whether it fits."""
+    folder = ExperimentFolder.of(out, spec.name)
+    for problem in folder.damaged():  # its cells read as not run: said, as `run` and `status` say it
+        print(f"colloc-kit: warning: {problem}", file=sys.stderr)
+    states = folder.cell_states()
+    todo, every = 0, cells(spec)
+    for cell in every:
+        done, extra = cell.cell_id in states and states[cell.cell_id].status == COMPLETE, cell.repeat >= spec.repeats
+        todo += not done and not extra
+        print(f"{cell.label:50s} {'done (skipped)' if done else 'while short of its precision' if extra else 'to run'}")
+    extras, baseline = sum(c.repeat >= spec.repeats for c in every), sum(bool(c.baseline) for c in every)
+    print(f"\n{spec.name}: {todo} of {len(every) - extras} cells to run under {out}/{safe_name(spec.name)} ({baseline} "
+          f"of them baselines' cells); up to {extras} more lone runs while a baseline misses its precision target")
+    print(estimate.plan_line(spec, out))
+    if budget_min is not None:
+        print(budget_line(budget_min, *estimate.plan_seconds(spec, out)))
+    return 0
