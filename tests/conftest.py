@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(config, items):
     """GPU tests skipped without a GPU, with the reason; each test that shares a fixture wider than itself placed
     with the others that share it (`xdist_group`), so that pytest-xdist's workers (`--dist loadgroup`) build each
     such fixture once: a session fixture's users in one group (the cpu-smoke batch), a module fixture's in its
-    module's group (a JupyterLab, an MLflow server, a Slurm cluster); every other test goes wherever a worker is free."""
+    module's group (a JupyterLab, an MLflow server); every other test goes wherever a worker is free."""
     reason = None
     for item in items:
         shared = sorted(f"{d[-1].scope}-{name}" if d[-1].scope == "session" else f"module-{item.module.__name__}"
