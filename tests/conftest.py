@@ -52,6 +52,7 @@ def sigint_as_before():
     assert not left, f"{left} background run(s) still going after the test (stopped now)"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """GPU tests skipped without a GPU, with the reason; each test that shares a fixture wider than itself placed
     with the others that share it (`xdist_group`), so that pytest-xdist's workers (`--dist loadgroup`) build each
