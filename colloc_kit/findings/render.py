@@ -23,7 +23,9 @@ from colloc_kit.findings.appendix import (
 from colloc_kit.findings.charts import TITLES
 from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
-from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, missing_cells
+from colloc_kit.findings.missing import missing_cells
+from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations
+from colloc_kit.findings.verdict import grouped, listed
 from colloc_kit.gpu.mig_catalogue import gpu_model
 from colloc_kit.notebook import setup as notebook
 from colloc_kit.predict import check as predict_check
@@ -79,7 +81,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
             like33[experiment] = cells
     return Report(gpu, source or "the runs given", [n for n in (note33, note37) if n],
                   cells33, variant33, cells37, fit, placements, not_run,
-                  claims(cells33, cells37, placements, fit, gpu, not_run, variant33), like33,
+                  claims(cells33, cells37, placements, fit, gpu, not_run, variant33, like33), like33,
                   prediction_errors(results), fairness_findings(results, models), noise)
 
 
@@ -91,10 +93,15 @@ def verdicts(found: Report) -> pd.DataFrame:
 
 
 def because(found: Report, number: int) -> str:
-    """Why claim `number` got its verdict: what the data shows, the rule, and the noise that bears on it."""
+    """Why claim `number` got its verdict: what the data shows, its scope, the cells that decided it and those set
+    aside, the rule, and the noise that bears on it."""
     claim = found.claims[number - 1]
     noise = noise_by_claim(found.noise).get(number)
+    decided, aside = (listed(claim.get(key, []), "appendix A") for key in ("decided", "set_aside"))
     return " ".join(s for s in (f"{_sentence(pretty(claim['shows']))}",
+                                f"Scope: {_period(claim['scope'])}" if claim.get("scope") else "",
+                                f"Decided by: {_period(decided)}" if decided else "",
+                                f"Set aside: {_period(aside)}" if aside else "",
                                 f"The rule: {_period(claim['rule'])}" if claim.get("rule") else "",
                                 f"Noise: {_period(noise)}" if noise else "") if s)
 
@@ -217,7 +224,7 @@ def _appendix(found: Report) -> list[str]:
     links = {name: f"[{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})" for name in APPENDIX}
     lines = ["## Appendix: A. The evidence behind each verdict", ""]
     for i, claim in enumerate(found.claims, 1):
-        evidence = grouped_evidence(claim["evidence"], links)
+        evidence = grouped_evidence(claim["evidence"], links) + grouped(claim)
         lines += [f"<details><summary>{i}. {claim['claim']} ({len(evidence)} lines)</summary>", "",
                   *(f"- {e}" for e in evidence), "", "</details>", ""]
     lines += [f"### {APPENDIX['gains']}", "", _measured(found), "",
