@@ -10,8 +10,8 @@ Ten layers, each importing only the ones before it: `read.py` (the data: runs, c
 lacks: predicted not to fit, or seen out of memory), `verdict.py` (what a verdict holds: the cells that decided it
 and those set aside; comparing by CIs; settling where a cell cannot decide), `gain.py` (claim 1: every shared cell's
 gain against 3x, and whose part it was), `sharing.py` (claims 3 and 4: ways of sharing against each other),
-`judge.py` (the claims, claim 2's rule, the yardsticks), `fairness.py` (who lost when jobs shared, shares asked and had),
-`charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
+`judge.py` (the claims, claim 2's rule, the yardsticks), `fairness.py` (who lost when jobs shared, shares asked and
+had), `charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
 `render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
@@ -74,7 +74,8 @@ from colloc_kit.findings.read import (
 from colloc_kit.findings.missing import OUT_OF_MEMORY, PREDICTED, missing_cells, with_margin
 from colloc_kit.findings.sharing import MIG_CLAIM, MPS_CLAIM, NOT_MIG, comparable, judge_mig, judge_mps
 from colloc_kit.findings.verdict import (
-    AGREES, CANNOT_TELL, DISAGREES, NOT_MEASURED, PARTLY, VERDICTS, Cell, Decision, ahead, settle, verdict,
+    AGREES, CANNOT_TELL, DISAGREES, NOT_MEASURED, PARTLY, VERDICTS, Cell, Decision, ahead, grouped, listed, settle,
+    verdict,
 )
 from colloc_kit.findings.render import (
     LIKE_33,
@@ -94,7 +95,7 @@ __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "
            "OUT_OF_MEMORY", "with_margin", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
            "AGREES", "PARTLY", "DISAGREES", "CANNOT_TELL", "NOT_MEASURED", "VERDICTS", "Cell", "Decision", "ahead",
-           "settle", "verdict",
+           "settle", "verdict", "listed", "grouped",
            "CLAIMED_GAIN", "GAIN_RULE", "short_name", "gain_outcome", "judge_cells", "judge_gain", "attribution",
            "MIG_CLAIM", "MPS_CLAIM", "NOT_MIG", "comparable", "judge_mig", "judge_mps",
            "STUDY_GPU", "GAIN_CLAIM", "BUSIEST_LEAST", "capacities", "mig_placements", "claims", "gain_text",

@@ -67,7 +67,8 @@ def claims(cells33: pd.DataFrame, cells37: pd.DataFrame, placements: pd.DataFram
     study = [as_run(cells)[0] for cells in (like33 or {}).values()]
     names = ["33", *(name.removeprefix("seed-") for name in (like33 or {}))]
     recipe = pd.concat([cells33, *study], ignore_index=True) if study else cells33
-    scope = f"experiment{'s' if len(names) > 1 else ''} {_and(names)} as the study ran them (fp32)"
+    scope = (f"experiments {_and(names)} as the study ran them (fp32)" if len(names) > 1 else
+             "experiment 33 as the study ran it (fp32)")
     sets = [(scope, recipe)]
     if variant33 is not None and len(variant33):
         sets.append((f"experiment 33 in {_precision(variant33, 'another precision')}", variant33))
