@@ -164,7 +164,8 @@ def test_mixes_are_compared_across_ways_of_sharing_in_the_findings():
     text = findings.markdown(results, "H100-80GB")
     assert "**3. Not measured here.** Not measured here (MPS partitions stand in for MIG" in text  # no MIG cell
     assert ("- set aside, MPS partition, not MIG: behind MPS beyond the CIs (1): seed-37 R26 + R50 as 1+1 MPS "
-            "partition (not MIG) 2g+1g x1: 1.10 ± 0.00 x against seed-37 R26 + R50 as 1+1 MPS x1: 1.60 ± 0.00 x") in text
+            "partition (not MIG) 2g+1g x1: 1.10 ± 0.00 x against seed-37 R26 + R50 as 1+1 MPS x1: 1.60 ± 0.00 x") \
+        in text
     assert "| R26 + R50 as 1+1 | 1.20 ± 0.00 | 1.60 ± 0.00 | 1.10 ± 0.00 | unknown |" in text  # no bound_by made up
     assert ("- decided, MPS best (1): seed-37 R26 + R50 as 1+1 MPS x1: 1.60 ± 0.00 x against seed-37 R26 + R50 as "
             "1+1 naive x1: 1.20 ± 0.00 x") in text and "No shared cell measured." in text
