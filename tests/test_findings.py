@@ -288,14 +288,27 @@ REGENERATE = ("python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08.
 
 
 def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
-    """docs/findings.md is drawn, not written: the report of the renewed H100 set, under 220 lines (experiment 33
+    """docs/findings.md is drawn, not written: the report of the renewed H100 set, under 240 lines (experiment 33
     in fp32 and bf16, 34 to 37), its figures beside it."""
     results, not_run, source = findings.read("h100-80gb-renewed")
     text = findings.markdown(results, findings.gpu_of(results), source=source, not_run=not_run, images="img/findings")
     assert (DOCS / "findings.md").read_text(encoding="utf-8") == text, f"stale: regenerate it with {REGENERATE}"
-    assert len(text.splitlines()) < 220
+    assert len(text.splitlines()) < 240  # with each verdict's deciding and set-aside cells, a line per outcome
     figures = re.findall(r"!\[[^\]]*\]\((img/findings/claim-\d\.png)\)", text)
     assert len(figures) == len(findings.TITLES) and all((DOCS / f).exists() for f in figures)
     anchors = set(re.findall(r"\]\(#([\w-]+)\)", text))
     headings = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
     assert anchors <= headings, anchors - headings  # every link to a figure or a table lands
+
+
+def test_the_readme_says_claim_1_as_its_verdict_on_the_shipped_data_gives_it():
+    """The README's headline sentence on claim 1 follows the verdict: cannot tell, by the one cell that spans 3x."""
+    results, not_run, source = findings.read("h100-80gb-renewed")
+    found = findings.report(results, findings.gpu_of(results), source=source, not_run=not_run)
+    gain = found.claims[0]
+    (decision,) = gain["decided"]
+    (cell,) = decision.cells
+    readme = " ".join((DOCS.parent / "README.md").read_text(encoding="utf-8").split())
+    assert gain["verdict"] == "cannot tell" and "cannot be told" in readme
+    assert f"ResNet-26's {cell.value:.2f} ± {cell.ci:.2f} x ({cell.copies} copies, {cell.kind}) spans 3x" in readme
+    assert "too imprecise to decide" not in readme  # no cell left out

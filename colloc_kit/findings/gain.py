@@ -99,8 +99,11 @@ def judge_gain(sets: list[tuple[str, pd.DataFrame]]) -> dict:
         first = first or (scope, said, decided, set_aside, cells)
         where = scope if first[0] == scope else f"{scope}, not the study's recipe"
         shows.append(f"{where}: {said}: " + "; ".join(d.text() for d in decided))
-        evidence += [f"{scope}: {_line(row)}; alone: {_alone_evidence(cells, row['workloads'])}"
-                     for row in _best_rows(cells)]
+        rows = _best_rows(cells)
+        for experiment in dict.fromkeys(str(row["experiment"]) for row in rows):  # one line per experiment
+            evidence.append(f"{experiment}{'' if first[0] == scope else ' ' + scope.split(' in ')[-1]}: " + "; ".join(
+                f"{_line(row)} (alone: {_alone_evidence(cells, row['workloads'])})" for row in rows
+                if str(row["experiment"]) == experiment))
     if first is None:
         return {"verdict": CANNOT_TELL, "shows": "no shared cell with a baseline in the data", "evidence": [],
                 "rule": GAIN_RULE, "scope": sets[0][0] if sets else "", "decided": [], "set_aside": []}

@@ -39,7 +39,8 @@ __all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
            "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
 APPENDIX = {"gains": "B. Gains of experiments 33-36", "mixes": "C. Gains of the mixes of experiment 37",
-            "not-run": "D. Cells not run or that did not fit", "fit": "E. Copies that fit in memory",
+            "not-run": "D. Cells not run (predicted not to fit) or whose jobs ran out of memory",
+            "fit": "E. Copies that fit in memory",
             "mig": "F. MIG layouts that cannot be placed", "fair": "G. The least fair cells",
             "shares": "H. Shares asked and had"}
 
@@ -82,7 +83,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
     return Report(gpu, source or "the runs given", [n for n in (note33, note37) if n],
                   cells33, variant33, cells37, fit, placements, not_run,
                   claims(cells33, cells37, placements, fit, gpu, not_run, variant33, like33), like33,
-                  prediction_errors(results), fairness_findings(results, models), noise)
+                  prediction_errors(), fairness_findings(results, models), noise)
 
 
 def verdicts(found: Report) -> pd.DataFrame:
@@ -149,7 +150,7 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
 
 
 def as_markdown(found: Report, images: str = "") -> str:
-    """The report as Markdown, under 200 lines for the seed study's data. `images`: the folder (relative to the
+    """The report as Markdown, under 240 lines for the seed study's data. `images`: the folder (relative to the
     file) holding each claim's figure as claim-<n>.png (`charts.save_png`); without it the figures are named, and
     notebook 08 draws them."""
     shown = verdicts(found).drop(columns="because").assign(
@@ -177,7 +178,7 @@ def _tally(claims: list[dict]) -> str:
     for i, claim in enumerate(claims, 1):
         groups.setdefault(claim["verdict"], []).append(str(i))
     said = {"agrees": "agrees with", "partly": "partly agrees with", "disagrees": "disagrees with",
-            "cannot tell": "cannot decide"}
+            "cannot tell": "cannot decide", "not measured here": "holds no measurement for"}
     parts = [f"{said.get(verdict, verdict)} claim{'s' if len(n) > 1 else ''} "
              f"{', '.join(n[:-1]) + ' and ' + n[-1] if len(n) > 1 else n[0]}" for verdict, n in groups.items()]
     return "The data " + ("; it ".join(parts) or "holds no claim") + ". Why each verdict, by the rule that decided it:"
@@ -213,8 +214,10 @@ def _prediction_section(errors: pd.DataFrame) -> list[str]:
                           p90=[f"{100 * v:.1f} %" for v in errors["p90"]])
     shown.columns = ["mode", "cells", "median error of the gain", "90th percentile"]
     return ["## What predicts a gain", "",
-            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict.model`, against what it "
-            f"measured; the model's constants were fitted on {predict_check.HOLD_OUT}, whose cells are left out. "
+            "Each collocated cell of the shipped H100 sets (h100-80gb, h100-matrix) predicted from its lone runs alone "
+            f"by `colloc_kit.predict.model`, against what it measured; the model's constants were fitted on "
+            f"{predict_check.HOLD_OUT}, whose cells are not counted (the same errors as the README's and notebook "
+            "09's, `predict.check.held_out_errors`). "
             "The model and its worst cells: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
             "", table(shown).to_markdown(), ""]
 

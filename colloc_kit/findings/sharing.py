@@ -123,7 +123,7 @@ def judge_mps(copies: pd.DataFrame, mixes: pd.DataFrame, scope: str) -> dict:
             mps = _cell(group, MPS, key)
             behind = False if mps.value >= best.value else ahead(best, mps)
             outcome = BEST if mps.value >= best.value else f"{BEHIND} {best.kind} beyond the CIs" if behind else \
-                f"{WITHIN} ({best.kind})" if behind is False else "undecided: a CI unknown"
+                f"{WITHIN.replace('the best', best.kind)}" if behind is False else "undecided: a CI unknown"
             (seen.append(BEHIND if behind else BEST) if behind is not None else undecided.append((BEST, BEHIND)))
             decided.append(Decision((mps, best), outcome))
     if not decided:
