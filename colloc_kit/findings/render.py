@@ -27,7 +27,6 @@ from colloc_kit.findings.missing import missing_cells
 from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations
 from colloc_kit.findings.verdict import grouped, listed
 from colloc_kit.gpu.mig_catalogue import gpu_model
-from colloc_kit.notebook import setup as notebook
 from colloc_kit.predict import check as predict_check
 from colloc_kit.views.tables import table
 
@@ -62,7 +61,7 @@ class Report:
     like33: dict[str, pd.DataFrame] = field(default_factory=dict)  # experiments 34-36: their measured cells
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # the prediction model's errors (prediction_errors)
     fairness: dict | None = None  # who lost when jobs shared, shares asked and had (fairness.fairness_findings)
-    noise: str | None = None  # the noise check's warning (`notebook.noise_warning`), said under the claims it affects
+    noise: str | None = None  # the noise check's warnings (`analysis.noise`), said under the claims they bear on
 
 
 def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
@@ -74,7 +73,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
     placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
         if len(results.jobs) else pd.DataFrame(columns=["workload", "capacity", "copies_fit", "steady_gpu_memory_mb"])
-    noise = notebook.noise_warning(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)
+    noise = analysis.noise(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)  # said, never greying
     like33 = {}
     for experiment in LIKE_33:
         cells, _ = configurations(results, experiment, models)
