@@ -28,8 +28,8 @@ IMPOSSIBLE = "impossible numbers"  # how the flags of a job faster or a p99 lowe
 def outside_noise(summary: pd.DataFrame) -> pd.Series:
     """Per summary row: whether jobs shared the card (more than one job) and the gain's 95 % CI leaves 1, so the
     difference from one job alone lies outside the noise; False where the CI is unknown."""
-    if summary is None or summary.empty:
-        return pd.Series(dtype=bool)
+    if summary is None or summary.empty or "normalized_throughput_ci" not in summary:
+        return pd.Series(False, index=getattr(summary, "index", None), dtype=bool)
     jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
     gain = summary["normalized_throughput_mean"].astype(float)
     ci = summary["normalized_throughput_ci"].astype(float)
