@@ -17,7 +17,7 @@ import pytest
 
 import colloc_kit
 from colloc_kit import findings
-from colloc_kit.analysis import fairness, figures
+from colloc_kit.analysis import fairness, figures, greying
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results, derive
 from colloc_kit.notebook import setup as notebook
@@ -164,7 +164,8 @@ def noisy_jobs(second_repeat: float, alone: list[float] | None = None) -> pd.Dat
 
 def test_identical_jobs_of_one_run_that_differ_are_fairness_not_noise():
     assert analysis.noise(noisy_jobs(100.0)) is None  # j0 and j1 differ 2.5x, twice alike
-    assert notebook.noise_warning is analysis.noise  # the notebooks' and the panel's warning is this one
+    assert notebook.noise_warning is greying.greyed  # the pages' and the panel's: the one noise rule over it
+    assert notebook.noise_warning(noisy_jobs(100.0)) is None
 
 
 def test_repeats_of_one_cell_that_differ_are_noise():

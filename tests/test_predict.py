@@ -2,6 +2,7 @@
 advise): the arithmetic on hand-made lone profiles, the ranking, bad input, and --confirm on real CPU processes."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict import host
 from colloc_kit.predict.model import CALIBRATION, Config, LoneProfile, Target, predict, smooth_min
+
+ROOT = Path(__file__).resolve().parents[1]
 
 K = CALIBRATION.sharpness
 INPUT = LoneProfile("input", 1000.0, gpu_busy=0.10, sm_active=0.05, dram=0.05, input_wait=0.70, memory_mb=4000.0)
@@ -143,6 +146,20 @@ def test_validation_meets_the_issue_targets_on_held_out_cells():
     bands = predict_check.error_bands()
     for mode in ("naive", "mps", "partitions"):
         assert bands[mode]["cells"] >= 10 and bands[mode]["median"] <= 0.10 and bands[mode]["p90"] <= 0.25
+
+
+def test_the_readme_findings_and_notebook_09_show_the_one_set_of_held_out_errors():
+    """README's table is `held_out_errors()` of the shipped data to its digits; docs/findings.md and notebook 09
+    compute theirs with it (the findings drew 35/35/19 cells from another set before)."""
+    errors = predict_check.held_out_errors().set_index("mode")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for mode, label in (("naive", "naive"), ("mps", "MPS"), ("partitions", "MPS partitions")):
+        row = errors.loc[mode]
+        assert f"| {label} | {int(row['cells'])} | {100 * row['median']:.1f}% | {100 * row['p90']:.1f}% |" in readme
+    findings = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    for mode, row in errors.iterrows():
+        assert f"| {mode} | {int(row['cells'])} | {100 * row['median']:.1f} % | {100 * row['p90']:.1f} % |" in findings
+    assert "predict_check.held_out_errors(frame)" in (ROOT / "notebooks" / "09_guess_before_you_run.ipynb").read_text()
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@
     lone         each job's lone baseline and what is measured against it (relative throughput, slowdown)
     fairness     Jain's index, who lost when jobs shared, shares asked against shares had
     attribution  every gain split: the GPU's part and the host's part (three lone baselines), the GPU-only gain
+    greying      the one noise rule: a page greyed only where its differences lie within the noise; impossible numbers
     summaries    summaries with CIs and baselines (`run_summary`, `summarize`, ...; `colloc_kit.analysis.X`)
 
     >>> from colloc_kit import analysis

@@ -1,7 +1,8 @@
 """What `colloc_kit.analysis` offers, for type checkers and for lazy_loader.attach_stub (see __init__.py); a stub
 re-exports only names imported `as` themselves, hence `X as X` (summaries' `__all__`)."""
 
-from . import attribution, fairness, figures, latency, lone, results, summaries
+from . import attribution, fairness, figures, greying, latency, lone, results, summaries
+from .greying import greyed as greyed
 from .summaries import (
     BASELINE_KEYS as BASELINE_KEYS,
     COMPLETE as COMPLETE,
@@ -20,6 +21,7 @@ from .summaries import (
     job_summary as job_summary,
     measured_rate as measured_rate,
     memory_fit as memory_fit,
+    impossible_gain as impossible_gain,
     noise as noise,
     run_summary as run_summary,
     summarize as summarize,

@@ -24,7 +24,7 @@ from colloc_kit.spec import RECIPE_DEFAULTS, JobSpec
 from colloc_kit.stats import ci95
 from colloc_kit.statuses import COMPLETE
 
-__all__ = ["WORKLOAD", "BASELINE_KEYS", "DERIVED", "complete", "measured_rate", "in_figures", "baselines",
+__all__ = ["WORKLOAD", "BASELINE_KEYS", "DERIVED", "complete", "measured_rate", "in_figures", "baselines", "one_mode",
            "with_baselines", "workload_label", "data_name", "keyed"]
 
 DEFAULT_WORKERS = JobSpec.__dataclass_fields__["workers"].default  # the kit recipe's loader workers
@@ -39,7 +39,7 @@ WORKLOAD = ["model", "dataset", "data_root", "image_size", "batch_size", "amp", 
 BASELINE_KEYS = ["experiment", *WORKLOAD]  # a baseline belongs to its experiment
 
 DERIVED = ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s", "baseline_peak_memory_mb",
-           "baseline_steady_gpu_memory_mb", "baseline_jobs", "relative_throughput", "baseline_rel_ci",
+           "baseline_steady_gpu_memory_mb", "baseline_jobs", "baseline_mode", "relative_throughput", "baseline_rel_ci",
            "epoch_time_growth", "baseline_note"]  # the columns `with_baselines` adds (replaced where already there)
 
 
@@ -82,13 +82,15 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
     >>> baselines(colloc_kit.load("runs").jobs)[["model", "baseline_images_per_s"]]   # doctest: +SKIP
     """
     columns = BASELINE_KEYS + ["baseline_images_per_s", "baseline_images_per_s_ci", "baseline_step_time_s",
-                               "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs"]
+                               "baseline_peak_memory_mb", "baseline_steady_gpu_memory_mb", "baseline_jobs",
+                               "baseline_mode"]
     solo = complete(keyed(jobs))
     solo = solo[solo["alone"].astype(bool)] if len(solo) else solo
     if solo.empty:
         return pd.DataFrame(columns=columns)
     rows = []
     for keys, group in solo.groupby(BASELINE_KEYS, dropna=False, sort=False):
+        group, mode = one_mode(group)
         mean, ci = ci95(group["images_per_s"])
         if len(group) == 1 and "images_per_s_ci" in group:
             ci = float(group["images_per_s_ci"].iloc[0])
@@ -96,8 +98,24 @@ def baselines(jobs: pd.DataFrame) -> pd.DataFrame:
                      "baseline_step_time_s": group["batch_size"].iloc[0] / mean,
                      "baseline_peak_memory_mb": group["peak_memory_mb"].median(),
                      "baseline_steady_gpu_memory_mb": _median(group, "steady_gpu_memory_mb"),
-                     "baseline_jobs": len(group)})
+                     "baseline_jobs": len(group), "baseline_mode": mode})
     return pd.DataFrame(rows, columns=columns)
+
+
+def one_mode(alone: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The lone jobs of one workload that make its baseline, and their mode: a baseline never pools modes (one job
+    alone under exclusive and one time-sliced with nothing under naive ran differently, and on a GPU they differ);
+    exclusive's where the experiment has them, else those of the mode that comes first by name.
+
+    >>> alone = pd.DataFrame({"mode": ["naive", "exclusive", "exclusive"], "images_per_s": [5318.0, 6420.0, 6400.0]})
+    >>> one_mode(alone)[0]["images_per_s"].tolist(), one_mode(alone)[1]
+    ([6420.0, 6400.0], 'exclusive')
+    """
+    if "mode" not in alone or alone["mode"].isna().all():
+        return alone, None
+    modes = sorted(set(alone["mode"].dropna()))
+    mode = "exclusive" if "exclusive" in modes else modes[0]
+    return alone[alone["mode"] == mode], mode
 
 
 def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -35,7 +35,8 @@ from colloc_kit.statuses import COMPLETE
 
 __all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
            "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
-           "data_name", "run_summary", "summarize", "job_summary", "noise", "memory_fit", "job_mix_label"]
+           "data_name", "run_summary", "summarize", "job_summary", "noise", "impossible_gain", "memory_fit",
+           "job_mix_label"]
 
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -202,11 +203,11 @@ def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float 
                         f"+-{100 * rel.max():.0f} % (95 % CI over {int(worst['baseline_jobs'])} lone job(s)): gains "
                         "of it closer than that are noise; repeat its lone run (FRESH = True in a notebook, "
                         "again=True in colloc_kit.run, or the panel's Run measure a new repeat)")
-    impossible = _impossible_gain(summary, limit) if summary is not None and len(summary) else None
+    impossible = impossible_gain(summary, limit) if summary is not None and len(summary) else None
     return "; ".join(warnings + ([impossible] if impossible else [])) or None
 
 
-def _impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
+def impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
     """The configuration that gained most beyond what its jobs can give, said in a sentence; None if none did."""
     jobs = summary["n_jobs"] if "n_jobs" in summary else summary["copies"]
     one_after_another = summary["mode"].eq("exclusive") if "mode" in summary else pd.Series(False, summary.index)

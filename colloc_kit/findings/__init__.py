@@ -6,10 +6,12 @@ experiment per cell with the evidence beside each gain; `claims` puts each claim
 shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
 data lacks are listed, never fatal.
 
-Seven layers, each importing only the ones before it: `read.py` (the data: runs, cells, the cells it lacks),
-`gain.py` (claim 1: each workload's largest gain against 3x, and whose part it was), `judge.py` (the claims,
-their verdicts, rules and evidence), `fairness.py` (who lost when jobs shared, shares asked and had),
-`charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
+Ten layers, each importing only the ones before it: `read.py` (the data: runs, cells), `missing.py` (the cells it
+lacks: predicted not to fit, or seen out of memory), `verdict.py` (what a verdict holds: the cells that decided it
+and those set aside; comparing by CIs; settling where a cell cannot decide), `gain.py` (claim 1: every shared cell's
+gain against 3x, and whose part it was), `sharing.py` (claims 3 and 4: ways of sharing against each other),
+`judge.py` (the claims, claim 2's rule, the yardsticks), `fairness.py` (who lost when jobs shared, shares asked and
+had), `charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
 `render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
@@ -37,17 +39,11 @@ from colloc_kit.findings.fairness import (
     shares_table,
 )
 from colloc_kit.findings.gain import (
-    CLAIMED_GAIN,
-    GAIN_RULE,
-    IMPRECISE_BASELINE,
-    attribution,
-    judge_gain,
-    short_name,
-    workload_gains,
+    CLAIMED_GAIN, GAIN_RULE, attribution, gain_outcome, judge_cells, judge_gain, short_name,
 )
 from colloc_kit.findings.judge import (
+    BUSIEST_LEAST,
     GAIN_CLAIM,
-    SAME_SHAPES,
     STUDY_GPU,
     capacities,
     claims,
@@ -70,11 +66,16 @@ from colloc_kit.findings.read import (
     gpu_of,
     kind_of,
     layout_key,
-    missing_cells,
     mix_label,
     name_of,
     part_of,
     read,
+)
+from colloc_kit.findings.missing import OUT_OF_MEMORY, PREDICTED, missing_cells, with_margin
+from colloc_kit.findings.sharing import MIG_CLAIM, MPS_CLAIM, NOT_MIG, comparable, judge_mig, judge_mps
+from colloc_kit.findings.verdict import (
+    AGREES, CANNOT_TELL, DISAGREES, NOT_MEASURED, PARTLY, VERDICTS, Cell, Decision, ahead, grouped, listed, settle,
+    verdict,
 )
 from colloc_kit.findings.render import (
     LIKE_33,
@@ -90,11 +91,14 @@ from colloc_kit.findings.render import (
     verdicts,
 )
 
-__all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "read", "gpu_of",
+__all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "PREDICTED",
+           "OUT_OF_MEMORY", "with_margin", "read", "gpu_of",
            "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
-           "CLAIMED_GAIN", "IMPRECISE_BASELINE", "GAIN_RULE", "short_name", "judge_gain", "workload_gains",
-           "attribution",
-           "STUDY_GPU", "GAIN_CLAIM", "SAME_SHAPES", "capacities", "mig_placements", "claims", "gain_text",
+           "AGREES", "PARTLY", "DISAGREES", "CANNOT_TELL", "NOT_MEASURED", "VERDICTS", "Cell", "Decision", "ahead",
+           "settle", "verdict", "listed", "grouped",
+           "CLAIMED_GAIN", "GAIN_RULE", "short_name", "gain_outcome", "judge_cells", "judge_gain", "attribution",
+           "MIG_CLAIM", "MPS_CLAIM", "NOT_MIG", "comparable", "judge_mig", "judge_mps",
+           "STUDY_GPU", "GAIN_CLAIM", "BUSIEST_LEAST", "capacities", "mig_placements", "claims", "gain_text",
            "prediction_errors",
            "FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
            "fairness_findings", "TITLES", "for_plots", "claim_figures", "versus_figure", "save_png", "pretty",

@@ -16,6 +16,7 @@ import pandas as pd
 
 from colloc_kit.findings.gain import _bound
 from colloc_kit.findings.judge import gain_text
+from colloc_kit.findings.missing import OUT_OF_MEMORY, PREDICTED, with_margin
 from colloc_kit.findings.read import KINDS
 from colloc_kit.views.style import counted
 
@@ -23,7 +24,8 @@ __all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "u
            "shares_by_layout", "grouped_fairness"]
 
 GROUPED = (  # evidence lines that a table of the appendix holds: (what the lines say, how many, which table)
-    ("not fit", "{n} cell(s) did not fit in memory", "not-run"),  # "does not fit" (not run), "did not fit" (OOM)
+    (PREDICTED, "{n} cell(s) " + PREDICTED + " (the kit's check before running)", "not-run"),
+    (OUT_OF_MEMORY, "{n} cell(s) whose jobs " + OUT_OF_MEMORY + " (observed)", "not-run"),
     ("steady alone;", "{n} counts of the copies that fit in a card or a MIG profile", "fit"),
     ("cannot be placed", "{n} MIG layout(s) of the study's mixes cannot be placed", "mig"),
 )
@@ -65,15 +67,15 @@ def not_run_table(missing: pd.DataFrame, not_run: pd.DataFrame | None) -> pd.Dat
     of 37 its not-run list names), one row per reason with the cells it holds back.
 
     >>> missing = pd.DataFrame({"workload": ["r26", "r26"], "kind": ["naive", "MPS"], "copies": [7, 7],
-    ...                         "layout": ["", ""], "state": ["not run, does not fit: too big"] * 2})
+    ...                         "layout": ["", ""], "state": ["not run, predicted not to fit: too big"] * 2})
     >>> not_run_table(missing, None).to_dict("records")
-    [{'why': 'not run, does not fit: too big', 'cells': 2, 'which': 'r26: naive x7, MPS x7'}]
+    [{'why': 'not run, predicted not to fit: too big', 'cells': 2, 'which': 'r26: naive x7, MPS x7'}]
     """
     rows = [(r.state, r.workload, f"{r.kind} x{r.copies}" + (f" on {r.layout}" if r.layout else ""))
             for r in missing.itertuples()]
     mixes = not_run[not_run["experiment"] == "seed-37"] if not_run is not None and len(not_run) else None
     if mixes is not None:
-        rows += [(f"not run, does not fit: {why}", "mixes", _mix_cell(cell)) for cell, why in
+        rows += [(f"{PREDICTED}: {with_margin(why)}", "mixes", _mix_cell(cell)) for cell, why in
                  zip(mixes["cell"], mixes["why"])]
     found = []
     for why, group in pd.DataFrame(rows, columns=["why", "workload", "cell"]).groupby("why", sort=False):

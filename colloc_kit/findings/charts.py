@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from colloc_kit.errors import BadInput
 from colloc_kit.findings.gain import CLAIMED_GAIN
-from colloc_kit.findings.judge import _comparable
+from colloc_kit.findings.sharing import comparable
 from colloc_kit.findings.read import ALONE, MPS, PARTITION
 from colloc_kit.views import plots
 from colloc_kit.views.style import TEMPLATE, colours, empty
@@ -58,7 +58,7 @@ def versus_figure(cells: list[pd.DataFrame], kind: str | None, against: str, tit
     `kind` gained more."""
     rows = []
     for frame, what in zip(cells, ("copies of one model", "mixes")):
-        for key, group in _comparable(frame) if len(frame) else []:
+        for key, group in comparable(frame) if len(frame) else []:
             base = group[group["kind"] == against]
             other = group[group["kind"] != against] if kind is None else group[group["kind"] == kind]
             if len(base) and len(other):

@@ -1,13 +1,14 @@
-"""Claim 1 judged with its because: the largest gain of each workload, in each precision, held against the claimed
-3x by a stated rule; a workload whose lone run is too imprecise to decide is excluded and named, never allowed to make
-the verdict; and, where the summary splits each gain into the GPU's part and the host's part (`gpu_part`,
-`host_part`), how much of the best gain was whose.
+"""Claim 1 judged with its because: every shared cell's gain, with its 95 % CI, held against the claimed 3x by one
+rule (`GAIN_RULE`, `gain_outcome`); a cell whose CI spans 3x, or that has no CI, decides nothing but makes the
+verdict "cannot tell" wherever it could change it (`verdict.settle`); and, where the summary splits each gain into
+the GPU's part and the host's part (`gpu_part`, `host_part`), how much of the best gain was whose.
 
-    >>> cells = pd.DataFrame({"workloads": ["r26", "r26"], "kind": ["alone", "MPS"], "copies": [1, 3],
-    ...     "amp": ["off", "off"], "normalized_throughput_mean": [1.0, 1.6], "normalized_throughput_ci": [0.1, 0.2]})
-    >>> judged = judge_gain([("fp32", cells)])
-    >>> judged["verdict"], judged["shows"][:60]
-    ('disagrees', 'as the study ran it (fp32): disagrees: every decided workloa')
+    >>> cells = pd.DataFrame({"experiment": "seed-33", "workloads": ["r26", "r26"], "kind": ["alone", "MPS"],
+    ...     "copies": [1, 3], "amp": ["off", "off"], "normalized_throughput_mean": [1.0, 1.6],
+    ...     "normalized_throughput_ci": [0.1, 0.2]})
+    >>> judged = judge_gain([("experiment 33 (fp32)", cells)])
+    >>> judged["verdict"], judged["decided"][0].text()
+    ('disagrees', 'seed-33 r26 MPS x3: 1.60 ± 0.20 x (stays below 3x)')
 """
 
 from __future__ import annotations
@@ -19,107 +20,113 @@ from typing import Any
 import pandas as pd
 
 from colloc_kit.findings.read import ALONE, KINDS
+from colloc_kit.findings.verdict import AGREES, CANNOT_TELL, DISAGREES, Cell, Decision, settle
 
-__all__ = ["CLAIMED_GAIN", "IMPRECISE_BASELINE", "GAIN_RULE", "short_name", "judge_gain", "workload_gains",
-           "attribution"]
+__all__ = ["CLAIMED_GAIN", "GAIN_RULE", "short_name", "gain_outcome", "judge_cells", "judge_gain", "attribution"]
 
 CLAIMED_GAIN = 3.0  # "up to three times" (EuroMLSys 2024); arXiv v3 says four
-IMPRECISE_BASELINE = 0.5  # a lone run whose 95 % CI is wider than +-50 % of its mean cannot decide a gain
-GAIN_RULE = (f"each workload's largest gain, with its 95 % CI, against {CLAIMED_GAIN:.0f}x: agrees where one clears "
+CLEARS, BELOW, SPANS, NO_CI = (f"reaches {CLAIMED_GAIN:.0f}x", f"stays below {CLAIMED_GAIN:.0f}x",
+                               f"spans {CLAIMED_GAIN:.0f}x", "no CI")
+GAIN_RULE = (f"every shared cell's gain, with its 95 % CI, against {CLAIMED_GAIN:.0f}x: agrees where one clears "
              f"{CLAIMED_GAIN:.0f}x (lower bound at or above it), disagrees where every one stays below (upper bound "
-             f"under it), cannot tell otherwise; a workload whose lone run is known only to more than "
-             f"±{100 * IMPRECISE_BASELINE:.0f} % is left out; the verdict is that of the study's recipe (fp32), "
-             "other precisions are reported beside it")
+             f"under it), cannot tell otherwise: a cell whose CI spans {CLAIMED_GAIN:.0f}x, or that has no CI, "
+             "decides nothing and is never left out; the verdict is that of the study's recipe (fp32), other "
+             "precisions are reported beside it")
 
 
-def workload_gains(cells: pd.DataFrame) -> list[dict]:
-    """Per workload of `cells`: its largest gain (mean, CI, copies, way of sharing), how precise its lone run is,
-    and the outcome: 'clears', 'below', 'spans' the claimed gain, or 'excluded' (lone run too imprecise)."""
-    out = []
-    for workload, group in cells.groupby("workloads", sort=True):
-        shared = group[group["kind"].isin(KINDS)].dropna(subset=["normalized_throughput_mean"])
-        if shared.empty:
-            continue
-        best = shared.loc[shared["normalized_throughput_mean"].idxmax()]
-        lone_ci = _lone_precision(group[group["kind"] == ALONE])
-        mean, ci = float(best["normalized_throughput_mean"]), _ci(best)
-        margin = 0.0 if math.isnan(ci) else ci
-        outcome = ("excluded" if lone_ci > IMPRECISE_BASELINE else "clears" if mean - margin >= CLAIMED_GAIN
-                   else "below" if mean + margin < CLAIMED_GAIN else "spans")
-        out.append({"workload": short_name(workload), "row": best, "mean": mean, "ci": ci,
-                    "lone_ci": lone_ci, "outcome": outcome})
-    return out
+def gain_outcome(cell: Cell) -> str:
+    """What one cell shows against the claimed 3x: reaches, stays below, spans it, or no CI to tell.
+
+    >>> gain_outcome(Cell("seed-33", "r26", "MPS", 3, 1.84, 1.17))
+    'spans 3x'
+    """
+    if not cell.known:
+        return NO_CI
+    return CLEARS if cell.low >= CLAIMED_GAIN else BELOW if cell.high < CLAIMED_GAIN else SPANS
+
+
+def _rule(seen: list[str]) -> str:
+    return AGREES if CLEARS in seen else DISAGREES if seen and set(seen) == {BELOW} else CANNOT_TELL
+
+
+def _shared(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells where copies shared the card (one MPS client alone is not collocation), with a gain."""
+    shared = cells[cells["kind"].isin(KINDS) & (cells["copies"] > 1)] if len(cells) else cells
+    return shared.dropna(subset=["normalized_throughput_mean"])
+
+
+def judge_cells(cells: pd.DataFrame) -> tuple[str, list[Decision], list[Decision]]:
+    """Claim 1's verdict on `cells` by `GAIN_RULE`, the decisions that decided it and the cells set aside."""
+    found = [Cell.of(row, short_name(row["workloads"])) for _, row in _shared(cells).iterrows()]
+    outcomes = [gain_outcome(c) for c in found]
+    seen = [o for o in outcomes if o in (CLEARS, BELOW)]
+    said = settle(_rule, seen, [(CLEARS, BELOW)] * (len(outcomes) - len(seen)))
+    if said == AGREES:
+        decided = [Decision((c,), o) for c, o in zip(found, outcomes) if o == CLEARS]
+    elif said == DISAGREES:  # every cell below: the one nearest 3x of each workload stands for its others
+        nearest: dict[str, Cell] = {}
+        for c in found:
+            nearest[c.workload] = max(nearest.get(c.workload, c), c, key=lambda x: x.high)
+        decided = [Decision((c,), BELOW) for c in nearest.values()]
+    else:
+        decided = [Decision((c,), o) for c, o in zip(found, outcomes) if o in (SPANS, NO_CI)]
+    lacking = cells[cells["kind"].isin(KINDS) & (cells["copies"] > 1) & cells["normalized_throughput_mean"].isna()]
+    set_aside = [Decision((), f"{short_name(r['workloads'])} {r['kind']} x{int(r['copies'])}: no lone run to "
+                          "divide by") for _, r in lacking.iterrows()]
+    return said, decided, set_aside
 
 
 def short_name(workload: str) -> str:
-    """A workload as a verdict names it: 'timm.resnet26 bs128 bf16 seed on cifar10' -> 'resnet26 on cifar10'.
+    """A workload as a verdict names it: 'timm.resnet26 bs128 bf16 seed on cifar10' -> 'resnet26 on cifar10' (the
+    batch size stays where it is not the study's 128).
 
-    >>> short_name("timm.resnet26 bs128 bf16 seed on cifar10")
-    'resnet26 on cifar10'
+    >>> short_name("timm.resnet26 bs128 bf16 seed on cifar10"), short_name("timm.resnet50 bs32 seed on imagenet64")
+    ('resnet26 on cifar10', 'resnet50 bs32 on imagenet64')
     """
-    return re.sub(r" bs\d+| bf16| fp16| seed", "", str(workload).removeprefix("timm."))
-
-
-def _lone_precision(alone: pd.DataFrame) -> float:
-    """How precisely the lone run is known: its images/s's 95 % CI over its mean (the noise check's measure), else
-    its gain's CI; NaN where unknown."""
-    if alone.empty:
-        return math.nan
-    row = alone.iloc[0]
-    mean, ci = row.get("aggregate_images_per_s_mean"), row.get("aggregate_images_per_s_ci")
-    if _number(mean) and _number(ci) and mean > 0:
-        return float(ci) / float(mean)
-    ci = row.get("normalized_throughput_ci")
-    return float(ci) if _number(ci) else math.nan
+    return re.sub(r" bs128| bf16| fp16| seed", "", str(workload).removeprefix("timm."))
 
 
 def judge_gain(sets: list[tuple[str, pd.DataFrame]]) -> dict:
-    """Claim 1's verdict from (precision, cells) pairs, the study's recipe first: the verdict of the first set that
-    has cells, what each set shows and why, and the evidence per workload. The summary's `gpu_part_mean` and
-    `host_part_mean`, where present, say how much of the best gain was the GPU's and the host's."""
-    shows, evidence, verdict = [], [], None
-    for i, (precision, cells) in enumerate(sets):
-        judged = workload_gains(cells) if len(cells) else []
-        if not judged:
+    """Claim 1's verdict from (scope, cells) pairs, the study's recipe first: the verdict, decisions and cells set
+    aside of the first set that has shared cells, what each set shows and why, and the evidence per workload. The
+    summary's `gpu_part_mean` and `host_part_mean`, where present, say how much of the best gain was the GPU's and
+    the host's."""
+    shows, evidence, first = [], [], None
+    for scope, cells in sets:
+        if _shared(cells).empty:
             continue
-        decided = [g for g in judged if g["outcome"] != "excluded"]
-        outcomes = {g["outcome"] for g in decided}
-        said = ("agrees" if "clears" in outcomes else "disagrees" if outcomes == {"below"} else "cannot tell")
-        verdict = verdict or said
-        where = f"as the study ran it ({precision})" if i == 0 else f"in {precision}, not the study's recipe"
-        shows.append(f"{where}: {said}: {_because(judged, decided)}")
-        evidence += [f"{precision} {_line(g)}; alone: {_alone_evidence(cells, g['row']['workloads'])}"
-                     for g in judged]
-    if verdict is None:
-        return {"verdict": "cannot tell", "shows": "no shared cell of experiment 33 with a baseline in the data",
-                "evidence": [], "rule": GAIN_RULE}
-    best_rows = [g["row"] for _, cells in sets[:1] for g in workload_gains(cells) if g["outcome"] != "excluded"]
-    shows.append(attribution(best_rows))
-    return {"verdict": verdict, "shows": "; ".join(shows), "evidence": evidence, "rule": GAIN_RULE}
+        said, decided, set_aside = judge_cells(cells)
+        first = first or (scope, said, decided, set_aside, cells)
+        where = scope if first[0] == scope else f"{scope}, not the study's recipe"
+        shows.append(f"{where}: {said}: " + "; ".join(d.text() for d in decided))
+        rows = _best_rows(cells)
+        for experiment in dict.fromkeys(str(row["experiment"]) for row in rows):  # one line per experiment
+            evidence.append(f"{experiment}{'' if first[0] == scope else ' ' + scope.split(' in ')[-1]}: " + "; ".join(
+                f"{_line(row)} (alone: {_alone_evidence(cells, row['workloads'])})" for row in rows
+                if str(row["experiment"]) == experiment))
+    if first is None:
+        return {"verdict": CANNOT_TELL, "shows": "no shared cell with a baseline in the data", "evidence": [],
+                "rule": GAIN_RULE, "scope": sets[0][0] if sets else "", "decided": [], "set_aside": []}
+    scope, said, decided, set_aside, cells = first
+    shows.append(attribution(_best_rows(cells)))
+    set_aside += [Decision((), f"{other}: reported beside, not the study's recipe") for other, c in sets
+                  if other != scope and len(_shared(c))]
+    return {"verdict": said, "shows": "; ".join(shows), "evidence": evidence, "rule": GAIN_RULE, "scope": scope,
+            "decided": decided, "set_aside": set_aside}
 
 
-def _because(judged: list[dict], decided: list[dict]) -> str:
-    """The cells that decided, in words: which cleared, which spanned, which stayed below, which were left out."""
-    groups = {"clears": "reaches", "spans": "spans", "below": "stays below"}
-    parts = []
-    if decided and all(g["outcome"] == "below" for g in decided):
-        parts.append(f"every decided workload stays below {CLAIMED_GAIN:.0f}x ("
-                     + ", ".join(f"{g['workload']} at most {_gain(g)}" for g in decided) + ")")
-    else:
-        parts += [f"{g['workload']} {groups[g['outcome']]} {CLAIMED_GAIN:.0f}x with {_gain(g)}" for g in decided]
-    parts += [f"{g['workload']} left out: its lone run is known only to ±{100 * g['lone_ci']:.0f} %, too imprecise "
-              f"to decide (its best: {_gain(g)})" for g in judged
-              if g["outcome"] == "excluded"]
-    return "; ".join(parts) if parts else "no workload could decide"
+def _best_rows(cells: pd.DataFrame) -> list[pd.Series]:
+    """Each workload's shared cell with the largest gain."""
+    shared = _shared(cells)
+    return [group.loc[group["normalized_throughput_mean"].idxmax()]
+            for _, group in shared.groupby("workloads", sort=True)]
 
 
-def _line(g: dict) -> str:
-    row = g["row"]
+def _line(row: pd.Series) -> str:
     growth = row.get("epoch_time_growth_mean")
-    epoch = f", epoch x {growth:.2f}, bound by {_bound(row)}" if _number(growth) else f", bound by {_bound(row)}"
-    return (f"{g['workload']}: best {_gain(g)} at {int(row['copies'])} copies ({row['kind']}){epoch}; lone run "
-            f"±{100 * g['lone_ci']:.0f} %: {g['outcome']}" if _number(g["lone_ci"]) else
-            f"{g['workload']}: best {_gain(g)} at {int(row['copies'])} copies ({row['kind']}){epoch}: {g['outcome']}")
+    epoch = f", epoch x {growth:.2f}" if _number(growth) else ""
+    return (f"{short_name(row['workloads'])}: best {_gain({'mean': row['normalized_throughput_mean'], 'ci': _ci(row)})}"
+            f" at {int(row['copies'])} copies ({row['kind']}){epoch}, bound by {_bound(row)}")
 
 
 def attribution(rows: list[pd.Series]) -> str:

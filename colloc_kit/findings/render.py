@@ -23,9 +23,10 @@ from colloc_kit.findings.appendix import (
 from colloc_kit.findings.charts import TITLES
 from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
-from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, missing_cells
+from colloc_kit.findings.missing import missing_cells
+from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations
+from colloc_kit.findings.verdict import grouped, listed
 from colloc_kit.gpu.mig_catalogue import gpu_model
-from colloc_kit.notebook import setup as notebook
 from colloc_kit.predict import check as predict_check
 from colloc_kit.views.tables import table
 
@@ -37,7 +38,8 @@ __all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
            "seed-36": "EfficientNetV2-S on the three datasets"}  # experiment 33's matrix for other workloads
 APPENDIX = {"gains": "B. Gains of experiments 33-36", "mixes": "C. Gains of the mixes of experiment 37",
-            "not-run": "D. Cells not run or that did not fit", "fit": "E. Copies that fit in memory",
+            "not-run": "D. Cells not run (predicted not to fit) or whose jobs ran out of memory",
+            "fit": "E. Copies that fit in memory",
             "mig": "F. MIG layouts that cannot be placed", "fair": "G. The least fair cells",
             "shares": "H. Shares asked and had"}
 
@@ -59,7 +61,7 @@ class Report:
     like33: dict[str, pd.DataFrame] = field(default_factory=dict)  # experiments 34-36: their measured cells
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)  # the prediction model's errors (prediction_errors)
     fairness: dict | None = None  # who lost when jobs shared, shares asked and had (fairness.fairness_findings)
-    noise: str | None = None  # the noise check's warning (`notebook.noise_warning`), said under the claims it affects
+    noise: str | None = None  # the noise check's warnings (`analysis.noise`), said under the claims they bear on
 
 
 def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
@@ -71,7 +73,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
     placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
         if len(results.jobs) else pd.DataFrame(columns=["workload", "capacity", "copies_fit", "steady_gpu_memory_mb"])
-    noise = notebook.noise_warning(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)
+    noise = analysis.noise(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)  # said, never greying
     like33 = {}
     for experiment in LIKE_33:
         cells, _ = configurations(results, experiment, models)
@@ -79,8 +81,8 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
             like33[experiment] = cells
     return Report(gpu, source or "the runs given", [n for n in (note33, note37) if n],
                   cells33, variant33, cells37, fit, placements, not_run,
-                  claims(cells33, cells37, placements, fit, gpu, not_run, variant33), like33,
-                  prediction_errors(results), fairness_findings(results, models), noise)
+                  claims(cells33, cells37, placements, fit, gpu, not_run, variant33, like33), like33,
+                  prediction_errors(), fairness_findings(results, models), noise)
 
 
 def verdicts(found: Report) -> pd.DataFrame:
@@ -91,10 +93,15 @@ def verdicts(found: Report) -> pd.DataFrame:
 
 
 def because(found: Report, number: int) -> str:
-    """Why claim `number` got its verdict: what the data shows, the rule, and the noise that bears on it."""
+    """Why claim `number` got its verdict: what the data shows, its scope, the cells that decided it and those set
+    aside, the rule, and the noise that bears on it."""
     claim = found.claims[number - 1]
     noise = noise_by_claim(found.noise).get(number)
+    decided, aside = (listed(claim.get(key, []), "appendix A") for key in ("decided", "set_aside"))
     return " ".join(s for s in (f"{_sentence(pretty(claim['shows']))}",
+                                f"Scope: {_period(claim['scope'])}" if claim.get("scope") else "",
+                                f"Decided by: {_period(decided)}" if decided else "",
+                                f"Set aside: {_period(aside)}" if aside else "",
                                 f"The rule: {_period(claim['rule'])}" if claim.get("rule") else "",
                                 f"Noise: {_period(noise)}" if noise else "") if s)
 
@@ -142,7 +149,7 @@ def markdown(results: Results, gpu: str, models: dict[str, str] | None = None, s
 
 
 def as_markdown(found: Report, images: str = "") -> str:
-    """The report as Markdown, under 200 lines for the seed study's data. `images`: the folder (relative to the
+    """The report as Markdown, under 240 lines for the seed study's data. `images`: the folder (relative to the
     file) holding each claim's figure as claim-<n>.png (`charts.save_png`); without it the figures are named, and
     notebook 08 draws them."""
     shown = verdicts(found).drop(columns="because").assign(
@@ -170,7 +177,7 @@ def _tally(claims: list[dict]) -> str:
     for i, claim in enumerate(claims, 1):
         groups.setdefault(claim["verdict"], []).append(str(i))
     said = {"agrees": "agrees with", "partly": "partly agrees with", "disagrees": "disagrees with",
-            "cannot tell": "cannot decide"}
+            "cannot tell": "cannot decide", "not measured here": "holds no measurement for"}
     parts = [f"{said.get(verdict, verdict)} claim{'s' if len(n) > 1 else ''} "
              f"{', '.join(n[:-1]) + ' and ' + n[-1] if len(n) > 1 else n[0]}" for verdict, n in groups.items()]
     return "The data " + ("; it ".join(parts) or "holds no claim") + ". Why each verdict, by the rule that decided it:"
@@ -206,8 +213,10 @@ def _prediction_section(errors: pd.DataFrame) -> list[str]:
                           p90=[f"{100 * v:.1f} %" for v in errors["p90"]])
     shown.columns = ["mode", "cells", "median error of the gain", "90th percentile"]
     return ["## What predicts a gain", "",
-            "Each collocated cell predicted from its lone runs alone by `colloc_kit.predict.model`, against what it "
-            f"measured; the model's constants were fitted on {predict_check.HOLD_OUT}, whose cells are left out. "
+            "Each collocated cell of the shipped H100 sets (h100-80gb, h100-matrix) predicted from its lone runs alone "
+            f"by `colloc_kit.predict.model`, against what it measured; the model's constants were fitted on "
+            f"{predict_check.HOLD_OUT}, whose cells are not counted (the same errors as the README's and notebook "
+            "09's, `predict.check.held_out_errors`). "
             "The model and its worst cells: [predict.md](predict.md); `colloc-kit advise` ranks configurations by it.",
             "", table(shown).to_markdown(), ""]
 
@@ -217,7 +226,7 @@ def _appendix(found: Report) -> list[str]:
     links = {name: f"[{APPENDIX[name].split('.')[0]}](#{_anchor(APPENDIX[name])})" for name in APPENDIX}
     lines = ["## Appendix: A. The evidence behind each verdict", ""]
     for i, claim in enumerate(found.claims, 1):
-        evidence = grouped_evidence(claim["evidence"], links)
+        evidence = grouped_evidence(claim["evidence"], links) + grouped(claim)
         lines += [f"<details><summary>{i}. {claim['claim']} ({len(evidence)} lines)</summary>", "",
                   *(f"- {e}" for e in evidence), "", "</details>", ""]
     lines += [f"### {APPENDIX['gains']}", "", _measured(found), "",

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.greying import greyed
 from colloc_kit.errors import BadInput, CollocKitError
 from colloc_kit.notebook import background
 from colloc_kit.views import plots
@@ -193,7 +193,7 @@ def direction(first: float, last: float, within: float = 0.05) -> str:
     return "grows" if last > first else "falls"
 
 
-noise_warning = analysis.noise  # judged from repeats of a cell and the lone baselines' CIs (see analysis.noise)
+noise_warning = greyed  # the one noise rule (analysis.greying): greys only what lies within the noise
 
 
 WARNING = "warning: "  # how a page's warnings start: `colloc-kit batch` lists them on its index page
