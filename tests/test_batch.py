@@ -111,6 +111,19 @@ def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(t
     assert "Reading" not in page and "shows a gain" not in page  # no reading of what was not computed
 
 
+def test_a_notebook_whose_kernel_died_has_a_page_that_says_so_and_nothing_after(tmp_path):
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    notebook(books / "01_dies.ipynb", "print('before it died')", "import os\nos._exit(1)", "print('after')",
+             "## Reading\n\nThe figure above shows a gain.")
+    report = batch.run_batch("t", out=tmp_path / "out", notebooks_dir=books, profiles={"t": {}})
+    (dead,) = report.notebooks
+    assert dead.status == "failed" and dead.error.startswith("DeadKernelError")
+    page = (report.folder / dead.html).read_text()
+    assert "before it died" in page and "stopped here with an error" in page and "DeadKernelError" in page
+    assert "Reading" not in page and "shows a gain" not in page and "os._exit" not in page.split("stopped here")[1]
+
+
 def test_the_index_lists_each_notebooks_warnings_and_the_size_of_its_page(tiny, tmp_path):
     report = batch.run_batch("t", out=tmp_path / "out", notebooks_dir=tiny, profiles={"t": {}}, only=["02"])
     (works,) = report.notebooks

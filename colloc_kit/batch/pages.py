@@ -11,7 +11,9 @@ drawn by plotly.js: by default one `plotly.min.js` beside the pages of a batch f
 mend it. `self_contained` inlines plotly.js once in the page instead: one file that works anywhere.
 
 A notebook that failed is shown up to the failing cell, then a line saying the rest was not computed: no figure, table
-or reading after it (a reading of figures that are not there would mislead).
+or reading after it (a reading of figures that are not there would mislead). Where the failure left no error in a cell
+(a kernel that died, a cell timed out by the batch) the page cuts after the last cell the kernel started and says the
+error the batch saw.
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 STOPPED = ("**The notebook stopped here with an error** (above). What would have come after it, its figures, tables "
            "and its reading, was not computed.")
+STOPPED_WITHOUT_OUTPUT = ("**The notebook stopped here with an error**: the batch saw\n\n```\n{error}\n```\n\nThe cell "
+                          "above was running when it happened. What would have come after it, its figures, tables "
+                          "and its reading, was not computed.")
 
 
 def plotly_js() -> Path:
@@ -75,16 +80,17 @@ def plotly_js() -> Path:
 
 
 def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, show_code: bool = False,
-                self_contained: bool = False, neighbours: tuple[str | None, str | None] = (None, None)) -> Path:
+                self_contained: bool = False, neighbours: tuple[str | None, str | None] = (None, None),
+                error: str | None = None) -> Path:
     """The executed notebook as an HTML report beside it: its figures drawn by the folder's plotly.min.js and its
     style from the folder's jupyterlab.css, or, with `self_contained`, both inlined once in the page. `parameters`:
     those of the run shown as a table; `neighbours`: the previous and next pages, linked with the index at the top
-    beside a table of contents."""
+    beside a table of contents; `error`: what the batch saw fail in it (the page stops where it happened)."""
     import jinja2  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbconvert  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
-    nb = up_to_the_error(nbformat.read(notebook, as_version=4))
+    nb = up_to_the_error(nbformat.read(notebook, as_version=4), error)
     if not show_code:
         nb = as_report(nb, parameters or {})
     nb.cells.insert(0, navigation(nb, *neighbours))
@@ -147,16 +153,30 @@ def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
     return report
 
 
-def up_to_the_error(nb: Any) -> Any:
-    """The notebook up to its first cell with an error output, then STOPPED; the notebook itself where none failed."""
+def up_to_the_error(nb: Any, error: str | None = None) -> Any:
+    """The notebook up to its first cell with an error output, then STOPPED; where no cell holds one but the run
+    failed (`error`: a kernel that died), up to the last cell papermill started, then the error; the notebook
+    itself where none failed.
+
+    >>> import nbformat
+    >>> cells = [nbformat.v4.new_code_cell("1"), nbformat.v4.new_markdown_cell("## Reading")]
+    >>> nb = nbformat.v4.new_notebook(cells=cells)
+    >>> nb.cells[0].metadata["papermill"] = {"start_time": "2026-11-28T05:00"}
+    >>> [c.source[:25] for c in up_to_the_error(nb, "DeadKernelError: Kernel died").cells]
+    ['1', '**The notebook stopped he']
+    """
     import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
     failed = next((i for i, c in enumerate(nb.cells) if any(o.get("output_type") == "error"
                                                             for o in c.get("outputs", []))), None)
+    note = STOPPED
+    if failed is None and error:
+        started = [i for i, c in enumerate(nb.cells) if c.metadata.get("papermill", {}).get("start_time")]
+        failed, note = (started[-1] if started else -1), STOPPED_WITHOUT_OUTPUT.format(error=error.strip())
     if failed is None:
         return nb
     cut = nbformat.from_dict(dict(nb))
-    cut.cells = [*nb.cells[:failed + 1], nbformat.v4.new_markdown_cell(STOPPED)]
+    cut.cells = [*nb.cells[:failed + 1], nbformat.v4.new_markdown_cell(note)]
     return cut
 
 

@@ -275,7 +275,7 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
     _remove_sockets(folder)  # its kernel is gone (an interrupt: `_stop_kernels` stops it first)
     seconds = time.monotonic() - started
     shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
-    page = export_html(output, shown, show_code, self_contained, neighbours) if output.exists() else None
+    page = export_html(output, shown, show_code, self_contained, neighbours, error) if output.exists() else None
     return NotebookOutcome(name=notebook.stem, status=FAILED if error else OK, seconds=seconds, ipynb=output.name,
                            html=page.name if page else None, parameters=parameters, error=error, error_cell=error_cell,
                            error_source=error_source, warnings=warnings_of(output) if output.exists() else [],
