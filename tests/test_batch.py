@@ -238,8 +238,9 @@ def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_
         page = (report.folder / n.html).read_text()
         assert page.count('<link rel="stylesheet" href="jupyterlab.css">') == 1 and n.html_bytes < css.stat().st_size
         assert all(link in page for link in links) and str(tmp_path) not in page  # no absolute path
+        assert "body .jp-OutputArea-output pre {word-break: normal;" in page  # printed lines break between words
     assert 'href="#What-it-shows"' in (report.folder / flagged.html).read_text()  # its contents
     assert flagged.summary == "A table with a flag."
     assert flagged.flags == {"windows under 2 s": 1, "wide CIs": 1}
     index = (report.folder / "index.html").read_text()
-    assert "<small>A table with a flag.</small>" in index and "<li>1 windows under 2 s flagged</li>" in index
+    assert "<small>A table with a flag.</small>" in index and "<li>1 window under 2 s</li>" in index

@@ -176,7 +176,7 @@ def test_repeats_of_one_cell_that_differ_are_noise():
 def test_a_lone_baseline_known_only_roughly_is_noise():
     assert analysis.noise(noisy_jobs(100.0, alone=[1000.0, 1010.0])) is None
     warning = analysis.noise(noisy_jobs(100.0, alone=[1000.0, 1400.0]))  # t(1) = 12.7: a CI of +-2,540
-    assert "the lone run of resnet18 bs64 bf16 in e is known only to +-212 % (95 % CI over 2 lone job(s))" in warning
+    assert "the lone run of resnet18 bs64 bf16 in e is known only to ± 212 % (95 % CI over 2 lone jobs)" in warning
 
 
 def test_n_copies_gaining_more_than_n_jobs_alone_is_still_a_window_too_short():

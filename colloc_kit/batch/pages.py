@@ -27,8 +27,8 @@ from colloc_kit import atomic
 from colloc_kit.notebook.setup import WARNING
 
 __all__ = ["PLOTLY_MIME", "WIDGET_VIEW_MIME", "PLOTLY_JS", "LAB_CSS", "PANEL_CELL", "MISSING_PLOTLY", "FLAGS",
-           "plotly_js", "export_html", "as_report", "navigation", "up_to_the_error", "drawable", "warnings_of",
-           "flags_of", "summary_of"]
+           "FLAGGED_ONE", "plotly_js", "export_html", "as_report", "navigation", "up_to_the_error", "drawable",
+           "warnings_of", "flags_of", "summary_of"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -37,9 +37,12 @@ LAB_CSS = "jupyterlab.css"  # JupyterLab's stylesheet (about 250 KB), written on
 LAB_CSS_MARK = "<!--ck-lab-css-->"  # where the template's stylesheets start; they end before LAB_CSS_END
 LAB_CSS_END = '<style type="text/css">\n/* Force rendering true colors'
 FLAGS = {  # what the tables and figures flag, as the batch index counts it per notebook
-    "windows under 2 s": r"common window only [\d.]+ s", "wide CIs": r"wide CI \(\+-",
+    "windows under 2 s": r"common window only [\d.]+ s", "wide CIs": r"wide CI \((?:\+-|± )",
     "jobs that did not complete": r"\d+ of \d+ jobs did not complete",
     "results greyed as too noisy": r"not a result: too noisy"}
+FLAGGED_ONE = {"windows under 2 s": "window under 2 s", "wide CIs": "wide CI",  # each flag as the index says one
+               "jobs that did not complete": "job that did not complete",
+               "results greyed as too noisy": "result greyed as too noisy"}
 PANEL_CELL = "colloc_kit.panel(INTERACTIVE"  # the cell that shows the widget panel in JupyterLab; left out of reports
 MISSING_PLOTLY = ("This figure is drawn by plotly.min.js, which lay beside this page in its batch folder and is "
                   "missing here. Copy plotly.min.js next to this page, or make pages that stand alone with "
@@ -63,8 +66,12 @@ REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block notebook_css -%}{{ resources.lab_css_mark }}{{ super() }}{%- endblock notebook_css -%}
+{%- block notebook_css -%}{{ resources.lab_css_mark }}{{ super() }}{{ resources.no_word_breaks }}
+{%- endblock notebook_css -%}
 """
+NO_WORD_BREAKS = """<style>/* JupyterLab breaks printed lines anywhere (break-all): here only between words, and
+inside a word only where it is longer than the line (a path) */
+body .jp-OutputArea-output pre {word-break: normal; overflow-wrap: break-word;}</style>"""
 STOPPED = ("**The notebook stopped here with an error** (above). What would have come after it, its figures, tables "
            "and its reading, was not computed.")
 STOPPED_WITHOUT_OUTPUT = ("**The notebook stopped here with an error**: the batch saw\n\n```\n{error}\n```\n\nThe cell "
@@ -105,7 +112,8 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
     inline = plotly_js().read_text(encoding="utf-8") if self_contained else ""
     body, _ = exporter.from_notebook_node(nb, resources={"plotly_js": PLOTLY_JS, "plotly_inline": inline,
                                                          "notice": NOTICE_SCRIPT % MISSING_PLOTLY,
-                                                         "lab_css_mark": LAB_CSS_MARK})
+                                                         "lab_css_mark": LAB_CSS_MARK,
+                                                         "no_word_breaks": NO_WORD_BREAKS})
     start = body.index(LAB_CSS_MARK)
     end = body.index(LAB_CSS_END, start)
     if self_contained:
