@@ -155,7 +155,9 @@ def test_the_kits_figures_put_their_legend_below_the_plot():
 def test_a_figure_the_noise_check_flags_is_greyed_and_says_it_is_no_result():
     fig = plots.noisy(figures()["throughput_vs_copies"], "identical jobs of one run differ 2.1x")
     assert fig.layout.title.text.endswith("(not a result: too noisy)")
-    assert any(a.text.startswith("Not a result: identical jobs") for a in fig.layout.annotations)
+    (box,) = [a for a in fig.layout.annotations if a.text.startswith("Not a result: identical jobs")]
+    assert (box.yref, box.y, box.yanchor) == ("paper", 1, "bottom") and box.yshift > 0  # above the plot, not over it
+    assert fig.layout.margin.t > style.TOP_MARGIN_PX  # room for it: the plot area keeps its height
     assert {t.marker.color for t in fig.data} == {"#c8c8c8"}
     unmarked = plots.noisy(figures()["gain_vs_growth"], None)
     assert unmarked.layout.title.text == "Throughput gain against per-job slowdown"

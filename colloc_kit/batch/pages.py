@@ -74,9 +74,9 @@ inside a word only where it is longer than the line (a path) */
 body .jp-OutputArea-output pre {word-break: normal; overflow-wrap: break-word;}</style>"""
 STOPPED = ("**The notebook stopped here with an error** (above). What would have come after it, its figures, tables "
            "and its reading, was not computed.")
-STOPPED_WITHOUT_OUTPUT = ("**The notebook stopped here with an error**: the batch saw\n\n```\n{error}\n```\n\nThe cell "
-                          "above was running when it happened. What would have come after it, its figures, tables "
-                          "and its reading, was not computed.")
+STOPPED_WITHOUT_OUTPUT = ("**The notebook stopped here with an error**: the batch saw\n\n```\n{error}\n```\n\nwhile "
+                          "this cell ran: `{cell}`. What would have come after it, its figures, tables and its "
+                          "reading, was not computed.")
 
 
 def plotly_js() -> Path:
@@ -180,7 +180,10 @@ def up_to_the_error(nb: Any, error: str | None = None) -> Any:
     note = STOPPED
     if failed is None and error:
         started = [i for i, c in enumerate(nb.cells) if c.metadata.get("papermill", {}).get("start_time")]
-        failed, note = (started[-1] if started else -1), STOPPED_WITHOUT_OUTPUT.format(error=error.strip())
+        failed = started[-1] if started else -1
+        lines = nb.cells[failed].source.strip().splitlines() if started else []
+        cell = (lines[0] if lines else "").replace("`", "'")
+        note = STOPPED_WITHOUT_OUTPUT.format(error=error.strip(), cell=cell)
     if failed is None:
         return nb
     cut = nbformat.from_dict(dict(nb))

@@ -16,6 +16,7 @@ from .setup import (
     one_line,
     parameter,
     planning_card,
+    plural,
     prepare,
     python_terms,
     table,

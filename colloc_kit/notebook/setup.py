@@ -27,6 +27,7 @@ import pandas as pd
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.errors import BadInput, CollocKitError
 from colloc_kit.notebook import background
+from colloc_kit.stats import plural
 from colloc_kit.views import plots
 from colloc_kit.views.tables import number, table
 from colloc_kit.worker.models import MODEL_NAMES, TIMM_PREFIX
@@ -34,7 +35,7 @@ from colloc_kit.worker.models import MODEL_NAMES, TIMM_PREFIX
 __all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
            "install_notices", "noise_warning", "WARNING", "warn", "number", "table", "parameter",
            "NOTEBOOK_NAMES", "if_measured", "direction", "planning_card",
-           "guessed"]
+           "guessed", "plural"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
