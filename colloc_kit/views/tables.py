@@ -44,7 +44,8 @@ HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
     "aggregate_images_per_s": "images/s (all jobs)", "relative_throughput": "share of alone speed",
     "bound_by": "bound by", "sm_util_pct": "SM active (%)", "sm_occupancy_pct": "SM occupancy (%)",
     "gpu_util_pct": "GPU busy (%)", "input_wait_share": "waiting for data (%)",
-    "gpu_idle_share": "GPU idle (%)", "host_cpu_util_pct": "host CPU busy (%)",
+    "gpu_idle_share": "GPU idle (%)", "gpu_busy_share": "GPU busy (%)", "sm_active_share": "SMs active (%)",
+    "dram_share": "DRAM bandwidth used (%)", "host_cpu_util_pct": "host CPU busy (%)",
     "energy_per_image_j": "energy per image (J)", "steady_gpu_memory_mb": "steady GPU memory (MB)",
     "peak_memory_mb": "peak memory (MB)", "copies_fit": "copies that fit", "error_kind": "error kind",
     "study_gain": "study's gain (x alone)", "gpu_part": "GPU's part", "host_part": "host's part",  # attribution
