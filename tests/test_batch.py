@@ -10,6 +10,7 @@ import sys
 import nbformat
 import pytest
 
+from colloc_kit.batch import pages
 from colloc_kit.batch import runner as batch
 from colloc_kit.errors import BadInput
 
@@ -244,3 +245,9 @@ def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_
     assert flagged.flags == {"windows under 2 s": 1, "wide CIs": 1}
     index = (report.folder / "index.html").read_text()
     assert "<small>A table with a flag.</small>" in index and "<li>1 window under 2 s</li>" in index
+
+
+def test_the_index_summary_is_the_first_sentence_whole_past_an_e_g(tmp_path):
+    notebook(tmp_path / "06_x.ipynb", "## 06 · Title\n\nMPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot. "
+             "This page runs its MIX.")
+    assert pages.summary_of(tmp_path / "06_x.ipynb") == "MPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot."

@@ -224,7 +224,7 @@ def summary_of(notebook: Path) -> str:
         prose = " ".join(line for line in cell.source.splitlines() if line.strip() and not line.startswith("#"))
         if cell.cell_type == "markdown" and prose:
             plain = re.sub(r"\[([^\]]*)\]\([^)]*\)|[*`]", lambda m: m.group(1) or "", prose)
-            return re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0]
+            return re.split(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s", plain, maxsplit=1)[0]  # not after 'e.g.'
     return ""
 
 
