@@ -23,3 +23,9 @@ def test_a_page_without_a_known_card_says_which_built_in_table_it_plans_with(mon
     monkeypatch.setattr(machine, "describe", described("NVIDIA GeForce RTX 4090"))
     assert setup.planning_card("A100-40GB")[1] == ("MIG planned on A100-40GB (a built-in table: this machine's "
                                                    "NVIDIA GeForce RTX 4090 has no MIG table in the kit)")
+
+
+def test_the_tour_says_the_cards_modes_in_words_not_nvmls_numbers():
+    said = machine.in_words({"name": "NVIDIA H200", "mig_mode": {"current": 0, "pending": 0}, "compute_mode": 0})
+    assert (said["mig_mode"], said["compute_mode"]) == ("disabled", "default (shared)")
+    assert machine.in_words({"mig_mode": {"current": 1, "pending": 1}, "compute_mode": 3})["mig_mode"] == "enabled"
