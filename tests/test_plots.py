@@ -119,6 +119,8 @@ def test_mixes_are_drawn_against_their_number_of_jobs_not_at_copies_1(h100):
                if name.startswith("xaxis") and fig.layout[name].title.text == "jobs in the mix"]
     points = [x for t in fig.data if (t.xaxis or "x") == axis.replace("axis", "") for x in t.x]
     assert min(points) > 1.5 and max(points) < 5.5  # the study's mixes have 2 to 5 jobs, none at "copies 1"
+    low, high = fig.layout[axis].range  # every point inside the plot, with room for its marker
+    assert low <= min(points) - 0.3 and high >= max(points) + 0.3, (fig.layout[axis].range, min(points), max(points))
 
 
 def test_categories_of_copies_are_in_numeric_order():

@@ -109,8 +109,9 @@ def _mix_points(fig: go.Figure, rows: pd.DataFrame, i: int, mean: str, spread: s
                         marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 8,
                                 "color": palette[label]},
                         customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
-    fig.update_xaxes(tickmode="array", tickvals=sorted(rows[axis].dropna().unique()), title_text=X_TITLES[axis],
-                     **where(i))
+    ticks = sorted(rows[axis].dropna().unique())  # the range holds every point, shifted or not, with room around
+    fig.update_xaxes(tickmode="array", tickvals=ticks, title_text=X_TITLES[axis], range=[ticks[0] - 0.5,
+                                                                                          ticks[-1] + 0.5], **where(i))
 
 
 def throughput_vs_copies(summary: pd.DataFrame) -> go.Figure:
