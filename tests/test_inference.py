@@ -192,3 +192,11 @@ def test_advice_says_serve_alone_only_where_alone_meets_the_slo():
     loose = f"{alone.mean() * 1.01:.0f}ms"  # alone meets it; every shared setting at this rate is slower
     met_alone = serve_advise.choose(table, served, rate, loose, mix)
     assert met_alone.row is None and "serve alone (alone its p99 is" in met_alone.text
+
+
+def test_a_sweeps_thread_shares_are_one_per_job():
+    serve = JobSpec(model="resnet50", role="serve", rate_per_s=50, slo="25ms")
+    spec = serve_advise.sweep_spec(serve, [(JobSpec(model="resnet50"), 2)], name="x")
+    shares = [m.options["thread_percentage"] for m in spec.modes if "thread_percentage" in m.options]
+    assert shares == [[100, 25, 25], [100, 50, 50], [100, 75, 75]]  # three jobs: the served one and 2 copies
+    assert short_label(spec.modes[-1].label).count("75") == 1  # not '100+8 x 75 %' for three jobs

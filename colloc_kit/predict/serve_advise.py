@@ -128,8 +128,12 @@ def sweep_spec(serve: JobSpec, training: list[tuple[JobSpec, int]], name: str, m
     copies = {n for _, n in training}
     if len(copies) != 1:
         raise BadInput("the training beside an inference job is one model x n per sweep (e.g. 'resnet50 x2')")
+    n = copies.pop()
+    jobs = 1 + n * len(training)  # a thread share per job, no more: 'mps(thread_percentage=100+25+25)' for three
+    settings = [ModeSpec(m.name, {"thread_percentage": m.options["thread_percentage"][:jobs]})
+                if "thread_percentage" in m.options else m for m in SETTINGS]
     return ExperimentSpec(jobs=[serve, *(job for job, _ in training)],
-                          modes=[ModeSpec("exclusive"), *(modes or SETTINGS)], copies=[copies.pop()], name=name)
+                          modes=[ModeSpec("exclusive"), *(modes or settings)], copies=[n], name=name)
 
 
 def confirm_spec(spec: ExperimentSpec, advice: Advice, repeats: int) -> ExperimentSpec:
