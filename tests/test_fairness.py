@@ -196,6 +196,8 @@ def test_who_lost_draws_one_series_per_way_of_sharing_with_each_job_as_a_marker(
     assert sorted(mps.y) == pytest.approx([0.2, 0.8]) and list(mps.text) == ["resnet18", "resnet50"]
     assert "slowdown 5.00x" in mps.hovertext[1] and "Jain index" in mps.hovertext[1]
     assert "relative to alone" in fig.layout.yaxis.title.text
+    low, high = fig.layout.xaxis.range  # a name left of the first marker stays inside the plot, off the y ticks
+    assert low <= -0.8 and high >= len(set(mps.x)) - 0.2
     assert "needs jobs that shared" in plots.who_lost(table.iloc[0:0]).layout.annotations[0].text
 
 

@@ -244,6 +244,8 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
                         marker={"size": 10, "color": palette[label]},
                         hovertext=[_job_hover(r) for r in rows.itertuples()], hoverinfo="text")
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    cells = data[cell].nunique()  # room beside the first and last: names left of a marker never reach the y ticks
+    fig.update_xaxes(range=[-0.9, cells - 0.1])
     fig.update_yaxes(rangemode="tozero")
     return fig
 
