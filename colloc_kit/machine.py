@@ -25,9 +25,11 @@ from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mps_detect import control_status
 
-__all__ = ["PACKAGES", "chosen_gpus", "describe", "git_commit", "gpu_list", "host", "versions"]
+__all__ = ["PACKAGES", "COMPUTE_MODES", "chosen_gpus", "describe", "git_commit", "gpu_list", "host", "versions",
+           "in_words"]
 
 PACKAGES = ("torch", "torchvision", "nvidia-ml-py", "numpy", "pandas")
+COMPUTE_MODES = {0: "default (shared)", 1: "exclusive thread", 2: "prohibited", 3: "exclusive process"}  # NVML's
 
 
 def describe() -> dict:
@@ -138,3 +140,22 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def in_words(gpu: dict) -> dict:
+    """One GPU of `describe()` as a reader reads it: MIG mode and compute mode in words, not NVML's numbers.
+
+    >>> in_words({"mig_mode": {"current": 0, "pending": 1}, "compute_mode": 0})
+    {'mig_mode': 'disabled (enabled after a GPU reset)', 'compute_mode': 'default (shared)'}
+    >>> in_words({"mig_mode": None, "compute_mode": 3})
+    {'mig_mode': 'not supported', 'compute_mode': 'exclusive process'}
+    """
+    mig, state = gpu.get("mig_mode"), {0: "disabled", 1: "enabled"}
+    if mig is None:
+        mig_words = "not supported"
+    else:
+        mig_words = state.get(mig["current"], str(mig["current"])) + (
+            f" ({state.get(mig['pending'], mig['pending'])} after a GPU reset)" if mig["pending"] != mig["current"]
+            else "")
+    mode = gpu.get("compute_mode")
+    return {**gpu, "mig_mode": mig_words, "compute_mode": COMPUTE_MODES.get(mode, mode) if mode is not None else None}

@@ -6,6 +6,8 @@ precise enough (`JobSpec.until_ci`), so the precision a window stops at is the o
     (100.0, 4.968...)
     >>> round(relative_ci95([100.0, 102.0, 98.0]), 4)
     0.0497
+
+And how every sentence of the kit writes one: `plus_minus(0.124)` is '± 12 %', `plural(1, "repeat")` '1 repeat'.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["CI_LEVEL", "ci95", "relative_ci95"]
+__all__ = ["CI_LEVEL", "ci95", "relative_ci95", "plus_minus", "plural"]
 
 CI_LEVEL = 0.95
 
@@ -36,3 +38,21 @@ def relative_ci95(values: Iterable[float]) -> float:
     """The half-width of the values' 95 % CI as a share of their mean; NaN below two values or for a zero mean."""
     mean, half_width = ci95(values)
     return half_width / abs(mean) if mean and not math.isnan(mean) else math.nan
+
+
+def plus_minus(share: float, decimals: int = 0) -> str:
+    """A relative CI half-width as text: '± 12 %' (one sign for a CI everywhere, never '+-').
+
+    >>> plus_minus(0.124), plus_minus(0.124, 1)
+    ('± 12 %', '± 12.4 %')
+    """
+    return f"± {100 * share:.{decimals}f} %"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 repeat', '3 repeats', '0 runs': the count and its noun, singular only for one.
+
+    >>> plural(1, "lone job"), plural(2, "lone job"), plural(2, "copy", "copies")
+    ('1 lone job', '2 lone jobs', '2 copies')
+    """
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"

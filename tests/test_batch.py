@@ -10,6 +10,7 @@ import sys
 import nbformat
 import pytest
 
+from colloc_kit.batch import pages
 from colloc_kit.batch import runner as batch
 from colloc_kit.errors import BadInput
 
@@ -109,6 +110,19 @@ def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(t
     page = (report.folder / failed.html).read_text()
     assert "broken on purpose 7" in page and "stopped here with an error" in page
     assert "Reading" not in page and "shows a gain" not in page  # no reading of what was not computed
+
+
+def test_a_notebook_whose_kernel_died_has_a_page_that_says_so_and_nothing_after(tmp_path):
+    books = tmp_path / "notebooks"
+    books.mkdir()
+    notebook(books / "01_dies.ipynb", "print('before it died')", "import os\nos._exit(1)", "print('after')",
+             "## Reading\n\nThe figure above shows a gain.")
+    report = batch.run_batch("t", out=tmp_path / "out", notebooks_dir=books, profiles={"t": {}})
+    (dead,) = report.notebooks
+    assert dead.status == "failed" and dead.error.startswith("DeadKernelError")
+    page = (report.folder / dead.html).read_text()
+    assert "before it died" in page and "stopped here with an error" in page and "DeadKernelError" in page
+    assert "Reading" not in page and "shows a gain" not in page and "os._exit" not in page.split("stopped here")[1]
 
 
 def test_the_index_lists_each_notebooks_warnings_and_the_size_of_its_page(tiny, tmp_path):
@@ -225,8 +239,15 @@ def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_
         page = (report.folder / n.html).read_text()
         assert page.count('<link rel="stylesheet" href="jupyterlab.css">') == 1 and n.html_bytes < css.stat().st_size
         assert all(link in page for link in links) and str(tmp_path) not in page  # no absolute path
+        assert "body .jp-OutputArea-output pre {word-break: normal;" in page  # printed lines break between words
     assert 'href="#What-it-shows"' in (report.folder / flagged.html).read_text()  # its contents
     assert flagged.summary == "A table with a flag."
     assert flagged.flags == {"windows under 2 s": 1, "wide CIs": 1}
     index = (report.folder / "index.html").read_text()
-    assert "<small>A table with a flag.</small>" in index and "<li>1 windows under 2 s flagged</li>" in index
+    assert "<small>A table with a flag.</small>" in index and "<li>1 window under 2 s</li>" in index
+
+
+def test_the_index_summary_is_the_first_sentence_whole_past_an_e_g(tmp_path):
+    notebook(tmp_path / "06_x.ipynb", "## 06 · Title\n\nMPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot. "
+             "This page runs its MIX.")
+    assert pages.summary_of(tmp_path / "06_x.ipynb") == "MPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot."

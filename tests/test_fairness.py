@@ -177,7 +177,7 @@ def test_repeats_of_one_cell_that_differ_are_noise():
 def test_a_lone_baseline_known_only_roughly_is_noise():
     assert analysis.noise(noisy_jobs(100.0, alone=[1000.0, 1010.0])) is None
     warning = analysis.noise(noisy_jobs(100.0, alone=[1000.0, 1400.0]))  # t(1) = 12.7: a CI of +-2,540
-    assert "the lone run of resnet18 bs64 bf16 in e is known only to +-212 % (95 % CI over 2 lone job(s))" in warning
+    assert "the lone run of resnet18 bs64 bf16 in e is known only to ± 212 % (95 % CI over 2 lone jobs)" in warning
 
 
 def test_n_copies_gaining_more_than_n_jobs_alone_is_still_a_window_too_short():
@@ -197,6 +197,8 @@ def test_who_lost_draws_one_series_per_way_of_sharing_with_each_job_as_a_marker(
     assert sorted(mps.y) == pytest.approx([0.2, 0.8]) and list(mps.text) == ["resnet18", "resnet50"]
     assert "slowdown 5.00x" in mps.hovertext[1] and "Jain index" in mps.hovertext[1]
     assert "relative to alone" in fig.layout.yaxis.title.text
+    low, high = fig.layout.xaxis.range  # a name left of the first marker stays inside the plot, off the y ticks
+    assert low <= -0.8 and high >= len(set(mps.x)) - 0.2
     assert "needs jobs that shared" in plots.who_lost(table.iloc[0:0]).layout.annotations[0].text
 
 

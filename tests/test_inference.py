@@ -179,3 +179,24 @@ def test_mps_client_priority_is_normal_or_below_normal():
     validate_mode_spec(ModeSpec("mps", {"client_priority": [0, 1, 1]}), device="cuda")
     with pytest.raises(BadInput, match="client_priority must be a whole number 0-1"):
         validate_mode_spec(ModeSpec("mps", {"client_priority": [0, 2]}), device="cuda")
+
+
+def test_advice_says_serve_alone_only_where_alone_meets_the_slo():
+    table = serve_advise.frontier(colloc_kit.reference.load("h100-inference"))
+    shared = table[table["shared"]].iloc[0]
+    served, rate, mix = shared["served"], float(shared["rate_per_s"]), shared["mix"]
+    alone = table[(table["served"] == served) & ~table["shared"] & (table["rate_per_s"] == rate)]["latency_p99_ms"]
+    tight = serve_advise.choose(table, served, rate, "25ms", mix)
+    assert tight.row is None and "serve alone" not in tight.text  # alone it is far above 25 ms too
+    assert f"nor serving alone: alone its p99 is {alone.mean():.1f} ms against 25 ms" in tight.text
+    loose = f"{alone.mean() * 1.01:.0f}ms"  # alone meets it; every shared setting at this rate is slower
+    met_alone = serve_advise.choose(table, served, rate, loose, mix)
+    assert met_alone.row is None and "serve alone (alone its p99 is" in met_alone.text
+
+
+def test_a_sweeps_thread_shares_are_one_per_job():
+    serve = JobSpec(model="resnet50", role="serve", rate_per_s=50, slo="25ms")
+    spec = serve_advise.sweep_spec(serve, [(JobSpec(model="resnet50"), 2)], name="x")
+    shares = [m.options["thread_percentage"] for m in spec.modes if "thread_percentage" in m.options]
+    assert shares == [[100, 25, 25], [100, 50, 50], [100, 75, 75]]  # three jobs: the served one and 2 copies
+    assert short_label(spec.modes[-1].label).count("75") == 1  # not '100+8 x 75 %' for three jobs

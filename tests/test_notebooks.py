@@ -122,4 +122,17 @@ def test_guess_before_you_run_executes_on_the_cpu_from_the_shipped_data(tmp_path
     assert outcome.status == "ok", outcome.error
     text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / path.name, as_version=4).cells
                    if c.cell_type == "code" for o in c.outputs)
-    assert "Measured on the H100" in text and "Your guess 1.70" in text and "Reading:" in text
+    assert "Measured on the H100" in text and "Your guess, 1.70x, is off by" in text and "Reading:" in text
+
+
+def test_guess_before_you_run_as_shipped_stops_before_every_reveal_with_a_notice(tmp_path):
+    (path,) = [nb for nb in TOP if nb.stem.startswith("09")]
+    outcome = batch.execute(path, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]}, tmp_path)
+    assert outcome.status == "ok", outcome.error  # a notice, not an error: Run All goes through
+    outputs = [o for c in nbformat.read(tmp_path / path.name, as_version=4).cells if c.cell_type == "code"
+               for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "GUESS first: write your guess in the parameters cell" in text
+    for reveal in ("DRAM bandwidth", "Measured on the H100", "Reading:", "binds"):  # explain(), measured, reading
+        assert reveal not in text, reveal
+    assert not [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]  # no figure either

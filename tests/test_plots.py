@@ -119,6 +119,8 @@ def test_mixes_are_drawn_against_their_number_of_jobs_not_at_copies_1(h100):
                if name.startswith("xaxis") and fig.layout[name].title.text == "jobs in the mix"]
     points = [x for t in fig.data if (t.xaxis or "x") == axis.replace("axis", "") for x in t.x]
     assert min(points) > 1.5 and max(points) < 5.5  # the study's mixes have 2 to 5 jobs, none at "copies 1"
+    low, high = fig.layout[axis].range  # every point inside the plot, with room for its marker
+    assert low <= min(points) - 0.3 and high >= max(points) + 0.3, (fig.layout[axis].range, min(points), max(points))
 
 
 def test_categories_of_copies_are_in_numeric_order():
@@ -155,7 +157,9 @@ def test_the_kits_figures_put_their_legend_below_the_plot():
 def test_a_figure_the_noise_check_flags_is_greyed_and_says_it_is_no_result():
     fig = plots.noisy(figures()["throughput_vs_copies"], "identical jobs of one run differ 2.1x")
     assert fig.layout.title.text.endswith("(not a result: too noisy)")
-    assert any(a.text.startswith("Not a result: identical jobs") for a in fig.layout.annotations)
+    (box,) = [a for a in fig.layout.annotations if a.text.startswith("Not a result: identical jobs")]
+    assert (box.yref, box.y, box.yanchor) == ("paper", 1, "bottom") and box.yshift > 0  # above the plot, not over it
+    assert fig.layout.margin.t > style.TOP_MARGIN_PX  # room for it: the plot area keeps its height
     assert {t.marker.color for t in fig.data} == {"#c8c8c8"}
     unmarked = plots.noisy(figures()["gain_vs_growth"], None)
     assert unmarked.layout.title.text == "Throughput gain against per-job slowdown"

@@ -117,7 +117,13 @@ def test_bad_input_is_refused_with_what_to_do():
     with pytest.raises(BadInput, match="no lone run of a workload called 'resnet9'"):
         adv.parse_mix("resnet9 + sm", LONE)
     with pytest.raises(BadInput, match="names 2 workloads"):
-        adv.parse_mix("i", LONE)  # input, big
+        adv.parse_mix("resnet26", {"timm.resnet26 bs32": INPUT, "timm.resnet26 bs128": INPUT})
+    with pytest.raises(BadInput, match="called 'resnet15'; did you mean 'resnet152'"):  # no silent prefix match
+        adv.parse_mix("resnet15", {"timm.resnet152 bs32": BIG, "timm.resnet26 bs128": INPUT})
+    with pytest.raises(BadInput, match=r"called 'dran'; did you mean 'dram'\? Name one with a lone run: big; dram"):
+        adv.parse_mix("dran", LONE)
+    assert adv.parse_mix("resnet152 + 2 x resnet26", {"timm.resnet152 bs32": BIG, "timm.resnet26 bs128": INPUT}) == (
+        "timm.resnet152 bs32", "timm.resnet26 bs128", "timm.resnet26 bs128")
     with pytest.raises(BadInput, match="one profile per job"):
         Config("partitions", ("sm", "sm"))
     with pytest.raises(BadInput, match="needs a GPU"):

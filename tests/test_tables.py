@@ -86,3 +86,20 @@ def test_one_jobs_baselines_that_differ_across_experiments_are_remarked_and_clos
     assert remark.startswith("the lone run of smallcnn bs8 measured 1,059 / 1,989 / 1,921 images/s")
     assert "(1.88x apart)" in remark
     assert tables.baseline_remark(summary.assign(aggregate_images_per_s_mean=[1000.0, 1100.0, 1050.0, 2500.0])) is None
+
+
+def test_a_value_and_its_ci_share_one_cell_and_one_repeats_own_ci_is_shown_not_denied():
+    frame = pd.DataFrame({"images_per_s": [5869.0, 120.0], "images_per_s_ci": [6999.0, None],
+                          "normalized_throughput_mean": [1.5, 1.2], "normalized_throughput_ci": [0.186, 0.0],
+                          "repeats": [1, 1], "flags": ["wide CI (± 12.4 %)", None]})
+    shown = tables.table(frame).frame
+    assert "images/s (95 % CI)" not in shown.columns  # never a bare half-width in a column of its own
+    assert shown["images/s"].tolist() == ["5,869 ± 6,999", "120 (1 repeat, no CI)"]
+    # one repeat with a CI over its own steps says it, beside the row's "wide CI" flag; a CI of 0 is none
+    assert shown["gain (x alone)"].tolist() == ["1.50 ± 0.19", "1.20 (1 repeat, no CI)"]
+
+
+def test_a_table_shows_its_title_folded_or_not():
+    short = tables.table(pd.DataFrame({"x": [1]}), title="On this machine").to_html()
+    assert short.startswith('<div class="ck-table-title"') and ">On this machine</div>" in short
+    assert not tables.table(pd.DataFrame({"x": [1]})).to_html().startswith('<div class="ck-table-title"')

@@ -57,7 +57,8 @@ def test_panel_runs_each_chosen_copy_count_and_redraws_the_figure():
     (trace,) = panel.figure.data
     assert list(trace.x) == [1, 2, 4]
     assert list(trace.y) == pytest.approx([1.0, 1.5, 2.5])
-    assert "done: 7 jobs" in panel.status.value and panel.progress.bar_style == "success"
+    assert "done: Run 1 measured 7 jobs as repeat 1 of naive x1, x2, x4" in panel.status.value
+    assert panel.progress.bar_style == "success"
     assert PLACEHOLDER not in str(panel.figure.layout.annotations) and panel.figure.layout.xaxis.visible is not False
     assert panel.widget.children[-1] is panel.figure  # the panel shows the redrawn figure
 
@@ -108,6 +109,30 @@ def test_a_second_run_of_the_same_cell_draws_its_own_live_lines_not_the_firsts()
     assert len(panel.live_history()) == 4  # every reading is kept
     (trace,) = panel.live.data
     assert list(trace.x) == [0.0, 1.0]  # the last run's two readings only
+    assert panel.status.value.startswith("done: Run 2 measured 1 job as repeat 1 of naive x1")  # this Run's, not 2
+
+
+def test_the_live_view_shows_the_run_under_way_from_its_start_and_the_stopped_run_after_stop():
+    started, release = threading.Event(), threading.Event()
+
+    def run(jobs, mode, copies, out, name, time_limit_s, progress):
+        progress.run_started("naive x1 r0", 1)
+        if len(panel.live_history()):  # the second Run: nothing of the first may show while it waits
+            started.set()
+            release.wait(10)
+            raise KeyboardInterrupt
+        progress.on_event({"type": INTERVAL, "job": "j0", "t": 1.0, "interval_images": 50.0, "interval_s": 1.0})
+        return fake_results(job_rows("r1", "naive", 1, [50.0]))
+
+    panel = ExperimentPanel(models=["smallcnn"], copies=(1,), job=dict(TINY_CPU_JOB), run_fn=run)
+    panel.button.click()
+    assert panel.wait(10) and len(panel.live.data) == 1
+    panel.button.click()
+    assert started.wait(10)
+    assert panel.live.data == () and "the panel's run 2, waiting" in panel.live.layout.title.text
+    release.set()
+    assert panel.wait(10) and "interrupted" in panel.status.value
+    assert panel.live.data == ()  # the stopped run had no reading: the first run's lines are not shown as its
 
 
 def test_the_panels_steps_replace_a_seconds_budget_of_the_notebooks_job():

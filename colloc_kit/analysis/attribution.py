@@ -36,7 +36,7 @@ import pandas as pd
 from colloc_kit.analysis import figures
 from colloc_kit.analysis.lone import BASELINE_KEYS, baselines, complete, in_figures, measured_rate
 from colloc_kit.spec_baselines import SEED_PRECISION
-from colloc_kit.stats import ci95
+from colloc_kit.stats import ci95, plural, plus_minus
 
 __all__ = ["SPLIT", "RUN_COLUMNS", "SHARED", "SUMMARY_COLUMNS", "baseline_kind", "split_of", "per_run", "over_repeats"]
 
@@ -129,8 +129,8 @@ def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jo
         runs = int(matched[0]["baseline_jobs"]) if kind == "host-matched" else int(jobs["baseline_jobs"].iloc[0])
         if rel == rel and rel > SEED_PRECISION[kind]:
             more = math.ceil(runs * (rel / SEED_PRECISION[kind]) ** 2) - runs
-            notes.append(f"{kind} baseline known to +-{100 * rel:.0f} % over {runs} run(s) (target "
-                         f"+-{100 * SEED_PRECISION[kind]:.0f} %): add about {more} lone run(s)")
+            notes.append(f"{kind} baseline known to {plus_minus(rel)} over {plural(runs, 'run')} (target "
+                         f"{plus_minus(SEED_PRECISION[kind])}): add about {plural(more, 'lone run')}")
     return "; ".join(notes) or None
 
 

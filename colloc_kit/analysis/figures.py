@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from colloc_kit import events
-from colloc_kit.stats import ci95
+from colloc_kit.stats import ci95, plus_minus
 from colloc_kit.statuses import COMPLETE
 
 __all__ = ["HOST_BOUND_IDLE_SHARE", "HOST_BOUND_SM_ACTIVE_PCT", "INPUT_BOUND_SHARE", "MEMORY_BOUND_DRAM_PCT",
@@ -235,7 +235,7 @@ def run_flags(summary: dict, n_jobs: int, n_complete: int) -> str | None:
         flags.append(f"{n_jobs - n_complete} of {n_jobs} jobs did not complete")
     value, hw = summary.get("aggregate_images_per_s"), summary.get("aggregate_images_per_s_ci")
     if value and hw is not None and wide(value, hw):
-        flags.append(f"wide CI (+-{100 * hw / value:.1f} %)")
+        flags.append(f"wide CI ({plus_minus(hw / value, 1)})")
     return "; ".join(flags) or None
 
 

@@ -31,6 +31,7 @@ from colloc_kit.analysis.lone import (
     workload_label,
 )
 from colloc_kit.analysis.results import Results
+from colloc_kit.stats import plural, plus_minus
 from colloc_kit.statuses import COMPLETE
 
 __all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
@@ -123,8 +124,8 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
         flags = [f for run_flags in group["flags"].dropna() for f in run_flags.split("; ")
                  if len(group) == 1 or not f.startswith("wide CI")]  # over repeats, the repeats' CI counts
         if len(group) > 1 and figures.wide(row["aggregate_images_per_s_mean"], row["aggregate_images_per_s_ci"]):
-            width = 100 * row["aggregate_images_per_s_ci"] / row["aggregate_images_per_s_mean"]
-            flags.append(f"wide CI (+-{width:.1f} %)")
+            width = row["aggregate_images_per_s_ci"] / row["aggregate_images_per_s_mean"]
+            flags.append(f"wide CI ({plus_minus(width, 1)})")
         row["flags"] = "; ".join(dict.fromkeys(flags)) or None
         verdicts = group["bound_by"].dropna()
         row["bound_by"] = verdicts.mode().iloc[0] if len(verdicts) else None
@@ -199,8 +200,9 @@ def noise(jobs: pd.DataFrame, summary: pd.DataFrame | None = None, limit: float 
     rel = (base["baseline_images_per_s_ci"].astype(float) / base["baseline_images_per_s"].astype(float)).dropna()
     if len(rel) and (1 + rel.max()) > limit * (1 - rel.max()):
         worst = base.loc[rel.idxmax()]
+        lone = plural(int(worst["baseline_jobs"]), "lone job")
         warnings.append(f"the lone run of {workload_label(worst)} in {worst['experiment']} is known only to "
-                        f"+-{100 * rel.max():.0f} % (95 % CI over {int(worst['baseline_jobs'])} lone job(s)): gains "
+                        f"{plus_minus(rel.max())} (95 % CI over {lone}): gains "
                         "of it closer than that are noise; repeat its lone run (FRESH = True in a notebook, "
                         "again=True in colloc_kit.run, or the panel's Run measure a new repeat)")
     impossible = impossible_gain(summary, limit) if summary is not None and len(summary) else None

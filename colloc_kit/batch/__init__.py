@@ -2,6 +2,7 @@
 
     runner        `run_batch`: profiles (profiles.yaml), one fresh kernel per notebook, the index and batch.json
     pages         an executed notebook as an offline HTML report
+    record        what a batch did: each notebook's outcome, index.html and batch.json
     parameters    the values a batch gives a notebook, checked against the types it declares
     profiles.yaml the batch profiles: parameters for every notebook, and per notebook
 
@@ -10,4 +11,4 @@
     ['cpu-smoke', 'gpu-quick']
 """
 
-__all__ = ["pages", "parameters", "runner"]
+__all__ = ["pages", "parameters", "record", "runner"]

@@ -11,7 +11,9 @@ drawn by plotly.js: by default one `plotly.min.js` beside the pages of a batch f
 mend it. `self_contained` inlines plotly.js once in the page instead: one file that works anywhere.
 
 A notebook that failed is shown up to the failing cell, then a line saying the rest was not computed: no figure, table
-or reading after it (a reading of figures that are not there would mislead).
+or reading after it (a reading of figures that are not there would mislead). Where the failure left no error in a cell
+(a kernel that died, a cell timed out by the batch) the page cuts after the last cell the kernel started and says the
+error the batch saw.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from colloc_kit import atomic
 from colloc_kit.notebook.setup import WARNING
 
 __all__ = ["PLOTLY_MIME", "WIDGET_VIEW_MIME", "PLOTLY_JS", "LAB_CSS", "PANEL_CELL", "MISSING_PLOTLY", "FLAGS",
-           "plotly_js", "export_html", "as_report", "navigation", "up_to_the_error", "drawable", "warnings_of",
-           "flags_of", "summary_of"]
+           "FLAGGED_ONE", "plotly_js", "export_html", "as_report", "navigation", "up_to_the_error", "drawable",
+           "warnings_of", "flags_of", "summary_of"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
@@ -35,9 +37,12 @@ LAB_CSS = "jupyterlab.css"  # JupyterLab's stylesheet (about 250 KB), written on
 LAB_CSS_MARK = "<!--ck-lab-css-->"  # where the template's stylesheets start; they end before LAB_CSS_END
 LAB_CSS_END = '<style type="text/css">\n/* Force rendering true colors'
 FLAGS = {  # what the tables and figures flag, as the batch index counts it per notebook
-    "windows under 2 s": r"common window only [\d.]+ s", "wide CIs": r"wide CI \(\+-",
+    "windows under 2 s": r"common window only [\d.]+ s", "wide CIs": r"wide CI \((?:\+-|± )",
     "jobs that did not complete": r"\d+ of \d+ jobs did not complete",
     "results greyed as too noisy": r"not a result: too noisy"}
+FLAGGED_ONE = {"windows under 2 s": "window under 2 s", "wide CIs": "wide CI",  # each flag as the index says one
+               "jobs that did not complete": "job that did not complete",
+               "results greyed as too noisy": "result greyed as too noisy"}
 PANEL_CELL = "colloc_kit.panel(INTERACTIVE"  # the cell that shows the widget panel in JupyterLab; left out of reports
 MISSING_PLOTLY = ("This figure is drawn by plotly.min.js, which lay beside this page in its batch folder and is "
                   "missing here. Copy plotly.min.js next to this page, or make pages that stand alone with "
@@ -61,10 +66,17 @@ REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block notebook_css -%}{{ resources.lab_css_mark }}{{ super() }}{%- endblock notebook_css -%}
+{%- block notebook_css -%}{{ resources.lab_css_mark }}{{ super() }}{{ resources.no_word_breaks }}
+{%- endblock notebook_css -%}
 """
+NO_WORD_BREAKS = """<style>/* JupyterLab breaks printed lines anywhere (break-all): here only between words, and
+inside a word only where it is longer than the line (a path) */
+body .jp-OutputArea-output pre {word-break: normal; overflow-wrap: break-word;}</style>"""
 STOPPED = ("**The notebook stopped here with an error** (above). What would have come after it, its figures, tables "
            "and its reading, was not computed.")
+STOPPED_WITHOUT_OUTPUT = ("**The notebook stopped here with an error**: the batch saw\n\n```\n{error}\n```\n\nwhile "
+                          "this cell ran: `{cell}`. What would have come after it, its figures, tables and its "
+                          "reading, was not computed.")
 
 
 def plotly_js() -> Path:
@@ -75,16 +87,17 @@ def plotly_js() -> Path:
 
 
 def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, show_code: bool = False,
-                self_contained: bool = False, neighbours: tuple[str | None, str | None] = (None, None)) -> Path:
+                self_contained: bool = False, neighbours: tuple[str | None, str | None] = (None, None),
+                error: str | None = None) -> Path:
     """The executed notebook as an HTML report beside it: its figures drawn by the folder's plotly.min.js and its
     style from the folder's jupyterlab.css, or, with `self_contained`, both inlined once in the page. `parameters`:
     those of the run shown as a table; `neighbours`: the previous and next pages, linked with the index at the top
-    beside a table of contents."""
+    beside a table of contents; `error`: what the batch saw fail in it (the page stops where it happened)."""
     import jinja2  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbconvert  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
     import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
-    nb = up_to_the_error(nbformat.read(notebook, as_version=4))
+    nb = up_to_the_error(nbformat.read(notebook, as_version=4), error)
     if not show_code:
         nb = as_report(nb, parameters or {})
     nb.cells.insert(0, navigation(nb, *neighbours))
@@ -99,7 +112,8 @@ def export_html(notebook: Path, parameters: Mapping[str, Any] | None = None, sho
     inline = plotly_js().read_text(encoding="utf-8") if self_contained else ""
     body, _ = exporter.from_notebook_node(nb, resources={"plotly_js": PLOTLY_JS, "plotly_inline": inline,
                                                          "notice": NOTICE_SCRIPT % MISSING_PLOTLY,
-                                                         "lab_css_mark": LAB_CSS_MARK})
+                                                         "lab_css_mark": LAB_CSS_MARK,
+                                                         "no_word_breaks": NO_WORD_BREAKS})
     start = body.index(LAB_CSS_MARK)
     end = body.index(LAB_CSS_END, start)
     if self_contained:
@@ -147,16 +161,33 @@ def as_report(nb: Any, parameters: Mapping[str, Any]) -> Any:
     return report
 
 
-def up_to_the_error(nb: Any) -> Any:
-    """The notebook up to its first cell with an error output, then STOPPED; the notebook itself where none failed."""
+def up_to_the_error(nb: Any, error: str | None = None) -> Any:
+    """The notebook up to its first cell with an error output, then STOPPED; where no cell holds one but the run
+    failed (`error`: a kernel that died), up to the last cell papermill started, then the error; the notebook
+    itself where none failed.
+
+    >>> import nbformat
+    >>> cells = [nbformat.v4.new_code_cell("1"), nbformat.v4.new_markdown_cell("## Reading")]
+    >>> nb = nbformat.v4.new_notebook(cells=cells)
+    >>> nb.cells[0].metadata["papermill"] = {"start_time": "2026-11-28T05:00"}
+    >>> [c.source[:25] for c in up_to_the_error(nb, "DeadKernelError: Kernel died").cells]
+    ['1', '**The notebook stopped he']
+    """
     import nbformat  # noqa: PLC0415 - HTML export, loaded when a batch writes its report
 
     failed = next((i for i, c in enumerate(nb.cells) if any(o.get("output_type") == "error"
                                                             for o in c.get("outputs", []))), None)
+    note = STOPPED
+    if failed is None and error:
+        started = [i for i, c in enumerate(nb.cells) if c.metadata.get("papermill", {}).get("start_time")]
+        failed = started[-1] if started else -1
+        lines = nb.cells[failed].source.strip().splitlines() if started else []
+        cell = (lines[0] if lines else "").replace("`", "'")
+        note = STOPPED_WITHOUT_OUTPUT.format(error=error.strip(), cell=cell)
     if failed is None:
         return nb
     cut = nbformat.from_dict(dict(nb))
-    cut.cells = [*nb.cells[:failed + 1], nbformat.v4.new_markdown_cell(STOPPED)]
+    cut.cells = [*nb.cells[:failed + 1], nbformat.v4.new_markdown_cell(note)]
     return cut
 
 
@@ -193,7 +224,7 @@ def summary_of(notebook: Path) -> str:
         prose = " ".join(line for line in cell.source.splitlines() if line.strip() and not line.startswith("#"))
         if cell.cell_type == "markdown" and prose:
             plain = re.sub(r"\[([^\]]*)\]\([^)]*\)|[*`]", lambda m: m.group(1) or "", prose)
-            return re.split(r"(?<=[.!?])\s", plain, maxsplit=1)[0]
+            return re.split(r"(?<=[.!?])(?<!e\.g\.)(?<!i\.e\.)\s", plain, maxsplit=1)[0]  # not after 'e.g.'
     return ""
 
 

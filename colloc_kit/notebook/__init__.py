@@ -2,6 +2,7 @@
 
     setup        `prepare` (a notebook's parameters checked, its device chosen), `table`, `noise_warning`, `warn`
     panel        `ExperimentPanel` and `panel`: a notebook's widget panel in one call (`colloc_kit.widgets`)
+    readings     a reading's sentences made from the page's numbers, each with the relation it states
     background   a run in a background thread that a kernel interrupt or Stop ends cleanly
 
     >>> from colloc_kit import notebook

@@ -1,6 +1,6 @@
 """What `colloc_kit.notebook` offers, for type checkers and for lazy_loader.attach_stub (see __init__.py)."""
 
-from . import background, panel, setup
+from . import background, panel, readings, setup
 from .setup import (
     INTERRUPTED_NOTICE,
     TINY_CPU_JOB,
@@ -8,12 +8,15 @@ from .setup import (
     WARNING,
     Setup,
     direction,
+    guessed,
     if_measured,
     install_notices,
     noise_warning,
     number,
     one_line,
     parameter,
+    planning_card,
+    plural,
     prepare,
     python_terms,
     table,

@@ -112,6 +112,7 @@ class ExperimentPanel:
         self.live_gpu = go.FigureWidget(_gpu_panels())
         self.lone_added = False  # Run added the lone job (1 copy) that a gain needs
         self.runs_started = 0  # each run of the panel draws its own live lines, even where two runs share a label
+        self.presses, self.this_run = 0, combine([])  # Run presses, and what the latest one measured
         self._gpu_drawn_at = 0.0
         self.button.on_click(self.run)
         self.stop_button.on_click(self.stop)
@@ -154,6 +155,7 @@ class ExperimentPanel:
         self.button.disabled, self.stop_button.disabled = True, False
         self.progress.max, self.progress.value, self.progress.bar_style = len(copies), 0, "info"
         self.log.clear_output()
+        self.presses, self.this_run = self.presses + 1, combine([])
         self.task = background.Background(lambda: self._measure(jobs, mode, copies, limit), self._done).start()
 
     def _has_lone(self, jobs: list[dict], mode: ModeSpec) -> bool:
@@ -180,14 +182,17 @@ class ExperimentPanel:
             self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
                                  f"({i} of {len(copies)})...")
             self.runs_started += 1
+            self.draw_live()  # the run under way from its start: never the previous run's lines
             results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
                              progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate, on_gpu=self.on_gpu))
             self.draw_live()
             self.draw_live_gpu()
             self.add(results)
+            self.this_run = combine([self.this_run, results])
             self.progress.value += 1
 
     def _done(self, _result: Any, error: BaseException | None) -> None:
+        self.draw_live()  # the run that ended, stopped or not, with every reading it had
         if error is None:
             self._finish(*self.verdict())
         elif isinstance(error, KeyboardInterrupt):
@@ -201,8 +206,9 @@ class ExperimentPanel:
 
     def verdict(self) -> tuple[str, str]:
         """The status line and progress-bar style after a run: jobs measured, why any did not complete, noise."""
-        failed = self.jobs[self.jobs["status"] != analysis.COMPLETE] if len(self.jobs) else self.jobs
-        text = f"done: {len(self.jobs)} jobs measured" + (
+        measured = self.this_run.jobs
+        failed = measured[measured["status"] != analysis.COMPLETE] if len(measured) else measured
+        text = f"done: Run {self.presses} measured {notebook.plural(len(measured), 'job')}{_what(measured)}" + (
             " (1 copy added: a gain is measured against the job alone)" if self.lone_added else "")
         if len(failed):
             reasons = [f"{row.job} {row.status}" + (f" ({row.error})" if isinstance(row.error, str) else "")
@@ -268,14 +274,15 @@ class ExperimentPanel:
         history = self.live_history()
         with self._live_lock:
             self._live_drawn_at = time.monotonic()
-            current = history[history["run"] == history["run"].iloc[-1]] if len(history) else history
+            mark = f"(the panel's run {self.runs_started})"
+            current = history[history["run"].str.endswith(mark)] if len(history) else history
             with self.live.batch_update():
                 self.live.data = ()
                 for job, rows in current.groupby("job", sort=True):
                     self.live.add_scatter(x=rows["t"] - current["t"].min(), y=rows["images_per_s"], name=job,
                                           mode="lines+markers")
                 self.live.layout.title.text = f"Live: images/s of each job of {current['run'].iloc[-1]}" \
-                    if len(current) else self.live.layout.title.text
+                    if len(current) else f"Live: the panel's run {self.runs_started}, waiting for its first reading"
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -292,6 +299,16 @@ class ExperimentPanel:
         previous, self.figure = self.figure, go.FigureWidget(drawn)
         self.widget.children = (*self.widget.children[:-1], self.figure)
         previous.close()
+
+
+def _what(jobs: pd.DataFrame) -> str:
+    """What one Run measured, for its status line: ' as repeat 2 of naive x1, x2, x7'."""
+    if not len(jobs):
+        return ""
+    repeats = sorted({int(r) + 1 for r in jobs["repeat"].dropna()}) if "repeat" in jobs else []
+    label = ", ".join(dict.fromkeys(jobs["mode_label"].astype(str)))
+    copies = ", ".join(f"x{c}" for c in sorted(jobs["copies"].unique()))
+    return (f" as repeat {', '.join(map(str, repeats))}" if repeats else "") + f" of {label} {copies}"
 
 
 def panel(interactive: bool, setup: notebook.Setup, modes: Sequence[Any], copies: Sequence[int], batch_size: int,

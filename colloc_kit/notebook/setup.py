@@ -27,13 +27,15 @@ import pandas as pd
 from colloc_kit.analysis.greying import greyed
 from colloc_kit.errors import BadInput, CollocKitError
 from colloc_kit.notebook import background
+from colloc_kit.stats import plural
 from colloc_kit.views import plots
 from colloc_kit.views.tables import number, table
 from colloc_kit.worker.models import MODEL_NAMES, TIMM_PREFIX
 
 __all__ = ["TINY_CPU_MODELS", "TINY_CPU_JOB", "Setup", "prepare", "INTERRUPTED_NOTICE", "python_terms", "one_line",
            "install_notices", "noise_warning", "WARNING", "warn", "number", "table", "parameter",
-           "NOTEBOOK_NAMES", "if_measured", "direction"]
+           "NOTEBOOK_NAMES", "if_measured", "direction", "planning_card",
+           "guessed", "plural"]
 
 TINY_CPU_MODELS = ["smallcnn"]
 TINY_CPU_JOB = {"dataset": "synthetic", "amp": "off", "batch_size": 16, "image_size": 32, "synthetic_samples": 128,
@@ -118,8 +120,9 @@ INTERRUPTED_NOTICE = "interrupted: the jobs were stopped; what was measured is k
 
 
 CONNECTIVES = {"or", "and", "to", "for", "with", "instead", "in", "on", "first"}  # words after a flag, not its value
-NOTEBOOK_NAMES = {"device": "DEVICE", "copies": "COPIES", "layout": "LAYOUT", "mix": "MIX", "models": "MODELS",
-                  "model": "MODELS", "repeats": "REPEATS"}  # flags the notebooks' parameters cells hold, as written
+NOTEBOOK_NAMES = {  # flags the notebooks' parameters cells hold, as written
+    "device": "DEVICE", "copies": "COPIES", "layout": "LAYOUT", "mix": "MIX", "models": "MODELS", "model": "MODELS",
+    "repeats": "REPEATS", "experiment": "EXPERIMENT"}
 
 
 def python_terms(message: Any) -> str:
@@ -180,6 +183,43 @@ def if_measured(frame: pd.DataFrame, columns: list[str], what: str, draw: Callab
         return draw()
     print(f"{what}: not drawn, as no run here measured it (a run on a CPU has no GPU to watch).")
     return None
+
+
+def planning_card(fallback: str) -> tuple[Any, str]:
+    """The MIG table a page plans with: that of the GPU it runs on where the kit knows it, else `fallback`'s
+    (a built-in table), and a line that says which card that is.
+
+    >>> shape, said = planning_card("H100-80GB")                       # on a machine without a GPU  # doctest: +SKIP
+    >>> said                                                                                          # doctest: +SKIP
+    'MIG planned on H100-80GB (a built-in table: this machine has no GPU)'
+    """
+    from colloc_kit import machine  # noqa: PLC0415 - NVML: only where a page plans MIG
+    from colloc_kit.gpu import mig_catalogue  # noqa: PLC0415 - only where a page plans MIG
+
+    gpus = machine.describe()["gpus"]
+    card = mig_catalogue.model_for_device(gpus[0]["name"]) if gpus else None
+    if card is not None:
+        return card, f"MIG planned on {card.name}, the GPU this page ran on"
+    here = f"this machine's {gpus[0]['name']} has no MIG table in the kit" if gpus else "this machine has no GPU"
+    return mig_catalogue.gpu_model(fallback), f"MIG planned on {fallback} (a built-in table: {here})"
+
+
+def guessed(guess: Any, name: str = "GUESS") -> bool:
+    """Whether the student wrote a guess; where not, a notice that the cells after it reveal nothing until then (Run
+    All stops revealing, without an error).
+
+    >>> guessed(1.5)
+    True
+    >>> guessed(None)
+    GUESS first: write your guess in the parameters cell (e.g. GUESS = 1.5) and run again; until then the cells \
+below reveal nothing.
+    False
+    """
+    if guess is not None:
+        return True
+    print(f"{name} first: write your guess in the parameters cell (e.g. {name} = 1.5) and run again; until then the "
+          "cells below reveal nothing.")
+    return False
 
 
 def direction(first: float, last: float, within: float = 0.05) -> str:

@@ -17,16 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from colloc_kit.stats import plural  # one plural for the kit's sentences
+
 __all__ = ["Tally", "plural"]
-
-
-def plural(count: int, noun: str) -> str:
-    """`count` and `noun`, the noun in the plural unless the count is one.
-
-    >>> plural(1, "cell"), plural(3, "cell")
-    ('1 cell', '3 cells')
-    """
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 @dataclass

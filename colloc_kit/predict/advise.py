@@ -17,6 +17,7 @@ A workload input-bound alone is also offered one job with the copies' loader wor
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import os
@@ -51,7 +52,7 @@ MIX_TERM = re.compile(r"^\s*(?:(\d+)\s*[x*]\s*)?(.+?)\s*$")
 def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
     """'A + 2 x B' -> the jobs' workload labels; a name may be a label or any unique part of one ('resnet152').
 
-    >>> parse_mix("2 x r26 + r5", {"r26": None, "r50": None})
+    >>> parse_mix("2 x r26 + r50", {"r26": None, "r50": None})
     ('r26', 'r26', 'r50')
     """
     jobs: list[str] = []
@@ -67,13 +68,24 @@ def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
 
 
 def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
+    """The workload label `name` is, or names as whole words of it ('resnet152', never 'resnet15': no prefix
+    matches); else refused with the closest name the lone runs have ("did you mean") and those they have.
+
+    >>> _resolve("resnet15", {"timm.resnet152 bs32": None, "timm.resnet26 bs128": None})
+    Traceback (most recent call last):
+    colloc_kit.errors.BadInput: no lone run of a workload called 'resnet15'; did you mean 'resnet152'? Name one ...
+    """
     if name in lone:
         return name
-    found = [w for w in lone if name.lower() in w.lower()]
+    whole = re.compile(rf"(?<![a-z0-9]){re.escape(name.lower().strip())}(?![a-z0-9])")
+    found = [w for w in lone if whole.search(w.lower())]
     known = "; ".join(sorted(lone)) or "none"
     if not found:
-        raise BadInput(f"no lone run of a workload called {name!r}: run it alone first (mode exclusive, copies 1) "
-                       f"or name one with a lone run: {known}")
+        words = {part for w in lone for part in re.split(r"[\s.]+", w) if part} | set(lone)
+        close = difflib.get_close_matches(name.strip(), sorted(words), n=1, cutoff=0.6)
+        raise BadInput(f"no lone run of a workload called {name!r}"
+                       + (f"; did you mean {close[0]!r}?" if close else ".") + f" Name one with a lone run: {known} "
+                       "(a workload not listed needs a lone run of its own first: mode exclusive, copies 1)")
     if len(found) > 1:
         raise BadInput(f"{name!r} names {len(found)} workloads with lone runs ({'; '.join(sorted(found))}): give "
                        "more of the label, or pick one experiment with --experiment")

@@ -81,12 +81,20 @@ class Advice:
     row: pd.Series | None
     source: str
     candidates: pd.DataFrame
+    alone_p99_ms: float | None = None  # the served job's p99 alone at this rate, where it was measured
 
     @property
     def text(self) -> str:
         """The answer in one line: the setting, its training, its p99 with the CI, the SLO, measured or not."""
         if self.row is None:
-            return "no measured shared setting kept the p99 within the SLO: serve alone, or measure more settings"
+            target = float(self.candidates["slo_ms"].iloc[0]) if len(self.candidates) else math.nan
+            none = "no measured shared setting kept the p99 within the SLO"
+            if self.alone_p99_ms is None or math.isnan(self.alone_p99_ms):
+                return f"{none}; its p99 alone was not measured: measure it alone, or more settings"
+            if self.alone_p99_ms <= target:
+                return f"{none}: serve alone (alone its p99 is {self.alone_p99_ms:.1f} ms <= {target:g} ms)"
+            return (f"{none}, nor serving alone: alone its p99 is {self.alone_p99_ms:.1f} ms against {target:g} ms; "
+                    "a lower rate, a looser SLO or a faster card")
         r = self.row
         return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
                 f"{r['latency_p99_ms']:.1f} ms ({_ci(r['latency_p99_ms_lo'], r['latency_p99_ms_hi'])}) <= "
@@ -107,7 +115,10 @@ def choose(table: pd.DataFrame, served: str, rate_per_s: float, slo: str, beside
                        "to measure its settings (sweep_spec)")
     asked = asked.assign(slo_ms=target, within_slo=asked["latency_p99_ms"] <= target)  # the asked SLO, not the runs'
     within = asked[asked["within_slo"]].sort_values("train_images_per_s", ascending=False)
-    return Advice(within.iloc[0] if len(within) else None, "measured", asked)
+    alone = table[(table["served"] == served) & ~table["shared"].astype(bool)
+                  & (table["rate_per_s"].astype(float) - rate_per_s).abs().le(1e-9)]["latency_p99_ms"].dropna()
+    return Advice(within.iloc[0] if len(within) else None, "measured", asked,
+                  float(alone.mean()) if len(alone) else None)
 
 
 def sweep_spec(serve: JobSpec, training: list[tuple[JobSpec, int]], name: str, modes: list[ModeSpec] | None = None
@@ -117,8 +128,12 @@ def sweep_spec(serve: JobSpec, training: list[tuple[JobSpec, int]], name: str, m
     copies = {n for _, n in training}
     if len(copies) != 1:
         raise BadInput("the training beside an inference job is one model x n per sweep (e.g. 'resnet50 x2')")
+    n = copies.pop()
+    jobs = 1 + n * len(training)  # a thread share per job, no more: 'mps(thread_percentage=100+25+25)' for three
+    settings = [ModeSpec(m.name, {"thread_percentage": m.options["thread_percentage"][:jobs]})
+                if "thread_percentage" in m.options else m for m in SETTINGS]
     return ExperimentSpec(jobs=[serve, *(job for job, _ in training)],
-                          modes=[ModeSpec("exclusive"), *(modes or SETTINGS)], copies=[copies.pop()], name=name)
+                          modes=[ModeSpec("exclusive"), *(modes or settings)], copies=[n], name=name)
 
 
 def confirm_spec(spec: ExperimentSpec, advice: Advice, repeats: int) -> ExperimentSpec:

@@ -109,8 +109,9 @@ def _mix_points(fig: go.Figure, rows: pd.DataFrame, i: int, mean: str, spread: s
                         marker={"symbol": ["circle-open" if f else "circle" for f in notes["flags"]], "size": 8,
                                 "color": palette[label]},
                         customdata=notes, hovertemplate=HOVER + label + "</extra>", **where(i))
-    fig.update_xaxes(tickmode="array", tickvals=sorted(rows[axis].dropna().unique()), title_text=X_TITLES[axis],
-                     **where(i))
+    ticks = sorted(rows[axis].dropna().unique())  # the range holds every point, shifted or not, with room around
+    fig.update_xaxes(tickmode="array", tickvals=ticks, title_text=X_TITLES[axis], range=[ticks[0] - 0.5,
+                                                                                          ticks[-1] + 0.5], **where(i))
 
 
 def throughput_vs_copies(summary: pd.DataFrame) -> go.Figure:
@@ -243,6 +244,8 @@ def who_lost(jobs: pd.DataFrame, cell: str = "jobs_label",
                         marker={"size": 10, "color": palette[label]},
                         hovertext=[_job_hover(r) for r in rows.itertuples()], hoverinfo="text")
     fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
+    cells = data[cell].nunique()  # room beside the first and last: names left of a marker never reach the y ticks
+    fig.update_xaxes(range=[-0.9, cells - 0.1])
     fig.update_yaxes(rangemode="tozero")
     return fig
 

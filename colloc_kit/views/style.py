@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty", "noisy",
+__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TOP_MARGIN_PX", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty",
+           "noisy",
            "error_bars", "say_clipped",
            "short_label", "counted", "colours",
            "series", "facets", "grid", "where", "category", "in_order"]
@@ -32,12 +33,13 @@ MODE_COLOURS = (("exclusive", "#7f7f7f"), ("naive", "#f28e2b"), ("mps partition"
 MAX_SERIES = 8  # traces in one plot (one facet) at most; more go into facets
 FACET_COLUMNS, FACET_HEIGHT_PX = 3, 300
 MIXES = "mixes of workloads"  # the facet of runs whose jobs are not copies of one workload
+TOP_MARGIN_PX = 80  # room for the title; a noisy figure's box adds to it
 pio.templates["colloc_kit"] = go.layout.Template(layout={
     "colorway": PALETTE, "font": {"size": 13},
     "title": {"x": 0, "xref": "paper", "xanchor": "left", "font": {"size": 17}},
     "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
                "title": {"text": ""}, "font": {"size": 12}},
-    "margin": {"l": 70, "r": 30, "t": 80, "b": 110}, "hoverlabel": {"namelength": -1},
+    "margin": {"l": 70, "r": 30, "t": TOP_MARGIN_PX, "b": 110}, "hoverlabel": {"namelength": -1},
     "xaxis": {"automargin": True, "title": {"font": {"size": 12}}},
     "yaxis": {"automargin": True, "title": {"font": {"size": 12}}}})
 TEMPLATE = "plotly_white+colloc_kit"  # the kit's figure style: plotly_white, its palette, legends below
@@ -62,7 +64,8 @@ def empty(title: str, note: str) -> go.Figure:
 
 def noisy(fig: go.Figure, warning: str | None) -> go.Figure:
     """The figure marked as no result where `warning` (the page's noise check) is given: every trace greyed, the
-    warning written across it, the title saying so. Without a warning the figure is returned as it is.
+    warning in a box above the plot (the figure taller by as much: the box covers no point or label), the title
+    saying so. Without a warning the figure is returned as it is.
 
     >>> noisy(go.Figure(layout={"title": "Gain"}), "identical jobs differ 2.1x").layout.title.text
     'Gain (not a result: too noisy)'
@@ -71,10 +74,15 @@ def noisy(fig: go.Figure, warning: str | None) -> go.Figure:
         return fig
     fig.update_traces(marker_color="#c8c8c8", opacity=0.5, selector=lambda t: hasattr(t, "marker"))
     fig.update_traces(line_color="#c8c8c8", selector=lambda t: hasattr(t, "line"))
-    text = "<br>".join(textwrap.wrap(f"Not a result: {warning}", 90))
-    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 13},
-                       bgcolor="rgba(255,255,255,0.85)", bordercolor="#d62728", borderwidth=1)
-    fig.update_layout(title_text=f"{fig.layout.title.text or ''} (not a result: too noisy)".strip())
+    lines = textwrap.wrap(f"Not a result: {warning}", 110)
+    above = sum(1 for a in fig.layout.annotations if a.yref == "paper" and a.y == 1 and a.yanchor == "bottom")
+    shift = 6 + 22 * above  # above the plot, over the notes already there (say_clipped's): never over a point
+    fig.add_annotation(text="<br>".join(lines), showarrow=False, x=0.5, y=1, yanchor="bottom", yshift=shift,
+                       xref="paper", yref="paper", font={"size": 12}, bgcolor="rgba(255,255,255,0.85)",
+                       bordercolor="#d62728", borderwidth=1)
+    top = (fig.layout.margin.t if fig.layout.margin.t is not None else TOP_MARGIN_PX) + shift + 17 * len(lines) + 12
+    fig.update_layout(title_text=f"{fig.layout.title.text or ''} (not a result: too noisy)".strip(),
+                      margin={"t": top}, height=(fig.layout.height or 450) + 17 * len(lines) + shift + 12)
     return fig
 
 

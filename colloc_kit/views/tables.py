@@ -44,7 +44,8 @@ HEADERS = {  # the kit's columns (without _mean/_ci) as readers call them
     "aggregate_images_per_s": "images/s (all jobs)", "relative_throughput": "share of alone speed",
     "bound_by": "bound by", "sm_util_pct": "SM active (%)", "sm_occupancy_pct": "SM occupancy (%)",
     "gpu_util_pct": "GPU busy (%)", "input_wait_share": "waiting for data (%)",
-    "gpu_idle_share": "GPU idle (%)", "host_cpu_util_pct": "host CPU busy (%)",
+    "gpu_idle_share": "GPU idle (%)", "gpu_busy_share": "GPU busy (%)", "sm_active_share": "SMs active (%)",
+    "dram_share": "DRAM bandwidth used (%)", "host_cpu_util_pct": "host CPU busy (%)",
     "energy_per_image_j": "energy per image (J)", "steady_gpu_memory_mb": "steady GPU memory (MB)",
     "peak_memory_mb": "peak memory (MB)", "copies_fit": "copies that fit", "error_kind": "error kind",
     "study_gain": "study's gain (x alone)", "gpu_part": "GPU's part", "host_part": "host's part",  # attribution
@@ -140,8 +141,10 @@ class Table:
         table_html = (f'<div class="ck-table" style="max-width:100%;overflow-x:auto"><table style="font-size:12px;'
                       f'max-width:100%;table-layout:auto"><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
                       "</table></div>")
-        if not self.collapse:
-            return table_html
+        if not self.collapse:  # its title above it, as the folded one has it in its summary
+            title = (f'<div class="ck-table-title" style="font-weight:bold;margin:0.6em 0 0.2em">'
+                     f"{html.escape(self.title)}</div>") if self.title else ""
+            return title + table_html
         summary = html.escape(self.title or "the table")
         return f"<details><summary>{summary} ({len(self.frame):,} rows: click to open)</summary>{table_html}</details>"
 
@@ -175,12 +178,13 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, title: str = ""
     repeats = frame["repeats"] if "repeats" in frame else pd.Series(math.nan, index=frame.index)
     shown: dict[str, list[str]] = {}
     for column in chosen:
-        if column.endswith("_ci") and column[:-3] + "_mean" in chosen:
-            continue  # written beside its mean
+        if column.endswith("_ci") and {column[:-3] + "_mean", column[:-3]} & set(chosen):
+            continue  # written beside its value: never a bare half-width in a column of its own
         share = _is_share(column)
         values = [_percent(v) if share else cell(v) for v in _whole(frame[column])]
-        if column.endswith("_mean") and column[:-5] + "_ci" in chosen:
-            cis = frame[column[:-5] + "_ci"] * (100 if share else 1)
+        ci_column = column.removesuffix("_mean") + "_ci"
+        if ci_column != column and ci_column in chosen:
+            cis = frame[ci_column] * (100 if share else 1)
             values = [_with_ci(m, c, r) for m, c, r in zip(values, cis, repeats)]
         shown[readable(column)] = values
     if len(frame):  # a column empty in every row says nothing
@@ -190,9 +194,9 @@ def table(frame: pd.DataFrame, columns: list[str] | None = None, title: str = ""
 
 
 def _with_ci(mean: str, ci: Any, repeats: Any = math.nan) -> str:
-    """'1.54 ± 0.14': the CI to as many decimals as the mean shows; '1.54 (1 repeat, no CI)' where one repeat (or a
-    CI of 0) gives none; the mean alone where the CI is missing."""
-    one = cell(repeats) == "1" or (cell(ci) and float(ci) == 0)
+    """'1.54 ± 0.14': the CI to as many decimals as the mean shows (one repeat's own CI, over its steps, too);
+    '1.54 (1 repeat, no CI)' where one repeat gives none (or a CI of 0); the mean alone where the CI is missing."""
+    one = not (cell(ci) and float(ci) > 0) and (cell(repeats) == "1" or (cell(ci) and float(ci) == 0))
     if mean and one:
         return f"{mean} (1 repeat, no CI)" if cell(repeats) in ("1", "") else f"{mean} (no CI)"
     if not mean or not cell(ci):
