@@ -10,9 +10,11 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Iterator
 
 import psutil
 import pytest
@@ -28,6 +30,14 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 FAKE = Path(__file__).with_name("fake_mps_control.py")
 FAST = dict(start_timeout_s=3.0, command_timeout_s=1.0, quit_timeout_s=1.0, client_timeout_s=1.0)
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A short folder of the test's own: a run's pipe folder inside it stays within MAX_PIPE_DIR_CHARS, as the tests
+    expect, also under pytest-xdist, whose worker folders lengthen pytest's own tmp_path past it."""
+    with tempfile.TemporaryDirectory(prefix="mps-") as folder:
+        yield Path(folder)
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import shutil
 import stat
 import time
@@ -173,7 +174,9 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
 
 def _stop_kernels(folder: Path) -> None:
     """After an interrupt: the kernels this process started (in sessions of their own) killed, and their unix
-    socket files in `folder` removed."""
+    socket files in `folder` removed. The batch ends with its one line: asyncio's report of the killed kernel's
+    pending cell ("Task exception was never retrieved", DeadKernelError, when the process tears down) is not shown."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             if "ipykernel" in " ".join(child.cmdline()):
