@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from colloc_kit.stats import plural  # one plural for the kit's sentences
+from colloc_kit.stats import plural
 
-__all__ = ["Tally", "plural"]
+__all__ = ["Tally"]
 
 
 @dataclass
