@@ -1,6 +1,7 @@
 """Where a cell's wall time goes, from an experiment folder's runs: per number of jobs, the median wall time and when
 the last job was ready (its build and its priming: cuDNN autotuning in the first step), started, and measured, in
-seconds from the cell's start; with the window each job measured. `lane_phases`: where each lane's (GPU's) time went
+seconds from the cell's start; with the window each job measured; cold runs apart from warm repeats' first and later
+windows (`ExperimentSpec.warm_repeats`: a later window's jobs were built and primed by its launch's first). `lane_phases`: where each lane's (GPU's) time went
 over a pass of several experiments: its start, its cells' phases, the gaps between them, its idle end.
 
     python3 benchmarks/cell_phases.py RUNS/seed-33            # a table on stdout, and how many cells a minute
@@ -33,7 +34,9 @@ def cell_phases(experiment: Path) -> list[dict]:
             for line in events.read_text().splitlines():
                 event = json.loads(line)
                 last[event["type"]].append(event)
+        window = (manifest.get("warm") or {}).get("window")  # a warm repeat's window of its launch (0: its first)
         rows.append({"jobs": len(last["ready"]), "gpu": manifest.get("gpu"), "wall_s": manifest["ended_at"] - t0,
+                     "launch": "cold" if window is None else "warm, first" if window == 0 else "warm, later",
                      "ready_s": max(e["t"] for e in last["ready"]) - t0,
                      "build_s": max(e["build_s"] for e in last["ready"]),
                      "primed_s": max(e["primed_s"] for e in last["ready"]),
@@ -73,11 +76,11 @@ def main(argv: list[str]) -> int:
         print(f"no complete runs under {argv[0]}", file=sys.stderr)
         return 2
     columns = ["wall_s", "ready_s", "build_s", "primed_s", "measured_s", "window_s"]
-    print("| jobs | cells | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 2))
-    for jobs in sorted({r["jobs"] for r in rows}):
-        mine = [r for r in rows if r["jobs"] == jobs]
+    print("| jobs | launch | cells | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 3))
+    for jobs, launch in sorted({(r["jobs"], r["launch"]) for r in rows}):
+        mine = [r for r in rows if r["jobs"] == jobs and r["launch"] == launch]
         medians = [f"{statistics.median(r[c] for r in mine):.1f}" for c in columns]
-        print(f"| {jobs} | {len(mine)} | " + " | ".join(medians) + " |")
+        print(f"| {jobs} | {launch} | {len(mine)} | " + " | ".join(medians) + " |")
     span = max(r["ended_at"] for r in rows) - min(r["started_at"] for r in rows)
     print(f"\n{len(rows)} complete cells in {span:,.0f} s from the first start to the last end "
           f"({span / len(rows):.1f} s a cell)")

@@ -48,7 +48,7 @@ __all__ = ["END", "EPOCH", "ERROR", "GO", "INTERVAL", "MEASURED", "READY", "STAR
 
 READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
 TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
-GO, STOP = "go", "stop"  # the kit's lines to a worker's stdin
+GO, STOP, PAUSE = "go", "stop", "pause"  # the kit's lines to a worker's stdin (pause: stop, then wait for go)
 
 
 class ErrorKind(str, Enum):

@@ -270,6 +270,7 @@ class ExperimentSpec(BaselineKeys):
     executor: dict | None = None  # {name: an executor, its options...}: any executor, a plug-in's too (executors/)
     placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
     mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
+    warm_repeats: bool = False  # a cell's repeats as consecutive windows of one launch of its jobs (pipeline/warm.py)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (spec_baselines)
@@ -292,6 +293,8 @@ class ExperimentSpec(BaselineKeys):
         require(self.placement in PLACEMENTS,
                 f"placement must be one of {', '.join(PLACEMENTS)}, got {excerpt(self.placement)}")
         require(isinstance(self.monitor, bool), f"monitor must be true or false, got {excerpt(self.monitor)}")
+        require(isinstance(self.warm_repeats, bool),
+                f"warm_repeats must be true or false, got {excerpt(self.warm_repeats)}")
         require(is_positive_number(self.monitor_interval_s),
                 f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:

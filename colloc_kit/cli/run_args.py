@@ -52,6 +52,9 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--placement", choices=PLACEMENTS,
                      help="pinned (default): each job its own block of the host's cores, none idle; unpinned: no "
                           "affinity, as the OS schedules them (as the seed study ran)")
+    run.add_argument("--warm-repeats", dest="warm_repeats", action="store_true", default=None,
+                     help="measure a cell's repeats as consecutive windows of one launch of its jobs (built, loaded "
+                          "and primed once; its cells are not the cold ones: they never mix)")
     run.add_argument("--mlflow", metavar="URI", help="also log each cell, as it completes, to this MLflow tracking "
                      "server (pip install 'colloc-kit[mlflow]'); one it cannot reach is a warning, the runs go on")
     run.add_argument("--gpus", type=_gpus,
@@ -113,7 +116,7 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s", "gpus", "placement", "mlflow")
+                                        "monitor_interval_s", "gpus", "placement", "mlflow", "warm_repeats")
            if getattr(args, k) is not None}
     slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
     option_names = mode_option_names()

@@ -7,6 +7,7 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     launcher.py   jobs started in a mode's slots behind a barrier, released together, their events streamed
     progress.py   the progress line
     lane.py       the cells of one GPU one after another in one process, their jobs forked from one zygote
+    warm.py       warm repeats: a cell's repeats as windows of one launch, which the lane keeps between them
     report.py     a cell run and read back (jobs.csv, the progress line)
     executors/    where cells run, behind one interface (`Executor`, `CellJob`)
     estimate.py   how long the cells take over the lanes, from the lanes measured in the folder (`--plan`)

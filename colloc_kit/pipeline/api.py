@@ -41,7 +41,7 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
         gpus: list[int] | str | None = None, slurm: dict | None = None,
         time_limit_s: float | None = None, monitor: bool = True, monitor_interval_s: float = 0.15,
         placement: str = "pinned", progress: bool | Progress = True, mlflow: str | None = None,
-        again: bool = False) -> Results:
+        again: bool = False, warm_repeats: bool = False) -> Results:
     """Run job groups under one or more modes (`mode` may be a list) at one or more copy counts; return the results.
 
     `jobs` are JobSpec or dicts of JobSpec fields; `mode` is a name ("naive"), a dict ({"name": "mps",
@@ -51,10 +51,11 @@ def run(jobs: Iterable[JobSpec | Mapping[str, Any]], mode: Any = "naive", copies
     `mlflow="http://host:5000"` also logs each cell to that MLflow tracking server as it completes (mlflow_log.py; one
     it cannot reach is a warning: the runs go on, in their folders). `again=True`: cells already complete in the
     folder are measured once more, as new repeats (the results hold old and new), instead of reused.
+    `warm_repeats=True`: each cell's repeats are consecutive windows of one launch of its jobs (pipeline/warm.py).
     """
     spec = experiment_spec(jobs, mode, copies, repeats=repeats, name=name, gpu=gpu, gpus=gpus, slurm=slurm,
                            time_limit_s=time_limit_s, monitor=monitor, monitor_interval_s=monitor_interval_s,
-                           placement=placement, mlflow=mlflow)
+                           placement=placement, mlflow=mlflow, warm_repeats=warm_repeats)
     return run_spec(spec, out=out, progress=progress, again=again)
 
 

@@ -20,16 +20,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from colloc_kit import events
-from colloc_kit.modes import make_mode
+from colloc_kit.modes import Slot, make_mode
 from colloc_kit.paths import check_folder
 from colloc_kit.serving import SERVE
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.launcher import LaunchItem, Wave
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.warm import Kept, Launch, jobs_cpu_s
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.manifest import (
-    HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord,
+    HostCpu, JobEntry, JobOutcome, MachineRef, Manifest, ModeRecord, MonitorSettings, SlotRecord, WarmWindow,
 )
 from colloc_kit.store.rundir import RunDir, this_runner
 from colloc_kit.worker.zygote import Zygote
@@ -97,32 +98,40 @@ def current_slurm_job() -> str | None:
 
 
 def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir, bar: Progress,
-             zygote: Zygote | None = None) -> Manifest:
+             zygote: Zygote | None = None, kept: Kept | None = None) -> Manifest:
     """One cell into the fresh run directory `run` (see the module); returns its manifest as written at the end. An
     interrupt or an error of the kit is recorded (interrupted, error) and propagates. With a `zygote`, the jobs are
-    forked from it. A baseline's cell runs its own jobs (`Cell.spec_of`)."""
+    forked from it. A baseline's cell runs its own jobs (`Cell.spec_of`). With `kept` (a lane's, for a spec with
+    `warm_repeats`: `pipeline.warm`), the cell measures the next window of the launch kept from its last repeat where
+    there is one, and keeps its own launch after it (a sequential mode's several jobs always start afresh)."""
     spec = cell.spec_of(spec)
     planned = plan_jobs(spec, cell.copies)
+    launch = kept.take(cell.series) if kept is not None else None
+    if launch is not None:
+        assert kept is not None  # (a launch is only taken from one)
+        return _warm_window(spec, cell, placement, run, bar, planned, launch, kept)
     mode = make_mode(cell.mode, workdir=run.mode_dir, gpu=placement.gpu, device=spec.device)
+    keep = kept is not None and not (mode.sequential and len(planned) > 1)
     manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),
-                        sequential=mode.sequential)
+                        sequential=mode.sequential, warm=WarmWindow(run.run_id) if keep else None)
     run.write_manifest(manifest)
     bar.run_started(f"{cell.mode.label} x{cell.copies} r{cell.repeat}", len(planned))
     outcomes: list[JobOutcome] = []
-    status, problems = INTERRUPTED, []
+    status, problems, cpu_s = INTERRUPTED, [], None
     cpu_before = _children_cpu_s(zygote)
     lost_before = zygote.lost if zygote else None
     try:
-        with mode:
-            slots = mode.slots(len(planned))
-            items = [LaunchItem(job_id, job, slot) for (job_id, _, job), slot in zip(planned, slots)]
+        with contextlib.ExitStack() as entered:  # the mode: left at its end, unless a kept launch holds it
+            entered.enter_context(mode)
+            mode_slots = mode.slots(len(planned))
+            slots = [SlotRecord(slot.label, slot.info) for slot in mode_slots]
             manifest = replace(manifest, mode_state=mode.state(), jobs=[
-                replace(entry, slot=SlotRecord(slot.label, slot.info)) for entry, slot in zip(manifest.jobs, slots)])
+                replace(entry, slot=slot) for entry, slot in zip(manifest.jobs, slots)])
             run.write_manifest(manifest)
             with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
-                for wave_items in ([[i] for i in items] if mode.sequential else [items]):
+                for wave_items in _waves(planned, mode_slots, mode.sequential):
                     wave = Wave(wave_items, run.jobs_dir, spec.time_limit_s, on_event=bar.on_event,
-                                on_start=watch, zygote=zygote, placement=spec.placement)
+                                on_start=watch, zygote=zygote, placement=spec.placement, keep=keep)
                     try:
                         wave.run()
                     finally:
@@ -130,6 +139,10 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
             problems = mode.problems() + ([f"{zygote.lost} during this run: its jobs are recorded from their own "
                                           "events; later jobs start as fresh processes"]
                                          if zygote and zygote.lost and not lost_before else [])
+            if keep and wave.kept:  # its jobs alive and primed, its mode entered: for the next repeat
+                assert kept is not None  # (keep needs one)
+                cpu_s = round(jobs_cpu_s(wave.pids()), 3)
+                kept.keep(Launch(cell.series, mode, entered.pop_all(), wave, slots, run.run_id))
         manifest = replace(manifest, mode_state=mode.state())  # what leaving the mode did (e.g. MPS shutdown notes)
         run.write_manifest(manifest)
         status = COMPLETE if all(o.status == COMPLETE for o in outcomes) else FAILED_JOBS
@@ -137,14 +150,56 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
         raise
     finally:
-        cpu_s = round(_children_cpu_s(zygote) - cpu_before, 3)
+        cpu_s = round(_children_cpu_s(zygote) - cpu_before, 3) if cpu_s is None else cpu_s
         manifest = _finished(run, manifest, outcomes, status, problems, cpu_s)
         run.write_manifest(manifest)
     return manifest
 
 
+def _waves(planned: list[tuple[str, int, JobSpec]], slots: list[Slot], sequential: bool) -> list[list[LaunchItem]]:
+    """The run's jobs in their slots, as the waves that start together: one each where the mode is sequential."""
+    items = [LaunchItem(job_id, job, slot) for (job_id, _, job), slot in zip(planned, slots)]
+    return [[item] for item in items] if sequential else [items]
+
+
+def _warm_window(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir, bar: Progress,
+                 planned: list[tuple[str, int, JobSpec]], launch: Launch, kept: Kept) -> Manifest:
+    """A warm repeat: the next window of `launch` (its jobs paused after its last window) into `run`; the launch kept
+    again after a complete window, else closed (jobs stopped, mode left)."""
+    mode = launch.mode
+    manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),
+                        sequential=mode.sequential, warm=WarmWindow(launch.first_run, launch.windows))
+    manifest = replace(manifest, mode_state=mode.state(), jobs=[
+        replace(entry, slot=slot) for entry, slot in zip(manifest.jobs, launch.slots)])
+    run.write_manifest(manifest)
+    bar.run_started(f"{cell.mode.label} x{cell.copies} r{cell.repeat} (warm)", len(planned))
+    status, problems, cpu_s = INTERRUPTED, [], None
+    cpu_before = jobs_cpu_s(launch.wave.pids())
+    try:
+        with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
+            watch(launch.wave.pids())
+            launch.wave.again(run.jobs_dir)
+        problems = mode.problems()
+        status = COMPLETE if all(o.status == COMPLETE for o in launch.wave.outcomes) else FAILED_JOBS
+        if launch.wave.kept:
+            cpu_s = round(jobs_cpu_s(launch.wave.pids()) - cpu_before, 3)
+            launch.windows += 1
+            kept.keep(launch)
+    except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
+        status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]
+        raise
+    finally:
+        if kept.launch is not launch:
+            launch.close()
+            manifest = replace(manifest, mode_state=mode.state())
+        manifest = _finished(run, manifest, launch.wave.outcomes, status, problems, cpu_s)
+        run.write_manifest(manifest)
+    return manifest
+
+
 def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir,
-             planned: list[tuple[str, int, JobSpec]], alone: bool, sequential: bool) -> Manifest:
+             planned: list[tuple[str, int, JobSpec]], alone: bool, sequential: bool,
+             warm: WarmWindow | None = None) -> Manifest:
     """The manifest written before the first job starts (status running)."""
     cuda, runner = spec.device == "cuda", this_runner()
     return Manifest(
@@ -157,12 +212,12 @@ def _started(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
         machine=MachineRef(hostname=placement.hostname, gpu_name=placement.gpu_name, gpu_uuid=placement.gpu_uuid,
                            description=os.path.relpath(placement.machine_file, run.path)),
         host_cpu=HostCpu(cores=sorted(os.sched_getaffinity(0))),
-        monitor=MonitorSettings(enabled=spec.monitor, interval_s=spec.monitor_interval_s),
+        monitor=MonitorSettings(enabled=spec.monitor, interval_s=spec.monitor_interval_s), warm=warm,
         jobs=[JobEntry(job_id, group=group, spec=job.to_dict()) for job_id, group, job in planned])
 
 
 def _finished(run: RunDir, manifest: Manifest, outcomes: list[JobOutcome], status: Status, problems: list[str],
-              cpu_s: float) -> Manifest:
+              cpu_s: float | None) -> Manifest:
     """The manifest completed: every job's outcome (jobs never started are marked so), problems, status, the host
     CPU seconds its jobs used, the end time."""
     by_id = {o.job_id: o for o in outcomes}

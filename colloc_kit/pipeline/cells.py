@@ -29,7 +29,7 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
-__all__ = ["EXCLUSIVE", "Cell", "Plan", "cells", "baseline_cells", "lone_mode", "jobs_fingerprint"]
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cells", "jobs_fingerprint", "lone_mode", "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
@@ -53,15 +53,22 @@ class Cell:
             f"{self.baseline}-" if self.baseline else ""
         return f"{kind}{self.mode.label}-x{self.copies}-r{self.repeat}"
 
+    @property
+    def series(self) -> str:
+        """The cell's id without its repeat: what its repeats share (a warm repeat's launch serves one series)."""
+        return self.cell_id.replace(f"-r{self.repeat}-", "-")
+
     def spec_of(self, spec: ExperimentSpec) -> ExperimentSpec:
         """The spec this cell runs: `spec` with the cell's own jobs where it has them."""
         return spec if self.jobs is None else dataclasses.replace(spec, jobs=list(self.jobs))
 
 
 def jobs_fingerprint(spec: ExperimentSpec) -> str:
-    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...) or where it
-    sits on the host (`placement`)."""
-    text = json.dumps({"jobs": [_fingerprinted(job) for job in spec.jobs], "placement": spec.placement},
+    """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...), where it
+    sits on the host (`placement`) or how its repeats are launched (`warm_repeats`: windows of one launch, never taken
+    for cold repeats; left out while off, so cold cells keep their ids)."""
+    warm = {"warm_repeats": True} if spec.warm_repeats else {}
+    text = json.dumps({"jobs": [_fingerprinted(job) for job in spec.jobs], "placement": spec.placement, **warm},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
@@ -111,6 +118,21 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
         out += [_cell(spec, mode, copies, repeat, twins, "gpu-only") for mode, copies in runs
                 if copies == 1 or not extra]
     return out
+
+
+def warm_order(cells: list[Cell]) -> list[Cell]:
+    """`cells` with each cell's repeats after each other (warm repeats: one launch measures them all), the series of
+    more copies first, else in their order.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2, warm_repeats=True)
+    >>> [c.label for c in warm_order(cells(spec))]
+    ['naive-x3-r0', 'naive-x3-r1', 'naive-x1-r0', 'naive-x1-r1']
+    """
+    first: dict[str, int] = {}
+    for index, cell in enumerate(cells):
+        first.setdefault(cell.series, index)
+    return sorted(cells, key=lambda cell: (-cell.copies, first[cell.series], cell.repeat))
 
 
 def lone_mode(spec: ExperimentSpec) -> ModeSpec | None:

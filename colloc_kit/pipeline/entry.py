@@ -27,6 +27,7 @@ from colloc_kit.pipeline.cell import Placement, current_slurm_job, preflight
 from colloc_kit.pipeline.cells import Cell, cells
 from colloc_kit.pipeline.lane import Lane
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.warm import Kept
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE, DONE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.folder import ExperimentFolder
@@ -94,6 +95,8 @@ def lane_main(argv: list[str] | None = None) -> int:
         with supervise.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
             zygote = stack.enter_context(Zygote.for_experiment(
                 job.model for job in _spec_and_cells(args.spec_file)[0].jobs))
+            kept = Kept()  # the GPU's kept launch (pipeline.warm), whichever experiment's lane ran it
+            stack.callback(kept.close)
             for line in sys.stdin:
                 order = json.loads(line)
                 key = (order["spec"], order["out"], order["machine_file"])
@@ -101,7 +104,7 @@ def lane_main(argv: list[str] | None = None) -> int:
                     spec, by_id = _spec_and_cells(order["spec"])
                     placement = Placement.on(json.loads(Path(key[2]).read_text()), Path(key[2]), args.gpu,
                                              spec.device)
-                    lanes[key] = (stack.enter_context(Lane(spec, placement, Path(key[1]), bar, zygote)), by_id)
+                    lanes[key] = (stack.enter_context(Lane(spec, placement, Path(key[1]), bar, zygote, kept)), by_id)
                 lane, by_id = lanes[key]
                 print(f"{CELL_ENDED} {order['cell']} {_run_one(lane, by_id[order['cell']], args.gpu)}", flush=True)
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import functools
 import socket
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -25,6 +25,7 @@ from colloc_kit.pipeline.cell import Placement
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.report import run_read_later
+from colloc_kit.pipeline.warm import Kept
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE, RUNNING, Status
 from colloc_kit.store import claims
@@ -40,11 +41,13 @@ class Lane(contextlib.AbstractContextManager):
     starts the zygote (where the system has one), leaving ends it."""
 
     def __init__(self, spec: ExperimentSpec, placement: Placement, out: Path, bar: Progress,
-                 zygote: Zygote | None = None):
-        """`zygote`: one the lane shares (a lane process's, for every experiment it runs); else its own."""
+                 zygote: Zygote | None = None, kept: Kept | None = None):
+        """`zygote`: one the lane shares (a lane process's, for every experiment it runs); else its own. `kept`: the
+        launch its GPU keeps between cells (`pipeline.warm`), shared likewise; else its own."""
         self.spec, self.placement, self.out, self.bar = spec, placement, Path(out), bar
         self._stack = contextlib.ExitStack()
         self.zygote: Zygote | None = zygote
+        self.kept, self._own_kept = kept or Kept(), kept is None
         self._reader: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> "Lane":
@@ -52,9 +55,13 @@ class Lane(contextlib.AbstractContextManager):
             if _SHARED[-1].zygote is None:
                 _SHARED[-1].zygote = _SHARED[-1].stack.enter_context(Zygote.for_experiment(
                     job.model for job in self.spec.jobs))
+                _SHARED[-1].stack.callback(_SHARED[-1].kept.close)  # before its zygote ends: jobs, then mode
             self.zygote = _SHARED[-1].zygote
+            self.kept, self._own_kept = _SHARED[-1].kept, False
         if self.zygote is None:
             self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+        if self._own_kept:
+            self._stack.callback(self.kept.close)  # a launch kept at the lane's end: its jobs stopped, mode left
         if quick_start():  # the last cell read back while the next starts; left only once every reading is in
             self._reader = self._stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="read-back"))
         return self
@@ -86,7 +93,10 @@ class Lane(contextlib.AbstractContextManager):
                 print(f"colloc-kit: cell {cell.label} left to another kit on {folder.path} ({why}); not run here",
                       file=sys.stderr, flush=True)
                 return None
-            started = run_read_later(self.spec, cell, self.placement, self.out, self.bar, self.zygote, self._reader)
+            if not self.spec.warm_repeats:
+                self.kept.close()  # a launch kept by another experiment of this lane: the GPU is this cell's
+            started = run_read_later(self.spec, cell, self.placement, self.out, self.bar, self.zygote, self._reader,
+                                     self.kept if self.spec.warm_repeats else None)
         started[1].add_done_callback(functools.partial(_say_failed, cell))
         return started
 
@@ -100,6 +110,7 @@ def _say_waiting(cell: Cell, device: str, other: dict) -> None:
 class _Shared:
     stack: contextlib.ExitStack
     zygote: Zygote | None = None
+    kept: Kept = field(default_factory=Kept)
 
 
 _SHARED: list[_Shared] = []  # the open `shared_zygote` blocks, innermost last
@@ -108,7 +119,8 @@ _SHARED: list[_Shared] = []  # the open `shared_zygote` blocks, innermost last
 @contextlib.contextmanager
 def shared_zygote() -> Iterator[None]:
     """Inside the block, the lanes of this process share one zygote, started by the first lane for its experiment's
-    models and ended with the block: several experiments run one after another on one GPU import torch once."""
+    models and ended with the block: several experiments run one after another on one GPU import torch once. They
+    share the GPU's kept launch too (`pipeline.warm`)."""
     with contextlib.ExitStack() as stack:
         _SHARED.append(_Shared(stack))
         try:

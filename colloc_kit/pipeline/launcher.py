@@ -102,17 +102,20 @@ class Wave:
 
     `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
     started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
-    `placement` says how they sit on the host's cores (`host_shares`).
+    `placement` says how they sit on the host's cores (`host_shares`). With `keep`, jobs that complete their window
+    stay alive, paused and primed (`kept`), for `again` (a warm repeat's next window), until `close`.
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  on_start: Callable[[dict[int, str]], None] | None = None, zygote: Zygote | None = None,
-                 placement: str = "pinned"):
+                 placement: str = "pinned", keep: bool = False):
         self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
-        self.on_event, self.on_start, self.zygote = on_event, on_start, zygote
+        self.on_event, self.on_start, self.zygote, self.keep = on_event, on_start, zygote, keep
         self.released_at: float | None = None
         self.outcomes: list[JobOutcome] = []
+        self.kept = False  # every job alive, paused after a complete window: `again` may run another
+        self._jobs: list[_Job] = []
 
     def run(self) -> list[JobOutcome]:
         """Start every job, hold them at the barrier until all are ready, release them together, wait for
@@ -120,24 +123,71 @@ class Wave:
         every job.
         """
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
-        jobs: list[_Job] = []
+        jobs = self._jobs
+        ended = False
         try:
             for item, cores in zip(self.items, host_shares(len(self.items), self.placement)):
                 jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
-                self.on_start({job.proc.pid: job.item.job_id for job in jobs})
+                self.on_start(self.pids())
             _wait_until_ready(jobs)
             self.released_at = _release(jobs)
-            _wait_until_done(jobs, self.time_limit_s)
+            _wait_until_done(jobs, self.time_limit_s, pause=self.keep)
+            ended = True
         except KeyboardInterrupt:
-            for job in jobs:
-                if job.alive():
-                    job.stopped_as = INTERRUPTED
+            _mark_interrupted(jobs)
             raise
         finally:
-            _stop_all(jobs)
-            self.outcomes = [_outcome(job, self.released_at) for job in jobs]
+            self._settle(ended)
         return self.outcomes
+
+    def again(self, jobs_dir: Path) -> list[JobOutcome]:
+        """A warm repeat: the kept jobs' next window, released together, its events into `jobs_dir` (another run's;
+        their stderr stays in the first run's folder); one JobOutcome per job, as `run` returns them."""
+        assert self.kept, "again() needs the jobs kept after a complete window"
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+        for job in self._jobs:
+            job.events_path, job.last, job.stopped_as = events_file(jobs_dir, job.item.job_id), {}, None
+        ended = False
+        try:
+            self.released_at = events.now()
+            _tell_all(self._jobs, events.GO)
+            _wait_until_done(self._jobs, self.time_limit_s, pause=True)
+            ended = True
+        except KeyboardInterrupt:
+            _mark_interrupted(self._jobs)
+            raise
+        finally:
+            self._settle(ended)
+        return self.outcomes
+
+    def pids(self) -> dict[int, str]:
+        """{pid: job id} of the wave's jobs."""
+        return {job.proc.pid: job.item.job_id for job in self._jobs}
+
+    def close(self) -> None:
+        """End kept jobs: their stdin closed (each leaves, exit 0), then whatever still runs is stopped."""
+        for job in self._jobs:
+            if job.proc.stdin and not job.proc.stdin.closed:
+                job.proc.stdin.close()
+        deadline = time.monotonic() + STOP_GRACE_S
+        while any(job.alive() for job in self._jobs) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        _stop_all(self._jobs)
+        self.kept = False
+
+    def _settle(self, ended: bool) -> None:
+        """After a window: the jobs kept where asked and each completed it alive, else stopped; outcomes noted."""
+        self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
+        if not self.kept:
+            _stop_all(self._jobs)
+        self.outcomes = [_outcome(job, self.released_at) for job in self._jobs]
+
+
+def _mark_interrupted(jobs: list[_Job]) -> None:
+    for job in jobs:
+        if job.alive():
+            job.stopped_as = INTERRUPTED
 
 
 def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event: Callable[[dict], None] | None,
@@ -171,7 +221,7 @@ def _pump(job: _Job, on_event: Callable[[dict], None] | None) -> None:
     written (a full disk, a folder gone) stops the job, whose error says where the kit could not write."""
     log, failed = None, False
     try:
-        log = open(job.events_path, "a", encoding="utf-8")
+        log, log_path = open(job.events_path, "a", encoding="utf-8"), job.events_path
     except OSError as exc:
         failed = True
         _stop_unwritable(job, exc)
@@ -183,6 +233,9 @@ def _pump(job: _Job, on_event: Callable[[dict], None] | None) -> None:
             continue
         assert log is not None  # opened, as nothing failed
         try:
+            if job.events_path != log_path:  # a warm repeat's next window: its own run's log
+                log.close()
+                log, log_path = open(job.events_path, "a", encoding="utf-8"), job.events_path
             log.write(line if line.endswith("\n") else line + "\n")
             log.flush()
         except OSError as exc:
@@ -243,18 +296,19 @@ def _tell_all(jobs: list[_Job], line: str) -> None:
                 pass
 
 
-def _wait_until_done(jobs: list[_Job], time_limit_s: float | None) -> None:
-    """Wait for every job to end; once each live job has its measured window, tell them all to stop."""
+def _wait_until_done(jobs: list[_Job], time_limit_s: float | None, pause: bool = False) -> None:
+    """Wait for every job to end; once each live job has its measured window, tell them all to stop (`pause`: to
+    pause, and wait until each reported its end)."""
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     told = False
-    while any(job.alive() for job in jobs):
+    while any(job.alive() and not (pause and events.END in job.last) for job in jobs):
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
                     job.stopped_as = TIMED_OUT
             return
         if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
-            _tell_all(jobs, events.STOP)
+            _tell_all(jobs, events.PAUSE if pause else events.STOP)
             told = True
         time.sleep(POLL_S)
 

@@ -44,7 +44,7 @@ def more_repeats(spec: ExperimentSpec, folder: ExperimentFolder, lanes: int = 1)
     for cell in cells(spec):
         kind = baseline_of(spec, cell)
         if kind is not None and kind in spec.baseline_precision:
-            series.setdefault((kind, cell.cell_id.replace(f"-r{cell.repeat}-", "-")), []).append(cell)
+            series.setdefault((kind, cell.series), []).append(cell)
     short = []
     for (kind, _), lone in series.items():
         done = [c for c in lone if c.cell_id in states and states[c.cell_id].status == COMPLETE]

@@ -19,6 +19,7 @@ from colloc_kit.analysis.results import RunReading, read_run
 from colloc_kit.pipeline.cell import Placement, run_cell
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.warm import Kept
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import Status
 from colloc_kit.store.rundir import RunDir
@@ -39,13 +40,15 @@ def run_reported(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Pa
 
 
 def run_read_later(spec: ExperimentSpec, cell: Cell, placement: Placement, out: Path, bar: Progress,
-                   zygote: Zygote | None = None, reader: Executor | None = None) -> tuple[Status, Future[RunReading]]:
+                   zygote: Zygote | None = None, reader: Executor | None = None,
+                   kept: Kept | None = None) -> tuple[Status, Future[RunReading]]:
     """As `run_reported`, but the read-back and the MLflow log of a cell that ended go to `reader` (a lane's thread:
     its next cell starts meanwhile; None: here, before this returns). Returns the cell's status, from its manifest,
-    and its reading to come. After an interrupt or an error the run is read back here, and then it propagates."""
+    and its reading to come. After an interrupt or an error the run is read back here, and then it propagates.
+    `kept`: the lane's kept launch (`pipeline.warm`), for a spec with warm repeats."""
     run = RunDir.create(out, spec.name, cell.label)
     try:
-        manifest = run_cell(spec, cell, placement, run, bar, zygote)
+        manifest = run_cell(spec, cell, placement, run, bar, zygote, kept)
     except BaseException:
         _report(run, bar, bar.label)
         raise

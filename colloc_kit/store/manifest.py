@@ -35,7 +35,7 @@ from colloc_kit.events import ErrorKind
 from colloc_kit.statuses import JOB_STATUSES, RUN_STATUSES, RUNNING, Status
 
 __all__ = ["FORMAT", "MANIFEST", "HostCpu", "JobEntry", "JobOutcome", "MachineRef", "Manifest", "ModeRecord",
-           "MonitorSettings", "SlotRecord", "read", "write"]
+           "MonitorSettings", "SlotRecord", "WarmWindow", "read", "write"]
 
 FORMAT = "colloc-kit-run/1"  # the file's first key
 MANIFEST = "manifest.json"
@@ -118,6 +118,16 @@ class HostCpu(_Record):
 
     cores: list[int] = field(default_factory=list)
     cpu_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class WarmWindow(_Record):
+    """A warm repeat's place (`ExperimentSpec.warm_repeats`): the run whose launch primed the jobs that measured this
+    run (its own id for the launch's first window) and which window of that launch this run is (0: the first)."""
+
+    launch: str | None = None
+    window: int = 0
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -236,6 +246,7 @@ class Manifest(_Record):
     mode_state: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
     monitor: MonitorSettings = field(default_factory=MonitorSettings)
+    warm: WarmWindow | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})  # a warm repeat's window
     jobs: list[JobEntry]
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -275,7 +286,8 @@ class Manifest(_Record):
                 data, mode=ModeRecord.from_dict(data["mode"]), jobs=[JobEntry.from_dict(e) for e in data["jobs"]],
                 machine=MachineRef.from_dict(data.get("machine") or {}, (data.get("spec") or {}).get("gpu", 0)),
                 host_cpu=HostCpu.from_dict(data.get("host_cpu") or {}),
-                monitor=MonitorSettings.from_dict(data.get("monitor") or {}))
+                monitor=MonitorSettings.from_dict(data.get("monitor") or {}),
+                warm=WarmWindow.from_dict(data["warm"]) if data.get("warm") else None)
         except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type, e.g. a list for an object
             raise BrokenRun(f"a field of the wrong type ({exc})") from None
 

@@ -8,6 +8,8 @@ event.
 The budget (`--steps`, `--seconds`, `--epochs`) counts the measured window, after warm-up. With `--barrier stdin`
 the worker, once its window is measured (`measured` event), trains on until the launcher writes `stop` (every job of
 the run has its window then, so the jobs' windows overlap), and stops at once if stdin closes (the launcher died).
+`pause` in place of `stop` ends the window the same way, then the worker waits, primed, for `go` (another window: a
+warm repeat, whose `ready` event says `warm_window`) or EOF (it leaves, exit 0).
 
     python -m colloc_kit.worker --model smallcnn --device cpu --image-size 32 --steps 50 --job-id demo
 """
@@ -15,7 +17,7 @@ the run has its window then, so the jobs' windows overlap), and stops at once if
 from __future__ import annotations
 
 import argparse
-import math
+import itertools
 import multiprocessing
 import os
 import re
@@ -31,10 +33,10 @@ from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
 from colloc_kit.serving import SERVE
 from colloc_kit.spec import JobSpec
-from colloc_kit.stats import relative_ci95
 from colloc_kit.worker import check_job
+from colloc_kit.worker.meter import Meter
 from colloc_kit.worker.models import build_model
-from colloc_kit.worker.process import cores_seen, peak_rss_mb, quick_start, started_at
+from colloc_kit.worker.process import peak_rss_mb, quick_start, started_at
 from colloc_kit.worker.reasons import reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
@@ -169,36 +171,42 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     prime_t0 = time.perf_counter()
     train_step(*first)  # cuDNN autotuning and lazy set-up happen here, before the barrier, not in the timed steps
     sync()
-    writer.emit(events.READY, launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
-                primed_s=time.perf_counter() - prime_t0, feed_s=fed_t - imported_t, model_s=modelled_t - fed_t,
-                first_batch_s=built_t - modelled_t, quick_start=early, **_described(torch, spec, feed, model, device))
+    ready = dict(launched_at=launched_at, imports_s=imported_t - launched_at, build_s=built_t - imported_t,
+                 primed_s=time.perf_counter() - prime_t0, feed_s=fed_t - imported_t, model_s=modelled_t - fed_t,
+                 first_batch_s=built_t - modelled_t, quick_start=early, **_described(torch, spec, feed, model, device))
+    writer.emit(events.READY, **ready)
     launcher = _begin(barrier)
     if launcher is None:
         return EXIT_LAUNCHER_GONE
-    writer.emit(events.START)
-
-    meter = _Meter(spec, feed.steps_per_epoch, writer)
     stream = _stream(first, batches, feed.epoch)
-    while not (meter.measured and launcher.said_stop.is_set()):
-        if launcher.gone.is_set():
-            return EXIT_LAUNCHER_GONE
-        wait_t0 = time.perf_counter()
-        images, labels = next(stream)
-        meter.data_wait_s += time.perf_counter() - wait_t0
-        if meter.step + 1 == spec.fail_at_step:
-            _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
-        loss = train_step(images, labels)
-        if meter.count_step(stopping=launcher.said_stop.is_set()):
-            sync()
-            meter.report(loss)
+    for window in itertools.count():
+        if window:  # a warm repeat's window: nothing was set up for it (its launch's set-up is in its first run)
+            writer.emit(events.READY, **{**ready, "imports_s": 0.0, "build_s": 0.0, "primed_s": 0.0,
+                                         "feed_s": 0.0, "model_s": 0.0, "first_batch_s": 0.0}, warm_window=window)
+        writer.emit(events.START)
+        meter = Meter(spec, feed.steps_per_epoch, writer)
+        while not (meter.measured and launcher.said_stop.is_set()):
+            if launcher.gone.is_set():
+                return EXIT_LAUNCHER_GONE
+            wait_t0 = time.perf_counter()
+            images, labels = next(stream)
+            meter.data_wait_s += time.perf_counter() - wait_t0
+            if meter.step + 1 == spec.fail_at_step:
+                _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
+            loss = train_step(images, labels)
+            if meter.count_step(stopping=launcher.said_stop.is_set()):
+                sync()
+                meter.report(loss)
 
-    mib = 2 ** 20
-    writer.emit(events.END, **meter.window, steps=meter.step, images=meter.images,
-                epochs=meter.step // feed.steps_per_epoch, train_s=meter.end_t - meter.t0,
-                held_s=meter.end_t - meter.window_end_t,
-                peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
-                peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
-                peak_rss_mb=peak_rss_mb(), cores_ran_on=sorted(meter.cores_ran_on))
+        mib = 2 ** 20
+        writer.emit(events.END, **meter.window, steps=meter.step, images=meter.images,
+                    epochs=meter.step // feed.steps_per_epoch, train_s=meter.end_t - meter.t0,
+                    held_s=meter.end_t - meter.window_end_t,
+                    peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
+                    peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
+                    peak_rss_mb=peak_rss_mb(), cores_ran_on=sorted(meter.cores_ran_on))
+        if not launcher.again():
+            break
     return EXIT_OK
 
 
@@ -250,127 +258,43 @@ def _begin(barrier: bool) -> "_Launcher | None":
 
 
 class _Launcher:
-    """The launcher's side of stdin after the barrier: a `stop` line, or EOF when the launcher is gone.
+    """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, then wait
+    for `go`: a warm repeat's next window) or EOF when the launcher is gone.
 
     Without a launcher (`listen=False`) the job stops as soon as its window is measured.
     """
 
     def __init__(self, listen: bool):
-        self.said_stop, self.gone = threading.Event(), threading.Event()
+        self.said_stop, self.paused, self.said_go, self.gone = (threading.Event() for _ in range(4))
         if not listen:
             self.said_stop.set()
             return
         threading.Thread(target=self._listen, name="launcher-stdin", daemon=True).start()
 
+    def again(self) -> bool:
+        """After a window's end: whether the launcher asks for another (it paused the job and then said go);
+        False where it said stop or went away (the job leaves, its windows complete)."""
+        if not self.paused.is_set():
+            return False
+        while not (self.said_go.is_set() or self.gone.is_set()):
+            self.said_go.wait(0.05)
+        if not self.said_go.is_set():
+            return False
+        for said in (self.said_stop, self.paused, self.said_go):
+            said.clear()
+        return True
+
     def _listen(self) -> None:
         for line in sys.stdin:
-            if line.strip() == events.STOP:
+            said = line.strip()
+            if said == events.PAUSE:
+                self.paused.set()
+            if said in (events.STOP, events.PAUSE):
                 self.said_stop.set()
+            elif said == events.GO:
+                self.said_go.set()
         self.gone.set()
         self.said_stop.set()
-
-
-class _Meter:
-    """Counts steps against the budget and reports them: intervals, epochs, and the measured window.
-
-    The budget counts the measured window only: `steps` and `seconds` start after warm-up; `epochs` are whole
-    passes over the data, warm-up included. Past the budget (`measured`), steps are *held*: the job trains on, under
-    the same sharing, until the launcher says stop; held intervals carry `held: true` and never count for the job's own
-    throughput. With `until_ci`, a `seconds` window ends early, after `min_seconds`, once its intervals' images/s
-    have a 95 % CI no wider than that share (stats.relative_ci95, the CI `figures` reports for a job alone). The
-    `measured` event says why the window ended (`ended_by`: precision, seconds, steps or epochs). The device is
-    synchronised only where a time is read (`count_step` says when).
-    """
-
-    def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
-        self.spec, self.steps_per_epoch, self.writer = spec, steps_per_epoch, writer
-        self.budget_steps = None if spec.steps is None else spec.warmup_steps + spec.steps
-        if spec.steps is None and spec.seconds is None:
-            self.budget_steps = (spec.epochs or 1) * steps_per_epoch
-        self.t0 = self.window_t0 = self.epoch_t0 = time.perf_counter()
-        self.step = self.window_step0 = 0
-        self.data_wait_s = 0.0
-        self.steady_t0: float | None = self.t0 if spec.warmup_steps == 0 else None
-        self.steady_step0 = 0
-        self.end_t = self.window_end_t = self.t0
-        self.measured = self._window_due = False  # measured: the budget is met and `window` is final
-        self.ended_by: str | None = None  # why the window ended: precision, seconds, steps or epochs
-        self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
-        self.rates: list[float] = []  # images/s of each interval of the measured window so far (figures.interval_rates)
-        self.cores_ran_on: set[int] = set()
-
-    @property
-    def images(self) -> int:
-        return self.step * self.spec.batch_size
-
-    def count_step(self, stopping: bool = False) -> bool:
-        """One more step done; True when something is due that needs the device synchronised first."""
-        self.step += 1
-        now = time.perf_counter()
-        if self.measured:
-            due_now = False
-        elif self.budget_steps is not None and self.step >= self.budget_steps:
-            due_now, self.ended_by = True, "steps" if self.spec.steps is not None else "epochs"
-        elif self.spec.seconds is not None and self.steady_t0 is not None and now - self.steady_t0 >= self.spec.seconds:
-            due_now, self.ended_by = True, "seconds"
-        else:
-            due_now = False
-        self._window_due = due_now
-        return (due_now or (self.measured and stopping) or self.step == self.spec.warmup_steps
-                or self.step % self.steps_per_epoch == 0 or now - self.window_t0 >= self.spec.interval_s)
-
-    def report(self, loss: Any) -> None:
-        """Emit what is due, with the device synchronised: an interval, the end of warm-up, an epoch, the window."""
-        now = time.perf_counter()
-        warmup_end = self.step == self.spec.warmup_steps
-        steps = self.step - self.window_step0
-        if steps and (self._window_due or warmup_end or self.measured or now - self.window_t0 >= self.spec.interval_s):
-            warmup = self.step <= self.spec.warmup_steps
-            self.writer.emit(events.INTERVAL, step=self.step, images=self.images, loss=float(loss),
-                             step_time_s=(now - self.window_t0) / steps, data_wait_s=self.data_wait_s,
-                             warmup=warmup, held=self.measured,
-                             interval_s=now - self.window_t0, interval_images=steps * self.spec.batch_size)
-            if not (warmup or self.measured) and now > self.window_t0:
-                self.rates.append(steps * self.spec.batch_size / (now - self.window_t0))
-                if not self._window_due and self._precise(now):
-                    self._window_due, self.ended_by = True, "precision"
-            self.cores_ran_on |= cores_seen()
-            self.window_t0, self.window_step0, self.data_wait_s = now, self.step, 0.0
-        if warmup_end:
-            self.steady_t0, self.steady_step0 = now, self.step
-        if self.step % self.steps_per_epoch == 0:
-            images = self.steps_per_epoch * self.spec.batch_size
-            self.writer.emit(events.EPOCH, epoch=self.step // self.steps_per_epoch, epoch_time_s=now - self.epoch_t0,
-                             images=images, images_per_s=images / (now - self.epoch_t0))
-            self.epoch_t0 = now
-        self.end_t = now
-        if self._window_due:
-            self.measured, self.window_end_t = True, now
-            self.window = self._window()
-            ci = relative_ci95(self.rates)
-            self.writer.emit(events.MEASURED, steps=self.step, **self.window, ci=None if math.isnan(ci) else ci,
-                             ended_by=self.ended_by, cores_ran_on=sorted(self.cores_ran_on))
-
-    def _precise(self, now: float) -> bool:
-        """With `until_ci`, after `min_seconds`: whether the window's intervals so far give its images/s to that
-        precision (the 95 % CI's half-width over the mean). Asked as each interval ends, so a window that ends on it
-        ends on an interval's edge and reports the CI it stopped on."""
-        if self.spec.until_ci is None or self.steady_t0 is None or now - self.steady_t0 < self.spec.min_seconds:
-            return False
-        ci = relative_ci95(self.rates)
-        return not math.isnan(ci) and ci <= self.spec.until_ci
-
-    def _window(self) -> dict:
-        """The measured window's counts and throughput (none if the budget ended inside warm-up)."""
-        if self.steady_t0 is None or self.end_t <= self.steady_t0:
-            return {"status": "complete", "steady_images": 0, "steady_s": 0.0, "images_per_s": None,
-                    "warmup_steps": self.spec.warmup_steps,
-                    "note": f"the budget ended inside warm-up (after {self.step} of {self.spec.warmup_steps} warm-up "
-                            "steps): no measured window; give more epochs or fewer --warmup-steps"}
-        steady_images = (self.step - self.steady_step0) * self.spec.batch_size
-        steady_s = self.end_t - self.steady_t0
-        return {"status": "complete", "steady_images": steady_images, "steady_s": steady_s,
-                "images_per_s": steady_images / steady_s, "warmup_steps": self.spec.warmup_steps}
 
 
 def _device(torch: Any, kind: str) -> Any:

@@ -32,7 +32,7 @@ from typing import Iterator
 
 from colloc_kit import machine, supervise
 from colloc_kit.pipeline.cell import Placement, preflight
-from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.cells import Cell, warm_order
 from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES
 from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
 from colloc_kit.pipeline.executors.here import run_in_this_process
@@ -58,6 +58,7 @@ class _LaneProcess:
     log: Path
     pump: threading.Thread
     cell: Cell | None = None
+    last: Cell | None = None  # the cell it was handed last
     ended: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)  # (cell id, code) per CELL_ENDED line
     shown_on: dict = field(default_factory=dict)  # {"board": the GpuBoard of the experiment it serves now}
 
@@ -65,7 +66,7 @@ class _LaneProcess:
         """Give the lane its next cell, with its experiment (`order`: spec file, out, machine file); a lane that
         just died ends it with its exit code (`_heard`)."""
         assert self.proc.stdin is not None  # a pipe
-        self.cell = cell
+        self.cell = self.last = cell
         try:
             self.proc.stdin.write(f"{json.dumps({**order, 'cell': cell.cell_id})}\n".encode())
             self.proc.stdin.flush()
@@ -109,7 +110,7 @@ class GpusExecutor(Executor):
         board = GpuBoard(labels, total_cells=len(cells), enabled=bool(self.progress))
         shares = (supervise.split_cores(supervise.host_cores(), len(placements)) if self.spec.placement == "pinned"
                   else [None] * len(placements))
-        todo: list[Cell] = dispatch_order(cells)
+        todo: list[Cell] = warm_order(cells) if self.spec.warm_repeats else dispatch_order(cells)
         codes: dict[str, int] = {}
         order = {"spec": str(spec_file), "out": str(self.folder.out), "machine_file": str(placements[0].machine_file)}
 
@@ -128,7 +129,7 @@ class GpusExecutor(Executor):
                     if _heard(lane, codes, board) and todo:  # the lane died: a fresh one takes its place
                         lanes[slot] = lane = start(slot)
                     if lane.cell is None and todo:
-                        cell = todo.pop(0)
+                        cell = todo.pop(_next_for(lane, todo, lanes))
                         lane.hand(cell, order)
                         board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
@@ -205,6 +206,15 @@ def dispatch_order(cells: list[Cell]) -> list[Cell]:
     ['naive-x3-r0', 'naive-x1-r0', 'naive-x3-r1', 'naive-x1-r1']
     """
     return sorted(cells, key=lambda cell: (cell.repeat, -cell.copies))
+
+
+def _next_for(lane: _LaneProcess, todo: list[Cell], lanes: list[_LaneProcess]) -> int:
+    """Where in `todo` the idle `lane`'s next cell is: the next repeat of the series it ran last (its launch may be
+    kept warm: `pipeline.warm`), else the first cell of a series no other lane runs, else the first."""
+    others = {other.last.series for other in lanes if other is not lane and other.last is not None}
+    mine = [i for i, cell in enumerate(todo) if lane.last is not None and cell.series == lane.last.series]
+    free = [i for i, cell in enumerate(todo) if cell.series not in others]
+    return (mine or free or [0])[0]
 
 
 def _child_setup(cores: list[int] | None, dispatcher: int) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from colloc_kit import machine
 from colloc_kit.analysis.results import RunReading
 from colloc_kit.pipeline.cell import Placement, preflight
-from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.cells import Cell, warm_order
 from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
 from colloc_kit.pipeline.lane import Lane
 from colloc_kit.pipeline.progress import Progress
@@ -47,7 +47,7 @@ def run_in_this_process(executor: Executor, cells: list[Cell], placement: Placem
     started: list[tuple[Cell, Status, Future[RunReading]]] = []
     try:
         with Lane(executor.spec, placement, executor.folder.out, bar) as lane:  # leaves once every cell is read back
-            for cell in cells:
+            for cell in warm_order(cells) if executor.spec.warm_repeats else cells:
                 ran = lane.start(cell)
                 if ran is not None:  # None: left to another kit on the folder (said)
                     started.append((cell, *ran))

@@ -1,0 +1,89 @@
+"""Warm repeats (`ExperimentSpec.warm_repeats`): a cell's repeats measured as consecutive windows of one launch of its
+jobs, which build, load and prime (cuDNN's autotuning) once. The lane keeps the launch of its last cell (`Kept`):
+its mode entered, its jobs paused after a complete window; the next repeat of the same cell (`Cell.series`) takes it
+over (`Wave.again`), any other cell, a failed window or the lane's end closes it (jobs stopped, mode left). Each window
+is a run of its own, whose manifest says which launch and window it was (`store.manifest.WarmWindow`).
+
+    >>> kept = Kept()
+    >>> kept.take("naive-x2-0123456789") is None       # nothing kept yet: the cell starts a launch of its own
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from colloc_kit.modes.base import SharingMode
+from colloc_kit.pipeline.launcher import Wave
+from colloc_kit.store.manifest import SlotRecord
+
+__all__ = ["Kept", "Launch", "jobs_cpu_s"]
+
+
+@dataclass
+class Launch:
+    """One launch of a cell's jobs: the series it serves, its mode (entered: `stack` leaves it), its wave of jobs,
+    the slots they sit in, its first run and how many windows it measured."""
+
+    series: str
+    mode: SharingMode
+    stack: contextlib.ExitStack
+    wave: Wave
+    slots: list[SlotRecord]
+    first_run: str
+    windows: int = 1
+
+    def close(self) -> None:
+        """Its jobs ended (stdin closed, then stopped), then its mode left."""
+        try:
+            self.wave.close()
+        finally:
+            self.stack.close()
+
+
+class Kept:
+    """The launch a lane keeps between cells (at most one: one GPU runs one cell at a time)."""
+
+    def __init__(self) -> None:
+        self.launch: Launch | None = None
+
+    def take(self, series: str) -> Launch | None:
+        """The kept launch if it serves `series` (taken: the caller keeps it again, or closes it); any other is
+        closed first, so the GPU is free for the cell."""
+        launch, self.launch = self.launch, None
+        if launch is not None and launch.series != series:
+            launch.close()
+            return None
+        return launch
+
+    def keep(self, launch: Launch) -> None:
+        """Keep `launch` for the next cell (one kept before it is closed)."""
+        self.close()
+        self.launch = launch
+
+    def close(self) -> None:
+        """Close the kept launch, if any: the GPU is free."""
+        launch, self.launch = self.launch, None
+        if launch is not None:
+            launch.close()
+
+
+def jobs_cpu_s(pids: Any) -> float:
+    """User + system CPU seconds of the live processes `pids` and their children so far (a kept job's loader
+    workers included): what a warm window's jobs used is the difference over it."""
+    total = 0.0
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            times = process.cpu_times()  # its loader workers that ended: in its children's times
+            total += times.user + times.system + times.children_user + times.children_system
+            for child in process.children(recursive=True):
+                times = child.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:  # gone meanwhile: its time is lost to the figure (the run records what it saw)
+            continue
+    return total

@@ -1,0 +1,140 @@
+"""Warm repeats (`ExperimentSpec.warm_repeats`, pipeline/warm.py): a cell's repeats measured as consecutive windows of
+one launch of its jobs, on real CPU workers (processes, loaders, the stdin protocol), in this process and over
+stand-in GPUs (the simulated NVML)."""
+
+import json
+import subprocess
+import sys
+
+import psutil
+from processes import kit_processes_below_us
+
+import colloc_kit
+from colloc_kit import events
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_simulator import SimulatedNvml
+from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.pipeline.executors.gpus import _LaneProcess, _next_for
+from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.store.rundir import find_runs, read_events
+
+TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=1, warmup_steps=2, interval_s=0.1,
+            synthetic_samples=64, steps=12)
+
+
+def windows(path):
+    """{run label: (manifest, {job: its events})} of every run under `path`."""
+    found = {}
+    for run in find_runs(path):
+        manifest = run.read_manifest()
+        found[run.path.name.split("-", 2)[2]] = (manifest, {e.job: read_events(run.events_path(e.job))
+                                                             for e in manifest.jobs})
+    return found
+
+
+def ready_of(stream):
+    return next(event for event in stream if event["type"] == events.READY)
+
+
+def test_a_paused_worker_measures_another_window_on_go_and_leaves_on_eof():
+    """The stdin protocol: `pause` ends the window like `stop`, then the worker waits primed; `go` gives another
+    window, announced by a `ready` that says which window and that nothing was set up for it; EOF: it leaves, exit 0."""
+    command = [sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu", "--image-size",
+               "32", "--steps", "5", "--warmup-steps", "1", "--dataset", "synthetic", "--job-id", "w",
+               "--barrier", "stdin"]
+    worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def until(kind):
+        seen = []
+        for line in worker.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["type"] == kind:
+                return seen
+        raise AssertionError(f"the worker ended before a {kind} event: {seen}")
+
+    def say(line):
+        worker.stdin.write(line + "\n")
+        worker.stdin.flush()
+
+    first = until(events.READY)[-1]
+    say(events.GO)
+    until(events.MEASURED)
+    say(events.PAUSE)
+    assert until(events.END)[-1]["steps"] >= 6
+    say(events.GO)
+    again = until(events.READY)[-1]
+    assert first["primed_s"] > 0 and "warm_window" not in first
+    assert again["warm_window"] == 1 and again["primed_s"] == 0 and again["pid"] == first["pid"]
+    assert [e["type"] for e in until(events.MEASURED)][0] == events.START
+    say(events.PAUSE)
+    until(events.END)
+    worker.stdin.close()
+    assert worker.wait(timeout=30) == 0, "paused and then EOF: it leaves, its windows complete"
+
+
+def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_its_own(tmp_path):
+    """Each cell's repeats run one after another on one launch: one set of worker processes (the pids), primed once
+    (the later windows' `ready` says `warm_window` and no priming), each window a complete run of its own whose
+    manifest names its launch and window; the cells are not the cold ones; nothing is left running after."""
+    results = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=3, out=tmp_path, monitor=False,
+                             progress=False, warm_repeats=True)
+    assert len(results.runs) == 6 and set(results.runs["status"]) == {"complete"}
+    found = windows(tmp_path)
+    for copies in (1, 2):
+        launch = [found[f"naive-x{copies}-r{repeat}"] for repeat in range(3)]
+        first_run = launch[0][0].run_id
+        assert [(m.warm.launch, m.warm.window) for m, _ in launch] == [(first_run, w) for w in range(3)]
+        pids = [{job: ready_of(stream)["pid"] for job, stream in jobs.items()} for _, jobs in launch]
+        assert pids[0] == pids[1] == pids[2] and len(pids[0]) == copies, "one launch's processes measured each"
+        for window, (_, jobs) in enumerate(launch):
+            for stream in jobs.values():
+                ready = ready_of(stream)
+                assert ready.get("warm_window") == (window or None)
+                assert (ready["primed_s"] > 0) == (window == 0), "primed once, in the launch's first window"
+                assert [e["type"] for e in stream].count(events.MEASURED) == 1
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+               for _, jobs in found.values() for stream in jobs.values() for pid in [ready_of(stream)["pid"]])
+    cold = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3)
+    warm = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3, warm_repeats=True)
+    assert not {c.cell_id for c in cells(cold)} & {c.cell_id for c in cells(warm)}, "warm cells never pass as cold"
+    assert kit_processes_below_us() == []
+
+
+def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(tmp_path):
+    """A job that fails (here in every window, at its fourth step) leaves no launch to keep: each repeat is the first
+    window of a launch of its own, recorded so, and no process is left behind."""
+    failing = {**TINY, "fail_at_step": 4, "fail_kind": "cuda_error"}
+    results = colloc_kit.run([failing], mode="naive", copies=2, repeats=2, out=tmp_path, monitor=False,
+                             progress=False, warm_repeats=True)
+    assert set(results.runs["status"]) == {"failed_jobs"}
+    for label, (manifest, _) in windows(tmp_path).items():
+        assert (manifest.warm.launch, manifest.warm.window) == (manifest.run_id, 0), label
+    assert kit_processes_below_us() == []
+
+
+def test_over_several_gpus_each_lane_keeps_to_the_series_it_ran(tmp_path):
+    """Over two stand-in GPUs, every cell's repeats are windows of one launch (a lane takes the next repeat of the
+    series it ran last), and the lanes leave nothing running."""
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=2, out=tmp_path, monitor=False,
+                                 progress=False, gpus="all", warm_repeats=True)
+    assert set(results.runs["status"]) == {"complete"}
+    found = windows(tmp_path)
+    for copies in (1, 2):
+        (m0, _), (m1, _) = found[f"naive-x{copies}-r0"], found[f"naive-x{copies}-r1"]
+        assert (m1.warm.launch, m1.warm.window, m1.gpu) == (m0.run_id, 1, m0.gpu)
+    assert kit_processes_below_us() == []
+
+
+def test_an_idle_lane_takes_the_next_repeat_of_its_series_else_one_no_other_lane_runs():
+    spec = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2, 3], repeats=2, warm_repeats=True)
+    by_label = {c.label: c for c in cells(spec)}
+
+    def lane(last: Cell | None) -> _LaneProcess:
+        return _LaneProcess("GPU", None, None, None, None, last=last)  # type: ignore[arg-type]
+
+    todo = [by_label[label] for label in ("naive-x3-r1", "naive-x2-r1", "naive-x1-r0", "naive-x1-r1")]
+    a, b = lane(by_label["naive-x2-r0"]), lane(by_label["naive-x3-r0"])
+    assert todo[_next_for(a, todo, [a, b])].label == "naive-x2-r1"
+    c = lane(None)
+    assert todo[_next_for(c, todo, [a, b, c])].label == "naive-x1-r0", "x3 and x2 belong to the other lanes"
