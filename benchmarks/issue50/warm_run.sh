@@ -12,10 +12,17 @@ D=/tmp/seed-data; R=/tmp/runs
 flags=(seed-33 --amp off --gpus all --warm-repeats --until-ci 0.01 --min-seconds 5 --data-root $D --out $R)
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > $OUT/gpus.csv
 t0=$(date +%s)
-for d in cifar10:50000 imagenet64:100000 imagenet:20000; do
+# an MPS daemon a call killed at its limit left behind (it runs in a session of its own): quit it first
+for pid in $(pgrep -f nvidia-cuda-mps-control); do
+  pipe=$(tr '\0' '\n' < /proc/$pid/environ | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
+  echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 20 nvidia-cuda-mps-control && echo "quit a left MPS daemon ($pipe)"
+done
+sleep 1; pkill -f nvidia-cuda-mps; pkill -f colloc_kit
+[ -d $D/imagenet ] || for d in cifar10:50000 imagenet64:100000 imagenet:20000; do
   python3 -m colloc_kit.cli data make "${d%%:*}" --root $D --images "${d##*:}" --quiet > /dev/null
 done
 echo "data: $(( $(date +%s) - t0 )) s"
+[ -d $R/warm-ab ] && tar czf $OUT/ab-runs.tgz -C /tmp runs/warm-ab
 [ -n "$carried" ] && tar xzf "$carried" -C /tmp && echo "resuming $(ls $R/seed-33 | wc -l) entries"
 if [ "$ab" = ab ]; then
   sed "s#DATA#$D#" benchmarks/issue50/ab.yaml > /tmp/ab.yaml
@@ -35,7 +42,7 @@ fi
 python3 -m colloc_kit.cli run "${flags[@]}" --plan --budget-min 20 > $OUT/plan.txt 2>&1
 tail -3 $OUT/plan.txt
 t1=$(date +%s)
-left=$(( run_s - (t1 - t0) ))
+left=$(( run_s - (t1 - t0) ))  # RUN_S counts from the call's start
 timeout -s INT -k 60 "$left" python3 -m colloc_kit.cli run "${flags[@]}" --quiet > $OUT/run.log 2>&1
 echo "run: rc $? in $(( $(date +%s) - t1 )) s (from $t1 to $(date +%s))"
 tail -5 $OUT/run.log
