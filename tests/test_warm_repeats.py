@@ -14,7 +14,7 @@ from colloc_kit import events
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
-from colloc_kit.pipeline.executors.gpus import _LaneProcess, _next_for
+from colloc_kit.pipeline.executors.gpus import _LaneProcess, _next_for, kept_lanes
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 
@@ -112,17 +112,27 @@ def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(t
     assert kit_processes_below_us() == []
 
 
-def test_over_several_gpus_each_lane_keeps_to_the_series_it_ran(tmp_path):
-    """Over two stand-in GPUs, every cell's repeats are windows of one launch (a lane takes the next repeat of the
-    series it ran last), and the lanes leave nothing running."""
-    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
-        results = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=2, out=tmp_path, monitor=False,
-                                 progress=False, gpus="all", warm_repeats=True)
-    assert set(results.runs["status"]) == {"complete"}
-    found = windows(tmp_path)
-    for copies in (1, 2):
-        (m0, _), (m1, _) = found[f"naive-x{copies}-r0"], found[f"naive-x{copies}-r1"]
-        assert (m1.warm.launch, m1.warm.window, m1.gpu) == (m0.run_id, 1, m0.gpu)
+def test_over_several_gpus_each_lane_keeps_to_the_series_it_ran_and_releases_it_with_its_experiment(tmp_path):
+    """Over two stand-in GPUs, a lane takes the next repeat of the series it ran last, so that repeats are windows of
+    the launch its GPU keeps (a repeat an idle lane takes from another's series starts afresh: no lane idles); lanes
+    kept for a next experiment (`kept_lanes`, as `run seed-NN` keeps them) hold no launch once their experiment is
+    done, so its checks meet no job (nor MPS daemon) of the last; nothing is left after."""
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)), kept_lanes():
+        for name in ("first", "second"):
+            results = colloc_kit.run([TINY], mode="naive", copies=[1, 2], repeats=3, out=tmp_path, name=name,
+                                     monitor=False, progress=False, gpus="all", warm_repeats=True)
+            assert set(results.runs["status"]) == {"complete"}
+            found = windows(tmp_path / name)
+            pids = {ready_of(stream)["pid"] for _, jobs in found.values() for stream in jobs.values()}
+            assert not [pid for pid in pids if psutil.pid_exists(pid)
+                        and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE], "no kept job outlives its experiment"
+            runs = {m.run_id: m for m, _ in found.values()}
+            later = [m for m in runs.values() if m.warm.window > 0]
+            assert len(later) >= 2, "repeats ran as later windows of a launch"
+            for m in later:
+                first = runs[m.warm.launch]
+                assert (first.gpu, first.warm.window, first.cell_id.replace("-r0-", "-")) == (
+                    m.gpu, 0, m.cell_id.replace(f"-r{m.repeat}-", "-")), "a launch's windows: one GPU, one series"
     assert kit_processes_below_us() == []
 
 

@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 
 from colloc_kit import machine, supervise
@@ -33,9 +34,10 @@ from colloc_kit.statuses import COMPLETE, DONE, FAILED_JOBS, INTERRUPTED, RUN_ER
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.zygote import Zygote
 
-__all__ = ["CELL_ENDED", "EXIT_CODES", "lane_main", "run_cells_task"]
+__all__ = ["CELL_ENDED", "EXIT_CODES", "RELEASE_KEPT", "lane_main", "run_cells_task"]
 
 CELL_ENDED = "colloc-kit-cell-ended"  # the lane process's line after each cell: CELL_ENDED <cell id> <code>
+RELEASE_KEPT = "release_kept"  # an order: close the lane's kept launch (pipeline.warm); answered CELL_ENDED <it> 0
 EXIT_CODES = {COMPLETE: 0, FAILED_JOBS: 1, INTERRUPTED: 130, RUN_ERROR: 3,  # a cell's status as a code (a lane
               DONE: 4}  # process exits with the last one); DONE: left to another kit on the folder (store.claims)
 
@@ -81,15 +83,16 @@ def _visible_gpu(machine_info: dict, default: int) -> int:
 
 def lane_main(argv: list[str] | None = None) -> int:
     """One GPU's lane in its own process: runs each cell read from stdin (a JSON line: spec file, out, machine file,
-    cell id; the cells of several experiments where the dispatcher keeps its lanes), its progress as text lines on
-    stdout and a CELL_ENDED line after each; exits when stdin ends (0), or 130 on an interrupt. Its zygote, started
+    cell id; the cells of several experiments where the dispatcher keeps its lanes; or RELEASE_KEPT: close the launch
+    it keeps), its progress as text lines on stdout and a CELL_ENDED line after each; exits when stdin ends (0), or
+    130 on an interrupt. Its zygote, started
     for the first spec's models, serves every experiment the lane runs."""
     parser = argparse.ArgumentParser(prog=f"python -m {__name__}", description=lane_main.__doc__)
     parser.add_argument("spec_file", help="the first experiment's spec: its models say what the zygote imports")
     parser.add_argument("--gpu", type=int, required=True)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # the dispatcher's interrupt, whatever was inherited
-    bar = Progress(total_runs=1, report=lambda text: print(text, flush=True))
+    bar = Progress(total_runs=1, report=_say)
     lanes: dict[tuple[str, str, str], tuple[Lane, dict[str, Cell]]] = {}
     try:
         with supervise.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
@@ -99,6 +102,10 @@ def lane_main(argv: list[str] | None = None) -> int:
             stack.callback(kept.close)
             for line in sys.stdin:
                 order = json.loads(line)
+                if order.get(RELEASE_KEPT):  # its experiment is done: the GPU free for the next one's checks
+                    kept.close()
+                    _say(f"{CELL_ENDED} {RELEASE_KEPT} 0")
+                    continue
                 key = (order["spec"], order["out"], order["machine_file"])
                 if key not in lanes:
                     spec, by_id = _spec_and_cells(order["spec"])
@@ -106,10 +113,21 @@ def lane_main(argv: list[str] | None = None) -> int:
                                              spec.device)
                     lanes[key] = (stack.enter_context(Lane(spec, placement, Path(key[1]), bar, zygote, kept)), by_id)
                 lane, by_id = lanes[key]
-                print(f"{CELL_ENDED} {order['cell']} {_run_one(lane, by_id[order['cell']], args.gpu)}", flush=True)
+                _say(f"{CELL_ENDED} {order['cell']} {_run_one(lane, by_id[order['cell']], args.gpu)}")
     except KeyboardInterrupt:
         return EXIT_CODES[INTERRUPTED]
     return 0
+
+
+_SAYING = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One whole line on stdout: the progress (said by the lane's read-back thread too) never splits a CELL_ENDED
+    line, which the dispatcher must read at a line's start."""
+    with _SAYING:
+        sys.stdout.write(f"{line}\n")
+        sys.stdout.flush()
 
 
 def _run_one(lane: Lane, cell: Cell, gpu: int) -> int:

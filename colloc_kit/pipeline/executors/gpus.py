@@ -33,7 +33,7 @@ from typing import Iterator
 from colloc_kit import machine, supervise
 from colloc_kit.pipeline.cell import Placement, preflight
 from colloc_kit.pipeline.cells import Cell, warm_order
-from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES
+from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES, RELEASE_KEPT
 from colloc_kit.pipeline.executors.base import CellJob, Executor, FinishedCell
 from colloc_kit.pipeline.executors.here import run_in_this_process
 from colloc_kit.pipeline.lane import shared_zygote
@@ -60,15 +60,20 @@ class _LaneProcess:
     cell: Cell | None = None
     last: Cell | None = None  # the cell it was handed last
     ended: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)  # (cell id, code) per CELL_ENDED line
+    released: threading.Event = field(default_factory=threading.Event)  # it closed its kept launch, as told
     shown_on: dict = field(default_factory=dict)  # {"board": the GpuBoard of the experiment it serves now}
 
     def hand(self, cell: Cell, order: dict) -> None:
         """Give the lane its next cell, with its experiment (`order`: spec file, out, machine file); a lane that
         just died ends it with its exit code (`_heard`)."""
-        assert self.proc.stdin is not None  # a pipe
         self.cell = self.last = cell
+        self.tell({**order, "cell": cell.cell_id})
+
+    def tell(self, order: dict) -> None:
+        """One order on the lane's stdin (a lane that just died misses it)."""
+        assert self.proc.stdin is not None  # a pipe
         try:
-            self.proc.stdin.write(f"{json.dumps({**order, 'cell': cell.cell_id})}\n".encode())
+            self.proc.stdin.write(f"{json.dumps(order)}\n".encode())
             self.proc.stdin.flush()
         except OSError:
             pass
@@ -133,6 +138,8 @@ class GpusExecutor(Executor):
                         lane.hand(cell, order)
                         board.show(lane.label, f"{cell.label}: starting")
                 time.sleep(POLL_S)
+            if self.spec.warm_repeats:  # the next experiment's checks must not meet a kept launch (its MPS daemon)
+                _release_kept(lanes)
             if kept is None:
                 _close(lanes)
             else:  # a later experiment of the `kept_lanes` block takes them on
@@ -153,10 +160,13 @@ class GpusExecutor(Executor):
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,  # which forwards one per lane
                 start_new_session=True, preexec_fn=lambda: _child_setup(cores, dispatcher))
         ended: queue.Queue = queue.Queue()
+        released = threading.Event()
         shown_on = {"board": board}  # a kept lane shows its lines on the board of the experiment it serves now
 
         def heard(line: str) -> None:  # each line a lane prints is its state now, or the end of its cell
-            if line.startswith(CELL_ENDED):
+            if line.startswith(f"{CELL_ENDED} {RELEASE_KEPT} "):  # not a cell's end: its kept launch closed
+                released.set()
+            elif line.startswith(CELL_ENDED):
                 _, cell_id, code = line.split()
                 ended.put((cell_id, int(code)))
             elif line.strip():
@@ -165,7 +175,7 @@ class GpusExecutor(Executor):
         assert proc.stdout is not None  # a pipe
         pump = supervise.pump_lines(proc.stdout, heard, name=f"lane-{label}")
         board.show(label, "starting its lane")
-        return _LaneProcess(label, placement, proc, log, pump, ended=ended, shown_on=shown_on)
+        return _LaneProcess(label, placement, proc, log, pump, ended=ended, released=released, shown_on=shown_on)
 
 
 _KEPT: list[dict] = []  # the open `kept_lanes` blocks, innermost last: {(GPU labels, core shares): idle lanes}
@@ -210,7 +220,8 @@ def dispatch_order(cells: list[Cell]) -> list[Cell]:
 
 def _next_for(lane: _LaneProcess, todo: list[Cell], lanes: list[_LaneProcess]) -> int:
     """Where in `todo` the idle `lane`'s next cell is: the next repeat of the series it ran last (its launch may be
-    kept warm: `pipeline.warm`), else the first cell of a series no other lane runs, else the first."""
+    kept warm: `pipeline.warm`), else the first cell of a series no other lane runs, else the first (a repeat of
+    another lane's series, started afresh: no lane idles while cells wait)."""
     others = {other.last.series for other in lanes if other is not lane and other.last is not None}
     mine = [i for i, cell in enumerate(todo) if lane.last is not None and cell.series == lane.last.series]
     free = [i for i, cell in enumerate(todo) if cell.series not in others]
@@ -254,6 +265,19 @@ def _ended(lane: _LaneProcess, code: int, board: GpuBoard) -> None:
     board.show(lane.label, f"{lane.cell.label} done" if status == COMPLETE else
                f"{lane.cell.label} {'failed jobs' if status == FAILED_JOBS else status}")
     lane.cell = None
+
+
+def _release_kept(lanes: list[_LaneProcess]) -> None:
+    """Each lane closes the launch it keeps (`pipeline.warm`: its jobs stopped, its mode left), answered before
+    STOP_TIMEOUT_S or by the lane's end."""
+    for lane in lanes:
+        lane.released.clear()
+        lane.tell({RELEASE_KEPT: True})
+        lane.last = None  # nothing kept: no series to keep to
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for lane in lanes:
+        while lane.proc.poll() is None and time.monotonic() < deadline and not lane.released.wait(POLL_S):
+            pass
 
 
 def _close(lanes: list[_LaneProcess]) -> None:

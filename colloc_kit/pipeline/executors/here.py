@@ -51,6 +51,7 @@ def run_in_this_process(executor: Executor, cells: list[Cell], placement: Placem
                 ran = lane.start(cell)
                 if ran is not None:  # None: left to another kit on the folder (said)
                     started.append((cell, *ran))
+            lane.kept.close()  # a launch kept warm ends with its experiment: the next one's checks find the GPU free
     finally:
         bar.close()
     return [FinishedCell(cell, status, reading.result()) for cell, status, reading in started]
