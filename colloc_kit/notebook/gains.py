@@ -128,6 +128,7 @@ def partitions_against_free(summary: pd.DataFrame) -> list[str]:
     """Notebook 04: each configuration's line, then each MIG-shaped partition layout against free MPS with as many
     jobs of the same workload, with their CIs."""
     rows = _measured(summary)
+    rows = rows[rows["mode"].eq("mps")]
     lines = [_line(f"{label}, {row['mode_label']} x{row['copies']}", row)
              for label, group in _workloads(rows) for _, row in group.iterrows()]
     for label, group in _workloads(rows):
