@@ -22,8 +22,8 @@ NUMBER = r"([\d,]+(?:\.\d+)?)"
 COMPARED = re.compile(rf"\({NUMBER}[^)]*\) (is larger than|is smaller than|is within (\d+) % of) .*\({NUMBER}[^)]*\)$")
 SHARES = re.compile(r"each job ran at (\d+)% to (\d+)% of its alone speed \((.*)\)$")
 GAIN = rf"{NUMBER}x(?: ± {NUMBER})?"
-TOTAL = re.compile(rf": {GAIN} in total, (more work than|less work than|the same work, within its CI, as|within 5 % of) "
-                   r"(?:the jobs one after another|one job alone) \(1\)")
+TOTAL = re.compile(rf": {GAIN} in total, (more work than|less work than|the same work, within its CI, as|within 5 % "
+                   r"of) (?:the jobs one after another|one job alone) \(1\)")
 DIAGONAL = re.compile(rf"{GAIN} in total, .*?; each job's epoch {NUMBER}x as long: (above the diagonal|below the "
                       r"diagonal|on the diagonal, within the gain's CI|within 5 % of the diagonal)")
 BETWEEN = re.compile(rf"\({GAIN}\) (is larger than|is smaller than|is within the CIs of|is within 5 % of) [^(]*"
@@ -111,7 +111,8 @@ def checked_line(line: str) -> list[str]:
         middle = (1 + copies) / 2
         if match[4]:
             near, far = int(match[4]), int(match[5])
-            assert {near, far} == {1, copies} and abs(gain - near) < abs(gain - far) and abs(gain - middle) > ci - 0.01, line
+            assert {near, far} == {1, copies} and abs(gain - near) < abs(gain - far), line
+            assert abs(gain - middle) > ci - 0.01, line
             said.append(f"nearer {'1' if near == 1 else 'the copies'}")
         else:
             assert abs(gain - middle) <= ci + 0.01, line
@@ -249,8 +250,8 @@ def sentences_05(card: str) -> list[str]:
         with pytest.raises(mig_planner.ImpossibleLayout) as refused:
             mig_planner.plan(layout, shape)
         impossible["+".join(layout)] = refused.value
-    options = {f"option {i + 1} ({p.layout().replace(',', '+')})": p for i, p in enumerate(mig_planner.propose_layouts(given["JOB_MEMORY_MB"], shape,
-                                                                                       limit=3))}
+    proposals = mig_planner.propose_layouts(given["JOB_MEMORY_MB"], shape, limit=3)
+    options = {f"option {i + 1} ({p.layout().replace(',', '+')})": p for i, p in enumerate(proposals)}
     return fits.mig_plans({**plans, **options}, impossible, shape)
 
 

@@ -87,11 +87,13 @@ def slo_lines(table: pd.DataFrame) -> list[str]:
         if len(within):
             best = within.loc[within["train_images_per_s"].idxmax()]
             lines.append(f"{said}; the most training among them, {best['train_images_per_s']:,.0f} images/s "
-                         f"({best['mix']}, {setting(best['mode_label'], best['mix'])}): {_where(best['latency_p99_ms'], target)}")
+                         f"({best['mix']}, {setting(best['mode_label'], best['mix'])}): "
+                         f"{_where(best['latency_p99_ms'], target)}")
             continue
         low = shared.loc[shared["latency_p99_ms"].idxmin()]
-        lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, {setting(low['mode_label'], low['mix'])}): "
-                     f"{_where(low['latency_p99_ms'], target)}, {low['latency_p99_ms'] / target:,.1f}x it")
+        lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, "
+                     f"{setting(low['mode_label'], low['mix'])}): {_where(low['latency_p99_ms'], target)}, "
+                     f"{low['latency_p99_ms'] / target:,.1f}x it")
         if len(alone) and (alone["latency_p99_ms"] > target).all():
             lines.append(f"{head}: alone at this rate it missed the target too: the rate, the SLO or the card is "
                          "what to change first, not the way of sharing")

@@ -7,11 +7,16 @@ carrying the relations it states (`readings.Said`), so that a test can check the
     ...                         "workloads": "resnet18 bs64", "normalized_throughput_mean": [1.52, 1.31],
     ...                         "normalized_throughput_ci": [0.10, 0.05], "epoch_time_growth_mean": [1.31, 3.05],
     ...                         "bound_by": "gpu"})
-    >>> for line in by_copies(summary, "naive"):
-    ...     print(line)
-    resnet18 bs64, naive x2: 1.52x ± 0.10 in total, more work than one job alone (1); each job's epoch 1.31x as long: above the diagonal (more gained than each job lost); bound by gpu
-    resnet18 bs64, naive x4: 1.31x ± 0.05 in total, more work than one job alone (1); each job's epoch 3.05x as long: below the diagonal (each job lost more than the total gained); bound by gpu
-    resnet18 bs64: the gain at x4 (1.31x ± 0.05) is smaller than that at x2 (1.52x ± 0.10): past 2 copies the gain falls
+    >>> for line in by_copies(summary, "naive"):  # each line here cut after its semicolons and its last colon
+    ...     print(line.replace("; ", ";\\n    ").replace(": past", ":\\n    past"))
+    resnet18 bs64, naive x2: 1.52x ± 0.10 in total, more work than one job alone (1);
+        each job's epoch 1.31x as long: above the diagonal (more gained than each job lost);
+        bound by gpu
+    resnet18 bs64, naive x4: 1.31x ± 0.05 in total, more work than one job alone (1);
+        each job's epoch 3.05x as long: below the diagonal (each job lost more than the total gained);
+        bound by gpu
+    resnet18 bs64: the gain at x4 (1.31x ± 0.05) is smaller than that at x2 (1.52x ± 0.10):
+        past 2 copies the gain falls
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import pandas as pd
 from colloc_kit.notebook.readings import Said, compare, relation_of
 from colloc_kit.stats import plural
 
-__all__ = ["shown", "total", "between", "diagonal", "by_copies", "partitions_against_free", "by_mode", "nearer", "seed_cells"]
+__all__ = ["shown", "total", "between", "diagonal", "by_copies", "partitions_against_free", "by_mode", "nearer",
+           "seed_cells"]
 
 GAIN = "normalized_throughput_mean"
 TOTAL_WORDS = {"larger": "more work than", "smaller": "less work than"}
@@ -150,8 +156,9 @@ def by_mode(together: pd.DataFrame) -> list[str]:
     for mode, group in rows.groupby("mode", sort=True):
         best = group.loc[group[GAIN].idxmax()]
         growth = best.get("epoch_time_growth_mean")
+        highest = shown(best[GAIN], _ci(best.get("normalized_throughput_ci")))
         lines.append(f"{mode}: over {plural(len(group), 'configuration')} the median gain was "
-                     f"{group[GAIN].median():.2f}x, the highest {shown(best[GAIN], _ci(best.get('normalized_throughput_ci')))}"
+                     f"{group[GAIN].median():.2f}x, the highest {highest}"
                      f" ({best['jobs_label']}, {best['mode_label']})"
                      + (f", each job's epoch {growth:.2f}x as long there" if growth == growth and growth is not None
                         else "") + f", bound by {_bound(best.get('bound_by'))}")
