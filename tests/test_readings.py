@@ -256,6 +256,7 @@ def sentences_05(card: str) -> list[str]:
 
 
 def record(stated: dict, notebook: str, name: str, sentences: list[str]) -> None:
+    assert not [line for line in sentences if "+-" in line or "(s)" in line]  # one format: ±, plurals
     relations = [r for line in sentences for r in checked_line(line)]
     stated[(notebook, name)] = relations
     print(f"{notebook} on {name}: {len(sentences)} lines, {len(relations)} relations checked"
