@@ -321,6 +321,12 @@ def test_the_gain_at_the_most_copies_falls_or_grows_only_past_both_cis():
     assert all(checked_line(line) for line in gains.by_copies(no_ci, "naive"))
 
 
+def test_a_page_without_its_data_reads_nothing_rather_than_failing():
+    assert gains.seed_cells(pd.DataFrame(), pd.DataFrame()) == []
+    assert gains.by_copies(pd.DataFrame(), "naive") == gains.partitions_against_free(pd.DataFrame()) == []
+    assert gains.by_mode(pd.DataFrame()) == [] and fits.slo_lines(pd.DataFrame()) == []
+
+
 def test_each_page_prints_its_reading_from_the_reading_functions():
     for name, calls in CALLS.items():
         source = "".join(c.source for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells

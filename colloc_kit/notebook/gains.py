@@ -96,8 +96,8 @@ def _line(label: str, row: pd.Series) -> str:
 
 def _measured(summary: pd.DataFrame) -> pd.DataFrame:
     """The rows that shared the GPU and have a gain (a baseline to divide by)."""
-    if summary.empty or GAIN not in summary:
-        return summary.iloc[0:0]
+    if summary.empty or not {GAIN, "mode"} <= set(summary):
+        return pd.DataFrame(columns=["experiment", "mode", "mode_label", "copies", "workloads", "jobs_label", GAIN])
     return summary[summary["mode"].ne("exclusive") & summary[GAIN].notna()]
 
 
@@ -188,7 +188,10 @@ def nearer(gain: float, ci: float | None, copies: int) -> str:
 def seed_cells(cells: pd.DataFrame, missing: pd.DataFrame) -> list[str]:
     """Notebook 08: per way of sharing, its highest gain of experiment 33 and where it lies between 1 and the
     copies; what bound the cells; how busy the host got; the cells not run and why."""
-    shared = cells[cells["kind"].ne("alone") & cells[GAIN].notna() & cells["copies"].gt(1)] if len(cells) else cells
+    if cells.empty or not {"kind", GAIN, "copies"} <= set(cells):
+        shared = pd.DataFrame(columns=["kind", GAIN, "copies", "bound_by"])
+    else:
+        shared = cells[cells["kind"].ne("alone") & cells[GAIN].notna() & cells["copies"].gt(1)]
     lines = []
     for kind, group in shared.groupby("kind", sort=False):
         best = group.loc[group[GAIN].idxmax()]
