@@ -3,8 +3,8 @@
 - every notebook run in JupyterLab on this CPU with the cpu-smoke profile's parameters, one after another as a
   reader would (Run All Cells), a screenshot of each; the batch's HTML reports of the same notebooks (under 1 MB,
   figures drawn offline). On both, every figure is checked as drawn (at most MAX_SERIES series a plot, the legend
-  below the plot, at least 60 % of the width for the plots, categories in numeric order, every axis titled) and no
-  output reads "nan" or "None";
+  below the plot, at least 60 % of the width for the plots, categories in numeric order, every axis titled, every
+  label inside the figure's box, every point and CI inside its plot's area) and no output reads "nan" or "None";
 - a report made `--self-contained` draws alone, and a light report moved away from its plotly.min.js says so in
   each figure's place;
 - notebook 03's panel (Run updates the figure, Kernel > Interrupt stops a run within 10 s and keeps it, the progress
@@ -99,7 +99,27 @@ FIGURES_JS = """root => Array.from(document.querySelector(root).querySelectorAll
   const axes = Object.keys(L).filter(k => /^[xy]axis[0-9]*$/.test(k) && L[k].visible !== false)
     .filter(k => used.has(k.replace('axis', ''))).map(k => ({name: k, title: (L[k].title || {}).text || '',
       type: L[k].type, categories: (L[k]._categories || []).map(String)}));
-  return {title: (L.title || {}).text || '', series: series, axes: axes,
+  const outside = [], inside = (r, a, slack) => r.left >= a.left - slack && r.right <= a.right + slack
+    && r.top >= a.top - slack && r.bottom <= a.bottom + slack;
+  gd.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .gtitle, .annotation-text-g text, '
+                      + '.textpoint text, .legendtext').forEach(t => {  // every label within the figure, unclipped
+    const r = t.getBoundingClientRect();
+    if (r.width > 0 && !inside(r, box, 1)) outside.push('label ' + JSON.stringify(t.textContent));
+  });
+  Object.entries(L._plots || {}).forEach(([id, p]) => {  // every point and its CI within its own plot's area
+    const node = p.plot && p.plot.node ? p.plot.node() : null;
+    if (!node || !p.xaxis || !p.yaxis) return;
+    const area = {left: box.left + p.xaxis._offset, right: box.left + p.xaxis._offset + p.xaxis._length,
+                  top: box.top + p.yaxis._offset, bottom: box.top + p.yaxis._offset + p.yaxis._length};
+    node.querySelectorAll('.scatterlayer .point, .errorbar path').forEach(e => {
+      const r = e.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) return;
+      const point = e.closest('.errorbar') ? r : {left: (r.left + r.right) / 2, right: (r.left + r.right) / 2,
+                                                    top: (r.top + r.bottom) / 2, bottom: (r.top + r.bottom) / 2};
+      if (!inside(point, area, 2)) outside.push((e.closest('.errorbar') ? 'CI' : 'point') + ' off plot ' + id);
+    });
+  });
+  return {title: (L.title || {}).text || '', series: series, axes: axes, outside: outside,
           legend: legend && L.showlegend !== false ? legend.getBoundingClientRect().top - box.top : null,
           plotBottom: L._size.t + L._size.h, plotShare: L._size.w / L.width};
 })"""
@@ -123,6 +143,7 @@ def check_page(page, name: str, root: str = "body") -> None:
             if axis["type"] == "category" and numbers == axis["categories"] and numbers:
                 assert numbers == sorted(numbers, key=float), (where, axis)
         assert any(a["title"] for a in fig["axes"] if a["name"].startswith("x")) or not fig["axes"], where
+        assert not fig["outside"], (where, sorted(set(fig["outside"])))  # labels, points and CIs all drawn in full
     words = set(page.evaluate(OUTPUT_TEXT_JS, root).replace("|", " ").replace(",", " ").split())
     assert not words & MISSING, f"{name} shows {sorted(words & MISSING)} as text"
     tables = page.evaluate("root => Array.from(document.querySelector(root).querySelectorAll('.ck-table table'))"

@@ -28,3 +28,17 @@ def test_the_reading_is_computed_from_the_numbers_and_a_run_without_the_split_sa
     assert "r50-fp32 mps x3: study's gain 1.35 = host's part 1.12 x GPU's part 1.21" in reading
     bare = summary.drop(columns=["gpu_part_mean"])
     assert plots.gain_split(bare).layout.height == 70 and plots.split_reading(bare).startswith("no cell")
+
+
+def test_a_ci_that_reaches_below_zero_ends_at_the_log_axis_and_every_point_lies_within_its_range(summary):
+    """A noisy CPU gain (4.63 ± 5.2, as JupyterLab's 07 once drew it) cannot reach 0 on a log axis: its CI ends at
+    the axis' lower end, inside the plot, and says so; the range holds every bar, point and CI end above 0."""
+    noisy = summary.copy()
+    noisy.loc[noisy["gpu_part_mean"].notna().idxmax(), "study_gain_ci"] = 5.2
+    fig = plots.gain_split(noisy)
+    host, gpu, study, ceiling = fig.data
+    low, high = (10 ** end for end in fig.layout.xaxis.range)
+    for x, plus, minus in zip(study.x, study.error_x.array, study.error_x.arrayminus):
+        assert low <= x - minus and x + plus <= high and minus <= plus
+    assert [cut for _, cut in study.customdata].count(" (its CI reaches below the axis: cut there)") == 1
+    assert all(low <= v <= high for v in [*ceiling.x, *host.base, *(b + w for b, w in zip(gpu.base, gpu.x))])

@@ -1,58 +1,159 @@
-"""Readings true to their numbers: the sentences notebooks 02 and 06 print as their reading, rendered on several
-result sets (the CPU seed set, the shipped H100 sets, and the cpu-smoke batch's own pages), each stated relation
-(larger, smaller, within, more or less work than alone) read back from the text and checked against the numbers the
-same text shows. Run with -s to see the list of relations checked per notebook and set."""
+"""Readings true to their numbers: the sentences notebooks 02-08 and 10 print as their reading, rendered on several
+result sets (the CPU seed set, the shipped H100 sets, a GPU run (the gpu-quick batch's runs on an H100), every
+built-in MIG table for 05, and the cpu-smoke batch's own pages), each stated relation (larger, smaller, within the
+CIs, more or less work than alone, above or below the diagonal, nearer 1 or the copies, slices that add up, within or
+over the latency target) read back from the text and checked against the numbers the same text shows. A line with a
+comparative word and no relation read back fails. Run with -s to see the list of relations checked per notebook and
+set."""
 
 import re
+import tarfile
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
 
-from colloc_kit import analysis, reference
-from colloc_kit.notebook import readings
+import colloc_kit
+from colloc_kit import analysis, findings, predict, reference
+from colloc_kit.gpu import mig_catalogue, mig_planner
+from colloc_kit.notebook import fits, gains, readings
 
 SETS = {"cpu-seed": Path(__file__).parent / "reference" / "cpu-seed", "h100-matrix": "h100-matrix",
         "h100-80gb": "h100-80gb", "h100-80gb-renewed": "h100-80gb-renewed"}
+GPU_RUN = Path(__file__).resolve().parents[1] / "benchmarks/results/h100/batch-gpu-quick/runs.tgz"  # a GPU run:
+# the gpu-quick batch's own runs of 02, 03, 04 and 06 on an H100 (its README says how)
+SEED_SETS = ("cpu-seed", "h100-80gb", "h100-80gb-renewed")  # those holding the seed study's experiments (08)
 NUMBER = r"([\d,]+(?:\.\d+)?)"
 COMPARED = re.compile(rf"\({NUMBER}[^)]*\) (is larger than|is smaller than|is within (\d+) % of) .*\({NUMBER}[^)]*\)$")
-TOTAL = re.compile(rf": {NUMBER}x(?: ± {NUMBER})? in total, (more work than|less work than|the same work, within its "
-                   r"CI, as|within 5 % of) the jobs one after another \(1\)$")
 SHARES = re.compile(r"each job ran at (\d+)% to (\d+)% of its alone speed \((.*)\)$")
+GAIN = rf"{NUMBER}x(?: ± {NUMBER})?"
+TOTAL = re.compile(rf": {GAIN} in total, (more work than|less work than|the same work, within its CI, as|within 5 % "
+                   r"of) (?:the jobs one after another|one job alone) \(1\)")
+DIAGONAL = re.compile(rf"{GAIN} in total, .*?; each job's epoch {NUMBER}x as long: (above the diagonal|below the "
+                      r"diagonal|on the diagonal, within the gain's CI|within 5 % of the diagonal)")
+BETWEEN = re.compile(rf"\({GAIN}\) (is larger than|is smaller than|is within the CIs of|is within 5 % of) [^(]*"
+                     rf"\({GAIN}\)(?:: (the gain still grows|past \d+ copies the gain falls|from \d+ to \d+ copies no "
+                     r"change beyond the noise))?")
+NEARER = re.compile(rf"{GAIN} of (\d+) cop(?:y|ies): (?:nearer (\d+) than (\d+)|midway between 1 and (\d+), within "
+                    r"its CI)")
+SLICES = re.compile(r"(\d+) of (\d+) (compute|memory) slices used \((none|\d+) idle\)")
+TARGET = re.compile(rf"p99 {NUMBER} ms, (within|over) the {NUMBER}-ms target(?:, {NUMBER}x it)?")
+BOUND = re.compile(r"Of (\d+) cells? that shared the card, bound by (.*)$")
+MEDIAN = re.compile(rf"over (\d+) configurations? the median gain was {NUMBER}x, the highest {GAIN}")
+COMPARATIVE = re.compile(r"\b(larger|smaller|more|less|within|above|below|nearer|faster|slower|meets?|grows|falls)\b")
 
 
 def value(text: str) -> float:
     return float(text.replace(",", ""))
 
 
-def checked(line: str) -> str | None:
-    """The relation `line` states, asserted against the numbers it shows (to their last digit shown); None where
-    the line states none of the relations readings makes."""
-    if match := COMPARED.search(line):
+def step(text: str) -> float:
+    """The rounding of a number as shown: 0.01 for '1.84'."""
+    return 10 ** -len(text.partition(".")[2])
+
+
+def optional(text: str | None) -> float | None:
+    return value(text) if text else None
+
+
+def checked_between(match: re.Match) -> str:
+    """`(a ± ca) is larger than ... (b ± cb)`: past both CIs together (or 5 % of b without CIs), to the digits shown;
+    a conclusion after it follows the relation."""
+    left, left_ci, words, right, right_ci, then = (value(match[1]), optional(match[2]), match[3], value(match[4]),
+                                                   optional(match[5]), match[6])
+    cis = [c for c in (left_ci, right_ci) if c is not None]
+    margin = sum(cis) if cis else 0.05 * right
+    slack = step(match[1]) + step(match[4]) + sum(step(m) for m in (match[2], match[5]) if m)
+    if words == "is larger than":
+        assert left - right > margin - slack, match[0]
+    elif words == "is smaller than":
+        assert right - left > margin - slack, match[0]
+    else:
+        assert abs(left - right) <= margin + slack, match[0]
+        assert (words == "is within the CIs of") == bool(cis), match[0]
+    if then:
+        expected = {"is larger than": "still grows", "is smaller than": "falls"}.get(words, "no change")
+        assert expected in then, match[0]
+    return {"is within the CIs of": "within the CIs", "is within 5 % of": "within 5 %"}.get(words, words)
+
+
+def checked_line(line: str) -> list[str]:
+    """Every relation `line` states, each asserted against the numbers it shows (to their last digit shown)."""
+    said = []
+    if match := BETWEEN.search(line):
+        said.append(checked_between(match))
+    elif match := COMPARED.search(line):
         left, words, within, right = value(match[1]), match[2], match[3], value(match[4])
-        step = 10 ** -len(match[1].partition(".")[2])  # the rounding of the numbers shown
+        slack = step(match[1])
         if words == "is larger than":
-            assert left > right * 1.05 - step, line
+            assert left > right * 1.05 - slack, line
         elif words == "is smaller than":
-            assert left < right * 0.95 + step, line
+            assert left < right * 0.95 + slack, line
         else:
-            assert abs(left - right) <= int(within) / 100 * right + step, line
-        return words
+            assert abs(left - right) <= int(within) / 100 * right + slack, line
+        said.append(words)
     if match := TOTAL.search(line):
-        total, ci, words = value(match[1]), value(match[2]) if match[2] else None, match[3]
+        total, ci, words = value(match[1]), optional(match[2]), match[3]
         off, margin = total - 1, ci if ci is not None else 0.05
         expected = "within" if abs(off) <= margin else "more" if off > 0 else "less"
-        said = {"more work than": "more", "less work than": "less"}.get(words, "within")
-        assert said == expected or abs(abs(off) - margin) <= 0.01, line  # or on the edge, to the digits shown
+        stated = {"more work than": "more", "less work than": "less"}.get(words, "within")
+        assert stated == expected or abs(abs(off) - margin) <= 0.01, line  # or on the edge, to the digits shown
         assert ci is not None or words != "the same work, within its CI, as", line
-        return words
+        said.append(words)
+    if match := DIAGONAL.search(line):
+        gain, ci, growth, words = value(match[1]), optional(match[2]), value(match[3]), match[4]
+        margin = ci if ci is not None else 0.05 * growth
+        slack = 0.01 + step(match[1])
+        if words.startswith("above"):
+            assert gain - growth > margin - slack, line
+        elif words.startswith("below"):
+            assert growth - gain > margin - slack, line
+        else:
+            assert abs(gain - growth) <= margin + slack, line
+        said.append(" ".join(words.split()[:3]).rstrip(","))
+    if match := NEARER.search(line):
+        gain, ci, copies = value(match[1]), optional(match[2]) or 0.0, int(match[3])
+        middle = (1 + copies) / 2
+        if match[4]:
+            near, far = int(match[4]), int(match[5])
+            assert {near, far} == {1, copies} and abs(gain - near) < abs(gain - far), line
+            assert abs(gain - middle) > ci - 0.01, line
+            said.append(f"nearer {'1' if near == 1 else 'the copies'}")
+        else:
+            assert abs(gain - middle) <= ci + 0.01, line
+            said.append("midway, within its CI")
+    for match in SLICES.finditer(line):
+        used, total, idle = int(match[1]), int(match[2]), 0 if match[4] == "none" else int(match[4])
+        assert used <= total and used + idle == total, line
+        said.append("slices used and idle add up")
+    for match in TARGET.finditer(line):
+        p99, words, target = value(match[1]), match[2], value(match[3])
+        assert (p99 <= target) == (words == "within"), line
+        if match[4]:
+            assert abs(p99 / target - value(match[4])) <= 0.05 + step(match[4]), line
+        said.append(f"{words} the target")
+    if match := BOUND.search(line):
+        counts = [int(n) for n in re.findall(r": (\d+)", match[2])]
+        assert sum(counts) == int(match[1]), line
+        said.append("bound-by counts add up")
+    if match := MEDIAN.search(line):
+        assert value(match[3]) >= value(match[2]), line
+        said.append("highest at least the median")
     if match := SHARES.search(line):
         low, high = int(match[1]), int(match[2])
         each = [int(p) for p in re.findall(r" (\d+)%(?:,|$)", match[3])]
         assert each and min(each) == low and max(each) == high, line
-        return "range of shares"
-    return None
+        said.append("range of shares")
+    if not said:  # a line that states a relation must be one the checks above read back
+        assert not COMPARATIVE.search(line.split(";")[0]) or line.startswith("No reading"), line
+    return said
+
+
+def checked(line: str) -> str | None:
+    """The first relation `line` states, checked (None where it states none); see `checked_line`."""
+    relations = checked_line(line)
+    return relations[0] if relations else None
 
 
 def sentences_02(results) -> list[str]:
@@ -60,19 +161,28 @@ def sentences_02(results) -> list[str]:
     return [str(s) for s in readings.rate_by_batch(done) + readings.peak_against_steady(done)]
 
 
-def sentences_06(results) -> list[str]:
-    return [str(s) for s in readings.mix_totals(analysis.summarize(results))]
+def sentences_06(summary) -> list[str]:
+    return [str(s) for s in readings.mix_totals(summary)]
 
 
 @pytest.fixture(scope="module")
-def result_sets():
-    return {name: reference.load(where) for name, where in SETS.items()}
+def result_sets(tmp_path_factory):
+    sets = {name: reference.load(where) for name, where in SETS.items()}
+    folder = tmp_path_factory.mktemp("gpu-quick")
+    with tarfile.open(GPU_RUN) as runs:
+        runs.extractall(folder, filter="data")
+    return {**sets, "h100-gpu-quick": colloc_kit.load(folder / "runs")}
 
 
-def test_every_relation_a_reading_states_holds_on_the_numbers_it_shows(result_sets):
+@pytest.fixture(scope="module")
+def summaries(result_sets):
+    return {name: analysis.summarize(results) for name, results in result_sets.items()}
+
+
+def test_every_relation_a_reading_states_holds_on_the_numbers_it_shows(result_sets, summaries):
     stated = {}
     for name, results in result_sets.items():
-        for notebook, sentences in (("02", sentences_02(results)), ("06", sentences_06(results))):
+        for notebook, sentences in (("02", sentences_02(results)), ("06", sentences_06(summaries[name]))):
             relations = [checked(line) for line in sentences]
             assert None not in relations, [s for s, r in zip(sentences, relations) if r is None]
             stated[(notebook, name)] = relations
@@ -101,12 +211,152 @@ def test_a_total_whose_ci_holds_one_is_not_called_a_gain():
         "mps: 1.75x ± 0.10 in total, more work than the jobs one after another (1)"]
 
 
-def test_the_smoke_pages_of_02_and_06_state_only_relations_that_hold(smoke):
-    for name in ("02_single_job_baseline", "06_mixed_workloads"):
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+CALLS = {"02_single_job_baseline": ["readings.rate_by_batch(done)", "readings.peak_against_steady(done)"],
+         "03_naive_collocation": ['gains.by_copies(summary, "naive")'],
+         "04_mps_collocation": ["gains.partitions_against_free(summary)"],
+         "05_mig_collocation": ["fits.mig_plans(", 'gains.by_copies(summary, "mig")'],
+         "06_mixed_workloads": ["readings.mix_totals(summary)"],
+         "07_analysis": ["gains.by_mode(together)"],
+         "08_seed_reproduction": ["gains.seed_cells(found.cells33, findings.all_missing(found))"],
+         "10_training_beside_inference": ["fits.slo_lines(table)", "fits.slo_lines(h100)"]}
+
+
+def parameters(name: str) -> dict:
+    """The values of a notebook's parameters cell, as a reader's run starts with them."""
+    (cell,) = [c for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+               if "parameters" in c.metadata.get("tags", [])]
+    values: dict = {}
+    exec(cell.source, {}, values)
+    return values
+
+
+def sentences_03(summary) -> list[str]:
+    return gains.by_copies(summary, "naive")
+
+
+def sentences_04(summary) -> list[str]:
+    return gains.partitions_against_free(summary)
+
+
+def sentences_07(summary) -> list[str]:  # as the page selects: mixes run one after another are baselines
+    return gains.by_mode(summary[~(summary["mode"].eq("exclusive") & summary["workloads"].astype(str).str.contains(
+        " + ", regex=False))])
+
+
+def sentences_08(where) -> list[str]:
+    results, not_run, source = findings.read(str(where))
+    found = findings.report(results, findings.gpu_of(results, ""), {}, source=source, not_run=not_run)
+    return gains.seed_cells(found.cells33, findings.all_missing(found))
+
+
+def sentences_05(card: str) -> list[str]:
+    """05's reading on `card`, with the page's own layouts, impossible layouts and job memory needs."""
+    given = parameters("05_mig_collocation")
+    shape = mig_catalogue.gpu_model(card)
+    plans = {"+".join(layout): mig_planner.plan(layout, shape) for layout in given["LAYOUTS"]}
+    impossible = {}
+    for layout in given["IMPOSSIBLE"]:
+        with pytest.raises(mig_planner.ImpossibleLayout) as refused:
+            mig_planner.plan(layout, shape)
+        impossible["+".join(layout)] = refused.value
+    proposals = mig_planner.propose_layouts(given["JOB_MEMORY_MB"], shape, limit=3)
+    options = {f"option {i + 1} ({p.layout().replace(',', '+')})": p for i, p in enumerate(proposals)}
+    return fits.mig_plans({**plans, **options}, impossible, shape)
+
+
+def record(stated: dict, notebook: str, name: str, sentences: list[str]) -> None:
+    assert not [line for line in sentences if "+-" in line or "(s)" in line]  # one format: ±, plurals
+    relations = [r for line in sentences for r in checked_line(line)]
+    stated[(notebook, name)] = relations
+    print(f"{notebook} on {name}: {len(sentences)} lines, {len(relations)} relations checked"
+          + (": " + ", ".join(f"{r} {relations.count(r)}" for r in sorted(set(relations))) if relations else ""))
+
+
+def test_the_readings_of_03_04_05_07_08_and_10_state_only_relations_that_hold(summaries):
+    stated: dict = {}
+    for name, summary in summaries.items():
+        record(stated, "03", name, sentences_03(summary))
+        record(stated, "04", name, sentences_04(summary))
+        record(stated, "07", name, sentences_07(summary))
+        if name in SEED_SETS:
+            record(stated, "08", name, sentences_08(SETS[name]))
+    for card, shape in mig_catalogue.GPU_MODELS.items():
+        if shape.compute_slices == 7:  # the page's layouts are of a seven-slice card (7g)
+            record(stated, "05", card, sentences_05(card))
+    inference = predict.serve_advise.frontier(reference.load("h100-inference"))
+    record(stated, "10", "h100-inference", fits.slo_lines(inference))
+    record(stated, "10", "h100-inference, a 900-ms target", fits.slo_lines(inference.assign(slo_ms=900.0)))
+    said = {r for relations in stated.values() for r in relations}
+    # each kind of relation occurs: a reading that could only say one thing would not be tested here
+    assert {"is larger than", "is smaller than", "within the CIs", "more work than", "above the diagonal",
+            "below the diagonal", "nearer 1", "midway, within its CI", "slices used and idle add up",
+            "within the target", "over the target", "bound-by counts add up", "highest at least the median"} <= said
+    assert stated[("03", "h100-80gb-renewed")] and stated[("04", "h100-80gb-renewed")]
+    assert all(stated[(n, "h100-gpu-quick")] for n in ("03", "04", "07"))  # the GPU run's pages read too
+    assert stated[("05", "H200-141GB")] and stated[("08", "h100-80gb-renewed")]
+
+
+def test_the_latency_reading_counts_the_settings_the_table_has_and_says_why_none_met():
+    table = predict.serve_advise.frontier(reference.load("h100-inference"))
+    for target in (25.0, 900.0):
+        lines = fits.slo_lines(table.assign(slo_ms=target))
+        for (served, rate), rows in table[table["shared"]].groupby(["served", "rate_per_s"]):
+            within = int((rows["latency_p99_ms"] <= target).sum())
+            head = f"{served} at {rate:g} requests/s"
+            assert any(line.startswith(f"{head} beside training: {within} of {len(rows)} settings kept")
+                       for line in lines), (head, lines)
+            alone = table[(table["served"] == served) & (table["rate_per_s"] == rate) & ~table["shared"]]
+            why = f"{head}: alone at this rate it missed the target too"
+            assert any(line.startswith(why) for line in lines) == (
+                within == 0 and bool((alone["latency_p99_ms"] > target).all())), (head, target)
+    assert all("+50+50+50" not in line for line in fits.slo_lines(table))  # one share per job of the setting
+
+
+def test_the_gain_at_the_most_copies_falls_or_grows_only_past_both_cis():
+    summary = pd.DataFrame({"experiment": "e", "mode": "naive", "mode_label": "naive", "copies": [2, 4, 7],
+                            "workloads": "w", "normalized_throughput_mean": [1.50, 1.80, 1.60],
+                            "normalized_throughput_ci": [0.10, 0.10, 0.15], "epoch_time_growth_mean": [1.3, 2.2, 4.4],
+                            "bound_by": "gpu"})
+    assert gains.by_copies(summary, "naive")[-1] == (
+        "w: the gain at x7 (1.60x ± 0.15) is within the CIs of that at x4 (1.80x ± 0.10): from 4 to 7 copies no "
+        "change beyond the noise")
+    falls = summary.assign(normalized_throughput_mean=[1.50, 1.80, 1.40])
+    assert gains.by_copies(falls, "naive")[-1].endswith("past 4 copies the gain falls")
+    grows = summary.assign(normalized_throughput_mean=[1.50, 1.80, 2.20])
+    assert gains.by_copies(grows, "naive")[-1] == (
+        "w: the gain at x7 (2.20x ± 0.15) is larger than that at x4 (1.80x ± 0.10): the gain still grows at the most "
+        "copies measured")
+    no_ci = summary.assign(normalized_throughput_ci=None)
+    assert "within 5 % of one job alone" not in "".join(gains.by_copies(no_ci, "naive"))
+    assert all(checked_line(line) for line in gains.by_copies(no_ci, "naive"))
+
+
+def test_a_page_without_its_data_reads_nothing_rather_than_failing():
+    assert gains.seed_cells(pd.DataFrame(), pd.DataFrame()) == []
+    assert gains.by_copies(pd.DataFrame(), "naive") == gains.partitions_against_free(pd.DataFrame()) == []
+    assert gains.by_mode(pd.DataFrame()) == [] and fits.slo_lines(pd.DataFrame()) == []
+
+
+def test_each_page_prints_its_reading_from_the_reading_functions():
+    for name, calls in CALLS.items():
+        source = "".join(c.source for c in nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+                         if c.cell_type == "code")
+        assert all(call in source for call in calls), name
+
+
+def reading_lines(folder: Path, ipynb: str) -> list[str]:
+    """The printed lines of a page's reading cells (those that call `notebook.readings.show`)."""
+    return [line for cell in nbformat.read(folder / ipynb, as_version=4).cells
+            if "notebook.readings.show(" in cell.get("source", "")
+            for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+            for line in o.get("text", "").splitlines()]
+
+
+def test_the_smoke_pages_state_only_relations_that_hold(smoke):
+    for name in CALLS:
         (outcome,) = [n for n in smoke.notebooks if n.name == name]
-        lines = [line for cell in nbformat.read(smoke.folder / outcome.ipynb, as_version=4).cells
-                 for o in cell.get("outputs", []) if o.get("output_type") == "stream"
-                 for line in o.get("text", "").splitlines()]
-        relations = [r for r in map(checked, lines) if r]
-        print(f"{name} on cpu-smoke: {len(relations)} relations checked")
-        assert relations or any(line.startswith("No reading") for line in lines), name
+        lines = reading_lines(smoke.folder, outcome.ipynb)
+        relations = [r for line in lines for r in checked_line(line)]
+        print(f"{name} on cpu-smoke: {len(lines)} lines, {len(relations)} relations checked")
+        assert relations or any(line.startswith("No reading") for line in lines), (name, lines)

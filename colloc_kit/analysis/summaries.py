@@ -121,8 +121,9 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
             mean, ci = row["normalized_throughput_mean"], row["normalized_throughput_ci"]
             base_part = (1.0, base_rel if base_rel == base_rel else 0.0)  # NaN: no baseline CI
             row["normalized_throughput_ci"] = mean * figures.relative_ci((mean, ci), base_part)
-        flags = [f for run_flags in group["flags"].dropna() for f in run_flags.split("; ")
-                 if len(group) == 1 or not f.startswith("wide CI")]  # over repeats, the repeats' CI counts
+        flags = [f for run_flags in group["flags"].dropna() for f in run_flags.replace("+-", "± ").split("; ")
+                 if len(group) == 1 or not f.startswith("wide CI")]  # over repeats, the repeats' CI counts; older
+        # runs' flags read in the one format (± for a CI)
         if len(group) > 1 and figures.wide(row["aggregate_images_per_s_mean"], row["aggregate_images_per_s_ci"]):
             width = row["aggregate_images_per_s_ci"] / row["aggregate_images_per_s_mean"]
             flags.append(f"wide CI ({plus_minus(width, 1)})")

@@ -158,7 +158,7 @@ def _spec_jobs(path: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
 
 def _print(tables: list[pd.DataFrame], args: argparse.Namespace, source: str,
            bands: Mapping[str, Mapping[str, float]]) -> None:
-    band = "; ".join(f"{m} +-{b['p90']:.0%}" for m, b in sorted(bands.items()))
+    band = "; ".join(f"{m} ± {b['p90']:.0%}" for m, b in sorted(bands.items()))
     print(f"Predicted from {source}; error band: the 90th percentile of each mode's held-out error ({band}).")
     with pd.option_context("display.width", 200, "display.max_colwidth", 60,
                            "display.float_format", "{:,.2f}".format):

@@ -79,8 +79,10 @@ def versus_figure(cells: list[pd.DataFrame], kind: str | None, against: str, tit
                         error_y={"array": points["y_ci"].fillna(0)}, customdata=points[["cell", "kind"]],
                         hovertemplate="%{customdata[0]}<br>" + against + " %{x:.2f}, %{customdata[1]} %{y:.2f}"
                                       "<extra></extra>")
-    low = min(data["x"].min(), data["y"].min(), 1.0) * 0.9
-    high = max(data["x"].max(), data["y"].max()) * 1.1
+    x_ci, y_ci = data["x_ci"].fillna(0), data["y_ci"].fillna(0)  # the range holds every point and its CI
+    low = min((data["x"] - x_ci).min(), (data["y"] - y_ci).min(), 1.0)
+    high = max((data["x"] + x_ci).max(), (data["y"] + y_ci).max())
+    low, high = low - 0.05 * (high - low), high + 0.05 * (high - low)
     fig.add_scatter(x=[low, high], y=[low, high], mode="lines", line={"dash": "dot", "color": "grey"},
                     name="equal gains", hoverinfo="skip")
     return fig.update_xaxes(range=[low, high]).update_yaxes(range=[low, high])

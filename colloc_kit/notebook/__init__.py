@@ -2,7 +2,9 @@
 
     setup        `prepare` (a notebook's parameters checked, its device chosen), `table`, `noise_warning`, `warn`
     panel        `ExperimentPanel` and `panel`: a notebook's widget panel in one call (`colloc_kit.widgets`)
-    readings     a reading's sentences made from the page's numbers, each with the relation it states
+    readings     a reading's sentences made from the page's numbers, each with the relation it states (02, 06)
+    gains        the readings of gains against copies and modes (03, 04, 07, 08)
+    fits         the readings of what fits: MIG slices on a card (05), a latency target (10)
     background   a run in a background thread that a kernel interrupt or Stop ends cleanly
 
     >>> from colloc_kit import notebook

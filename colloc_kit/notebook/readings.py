@@ -13,6 +13,7 @@ by a CI's half-width where the sentence gives one).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -123,6 +124,6 @@ def mix_line(label: str, jobs_of_mode: pd.DataFrame) -> str:
     return f"{label}: each job ran at {shares.min():.0%} to {shares.max():.0%} of its alone speed ({each})"
 
 
-def show(said: list[Said], none: str) -> None:
+def show(said: Sequence[Said | str], none: str) -> None:
     """Each sentence on a line of its own; `none` where there is none to say."""
     print("\n".join(str(s) for s in said) if said else none)

@@ -46,6 +46,9 @@ def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? E
         return empty(title, "no cell with a host-matched baseline (ask for baselines: [configured, host-matched, "
                             "gpu-only] in the spec)")
     host, gpu, study = cells["host_part_mean"], cells["gpu_part_mean"], cells["study_gain_mean"]
+    ci, ceiling = cells["study_gain_ci"].fillna(0), host * cells["gpu_only_gain_mean"]
+    low, high = axis_range([host, host * gpu, study - ci, ceiling], [study + ci, host, host * gpu, ceiling])
+    cut = study - ci <= low  # a CI that reaches below the axis (at or below 0, which a log axis cannot show) ends there
     fig = go.Figure()
     fig.add_trace(go.Bar(y=cells["cell"], x=host - 1, base=[1.0] * len(cells), orientation="h", name="host's part",
                          marker_color=HOST, customdata=host, hovertemplate="host's part x%{customdata:.2f}"))
@@ -53,16 +56,31 @@ def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? E
                          marker_color=GPU, customdata=gpu, hovertemplate="GPU's part x%{customdata:.2f}"))
     fig.add_trace(go.Scatter(y=cells["cell"], x=study, mode="markers", name="study's gain (95 % CI)",
                              marker={"color": MARK, "symbol": "line-ns-open", "size": 16},
-                             error_x={"type": "data", "array": cells["study_gain_ci"].fillna(0)},
-                             hovertemplate="study's gain %{x:.2f}"))
-    fig.add_trace(go.Scatter(y=cells["cell"], x=host * cells["gpu_only_gain_mean"], mode="markers",
+                             error_x={"type": "data", "array": ci, "arrayminus": ci.where(~cut, study - low)},
+                             customdata=[[c, " (its CI reaches below the axis: cut there)" if low_cut else ""]
+                                         for c, low_cut in zip(ci, cut)],
+                             hovertemplate="study's gain %{x:.2f} ± %{customdata[0]:.2f}%{customdata[1]}"))
+    fig.add_trace(go.Scatter(y=cells["cell"], x=ceiling, mode="markers",
                              name="GPU-only gain (the GPU part's ceiling)", customdata=cells["gpu_only_gain_mean"],
                              marker={"color": GPU, "symbol": "diamond-open", "size": 12},
                              hovertemplate="GPU-only gain x%{customdata:.2f}"))
     fig.add_vline(x=1.0, line_dash="dot", line_color="grey")
     fig.update_layout(title=title, barmode="overlay", height=160 + 60 * len(cells),
-                      xaxis={"type": "log", "title": "gain (x one job alone, log axis: the parts multiply)"})
+                      xaxis={"type": "log", "title": "gain (x one job alone, log axis: the parts multiply)",
+                             "range": [math.log10(low), math.log10(high)]})
     return fig
+
+
+def axis_range(lows: list[pd.Series], highs: list[pd.Series]) -> tuple[float, float]:
+    """A log axis' range (in data units) that holds 1 and every value and CI end above 0 given, with some room; the
+    ends at or below 0 (a CI of a noisy gain) are left to be cut at its lower end.
+
+    >>> axis_range([pd.Series([1.2, -0.5])], [pd.Series([3.0])])
+    (0.8, 3.75)
+    """
+    positive = [v for s in lows for v in s.dropna() if v > 0]
+    top = max([1.0, *(v for s in highs for v in s.dropna())])
+    return min([1.0, *positive]) / 1.25, top * 1.25
 
 
 def split_reading(summary: pd.DataFrame) -> str:

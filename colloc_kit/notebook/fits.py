@@ -1,0 +1,100 @@
+"""The readings of what fits: notebook 05's MIG layouts (slices used and idle on the card the page plans with, the
+layouts that cannot exist, how many jobs get an instance) and notebook 10's latency target (which settings kept the
+served job's p99 within its SLO), each sentence made from the page's own plans and table.
+
+    >>> from colloc_kit.gpu import mig_planner
+    >>> print(slices("3g+3g", mig_planner.plan(["3g", "3g"], "H100-80GB")))
+    3g+3g on H100-80GB: 6 of 7 compute slices used (1 idle), 8 of 8 memory slices used (none idle)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from colloc_kit.stats import plural
+
+__all__ = ["slices", "mig_plans", "most_instances", "setting", "slo_lines"]
+
+
+def _idle(n: int) -> str:
+    return "none idle" if n == 0 else f"{n} idle"
+
+
+def slices(label: str, plan: Any) -> str:
+    """`label on <card>: u of n compute slices used (k idle), ... memory slices ...`, from a `mig_planner.Plan`."""
+    gpu = plan.gpu
+    return (f"{label} on {gpu.name}: {plan.compute_slices} of {gpu.compute_slices} compute slices used "
+            f"({_idle(gpu.compute_slices - plan.compute_slices)}), {plan.memory_slices} of {gpu.memory_slices} "
+            f"memory slices used ({_idle(gpu.memory_slices - plan.memory_slices)})")
+
+
+def most_instances(shape: Any) -> str:
+    """How many jobs at most get an instance of their own on `shape` (a `mig_catalogue.GpuModel`): the most
+    instances of one profile it holds."""
+    plain = [p for p in shape.profiles if not p.media_extensions]
+    top = max(plain, key=lambda p: (p.max_instances, -p.memory_slices))
+    return (f"At most {plural(top.max_instances, 'job')} get an instance of their own on {shape.name} "
+            f"({top.max_instances} x {top.name})")
+
+
+def mig_plans(plans: dict[str, Any], impossible: dict[str, Any], shape: Any) -> list[str]:
+    """Notebook 05: each planned layout's slices, the layouts that cannot exist and why (the planner's first reason),
+    and how many jobs at most get an instance."""
+    lines = [slices(label, plan) for label, plan in plans.items()]
+    lines += [f"{label} cannot exist on {shape.name}: {exc.reasons[0] if exc.reasons else exc}"
+              for label, exc in impossible.items()]
+    return [*lines, most_instances(shape)]
+
+
+def setting(mode_label: str, mix: str) -> str:
+    """A setting's label with one share per job of its mix (the served job and the training copies): older runs
+    listed a share for every possible job.
+
+    >>> setting("mps(thread_percentage=100+50+50+50+50+50+50+50+50)", "resnet50 x2")
+    'mps(thread_percentage=100+50+50)'
+    """
+    jobs = 1 + sum(int(n) for n in re.findall(r" x(\d+)", mix))
+    return re.sub(r"=((?:\d+\+)+\d+)\)$", lambda m: "=" + "+".join(m[1].split("+")[:jobs]) + ")", mode_label)
+
+
+def _where(value: float, target: float) -> str:
+    return f"p99 {value:,.1f} ms, {'within' if value <= target else 'over'} the {target:g}-ms target"
+
+
+def slo_lines(table: pd.DataFrame) -> list[str]:
+    """Notebook 10: per served model and rate, the served job alone against its p99 target, how many shared settings
+    met it, and the best of them (the most training) or, where none did, the lowest p99 beside training, and why
+    where the job alone missed it already."""
+    lines: list[str] = []
+    if table.empty:
+        return lines
+    for (served, rate), rows in table.groupby(["served", "rate_per_s"], sort=True, dropna=False):
+        target = float(rows["slo_ms"].iloc[0])
+        head = f"{served} one request at a time" if pd.isna(rate) else f"{served} at {rate:g} requests/s"
+        alone = rows[~rows["shared"].astype(bool)].dropna(subset=["latency_p99_ms"])
+        for row in alone.itertuples():
+            beside = "nothing beside it" if row.mix == "nothing" else f"the lone run before {row.mix}, {row.mode_label}"
+            lines.append(f"{head}, alone ({beside}): {_where(row.latency_p99_ms, target)}")
+        shared = rows[rows["shared"].astype(bool)].dropna(subset=["latency_p99_ms"])
+        if shared.empty:
+            continue
+        within = shared[shared["latency_p99_ms"] <= target]
+        said = (f"{head} beside training: {len(within)} of {plural(len(shared), 'setting')} kept the p99 within "
+                "the target")
+        if len(within):
+            best = within.loc[within["train_images_per_s"].idxmax()]
+            lines.append(f"{said}; the most training among them, {best['train_images_per_s']:,.0f} images/s "
+                         f"({best['mix']}, {setting(best['mode_label'], best['mix'])}): "
+                         f"{_where(best['latency_p99_ms'], target)}")
+            continue
+        low = shared.loc[shared["latency_p99_ms"].idxmin()]
+        lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, "
+                     f"{setting(low['mode_label'], low['mix'])}): {_where(low['latency_p99_ms'], target)}, "
+                     f"{low['latency_p99_ms'] / target:,.1f}x it")
+        if len(alone) and (alone["latency_p99_ms"] > target).all():
+            lines.append(f"{head}: alone at this rate it missed the target too: the rate, the SLO or the card is "
+                         "what to change first, not the way of sharing")
+    return lines
