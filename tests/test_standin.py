@@ -1,5 +1,6 @@
 """Stand-in datasets: the real layout and formats, labelled as stand-ins wherever they are trained on."""
 
+import os
 import subprocess
 import sys
 
@@ -50,3 +51,30 @@ def test_a_job_trained_on_a_standin_says_so(tmp_path):
     ready = [e for e in map(events.parse, out.stdout.splitlines()) if e and e["type"] == events.READY]
     assert out.returncode == 0, out.stderr[-2000:]
     assert ready[0]["dataset_label"].startswith(standin.LABEL) and "10 classes" in ready[0]["dataset_label"]
+
+
+def test_a_make_removes_only_the_temp_files_of_writers_that_are_gone(tmp_path):
+    """The clean-up of a killed make's half-written images spares the temp file of a writer still alive (another make
+    into the same root, at the same time: issue 53 saw it vanish mid-write)."""
+    folder = tmp_path / "cifar10"
+    (folder / "train" / "cat").mkdir(parents=True)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = folder / "train" / "cat" / f".cat_1.png.{os.getpid()}.tmp"
+    stale = folder / "train" / "cat" / f".cat_2.png.{gone.pid}.tmp"
+    for tmp in (live, stale):
+        tmp.write_bytes(b"half an image")
+    standin._remove_temps(folder)
+    assert live.exists() and not stale.exists()
+
+
+def test_two_makes_into_one_root_at_once_both_succeed(tmp_path):
+    """Two `data make` of one dataset into one root at the same time: both exit 0 and the data is whole."""
+    command = [sys.executable, "-m", "colloc_kit.cli", "data", "make", "cifar10", "--root", str(tmp_path),
+               "--images", "2000", "--quiet"]
+    for _ in range(2):
+        makes = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        failures = [make.communicate()[1] for make in makes if make.wait(timeout=300) != 0]
+        assert failures == []
+    assert len(list((tmp_path / "cifar10" / "train").glob("*/*.png"))) == 2000
+    assert not list((tmp_path / "cifar10" / "train").glob("*/.*.tmp"))

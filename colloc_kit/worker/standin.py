@@ -22,6 +22,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from colloc_kit import atomic, paths, supervise
 from colloc_kit.errors import BadInput, CollocKitError
 
@@ -104,9 +106,19 @@ def make(name: str, root: str | Path, images: int | None = None, jobs: int | Non
 
 
 def _remove_temps(folder: Path) -> None:
-    """The temp files (`atomic.replacing`'s) a writer killed mid-image left in the class folders."""
+    """The temp files (`atomic.replacing`'s, `.<image>.<pid>.tmp`) that a writer killed mid-image left in the class
+    folders; those of a writer still alive (another make into the same root, at the same time) are its own."""
     for tmp in (folder / "train").glob("*/.*.tmp"):
-        tmp.unlink(missing_ok=True)
+        writer = tmp.name.rsplit(".", 2)[-2]
+        if not (writer.isdigit() and _alive(int(writer))):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _workers(jobs: int | None) -> int:
