@@ -9,6 +9,7 @@ import sys
 
 import nbformat
 import pytest
+from pathlib import Path
 
 from colloc_kit.batch import pages
 from colloc_kit.batch import runner as batch
@@ -251,3 +252,29 @@ def test_the_index_summary_is_the_first_sentence_whole_past_an_e_g(tmp_path):
     notebook(tmp_path / "06_x.ipynb", "## 06 · Title\n\nMPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot. "
              "This page runs its MIX.")
     assert pages.summary_of(tmp_path / "06_x.ipynb") == "MPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot."
+
+
+def test_a_kernels_sockets_live_in_a_private_folder_never_in_the_batch_folder(tmp_path, monkeypatch):
+    """Before: the ipc transport put its `kernel-ipc-N` sockets in the folder the kernel ran in (the batch folder),
+    where a batch killed outright (SIGKILL) left them (issue 53). Now they live in a folder only this user can open,
+    removed with the kernel's resources."""
+    monkeypatch.chdir(tmp_path)
+    manager = batch.current_python_kernel_manager(tmp_path)(kernel_name="python3")
+    sockets = Path(manager.ip).parent
+
+    async def start_and_look():
+        await manager.start_kernel()
+        try:
+            for _ in range(100):  # the kernel binds its sockets as it starts
+                if len(private := sorted(p.name for p in sockets.iterdir() if p.is_socket())) == 5:
+                    break
+                await asyncio.sleep(0.1)
+            return private, [p for p in tmp_path.iterdir() if p.is_socket()]
+        finally:
+            await manager.shutdown_kernel(now=True)
+
+    private, in_folder = asyncio.run(start_and_look())
+    assert private and all(name.startswith("kernel-ipc-") for name in private) and in_folder == []
+    assert sockets.stat().st_mode & 0o777 == 0o700 and tmp_path not in sockets.parents
+    batch._remove_sockets()
+    assert not sockets.exists()

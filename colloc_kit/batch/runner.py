@@ -29,7 +29,7 @@ import argparse
 import contextlib
 import logging
 import shutil
-import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -157,7 +157,7 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
                     f"{outcome.html_bytes / 1e6:.2f} MB" + "".join(f"; warning: {w}" for w in outcome.warnings)
                 log(f"[{i}/{len(planned)}] {notebook.stem}: {outcome.status} in {outcome.seconds:.0f} s ({detail})")
     except KeyboardInterrupt as stop:
-        _stop_kernels(folder)
+        _stop_kernels()
         outcomes += [NotebookOutcome(nb.stem, INTERRUPTED if n == 0 else NOT_RUN, 0.0, nb.name, None, params,
                                      error=f"{stop or 'Ctrl-C'}: the batch stopped" if n == 0 else None)
                      for n, (nb, params) in enumerate(planned[len(outcomes):])]
@@ -172,9 +172,9 @@ def run_batch(profile: str | None = None, out: str | Path = "batch-runs", overri
     return report
 
 
-def _stop_kernels(folder: Path) -> None:
+def _stop_kernels() -> None:
     """After an interrupt: the kernels this process started (in sessions of their own) killed, and their unix
-    socket files in `folder` removed. The batch ends with its one line: asyncio's report of the killed kernel's
+    socket files removed. The batch ends with its one line: asyncio's report of the killed kernel's
     pending cell ("Task exception was never retrieved", DeadKernelError, when the process tears down) is not shown."""
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     for child in psutil.Process().children(recursive=True):
@@ -182,15 +182,24 @@ def _stop_kernels(folder: Path) -> None:
             if "ipykernel" in " ".join(child.cmdline()):
                 child.kill()
                 child.wait(5)
-    _remove_sockets(folder)
+    _remove_sockets()
 
 
-def _remove_sockets(folder: Path) -> None:
-    """The kernel's unix socket files (`kernel-ipc-N`, the ipc transport's) left in the batch folder."""
-    for path in folder.glob("kernel-*"):
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(path.lstat().st_mode):
-                path.unlink()
+_SOCKET_FOLDERS: list[Path] = []  # the private folders of this process's kernels' unix sockets
+
+
+def _socket_folder() -> Path:
+    """A private folder (mode 700) for one kernel's unix sockets: never the batch folder, where a batch killed
+    outright (SIGKILL: no clean-up runs) would leave them among the pages users browse."""
+    folder = Path(tempfile.mkdtemp(prefix="colloc-kit-kernel-"))
+    _SOCKET_FOLDERS.append(folder)
+    return folder
+
+
+def _remove_sockets() -> None:
+    """The socket folders of this process's kernels, with whatever a stopped kernel left in them."""
+    while _SOCKET_FOLDERS:
+        shutil.rmtree(_SOCKET_FOLDERS.pop(), ignore_errors=True)
 
 
 def describe_machine() -> tuple[str, str]:
@@ -224,7 +233,7 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
         error_source = "\n".join(exc.source.splitlines()[:3])
     except Exception as exc:  # a dead kernel or a cell timeout must not stop the other notebooks
         error = f"{type(exc).__name__}: {exc}"
-    _remove_sockets(folder)  # its kernel is gone (an interrupt: `_stop_kernels` stops it first)
+    _remove_sockets()  # its kernel is gone (an interrupt: `_stop_kernels` stops it first)
     seconds = time.monotonic() - started
     shown = {k: v for k, v in parameters.items() if k not in BATCH_PARAMETERS}
     page = export_html(output, shown, show_code, self_contained, neighbours, error) if output.exists() else None
@@ -238,8 +247,9 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
 
 def current_python_kernel_manager(log_folder: Path | None = None) -> type:
     """A kernel manager class whose only kernelspec is ipykernel's own for sys.executable (never a stale install),
-    talking to the kernel over unix sockets; with `log_folder` (a batch's folder) the kernels' own stderr goes to
-    its `KERNEL_LOG` (a batch stopped mid-cell: ZMQ's complaints), never to the batch's terminal."""
+    talking to the kernel over unix sockets in a private folder of their own (`_socket_folder`); with `log_folder` (a
+    batch's folder) the kernels' own stderr goes to its `KERNEL_LOG` (a batch stopped mid-cell: ZMQ's complaints),
+    never to the batch's terminal."""
     from jupyter_client.kernelspec import (  # noqa: PLC0415 - notebook execution, loaded when a batch runs
         KernelSpecManager,
     )
@@ -252,6 +262,10 @@ def current_python_kernel_manager(log_folder: Path | None = None) -> type:
         @default("transport")
         def _local_sockets(self) -> str:
             return "ipc"  # unix sockets only this user can open, not unencrypted TCP on localhost
+
+        @default("ip")
+        def _private_sockets(self) -> str:  # the ipc transport's socket path prefix (its default: in the cwd)
+            return str(_socket_folder() / "kernel-ipc")
 
         @default("kernel_spec_manager")
         def _only_this_python(self) -> KernelSpecManager:
