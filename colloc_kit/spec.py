@@ -113,6 +113,9 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         require(isinstance(self.model, str) and self.model, "model must be a non-empty name, e.g. resnet18")
+        for name in ("amp", "cudnn_autotune"):  # YAML reads an unquoted `off` as false: the choice named off
+            if getattr(self, name) is False:
+                object.__setattr__(self, name, "off")
         for name in ("dataset", "amp", "device", "fail_kind", "recipe", "cudnn_autotune"):
             value = getattr(self, name)
             require(isinstance(value, str), f"{name} must be a name, got {excerpt(value)}")
@@ -342,7 +345,8 @@ class ExperimentSpec(BaselineKeys):
         require(isinstance(modes, list), "spec: 'modes' must be a list")
         copies = data.get("copies", [1])
         copies = [copies] if is_int(copies) else copies
-        require(isinstance(copies, list), "spec: 'copies' must be a number or a list of numbers")
+        require(isinstance(copies, list), f"spec: 'copies' must be a whole number of copies or a list of them, such as "
+                                          f"[1, 2, 4]; got {excerpt(copies)}")
         rest = {k: v for k, v in data.items() if k not in ("jobs", "modes", "copies")}
         try:
             return cls(jobs=jobs, modes=[ModeSpec.parse(m) for m in modes], copies=copies, **rest)

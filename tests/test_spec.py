@@ -60,3 +60,17 @@ def test_runs_cover_modes_copies_and_repeats():
 
 def test_mode_label_names_its_options():
     assert ModeSpec.parse({"name": "mps", "partitions": ["3g", "1g"]}).label == "mps(partitions=3g+1g)"
+
+
+def test_an_unquoted_off_in_yaml_means_off(tmp_path):
+    """YAML reads `amp: off` (and `cudnn_autotune: off`) as false: before, refused as "amp must be a name, got
+    False" (issue 53); the choice it names is off."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("jobs:\n  - {model: smallcnn, device: cpu, amp: off, cudnn_autotune: off}\n")
+    job = ExperimentSpec.from_yaml(spec).jobs[0]
+    assert (job.amp, job.cudnn_autotune) == ("off", "off")
+
+
+def test_copies_that_are_not_whole_numbers_are_refused_with_an_example():
+    with pytest.raises(BadInput, match=r"whole number of copies .* such as \[1, 2, 4\]; got 1.5"):
+        ExperimentSpec.from_mapping({"jobs": [{"model": "smallcnn"}], "copies": 1.5})
