@@ -245,3 +245,10 @@ def test_the_readme_names_the_machine_of_runs_that_hold_it_in_their_manifest(mat
     (line,) = set(reference.machines(runs[runs["run_id"].str.startswith("20261121-0025")]))
     assert line.startswith("vm: Intel(R) Xeon(R) Processor, 16 cores, 128,888 MiB; NVIDIA H100 80GB HBM3 (81,559 MiB), "
                            "driver 580.159.04, CUDA 13.0; python 3.12.3")
+
+
+@pytest.mark.parametrize("name", [123, None, ["h100-80gb"]])
+def test_a_set_named_by_something_that_is_no_name_or_path_is_refused_in_words(name):
+    """Before: `reference.load(123)` ended in a TypeError traceback (issue 53)."""
+    with pytest.raises(BadInput, match="a reference set is a name .* or a folder path, got"):
+        reference.load(name)

@@ -74,6 +74,9 @@ def folder(name: str | Path) -> Path:
     """The folder of a set: a shipped name, or a folder that `export` wrote; BadInput saying what exists otherwise."""
     if isinstance(name, str) and name in available():
         return SHIPPED / name
+    if not isinstance(name, (str, Path)):
+        raise BadInput(f"a reference set is a name ({', '.join(available()) or 'none shipped'}) or a folder path, "
+                       f"got {type(name).__name__} {str(name)[:40]!r}")
     path = Path(name).expanduser()
     if (path / "runs.parquet").is_file():
         return path
