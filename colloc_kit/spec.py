@@ -280,6 +280,8 @@ class ExperimentSpec(BaselineKeys):
         require(len(self.jobs) > 0, "an experiment needs at least one job")
         require(len(self.modes) > 0,
                 "an experiment needs at least one mode; give e.g. --mode naive (YAML: modes: [naive])")
+        twice = sorted({m.label for m in self.modes if self.modes.count(m) > 1})
+        require(not twice, f"modes lists {', '.join(twice)} more than once; name each mode once")
         require(len(self.copies) > 0 and all(is_int(c) and c > 0 for c in self.copies),
                 f"copies must be positive integers, got {excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)

@@ -1,6 +1,7 @@
 """Stand-in datasets: the real layout and formats, labelled as stand-ins wherever they are trained on."""
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -78,3 +79,11 @@ def test_two_makes_into_one_root_at_once_both_succeed(tmp_path):
         assert failures == []
     assert len(list((tmp_path / "cifar10" / "train").glob("*/*.png"))) == 2000
     assert not list((tmp_path / "cifar10" / "train").glob("*/.*.tmp"))
+
+
+def test_the_hint_after_a_make_is_one_shell_word_whatever_the_root(tmp_path, capsys):
+    """Before: `--data-root 'r o'q ünï/cifar10'` (a quote inside quotes) was no valid shell word (issue 53)."""
+    root = tmp_path / "r o'q ünï"
+    assert main(["data", "make", "cifar10", "--root", str(root), "--images", "10", "--quiet"]) == 0
+    hint = capsys.readouterr().out.split("--data-root ", 1)[1].strip()
+    assert shlex.split(hint) == [str(root / "cifar10")]

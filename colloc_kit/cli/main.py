@@ -294,7 +294,8 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
 def cmd_data_make(args: argparse.Namespace) -> int:
     """`colloc-kit data make`: a stand-in dataset in the real format."""
     folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
-    print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root '{folder}'")
+    print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root "
+          f"{shlex.quote(str(folder))}")
     return EXIT_OK
 
 
