@@ -92,6 +92,7 @@ def tiny(tmp_path):
     return books
 
 
+@pytest.mark.slow
 def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(tiny, tmp_path):
     parser = argparse.ArgumentParser()
     batch.add_subcommand(parser.add_subparsers())
@@ -135,6 +136,7 @@ def test_the_index_lists_each_notebooks_warnings_and_the_size_of_its_page(tiny, 
     assert f"{works.html_bytes / 1e6:.2f} MB" in index
 
 
+@pytest.mark.slow
 def test_self_contained_pages_hold_plotly_js_once_and_light_ones_say_where_it_is_missing(tiny, tmp_path):
     notebook(tiny / "03_figure.ipynb", "import plotly.graph_objects as go\nimport plotly.io as pio\n"
              "pio.renderers.default = 'plotly_mimetype'\ngo.Figure(go.Bar(y=[1, 2]))")
@@ -149,6 +151,7 @@ def test_self_contained_pages_hold_plotly_js_once_and_light_ones_say_where_it_is
     assert "which lay beside this page" not in whole_page
 
 
+@pytest.mark.slow
 def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, tmp_path):
     profiles = {"t": {"notebooks": {"02_works": {"N": 5}}}}
     hidden, shown = (batch.run_batch("t", out=tmp_path / name, notebooks_dir=tiny, profiles=profiles, only=["02"],
@@ -160,6 +163,7 @@ def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, 
     assert ">10<" in page("hidden", hidden).replace("&#39;", "")  # the output of N * 2 stays
 
 
+@pytest.mark.slow
 def test_main_batch_exits_1_when_a_notebook_failed(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "load_profiles", lambda: {"t": {}})
     args = argparse.Namespace(profile="t", out=str(tmp_path / "out"), parameters=["N=3"], only=["02"],

@@ -69,6 +69,7 @@ def result_sets():
     return {name: reference.load(where) for name, where in SETS.items()}
 
 
+@pytest.mark.slow
 def test_every_relation_a_reading_states_holds_on_the_numbers_it_shows(result_sets):
     stated = {}
     for name, results in result_sets.items():
@@ -101,6 +102,7 @@ def test_a_total_whose_ci_holds_one_is_not_called_a_gain():
         "mps: 1.75x ± 0.10 in total, more work than the jobs one after another (1)"]
 
 
+@pytest.mark.slow
 def test_the_smoke_pages_of_02_and_06_state_only_relations_that_hold(smoke):
     for name in ("02_single_job_baseline", "06_mixed_workloads"):
         (outcome,) = [n for n in smoke.notebooks if n.name == name]
