@@ -216,6 +216,7 @@ def folder_jobs(data_root: str, amp: str, rates: dict) -> pd.DataFrame:
     return jobs.assign(run_id=jobs["run_id"] + f"-{amp}-{Path(data_root).name}")
 
 
+@pytest.mark.slow
 def test_the_claims_hold_the_studys_fp32_and_bf16_gets_its_own_section():
     """Made-up rates (not measured): fp32 copies gain 1.2x, bf16 copies 2.5x; claim 1's verdict is fp32's, bf16's
     gain is reported beside it as not the study's recipe."""

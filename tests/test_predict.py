@@ -150,6 +150,7 @@ def test_cli_advise_ranks_experiment_37_without_a_gpu(capsys, tmp_path):
     assert (tmp_path / "pairs.csv").read_text().startswith("workload_a,workload_b,mode")
 
 
+@pytest.mark.slow
 def test_validation_meets_the_issue_targets_on_held_out_cells():
     bands = predict_check.error_bands()
     for mode in ("naive", "mps", "partitions"):

@@ -59,6 +59,7 @@ def test_a_forked_worker_trains_as_a_fresh_one_would(zygote, tmp_path):
     assert ready["pid"] == proc.pid and ready["imports_s"] < 1.0  # torch was imported before the fork
 
 
+@pytest.mark.slow
 def test_exit_codes_are_the_workers(zygote, tmp_path):
     bad = spawn(zygote, tmp_path, "--steps", "-3")
     assert [e["kind"] for e in read_events(bad)] == ["bad_input"]
