@@ -218,16 +218,24 @@ def test_a_kernel_started_outside_a_batch_folder_leaves_no_log_where_it_started(
 
 
 COURSE = sorted((batch.default_notebooks_dir() / "course").rglob("*.ipynb"))
+WITH_THE_TEACHER_COPIES = pytest.mark.xdist_group("session-teacher_first_runs")  # conftest's name: one worker, one run
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sheet", COURSE, ids=lambda p: str(p.relative_to(p.parents[1] if p.parent.name == "solutions"
-                                                                             else p.parent)))
-def test_every_course_sheet_and_its_solution_runs_headless_on_this_machine(tmp_path, sheet):
-    outcome = batch.execute(sheet, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]}, tmp_path)
+@pytest.mark.parametrize("sheet", [pytest.param(p, marks=WITH_THE_TEACHER_COPIES) if p.parent.name == "solutions"
+                                   else p for p in COURSE],
+                         ids=lambda p: str(p.relative_to(p.parents[1] if p.parent.name == "solutions" else p.parent)))
+def test_every_course_sheet_and_its_solution_runs_headless_on_this_machine(tmp_path, sheet, request):
+    """A solution's run is the session's first run of that teacher copy, which tests/test_teacher_copies.py runs a
+    second time; an exercise sheet runs here."""
+    if sheet.parent.name == "solutions":
+        outcome, folder, _ = request.getfixturevalue("teacher_first_runs")(sheet)
+    else:
+        outcome, folder = batch.execute(sheet, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]},
+                                        tmp_path), tmp_path
     assert outcome.status == "ok", outcome.error
     if sheet.parent.name == "solutions":  # the answers draw their figures
-        assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(tmp_path / outcome.ipynb))
+        assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(folder / outcome.ipynb))
 
 
 def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_what_each_is_and_counts_flags(

@@ -347,14 +347,14 @@ def test_a_batch_stopped_midway_still_says_what_ran_what_was_interrupted_and_wha
     books = tmp_path / "notebooks"
     books.mkdir()
     _notebook(books / "01_quick.ipynb", "x = 1")
-    _notebook(books / "02_slow.ipynb", "import time\ntime.sleep(120)")
+    started = tmp_path / "02-started"  # written by the slow cell as it starts
+    _notebook(books / "02_slow.ipynb", f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(120)")
     _notebook(books / "03_never.ipynb", "x = 3")
     proc = subprocess.Popen([sys.executable, "-c", BATCH_SCRIPT, str(books), str(tmp_path / "out")], cwd=REPO,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not list((tmp_path / "out").glob("*/02_slow.ipynb")) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(3)  # its kernel started and runs the slow cell
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     proc.send_signal(stop)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
