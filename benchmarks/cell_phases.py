@@ -1,8 +1,9 @@
 """Where a cell's wall time goes, from an experiment folder's runs: per number of jobs, the median wall time and when
 the last job was ready (its build and its priming: cuDNN autotuning in the first step), started, and measured, in
 seconds from the cell's start; with the window each job measured; cold runs apart from warm repeats' first and later
-windows (`ExperimentSpec.warm_repeats`: a later window's jobs were built and primed by its launch's first). `lane_phases`: where each lane's (GPU's) time went
-over a pass of several experiments: its start, its cells' phases, the gaps between them, its idle end.
+windows (`ExperimentSpec.warm_repeats`: a later window's jobs were built and primed by its launch's first).
+`lane_phases`: where each lane's (GPU's) time went over a pass of several experiments: its start, its cells' phases,
+the gaps between them, its idle end.
 
     python3 benchmarks/cell_phases.py RUNS/seed-33            # a table on stdout, and how many cells a minute
 """

@@ -1,6 +1,6 @@
 """Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason; the cpu-smoke batch
-that the batch and browser tests read is run once per session; SIGINT raises KeyboardInterrupt in every test, however
-the run was started and whatever the test before it did."""
+that the batch and browser tests read, and each teacher copy's first run, are run once per session; SIGINT raises
+KeyboardInterrupt in every test, however the run was started and whatever the test before it did."""
 
 import json
 import shutil
@@ -91,6 +91,25 @@ def smoke(tmp_path_factory):
     report = batch.BatchReport(folder=folder, **record)
     assert done.returncode == (1 if report.failed else 0), done.stderr[-3000:]
     return report
+
+
+@pytest.fixture(scope="session")
+def teacher_first_runs(tmp_path_factory):
+    """Each teacher copy (notebooks/course/solutions/) run once for the session, headless as `colloc-kit batch` runs
+    it, its runs in a folder of its own: `teacher_first_runs(path)` gives (outcome, the folder it ran in, the
+    parameters). The course-sheet test reads this run; the teacher-copy test runs the sheet a second time over it."""
+    done = {}
+
+    def first_run(path: Path):
+        if path not in done:
+            folder = tmp_path_factory.mktemp(path.stem)
+            parameters = {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"],
+                          "RESULTS_DIR": str(folder / "runs")}
+            (folder / "first").mkdir()
+            done[path] = batch.execute(path, parameters, folder / "first"), folder / "first", parameters
+        return done[path]
+
+    return first_run
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ TINY = {"model": "smallcnn", "device": "cpu", "dataset": "synthetic", "batch_siz
         "synthetic_samples": 64, "steps": 12, "warmup_steps": 2, "workers": 0}
 
 
+@pytest.mark.slow
 def test_again_adds_a_repeat_and_a_plain_rerun_says_it_measured_nothing(tmp_path, capsys):
     colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False)
     colloc_kit.run([TINY], out=tmp_path, monitor=False, progress=False)
@@ -39,6 +40,7 @@ def test_a_notebooks_parameters_are_named_as_written_in_its_cell():
         notebook.check_parameters("auto", ["resnet18"], copies=[0, 2])
 
 
+@pytest.mark.slow
 def test_one_commands_experiments_sharing_a_cell_say_once_what_was_measured_and_reused(tmp_path, capsys):
     """The seed study's experiments share their lone cells: the second experiment finding the first's lone cell
     complete is not a re-run, so no notice; the closing line counts it as shared. The same command again reuses all."""

@@ -88,6 +88,7 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
         ExperimentSpec(jobs=[job], baselines=["gpu_only"])
 
 
+@pytest.mark.slow
 def test_a_round_of_lone_repeats_gives_every_lane_a_cell(tmp_path):
     """Where fewer baselines than lanes miss their target, a round takes as many of each one's next repeats as keep
     every lane busy (two GPUs, one short baseline: its next two repeats), never past its maximum."""
@@ -103,6 +104,7 @@ def test_a_round_of_lone_repeats_gives_every_lane_a_cell(tmp_path):
     assert [c.label for c in more_repeats(short, folder, lanes=4)] == ["exclusive-x1-r1", "exclusive-x1-r2"]
 
 
+@pytest.mark.slow
 def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
     """A real CPU experiment: the plan adds the three baselines' cells and a lone repeat while the as-configured
     baseline misses its target; `colloc-kit show` prints the split with its labels."""

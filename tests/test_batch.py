@@ -93,6 +93,7 @@ def tiny(tmp_path):
     return books
 
 
+@pytest.mark.slow
 def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(tiny, tmp_path):
     parser = argparse.ArgumentParser()
     batch.add_subcommand(parser.add_subparsers())
@@ -136,6 +137,7 @@ def test_the_index_lists_each_notebooks_warnings_and_the_size_of_its_page(tiny, 
     assert f"{works.html_bytes / 1e6:.2f} MB" in index
 
 
+@pytest.mark.slow
 def test_self_contained_pages_hold_plotly_js_once_and_light_ones_say_where_it_is_missing(tiny, tmp_path):
     notebook(tiny / "03_figure.ipynb", "import plotly.graph_objects as go\nimport plotly.io as pio\n"
              "pio.renderers.default = 'plotly_mimetype'\ngo.Figure(go.Bar(y=[1, 2]))")
@@ -150,6 +152,7 @@ def test_self_contained_pages_hold_plotly_js_once_and_light_ones_say_where_it_is
     assert "which lay beside this page" not in whole_page
 
 
+@pytest.mark.slow
 def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, tmp_path):
     profiles = {"t": {"notebooks": {"02_works": {"N": 5}}}}
     hidden, shown = (batch.run_batch("t", out=tmp_path / name, notebooks_dir=tiny, profiles=profiles, only=["02"],
@@ -161,6 +164,7 @@ def test_show_code_keeps_the_code_cells_and_the_default_report_hides_them(tiny, 
     assert ">10<" in page("hidden", hidden).replace("&#39;", "")  # the output of N * 2 stays
 
 
+@pytest.mark.slow
 def test_main_batch_exits_1_when_a_notebook_failed(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "load_profiles", lambda: {"t": {}})
     args = argparse.Namespace(profile="t", out=str(tmp_path / "out"), parameters=["N=3"], only=["02"],
@@ -215,16 +219,24 @@ def test_a_kernel_started_outside_a_batch_folder_leaves_no_log_where_it_started(
 
 
 COURSE = sorted((batch.default_notebooks_dir() / "course").rglob("*.ipynb"))
+WITH_THE_TEACHER_COPIES = pytest.mark.xdist_group("session-teacher_first_runs")  # conftest's name: one worker, one run
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sheet", COURSE, ids=lambda p: str(p.relative_to(p.parents[1] if p.parent.name == "solutions"
-                                                                             else p.parent)))
-def test_every_course_sheet_and_its_solution_runs_headless_on_this_machine(tmp_path, sheet):
-    outcome = batch.execute(sheet, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]}, tmp_path)
+@pytest.mark.parametrize("sheet", [pytest.param(p, marks=WITH_THE_TEACHER_COPIES) if p.parent.name == "solutions"
+                                   else p for p in COURSE],
+                         ids=lambda p: str(p.relative_to(p.parents[1] if p.parent.name == "solutions" else p.parent)))
+def test_every_course_sheet_and_its_solution_runs_headless_on_this_machine(tmp_path, sheet, request):
+    """A solution's run is the session's first run of that teacher copy, which tests/test_teacher_copies.py runs a
+    second time; an exercise sheet runs here."""
+    if sheet.parent.name == "solutions":
+        outcome, folder, _ = request.getfixturevalue("teacher_first_runs")(sheet)
+    else:
+        outcome, folder = batch.execute(sheet, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]},
+                                        tmp_path), tmp_path
     assert outcome.status == "ok", outcome.error
     if sheet.parent.name == "solutions":  # the answers draw their figures
-        assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(tmp_path / outcome.ipynb))
+        assert any(PLOTLY_MIME in o.get("data", {}) for o in outputs(folder / outcome.ipynb))
 
 
 def test_pages_share_one_stylesheet_link_index_previous_next_and_the_index_says_what_each_is_and_counts_flags(

@@ -1,10 +1,11 @@
 """In a real browser (Playwright driving Debian's Chromium), the pages people read:
 
 - every notebook run in JupyterLab on this CPU with the cpu-smoke profile's parameters, one after another as a
-  reader would (Run All Cells), a screenshot of each; the batch's HTML reports of the same notebooks (under 1 MB,
-  figures drawn offline). On both, every figure is checked as drawn (at most MAX_SERIES series a plot, the legend
-  below the plot, at least 60 % of the width for the plots, categories in numeric order, every axis titled, every
-  label inside the figure's box, every point and CI inside its plot's area) and no output reads "nan" or "None";
+  reader would (Run All Cells), reusing the runs the session's cpu-smoke batch measured, a screenshot of each; the
+  batch's HTML reports of the same notebooks (under 1 MB, figures drawn offline). On both, every figure is checked
+  as drawn (at most MAX_SERIES series a plot, the legend below the plot, at least 60 % of the width for the plots,
+  categories in numeric order, every axis titled, every label inside the figure's box, every point and CI inside its
+  plot's area) and no output reads "nan" or "None";
 - a report made `--self-contained` draws alone, and a light report moved away from its plotly.min.js says so in
   each figure's place;
 - notebook 03's panel (Run updates the figure, Kernel > Interrupt stops a run within 10 s and keeps it, the progress
@@ -294,9 +295,13 @@ def interrupted_notebook():
     return nb
 
 
-@pytest.mark.timeout(1800)  # nine notebooks one after another, as the cpu-smoke batch runs them: minutes on 2 cores
-def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(lab, page):
-    (lab["root"] / "every").mkdir()  # the cpu-smoke batch's notebooks, with its parameters
+@pytest.mark.timeout(1800)  # the session's cpu-smoke batch runs in the first test that asks for it
+def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(smoke, lab, page):
+    """The cpu-smoke batch's notebooks, with its parameters, beside a copy of the runs the session's batch measured:
+    each notebook's runs are the batch's, reused as a reader's second Run All reuses them (the batch's tests hold
+    their measuring), so this test is about JupyterLab running and drawing each notebook."""
+    runs = shutil.copytree(smoke.folder / "runs", lab["root"] / "every" / "runs")
+    measured = sorted(runs.rglob("manifest.json"))
     for notebook, values in batch.plan("cpu-smoke", batch.load_profiles(), batch.default_notebooks_dir()):
         nb = nbformat.read(notebook, as_version=4)
         set_parameters(nb, {k: v for k, v in values.items() if k != "PLOTLY_RENDERER"})
@@ -313,6 +318,7 @@ def test_every_notebook_runs_in_jupyterlab_on_this_cpu_and_reads_well(lab, page)
             shot(page, f"lab-{path.stem}-failed")
             raise
         _menu(page, "Kernel", "Shut Down Kernel")
+    assert sorted(runs.rglob("manifest.json")) == measured, "a notebook measured again instead of reusing the batch's"
     assert page.outside == []
 
 

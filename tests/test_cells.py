@@ -79,6 +79,7 @@ def test_cell_ids_are_stable_interleaved_and_change_with_the_jobs():
     assert not set(ids) & {c.cell_id for c in cells(changed)}
 
 
+@pytest.mark.slow
 def test_rerun_skips_complete_cells_and_runs_the_missing_ones(tmp_path, capsys):
     first = colloc_kit.run([TINY], mode="naive", copies=[1, 2], out=tmp_path, monitor=False, progress=False)
     assert list(first.runs["status"]) == ["complete", "complete"]
@@ -94,6 +95,7 @@ def test_rerun_skips_complete_cells_and_runs_the_missing_ones(tmp_path, capsys):
     assert len(machines) == 2  # described once per command, not once per run
 
 
+@pytest.mark.slow
 def test_failed_and_killed_cells_run_again(tmp_path):
     failing = {**TINY, "steps": 30, "fail_at_step": 3, "fail_kind": "crash"}
     colloc_kit.run([failing], mode="naive", out=tmp_path, monitor=False, progress=False)
@@ -122,6 +124,7 @@ def test_plain_modes_pin_jobs_to_their_gpu_by_uuid(tmp_path, two_stand_in_gpus):
     assert slot.env["CUDA_VISIBLE_DEVICES"].startswith("GPU-")
 
 
+@pytest.mark.slow
 def test_dispatcher_spreads_cells_one_per_gpu_at_a_time_and_resumes(tmp_path, two_stand_in_gpus, capsys):
     results = colloc_kit.run([TINY], mode=["naive", "exclusive"], copies=[1, 2], out=tmp_path, monitor=False,
                              progress=False, gpus=[0, 1])
@@ -146,6 +149,7 @@ def test_dispatcher_spreads_cells_one_per_gpu_at_a_time_and_resumes(tmp_path, tw
     assert len(find_runs(tmp_path)) == 4 and list(again.runs["run_id"]) == list(runs["run_id"])
 
 
+@pytest.mark.slow
 def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_in_gpus):
     endless = {**TINY, "steps": 100000}
 
@@ -170,6 +174,7 @@ def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_i
     assert {r["status"] for r in experiment_status(tmp_path / "experiment")} == {"failed"}
 
 
+@pytest.mark.slow
 def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_path, two_stand_in_gpus, monkeypatch):
     """Not only an interrupt: whatever ends the dispatcher's loop (a bug, a test's timeout) stops its lanes, which
     would otherwise train on, unseen, for as long as the dispatcher's process lives (a notebook's kernel)."""
@@ -191,6 +196,7 @@ def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_
     assert sorted(m.gpu for m in found) == [0, 1] and {m.status for m in found} == {"interrupted"}
 
 
+@pytest.mark.slow
 def test_lanes_stop_on_their_dispatchers_interrupt_also_where_sigint_was_ignored(tmp_path):
     """A kit started in the background of a script inherits SIGINT ignored, and its lanes would inherit that from it;
     stopped by SIGTERM, it passes the interrupt on to its lanes as SIGINT, which they must hear: each stops its jobs and
@@ -224,6 +230,7 @@ def test_slurm_without_submitit_exits_2_with_what_to_install(tmp_path, capsys, m
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_status_lists_done_failed_and_pending_cells(tmp_path, capsys):
     colloc_kit.run([TINY], mode="naive", copies=[1], out=tmp_path, monitor=False, progress=False)
     spec_file = next((tmp_path / "experiment" / "specs").glob("*.json"))
@@ -250,6 +257,7 @@ def test_a_slurm_task_finds_the_gpu_it_was_given(monkeypatch, env, expected):
     assert _visible_gpu(machine_info, default=0) == expected
 
 
+@pytest.mark.slow
 def test_a_killed_dispatcher_takes_its_cells_and_their_workers_with_it(tmp_path):
     """SIGKILL of the kit (no chance to clean up): each cell process is told by the kernel (SIGTERM), stops its jobs
     and marks its run interrupted; no process is left."""

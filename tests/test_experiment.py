@@ -28,6 +28,7 @@ def tiny(**changes) -> dict:
     return {**TINY, "steps": 12, **changes}
 
 
+@pytest.mark.slow
 def test_two_naive_jobs_complete_and_load(tmp_path):
     results = colloc_kit.run([tiny()], mode="naive", copies=2, out=tmp_path, monitor=False, progress=False)
     jobs = results.jobs
@@ -45,6 +46,7 @@ def test_two_naive_jobs_complete_and_load(tmp_path):
     assert colloc_kit.load(tmp_path).jobs.shape[0] == 2  # a folder of runs loads the same
 
 
+@pytest.mark.slow
 def test_barrier_releases_jobs_together(tmp_path):
     results = colloc_kit.run([tiny(steps=6)], mode="naive", copies=3, out=tmp_path, monitor=False, progress=False)
     starts = results.jobs["started_at"]
@@ -53,6 +55,7 @@ def test_barrier_releases_jobs_together(tmp_path):
     assert (starts >= readies.max() - 1e-3).all(), "nobody starts before the last job is ready"
 
 
+@pytest.mark.slow
 def test_exclusive_runs_jobs_one_after_another(tmp_path):
     results = colloc_kit.run([tiny(steps=6)], mode="exclusive", copies=2, out=tmp_path, monitor=False, progress=False)
     first, second = results.jobs.sort_values("started_at").to_dict("records")
@@ -60,6 +63,7 @@ def test_exclusive_runs_jobs_one_after_another(tmp_path):
     assert results.runs.iloc[0]["throughput_window"] == "sequential"
 
 
+@pytest.mark.slow
 def test_out_of_memory_job_is_recorded_and_neighbour_completes(tmp_path):
     jobs = [tiny(steps=30), tiny(steps=30, fail_at_step=4, fail_kind="out_of_memory")]
     results = colloc_kit.run(jobs, mode="naive", out=tmp_path, monitor=False, progress=False)
@@ -69,6 +73,7 @@ def test_out_of_memory_job_is_recorded_and_neighbour_completes(tmp_path):
     assert results.runs.iloc[0]["status"] == "failed_jobs"
 
 
+@pytest.mark.slow
 def test_killed_worker_is_recorded_and_neighbour_completes(tmp_path):
     killed = []
 
@@ -87,6 +92,7 @@ def test_killed_worker_is_recorded_and_neighbour_completes(tmp_path):
     assert second.status == "failed" and second.error_kind == "killed" and "SIGKILL" in second.error
 
 
+@pytest.mark.slow
 def test_crash_without_event_is_recorded(tmp_path):
     results = colloc_kit.run([tiny(steps=30), tiny(steps=30, fail_at_step=3, fail_kind="crash")], mode="naive",
                              out=tmp_path, monitor=False, progress=False)
@@ -95,6 +101,7 @@ def test_crash_without_event_is_recorded(tmp_path):
     assert results.jobs.set_index("group").loc[0, "status"] == "complete"
 
 
+@pytest.mark.slow
 def test_time_limit_stops_a_job(tmp_path):
     results = colloc_kit.run([tiny(steps=100000)], mode="naive", out=tmp_path, monitor=False, progress=False,
                              time_limit_s=2)
@@ -103,6 +110,7 @@ def test_time_limit_stops_a_job(tmp_path):
     assert results.jobs["ended_at"].isna().all()  # the worker never reached its end event
 
 
+@pytest.mark.slow
 def test_interrupt_stops_jobs_and_keeps_the_run(tmp_path):
     def interrupt_soon():
         time.sleep(0.1)
@@ -157,6 +165,7 @@ def test_cli_bad_yaml_exits_2(tmp_path, capsys):
     assert "unknown key(s) colour" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_run_and_show(tmp_path, capsys):
     argv = ["run", "--mode", "naive", "--model", "smallcnn", "--copies", "2", "--dataset", "synthetic", "--device",
             "cpu", "--epochs", "1", "--batch-size", "16", "--image-size", "32", "--synthetic-samples", "128",
@@ -172,6 +181,7 @@ def test_cli_run_and_show(tmp_path, capsys):
     assert "j1-smallcnn" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_exit_1_when_a_job_fails_and_stderr_names_the_job_its_run_and_why(tmp_path, capsys):
     argv = ["run", "--model", "smallcnn", "--device", "cpu", "--steps", "20", "--warmup-steps", "2", "--image-size",
             "32", "--batch-size", "8", "--workers", "0", "--fail-at-step", "3", "--no-monitor", "--quiet",
@@ -183,6 +193,7 @@ def test_cli_exit_1_when_a_job_fails_and_stderr_names_the_job_its_run_and_why(tm
     assert "None" not in printed.out and "NaN" not in printed.out  # what a failed job lacks is a dash in the tables
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_run_cleanly(tmp_path):
     """A timeout or service stop (SIGTERM) takes Ctrl-C's path: exit 130, the run on disk marked interrupted."""
     cmd = [sys.executable, "-m", "colloc_kit.cli", "run", "--model", "smallcnn", "--device", "cpu", "--steps", "100000",

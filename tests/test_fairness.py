@@ -210,6 +210,7 @@ def seed_37(rates: dict[str, list[tuple[str, float]]], alone: dict[str, float]) 
     return results_of([{**row, "experiment": "seed-37", "amp": "off", "recipe": "seed"} for row in rows])
 
 
+@pytest.mark.slow
 def test_the_findings_name_the_least_fair_cells_and_who_lost_under_naive_and_mps():
     results = seed_37({"naive": [("timm.resnet152", 300.0), ("timm.resnet26", 700.0)],
                        "mps": [("timm.resnet152", 100.0), ("timm.resnet26", 900.0)]},
@@ -277,6 +278,7 @@ class Throttle(threading.Thread):
                     pass
 
 
+@pytest.mark.slow
 def test_a_starved_job_makes_its_run_unfair_and_is_named_as_the_one_that_lost(tmp_path):
     throttle = Throttle(tmp_path, "*naive-x2*", "j1-", share=0.1)
     throttle.start()

@@ -106,6 +106,7 @@ def test_memory_fit_keeps_a_margin():
     assert figures.copies_fit(10_000, None) is None
 
 
+@pytest.mark.slow
 def test_cli_table_load_analysis_and_panel_show_one_aggregate_and_one_normalized_figure(tmp_path, capsys):
     """A real tiny CPU experiment, read four ways."""
     job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "batch_size": 8, "synthetic_samples": 64,

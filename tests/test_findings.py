@@ -157,6 +157,7 @@ def test_compute_must_fit_holds_where_the_busiest_lone_job_gains_least():
     assert [c.workload for c in decision.cells] == ["resnet152", "resnet26"]  # the busiest first, then the others
 
 
+@pytest.mark.slow
 def test_mixes_are_compared_across_ways_of_sharing_in_the_findings():
     """Made-up rates (not measured): R26 + R50 alone at 100 and 50 images/s; together naive, MPS and on partitions."""
     rows = []
@@ -212,6 +213,7 @@ def test_a_cell_not_run_is_explained_by_the_steady_footprint_where_it_cannot_fit
     assert states[(findings.MPS, 3)] == "not run"  # 3 copies fit the card
 
 
+@pytest.mark.slow
 def test_experiments_34_to_36_get_their_gain_table_where_the_data_has_them():
     """Made-up rates (not measured): CaiT alone at 100 images/s, two copies naive at 45 each."""
     jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [45.0, 45.0]})
@@ -229,6 +231,7 @@ def folder_jobs(data_root: str, amp: str, rates: dict) -> pd.DataFrame:
     return jobs.assign(run_id=jobs["run_id"] + f"-{amp}-{Path(data_root).name}")
 
 
+@pytest.mark.slow
 def test_the_claims_hold_the_studys_fp32_and_bf16_gets_its_own_section():
     """Made-up rates (not measured): fp32 copies gain 1.2x, bf16 copies 2.5x; claim 1's verdict is fp32's, bf16's
     gain is reported beside it as not the study's recipe."""
@@ -302,6 +305,7 @@ REGENERATE = ("python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08.
               "$PWD/docs/findings.md -p FINDINGS_IMAGES $PWD/docs/img/findings")
 
 
+@pytest.mark.slow
 def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
     """docs/findings.md is drawn, not written: the report of the renewed H100 set, under 240 lines (experiment 33
     in fp32 and bf16, 34 to 37), its figures beside it."""
@@ -316,6 +320,7 @@ def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
     assert anchors <= headings, anchors - headings  # every link to a figure or a table lands
 
 
+@pytest.mark.slow
 def test_the_readme_says_claim_1_as_its_verdict_on_the_shipped_data_gives_it():
     """The README's headline sentence on claim 1 follows the verdict: cannot tell, by the one cell that spans 3x."""
     results, not_run, source = findings.read("h100-80gb-renewed")

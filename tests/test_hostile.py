@@ -336,6 +336,7 @@ def test_mig_bad_input_exits_2(capsys, argv, says):
 # ---------------------------------------------------------------- real runs: paths, failures, full disks
 
 
+@pytest.mark.slow
 def test_a_name_with_spaces_prints_the_folder_that_exists(tmp_path, capsys):
     out = tmp_path / "my runs"
     code, printed, _ = cli(capsys, "run", *TINY_FLAGS, "--name", "my study", "--out", out)
@@ -345,6 +346,7 @@ def test_a_name_with_spaces_prints_the_folder_that_exists(tmp_path, capsys):
     assert len(colloc_kit.load(folder).jobs) == 1
 
 
+@pytest.mark.slow
 def test_a_failing_job_exits_1_and_its_neighbour_is_kept(tmp_path, capsys):
     spec = write_spec(tmp_path, json.dumps({"jobs": [{**TINY_JOB, "steps": 6},
                                                      {**TINY_JOB, "steps": 6, "fail_at_step": 2, "fail_kind": "crash"}],
@@ -362,6 +364,7 @@ def _wave(tmp_path: Path, n: int, steps: int = 40) -> Wave:
     return Wave(items, jobs_dir=tmp_path / "jobs", time_limit_s=120)
 
 
+@pytest.mark.slow
 def test_an_event_log_on_a_full_disk_fails_its_job_without_hanging(tmp_path):
     """/dev/full: every write fails with ENOSPC. The pump keeps draining, the job is stopped and says where it
     could not write; its neighbour completes."""
@@ -374,6 +377,7 @@ def test_an_event_log_on_a_full_disk_fails_its_job_without_hanging(tmp_path):
     assert full.error == f"could not write {wave.jobs_dir / 'j1.events.jsonl'}: No space left on device"
 
 
+@pytest.mark.slow
 def test_an_event_log_that_cannot_be_opened_fails_its_job_without_hanging(tmp_path):
     wave = _wave(tmp_path, 2, steps=4)
     (wave.jobs_dir / "j0.events.jsonl").mkdir(parents=True)
@@ -383,6 +387,7 @@ def test_an_event_log_that_cannot_be_opened_fails_its_job_without_hanging(tmp_pa
     assert "Is a directory" in outcomes["j0"].error
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
     """A 64 KiB tmpfs under --out, events every millisecond: the run ends (no hang), exit 1, the message says where
     and what to do; the run marks itself (its manifest rewritten in its own space): each job failed, saying which
@@ -408,6 +413,7 @@ def test_a_run_on_a_full_disk_ends_says_where_and_leaves_no_temp_file(tmp_path):
         unmount(disk)
 
 
+@pytest.mark.slow
 def test_workers_die_with_a_sigkilled_kit(tmp_path):
     """Workers that write nothing for a minute (no event would hit the dead pipe) still die with the kit, and so does
     the zygote that forked them: their stdin closes with it, and a worker leaves when its stdin closes."""
@@ -424,6 +430,7 @@ def test_workers_die_with_a_sigkilled_kit(tmp_path):
     assert not alive, f"{[' '.join(p.cmdline())[:80] for p in alive]} outlived the SIGKILLed kit"
 
 
+@pytest.mark.slow
 def test_two_interrupts_in_a_row_do_not_record_started_jobs_as_not_started(tmp_path):
     def interrupt_twice():
         while sum('"interval"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
@@ -644,6 +651,7 @@ def _as_running(run: RunDir, pid: int, runner_started_at: float | None, started_
     (run.path / MANIFEST).write_text(json.dumps(data))
 
 
+@pytest.mark.slow
 def test_a_run_records_its_runner_by_pid_and_start_time(one_done_cell):
     _, run = one_done_cell
     manifest = run.read_manifest()
@@ -651,6 +659,7 @@ def test_a_run_records_its_runner_by_pid_and_start_time(one_done_cell):
     assert manifest.runner_started_at == pytest.approx(psutil.Process().create_time(), abs=0.01)
 
 
+@pytest.mark.slow
 def test_a_live_runner_holds_its_cell(one_done_cell, capsys):
     out, run = one_done_cell
     _as_running(run, *this_runner())
@@ -661,6 +670,7 @@ def test_a_live_runner_holds_its_cell(one_done_cell, capsys):
 
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["start time recorded", "manifest of an older kit"])
+@pytest.mark.slow
 def test_a_dead_runners_pid_taken_by_another_process_does_not_hold_its_cell(one_done_cell, capsys, recorded):
     """Before: `status` said running for good and every rerun skipped the cell. Now the pid's process must have
     started when the runner did (or, for an older manifest, before the run did): a stranger that took the pid
@@ -684,6 +694,7 @@ def test_a_dead_runners_pid_taken_by_another_process_does_not_hold_its_cell(one_
 
 
 @pytest.mark.parametrize("pid", [None, 0, -5, "12", 2**40, True], ids=repr)
+@pytest.mark.slow
 def test_a_runner_pid_no_process_can_have_reads_as_dead(one_done_cell, capsys, pid):
     out, run = one_done_cell
     data = json.loads((run.path / MANIFEST).read_text())
@@ -726,6 +737,7 @@ def _data_make(root: Path) -> tuple[subprocess.Popen, list[psutil.Process]]:
     return kit, writers
 
 
+@pytest.mark.slow
 def test_data_make_writers_die_with_a_sigkilled_make(tmp_path):
     """Before: the writers lived on, detached. Now each is sent SIGKILL as its parent dies (PR_SET_PDEATHSIG)."""
     kit, writers = _data_make(tmp_path)
@@ -1007,6 +1019,7 @@ def test_ctrl_c_while_the_kit_loads_exits_130_with_one_line(entry, loaded):
 
 
 @pytest.mark.parametrize("argv", [["show", "{runs}"], ["status", "{runs}/experiment"]], ids=["show", "status"])
+@pytest.mark.slow
 def test_a_closed_stdout_pipe_is_not_reported_as_a_full_disk(tmp_path, three_runs, argv):
     """`colloc-kit status X | head -0`: the reader is gone before anything is printed. Nothing to say and no one to
     say it to: no message, exit 141 (128 + SIGPIPE, as a shell reports a command that wrote into a closed pipe)."""
@@ -1092,6 +1105,7 @@ def test_a_seed_spec_with_a_value_of_the_wrong_kind_is_refused(tmp_path, capsys,
         assert says in refused(capsys, tmp_path, "run", spec, "--out", tmp_path, *plan)
 
 
+@pytest.mark.slow
 def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tmp_path):
     """Killing the preloaded zygote mid-run: its jobs run on and report; each is recorded from its own events
     (complete, its images/s kept), and the run names what happened to the zygote."""

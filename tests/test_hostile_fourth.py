@@ -96,6 +96,7 @@ def _runs_by_cell(folder: Path) -> dict[str, list[dict]]:
 
 
 @pytest.mark.parametrize("stagger_s", [0.0, 1.5])
+@pytest.mark.slow
 def test_two_kits_on_one_folder_never_run_one_cell_twice_or_at_once(tmp_path, stagger_s):
     argv = ["run", *TINY_FLAGS, "--copies", "1", "--repeats", "3", "--name", "shared", "--no-monitor",
             "--out", tmp_path]
@@ -189,6 +190,7 @@ def test_monitor_files_read_in_a_loop_while_written_are_never_torn(tmp_path):
     assert not [p.name for p in (tmp_path / "monitor").rglob("*.tmp")]
 
 
+@pytest.mark.slow
 def test_a_folder_read_in_a_loop_while_a_run_writes_it(tmp_path):
     proc = kit("run", *TINY_FLAGS, "--steps", "30", "--copies", "1,2", "--name", "busy", "--monitor-interval",
                "0.05", "--out", tmp_path)
@@ -268,6 +270,7 @@ def whole_cells(db: Path) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_an_export_within_a_second_saying_what_was_written(tmp_path):
     pytest.importorskip("mlflow")
     db = tmp_path / "mlflow.db"
@@ -338,19 +341,20 @@ def _notebook(path: Path, *sources: str) -> None:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
 def test_a_batch_stopped_midway_still_says_what_ran_what_was_interrupted_and_what_never_started(tmp_path, stop):
     pytest.importorskip("papermill")
     books = tmp_path / "notebooks"
     books.mkdir()
     _notebook(books / "01_quick.ipynb", "x = 1")
-    _notebook(books / "02_slow.ipynb", "import time\ntime.sleep(120)")
+    started = tmp_path / "02-started"  # written by the slow cell as it starts
+    _notebook(books / "02_slow.ipynb", f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(120)")
     _notebook(books / "03_never.ipynb", "x = 3")
     proc = subprocess.Popen([sys.executable, "-c", BATCH_SCRIPT, str(books), str(tmp_path / "out")], cwd=REPO,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not list((tmp_path / "out").glob("*/02_slow.ipynb")) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(3)  # its kernel started and runs the slow cell
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     proc.send_signal(stop)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
@@ -410,6 +414,7 @@ def test_batch_parameters_are_checked_against_each_notebooks_types_before_anythi
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_plan_warns_of_a_damaged_folder_and_estimates_only_from_runs_of_the_same_jobs(tmp_path, capsys):
     code, out, err = cli(capsys, "run", *TINY_FLAGS, "--no-monitor", "--name", "est", "--out", tmp_path)
     assert code == 0, err
@@ -435,6 +440,7 @@ def test_a_failed_jobs_reason_says_what_went_wrong_and_what_to_do(error, says):
     assert reason(error).startswith(says), reason(error)
 
 
+@pytest.mark.slow
 def test_a_job_on_a_damaged_image_fails_saying_which_and_what_to_do(tmp_path, capsys):
     from fake_datasets import write_imagefolder  # noqa: PLC0415 - the tests' helper
 

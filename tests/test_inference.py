@@ -125,6 +125,7 @@ def test_slo_text_needs_units_and_serving_options_need_role_serve():
         JobSpec(model="smallcnn", rate_per_s=10.0)
 
 
+@pytest.mark.slow
 def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
     serve = {"model": "smallcnn", "role": "serve", "device": "cpu", "batch_size": 1, "image_size": 32,
              "rate_per_s": 20.0, "slo": "500ms", "seconds": 2, "warmup_steps": 2, "interval_s": 0.5}

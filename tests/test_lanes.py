@@ -39,6 +39,7 @@ def runs_of(path):
 
 
 @pytest.mark.parametrize("n_gpus", [2, 4])
+@pytest.mark.slow
 def test_each_gpu_is_one_lane_whose_jobs_fork_from_one_zygote(tmp_path, n_gpus):
     """Every cell of a GPU runs in that GPU's one lane process, every job of the lane is forked from one preloaded
     process (not a fresh interpreter per cell), every GPU is used, and pinned lanes split the host's cores."""
@@ -62,6 +63,7 @@ def test_each_gpu_is_one_lane_whose_jobs_fork_from_one_zygote(tmp_path, n_gpus):
     assert kit_processes_below_us() == [], "no lane or zygote is left"
 
 
+@pytest.mark.slow
 def test_pinned_and_unpinned_runs_are_two_cells_and_jobs_record_where_they_ran(tmp_path):
     pinned = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[2])
     unpinned = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[2], placement="unpinned")
@@ -81,6 +83,7 @@ def test_pinned_and_unpinned_runs_are_two_cells_and_jobs_record_where_they_ran(t
     assert sorted(colloc_kit.load(tmp_path).runs["placement"]) == ["pinned", "unpinned"]  # what the tables say
 
 
+@pytest.mark.slow
 def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
     """A loose target ends a 60-s window within seconds, recording the CI it reached; an unreachable one runs to the
     most seconds and records the CI it had; each job's manifest and the jobs table say why its window ended."""
@@ -100,6 +103,7 @@ def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
     assert tables == {"loose": ["precision"], "tight": ["seconds"]}
 
 
+@pytest.mark.slow
 def test_a_window_of_steps_says_so(tmp_path):
     """A budget of steps ends the window by its steps, and the manifest says so."""
     colloc_kit.run([TINY], mode="naive", copies=[1], out=tmp_path, name="steps", monitor=False, progress=False)
@@ -118,6 +122,7 @@ def test_until_ci_without_a_sound_budget_is_refused(job, message):
 
 
 @pytest.mark.parametrize("quick", ["1", "0"])
+@pytest.mark.slow
 def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, monkeypatch, quick):
     """Quick start (the default): a slow read-back of one cell (its figures, jobs.csv) does not hold the lane's next
     cell, which starts before that cell's jobs.csv is written; the worker's loader started before its model built. The
@@ -141,6 +146,7 @@ def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, m
 
 
 @pytest.mark.parametrize("n_gpus", [1, 2])
+@pytest.mark.slow
 def test_kept_lanes_run_several_experiments_through_one_lane_and_zygote_per_gpu(tmp_path, n_gpus):
     """Inside `kept_lanes`, a second experiment over the same GPUs hands its cells to the lane processes the first
     one left (one GPU: to this process's lane, with the zygote the first started): each GPU's cells of both ran in one

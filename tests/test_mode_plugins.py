@@ -65,6 +65,7 @@ def test_a_mode_in_one_file_shows_in_run_help_and_info(plugin_dir):
     assert row["runs_here"] and row["options"] == ["max_connections"] and row["summary"].startswith("All jobs at once")
 
 
+@pytest.mark.slow
 def test_a_mode_in_one_file_runs_from_a_yaml_spec_with_its_flag(plugin_dir, tmp_path):
     spec = tmp_path / "capped.yaml"
     spec.write_text(f"jobs: [{TINY_JOB}]\nmodes: [{{name: capped, max_connections: 1}}]\ncopies: 2\n")
@@ -79,6 +80,7 @@ def test_a_mode_in_one_file_runs_from_a_yaml_spec_with_its_flag(plugin_dir, tmp_
     assert list(jobs["slot_max_connections"]) == [2, 2]  # the flag overrode the YAML key
 
 
+@pytest.mark.slow
 def test_a_mode_in_one_file_is_among_the_panels_choices(plugin_dir):
     show = ("from colloc_kit.notebook.panel import ExperimentPanel\n"
             "panel = ExperimentPanel(models=['smallcnn'], modes=['naive'], job={'device': 'cpu'})\n"

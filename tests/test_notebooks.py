@@ -125,6 +125,7 @@ def test_guess_before_you_run_executes_on_the_cpu_from_the_shipped_data(tmp_path
     assert "Measured on the H100" in text and "Your guess, 1.70x, is off by" in text and "Reading:" in text
 
 
+@pytest.mark.slow
 def test_guess_before_you_run_as_shipped_stops_before_every_reveal_with_a_notice(tmp_path):
     (path,) = [nb for nb in TOP if nb.stem.startswith("09")]
     outcome = batch.execute(path, {"PLOTLY_RENDERER": batch.BATCH_PARAMETERS["PLOTLY_RENDERER"]}, tmp_path)

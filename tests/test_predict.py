@@ -130,6 +130,7 @@ def test_bad_input_is_refused_with_what_to_do():
         predict(Config("mps", ("cpu", "cpu")), {"cpu": LoneProfile("cpu", 10.0, device="cpu")})
 
 
+@pytest.mark.slow
 def test_cli_advise_exits_2_on_an_unknown_workload_or_a_spec_job_without_a_lone_run(capsys, tmp_path):
     assert main(["advise", "resnet9 + resnet50", "--experiment", "seed-37"]) == 2
     err = capsys.readouterr().err
@@ -141,6 +142,7 @@ def test_cli_advise_exits_2_on_an_unknown_workload_or_a_spec_job_without_a_lone_
     assert main(["advise", "resnet18", "--reference", "h100-matrix", "--modes", "magic"]) == 2
 
 
+@pytest.mark.slow
 def test_cli_advise_ranks_experiment_37_without_a_gpu(capsys, tmp_path):
     assert main(["advise", "seed-37", "--top", "2", "--pairs", str(tmp_path / "pairs.csv")]) == 0
     out = capsys.readouterr().out
@@ -148,12 +150,14 @@ def test_cli_advise_ranks_experiment_37_without_a_gpu(capsys, tmp_path):
     assert (tmp_path / "pairs.csv").read_text().startswith("workload_a,workload_b,mode")
 
 
+@pytest.mark.slow
 def test_validation_meets_the_issue_targets_on_held_out_cells():
     bands = predict_check.error_bands()
     for mode in ("naive", "mps", "partitions"):
         assert bands[mode]["cells"] >= 10 and bands[mode]["median"] <= 0.10 and bands[mode]["p90"] <= 0.25
 
 
+@pytest.mark.slow
 def test_the_readme_findings_and_notebook_09_show_the_one_set_of_held_out_errors():
     """README's table is `held_out_errors()` of the shipped data to its digits; docs/findings.md and notebook 09
     compute theirs with it (the findings drew 35/35/19 cells from another set before)."""

@@ -179,6 +179,7 @@ def summaries(result_sets):
     return {name: analysis.summarize(results) for name, results in result_sets.items()}
 
 
+@pytest.mark.slow
 def test_every_relation_a_reading_states_holds_on_the_numbers_it_shows(result_sets, summaries):
     stated = {}
     for name, results in result_sets.items():
@@ -353,6 +354,7 @@ def reading_lines(folder: Path, ipynb: str) -> list[str]:
             for line in o.get("text", "").splitlines()]
 
 
+@pytest.mark.slow
 def test_the_smoke_pages_state_only_relations_that_hold(smoke):
     for name in CALLS:
         (outcome,) = [n for n in smoke.notebooks if n.name == name]

@@ -38,6 +38,7 @@ def raw_runs(tmp_path_factory):
     return out / "seed-33"
 
 
+@pytest.mark.slow
 def test_an_exported_set_gives_the_frames_and_figures_of_the_raw_runs(raw_runs, tmp_path):
     raw = colloc_kit.load(raw_runs)
     folder = reference.export(raw_runs, "cpu-test", {"commands": ["pytest"]}, root=tmp_path)
@@ -54,6 +55,7 @@ def test_an_exported_set_gives_the_frames_and_figures_of_the_raw_runs(raw_runs, 
         ["README.md", "epochs.parquet", "jobs.parquet", "monitor.parquet", "not_run.parquet", "runs.parquet"]
 
 
+@pytest.mark.slow
 def test_export_from_results_in_memory_equals_export_from_folders(raw_runs, tmp_path):
     from_folder = reference.load(reference.export(raw_runs, "a", root=tmp_path))
     from_memory = reference.load(reference.export(colloc_kit.load(raw_runs), "b", root=tmp_path))
@@ -61,6 +63,7 @@ def test_export_from_results_in_memory_equals_export_from_folders(raw_runs, tmp_
     assert reference.available(tmp_path) == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_the_readme_says_where_when_how_and_what_was_left_out(raw_runs, tmp_path):
     facts = {"commands": ["colloc-kit run seed-33 --out runs"], "left out": "experiment 35 (no time)"}
     text = (reference.export(raw_runs, "cpu-test", facts, root=tmp_path) / "README.md").read_text()
@@ -71,6 +74,7 @@ def test_the_readme_says_where_when_how_and_what_was_left_out(raw_runs, tmp_path
     assert text.count("## Left out") == 1
 
 
+@pytest.mark.slow
 def test_cells_an_experiment_did_not_run_travel_with_the_set(raw_runs, tmp_path):
     experiment = tmp_path / "seed-33"
     shutil.copytree(raw_runs, experiment)
@@ -139,6 +143,7 @@ def test_an_unknown_set_is_named_with_the_shipped_ones():
         reference.load("nope")
 
 
+@pytest.mark.slow
 def test_cli_exports_lists_and_refuses_bad_facts(raw_runs, tmp_path, capsys):
     code = main(["reference", "export", str(raw_runs), "--name", "cli-set", "--to", str(tmp_path),
                  "--fact", "commands=colloc-kit run seed-33", "--fact", "commands=colloc-kit reference export"])
@@ -149,6 +154,7 @@ def test_cli_exports_lists_and_refuses_bad_facts(raw_runs, tmp_path, capsys):
     assert main(["reference", "list"]) == 0
 
 
+@pytest.mark.slow
 def test_notebooks_fall_back_to_the_shipped_set_and_say_so_in_one_line(raw_runs, tmp_path, monkeypatch):
     local, note = reference.local_or_reference(raw_runs.parent)
     assert len(local.runs) == 4 and note.startswith("4 runs")
@@ -187,6 +193,7 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
 
 @pytest.mark.skipif(reference.DEFAULT not in reference.available(),
                     reason=f"the H100 set ({reference.DEFAULT}) is not in colloc_kit/reference/ yet")
+@pytest.mark.slow
 def test_the_shipped_h100_set_explains_every_cell_and_carries_cis_gpm_and_energy():
     shipped, not_run = reference.load(), reference.not_run()
     assert {"seed-33", "seed-34", "seed-37"} <= set(shipped.runs["experiment"])  # 35 and 36 in part
@@ -222,6 +229,7 @@ def matrix_runs(tmp_path_factory):
     return target / "runs"
 
 
+@pytest.mark.slow
 def test_the_course_set_gives_the_figures_of_its_raw_h100_runs(matrix_runs):
     """The shipped h100-matrix is the matrix runs in benchmarks/, exported: every figure the sheets show agrees."""
     shipped, raw = reference.load(COURSE_SET), colloc_kit.load(matrix_runs)
@@ -239,6 +247,7 @@ def test_the_course_set_gives_the_figures_of_its_raw_h100_runs(matrix_runs):
     assert sum(p.stat().st_size for p in reference.folder(COURSE_SET).iterdir()) < 2**20  # no raw series
 
 
+@pytest.mark.slow
 def test_the_readme_names_the_machine_of_runs_that_hold_it_in_their_manifest(matrix_runs):
     """Runs written before machine descriptions (the H100 matrix) keep theirs inline in the manifest."""
     runs = colloc_kit.load(matrix_runs / "single-job").runs

@@ -58,6 +58,7 @@ def test_run_show_and_status_with_relative_data_and_results_folders(work):
     kit("status", "../results/runs/rel", cwd=work)
 
 
+@pytest.mark.slow
 def test_the_python_api_keeps_its_folders_when_the_working_folder_changes_later(work):
     results = colloc_kit.run([{"model": "smallcnn", "device": "cpu", "image_size": 32, "steps": 3, "warmup_steps": 1,
                                "batch_size": 8, "workers": 0, "synthetic_samples": 64}], mode="naive", copies=1,
@@ -75,6 +76,7 @@ def test_a_panel_keeps_the_runs_folder_of_the_folder_it_was_made_in(work):
     assert panel.out == work.parent / "results" / "panel"
 
 
+@pytest.mark.slow
 def test_export_reads_a_relative_experiment_folder_as_the_one_named_where_it_was_named(work):
     results = work.parent / "results"
     colloc_kit.run([{"model": "smallcnn", "device": "cpu", "image_size": 32, "steps": 3, "warmup_steps": 1,

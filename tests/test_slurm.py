@@ -42,6 +42,7 @@ def settled(exp_dir):
         time.sleep(0.5)
 
 
+@pytest.mark.slow
 def test_slurm_runs_each_cell_as_an_array_task_and_resubmits_only_what_failed(cluster, tmp_path, capsys):
     out, exp_dir = tmp_path / "runs", tmp_path / "runs" / "experiment"
     argv = ["run", *CELL_FLAGS, "--slurm", "--time-min", "5", "--array-parallelism", "1", "--out", str(out)]
@@ -74,6 +75,7 @@ def test_slurm_runs_each_cell_as_an_array_task_and_resubmits_only_what_failed(cl
     assert main(argv) == 0 and "nothing to submit" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_one_array_task_runs_several_cells_through_one_preloaded_process_and_resumes(cluster, tmp_path, capsys):
     """--cells-per-task 2: three cells go to Slurm as two tasks; the two cells of the first task ran in one process
     whose jobs were forked from one zygote; a wider matrix into the same folder submits only the new cell."""

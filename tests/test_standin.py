@@ -5,6 +5,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 
 from colloc_kit import events
@@ -43,6 +44,7 @@ def test_the_cli_refuses_a_count_below_one_image_per_class(tmp_path, capsys):
     assert "at least 1000" in capsys.readouterr().err and not (tmp_path / "imagenet64").exists()
 
 
+@pytest.mark.slow
 def test_a_job_trained_on_a_standin_says_so(tmp_path):
     folder = standin.make("cifar10", tmp_path, images=40, progress=False)
     out = subprocess.run([sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",

@@ -1,7 +1,11 @@
 """`colloc_kit.sweep`: the notebooks' baseline-and-modes pattern in one call (real runs of tiny CPU jobs)."""
 
+import pytest
+
 import colloc_kit
 from colloc_kit.analysis import summaries as analysis
+
+pytestmark = pytest.mark.slow  # real runs: 10-50 s each on 2 cores
 
 TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2, interval_s=0.1,
             synthetic_samples=64, steps=12)

@@ -184,6 +184,7 @@ def test_a_verdict_naming_a_cell_that_contradicts_it_is_caught():
 
 
 @pytest.mark.parametrize("data", ["h100-80gb", "h100-80gb-renewed"])
+@pytest.mark.slow
 def test_no_verdict_on_the_shipped_h100_sets_names_a_cell_that_contradicts_it(data):
     results, not_run, source = findings.read(data)
     found = findings.report(results, findings.gpu_of(results), source=source, not_run=not_run)

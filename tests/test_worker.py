@@ -35,6 +35,7 @@ def of_type(evs: list[dict], type_: str) -> list[dict]:
     return [e for e in evs if e["type"] == type_]
 
 
+@pytest.mark.slow
 def test_runs_alone_and_emits_a_valid_event_sequence():
     code, evs, _ = run("--steps", "9", "--warmup-steps", "3", "--interval-s", "0.01", "--job-id", "solo")
     assert code == 0
@@ -68,6 +69,7 @@ def test_runs_alone_and_emits_a_valid_event_sequence():
     assert end["peak_allocated_mb"] is None and end["peak_reserved_mb"] is None and end["peak_rss_mb"] > 0
 
 
+@pytest.mark.slow
 def test_barrier_holds_until_a_line_arrives_and_the_job_trains_on_until_told_to_stop():
     proc = worker("--steps", "4", "--warmup-steps", "2", "--interval-s", "0.01", "--barrier", "stdin")
     try:
@@ -94,6 +96,7 @@ def test_barrier_holds_until_a_line_arrives_and_the_job_trains_on_until_told_to_
     assert end["steps"] > 6 and end["held_s"] > 0 and end["steady_images"] == 4 * 8  # the window is the budget alone
 
 
+@pytest.mark.slow
 def test_barrier_eof_means_the_launcher_died_and_exits_3():
     proc = worker("--steps", "6", "--warmup-steps", "2", "--barrier", "stdin")
     try:
@@ -105,6 +108,7 @@ def test_barrier_eof_means_the_launcher_died_and_exits_3():
         proc.kill()
 
 
+@pytest.mark.slow
 def test_stdin_eof_while_training_stops_the_job():
     """The launcher died (even by SIGKILL): its end of the pipe closes, and the job leaves instead of training on."""
     proc = worker("--steps", "100000", "--warmup-steps", "2", "--barrier", "stdin")
@@ -119,6 +123,7 @@ def test_stdin_eof_while_training_stops_the_job():
         proc.kill()
 
 
+@pytest.mark.slow
 def test_epochs_budget_ends_after_whole_epochs():
     code, evs, _ = run("--epochs", "2", "--warmup-steps", "1")
     assert code == 0
@@ -126,6 +131,7 @@ def test_epochs_budget_ends_after_whole_epochs():
     assert evs[-1]["steps"] == 8 and evs[-1]["epochs"] == 2
 
 
+@pytest.mark.slow
 def test_seconds_budget_counts_the_measured_window_after_warmup():
     code, evs, _ = run("--seconds", "1.5", "--warmup-steps", "2", "--interval-s", "0.2")
     assert code == 0
@@ -136,6 +142,7 @@ def test_seconds_budget_counts_the_measured_window_after_warmup():
     assert end["steps"] > 2 and end["images_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_budget_inside_warmup_reports_no_throughput():
     code, evs, _ = run("--epochs", "1", "--warmup-steps", "10")
     assert code == 0
@@ -145,6 +152,7 @@ def test_budget_inside_warmup_reports_no_throughput():
 
 
 @pytest.mark.parametrize("kind, exit_code", [("out_of_memory", 1), ("cuda_error", 1)])
+@pytest.mark.slow
 def test_fault_injection_reports_its_error_kind(kind, exit_code):
     code, evs, err = run("--steps", "18", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", kind)
     assert code == exit_code
@@ -153,6 +161,7 @@ def test_fault_injection_reports_its_error_kind(kind, exit_code):
     assert not of_type(evs, "end")
 
 
+@pytest.mark.slow
 def test_fault_injection_crash_dies_without_a_word():
     code, evs, _ = run("--steps", "18", "--warmup-steps", "2", "--fail-at-step", "5", "--fail-kind", "crash")
     assert code == -9

@@ -31,6 +31,7 @@ def train_on(dataset: str, root, *extra: str) -> list[dict]:
     return [events.parse(line) for line in out.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_cifar10_trains_through_torchvision_with_loader_processes(tmp_path):
     evs = train_on("cifar10", write_cifar10(tmp_path, images_per_batch=8), "--workers", "1")
     ready, end = evs[0], evs[-1]
@@ -39,12 +40,14 @@ def test_cifar10_trains_through_torchvision_with_loader_processes(tmp_path):
     assert end["type"] == "end" and end["steps"] == 10 and end["images_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_imagenet64_trains_from_npz_batches(tmp_path):
     evs = train_on("imagenet64", write_imagenet64(tmp_path, files=2, images_per_file=12), "--workers", "0")
     assert evs[0]["image_size"] == 64 and evs[0]["num_classes"] == 1000 and evs[0]["steps_per_epoch"] == 3
     assert evs[-1]["type"] == "end" and evs[-1]["steps"] == 6
 
 
+@pytest.mark.slow
 def test_imagefolder_trains_at_the_asked_image_size(tmp_path):
     evs = train_on("imagefolder", write_imagefolder(tmp_path, classes=3, images_per_class=6), "--workers", "0",
                    "--image-size", "24")
@@ -83,6 +86,7 @@ def test_synthetic_feed_is_one_batch_made_once(tmp_path):
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.slow
 def test_every_model_builds_and_runs(name):
     model = build_model(name, num_classes=7, image_size=32)
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)

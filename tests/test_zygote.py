@@ -44,6 +44,7 @@ def zygote():
         yield z
 
 
+@pytest.mark.slow
 def test_a_forked_worker_trains_as_a_fresh_one_would(zygote, tmp_path):
     core = sorted(os.sched_getaffinity(0))[-1]
     proc = spawn(zygote, tmp_path, "--steps", "4", "--warmup-steps", "1", "--job-id", "forked", cores=[core])
@@ -58,6 +59,7 @@ def test_a_forked_worker_trains_as_a_fresh_one_would(zygote, tmp_path):
     assert ready["pid"] == proc.pid and ready["imports_s"] < 1.0  # torch was imported before the fork
 
 
+@pytest.mark.slow
 def test_exit_codes_are_the_workers(zygote, tmp_path):
     bad = spawn(zygote, tmp_path, "--steps", "-3")
     assert [e["kind"] for e in read_events(bad)] == ["bad_input"]
@@ -83,6 +85,7 @@ def test_a_killed_group_is_reported_as_killed(zygote, tmp_path):
     assert proc.wait(timeout=60) == -signal.SIGTERM
 
 
+@pytest.mark.slow
 def test_a_worker_outliving_its_zygote_is_seen_to_end(tmp_path):
     with Zygote() as zygote:
         proc = spawn(zygote, tmp_path, "--steps", "100000", "--barrier", "stdin")
@@ -96,6 +99,7 @@ def test_a_worker_outliving_its_zygote_is_seen_to_end(tmp_path):
         assert zygote.spawn(command("--steps", "1"), dict(os.environ), [0], str(tmp_path), sys.stderr) is None
 
 
+@pytest.mark.slow
 def test_the_zygote_leaves_with_a_sigkilled_kit(tmp_path):
     """The kit's end of the socket closes with the kit; the zygote then ends, and so does a worker at its barrier."""
     argv = command("--steps", "5", "--barrier", "stdin")
@@ -127,6 +131,7 @@ def test_a_zygote_still_importing_dies_with_its_sigkilled_kit():
     assert not alive, "the zygote outlived its SIGKILLed kit"
 
 
+@pytest.mark.slow
 def test_a_zygote_that_would_fork_threads_refuses():
     code = ("import threading, time; threading.Thread(target=time.sleep, args=(5,), daemon=True).start(); "
             "from colloc_kit.worker.zygote import _preload; print(_preload())")
@@ -140,6 +145,7 @@ def test_the_switch_turns_it_off(monkeypatch):
     assert Zygote.for_experiment(["smallcnn"]).__enter__() is None
 
 
+@pytest.mark.slow
 def test_an_experiment_forks_its_workers_from_one_zygote(tmp_path):
     job = dict(model="smallcnn", device="cpu", image_size=16, steps=2, warmup_steps=1, synthetic_samples=32,
                batch_size=8, workers=0)
