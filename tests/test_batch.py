@@ -266,6 +266,7 @@ def test_the_index_summary_is_the_first_sentence_whole_past_an_e_g(tmp_path):
     assert pages.summary_of(tmp_path / "06_x.ipynb") == "MPS can split the GPU (e.g. 60 % / 30 %) in shapes MIG cannot."
 
 
+@pytest.mark.slow
 def test_a_kernels_sockets_live_in_a_private_folder_never_in_the_batch_folder(tmp_path, monkeypatch):
     """Before: the ipc transport put its `kernel-ipc-N` sockets in the folder the kernel ran in (the batch folder),
     where a batch killed outright (SIGKILL) left them (issue 53). Now they live in a folder only this user can open,

@@ -71,6 +71,7 @@ def test_a_make_removes_only_the_temp_files_of_writers_that_are_gone(tmp_path):
     assert live.exists() and not stale.exists()
 
 
+@pytest.mark.slow
 def test_two_makes_into_one_root_at_once_both_succeed(tmp_path):
     """Two `data make` of one dataset into one root at the same time: both exit 0 and the data is whole."""
     command = [sys.executable, "-m", "colloc_kit.cli", "data", "make", "cifar10", "--root", str(tmp_path),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 from processes import kit_processes_below_us
 
 import colloc_kit
@@ -36,6 +37,7 @@ def ready_of(stream):
     return next(event for event in stream if event["type"] == events.READY)
 
 
+@pytest.mark.slow
 def test_a_paused_worker_measures_another_window_on_go_and_leaves_on_eof():
     """The stdin protocol: `pause` ends the window like `stop`, then the worker waits primed; `go` gives another
     window, announced by a `ready` that says which window and that nothing was set up for it; EOF: it leaves, exit 0."""
@@ -72,6 +74,7 @@ def test_a_paused_worker_measures_another_window_on_go_and_leaves_on_eof():
     assert worker.wait(timeout=30) == 0, "paused and then EOF: it leaves, its windows complete"
 
 
+@pytest.mark.slow
 def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_its_own(tmp_path):
     """Each cell's repeats run one after another on one launch: one set of worker processes (the pids), primed once
     (the later windows' `ready` says `warm_window` and no priming), each window a complete run of its own whose
@@ -100,6 +103,7 @@ def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_
     assert kit_processes_below_us() == []
 
 
+@pytest.mark.slow
 def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(tmp_path):
     """A job that fails (here in every window, at its fourth step) leaves no launch to keep: each repeat is the first
     window of a launch of its own, recorded so, and no process is left behind."""
@@ -112,6 +116,7 @@ def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(t
     assert kit_processes_below_us() == []
 
 
+@pytest.mark.slow
 def test_over_several_gpus_each_lane_keeps_to_the_series_it_ran_and_releases_it_with_its_experiment(tmp_path):
     """Over two stand-in GPUs, a lane takes the next repeat of the series it ran last, so that repeats are windows of
     the launch its GPU keeps (a repeat an idle lane takes from another's series starts afresh: no lane idles); lanes
