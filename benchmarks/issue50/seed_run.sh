@@ -3,11 +3,12 @@
 # precision, its plan and budget said first, run for at most RUN_S seconds (stopped by SIGINT, resumable), resuming
 # the run folder of an earlier call where one is carried; then the per-cell phases and the folder packed under $OUT.
 #   bash benchmarks/issue50/seed_run.sh RUN_S [carried runs.tgz]      (run from the checkout)
+# SEED_FLAGS: more flags for the run (warm_run.sh gives --warm-repeats)
 set -uo pipefail
 run_s=${1:-480}; carried=${2:-}
 export PYTHONUNBUFFERED=1
 D=/tmp/seed-data; R=/tmp/runs
-flags=(seed-33 --amp off --gpus all --until-ci 0.01 --min-seconds 5 --data-root $D --out $R)
+flags=(seed-33 --amp off --gpus all ${SEED_FLAGS:-} --until-ci 0.01 --min-seconds 5 --data-root $D --out $R)
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > $OUT/gpus.csv
 t0=$(date +%s)
 for d in cifar10:50000 imagenet64:100000 imagenet:20000; do
