@@ -244,7 +244,7 @@ ALIAS_BOMB = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1]"] + [
     ("jobs: [{model: smallcnn, device: cpu, 1: 2}]\n", "unknown key(s) 1"),
     ("jobs: [{model: smallcnn, device: cpu}]\nmodes: 42\n", "'modes' must be a list"),
     ("jobs: [{model: smallcnn, device: cpu}]\nmodes: [{name: 3}]\n", "a mode is a name"),
-    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: abc\n", "'copies' must be a number or a list"),
+    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: abc\n", "'copies' must be a whole number of copies or a list"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: 100\n", "at most 48"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: [true]\n", "copies must be positive integers"),
     ("jobs: [{model: smallcnn, device: cpu}]\nrepeats: 1.0\n", "repeats must be a positive integer"),
