@@ -32,11 +32,13 @@ def cluster(tmp_path_factory, monkeypatch):
 
 
 def settled(exp_dir):
-    """Wait until no cell is pending or running in Slurm; return the status rows."""
+    """Wait until no cell is pending or running and Slurm's queue is empty (a task reads its last cell back after
+    the cell's manifest is complete); return the status rows."""
     deadline = time.monotonic() + WAIT_S
     while True:
         rows = experiment_status(exp_dir)
-        if all(r["status"] in ("done", "failed") for r in rows):
+        queue = subprocess.run(["squeue", "--noheader"], capture_output=True, text=True, check=True).stdout
+        if all(r["status"] in ("done", "failed") for r in rows) and not queue.strip():
             return {r["cell"].split("-r0-")[0]: r for r in rows}
         assert time.monotonic() < deadline, f"cells still in Slurm after {WAIT_S} s: {rows}"
         time.sleep(0.5)

@@ -81,19 +81,25 @@ def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell],
                  lanes: int) -> tuple[float, float, str]:
     """The wall seconds of the `planned` cells and of those with the lone `repeats` too, over `lanes`, and where the
     cell times came from: the lane times of the study's `runs` in its folder (per mode and copies: start to the next
-    start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead (`study.RUN_OVERHEAD_S`)
-    beyond each window.
+    start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead beyond each window
+    (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S` for each series' later windows).
 
     >>> from colloc_kit.spec import ModeSpec
     >>> cell = Cell(ModeSpec("exclusive"), 1, 0, "c")
     >>> [round(s, 1) for s in seed_seconds(study.SeedSpec(33), [cell] * 4, [cell] * 2, None, lanes=2)[:2]]
     [37.6, 56.4]
+    >>> [round(s, 1) for s in seed_seconds(study.SeedSpec(33, warm_repeats=True), [cell] * 4, [], None, lanes=2)[:2]]
+    [26.4, 26.4]
     """
     measured = estimate.lane_times(runs) if runs is not None and len(runs) else {}
-    if not measured:
-        per_cell_s = (study.RUN_OVERHEAD_S + seed.seconds) / lanes
-        return per_cell_s * len(planned), per_cell_s * (len(planned) + len(repeats)), (
-            f"no runs here yet: {study.RUN_OVERHEAD_S:.0f} s of overhead (the H100) + {seed.seconds:.0f} s windows")
+    if not measured:  # a warm repeat's later window: set up by its launch's first (seed.WARM_OVERHEAD_S)
+        later = len(planned) - len({c.series for c in planned}) if seed.warm_repeats else 0
+        cold_s = (study.RUN_OVERHEAD_S + seed.seconds) / lanes
+        planned_s = cold_s * (len(planned) - later) + (study.WARM_OVERHEAD_S + seed.seconds) / lanes * later
+        warm = f", {study.WARM_OVERHEAD_S:.1f} s for a warm repeat's later window (two H200s)" if later else ""
+        return planned_s, planned_s + cold_s * len(repeats), (
+            f"no runs here yet: {study.RUN_OVERHEAD_S:.0f} s of overhead (the H100){warm} + {seed.seconds:.0f} s "
+            "windows")
     assert runs is not None  # measured from them
     per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
     complete = int((runs["status"] == COMPLETE).sum())

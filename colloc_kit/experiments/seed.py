@@ -44,8 +44,8 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
 __all__ = ["BATCH", "Card", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
-           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "experiments", "lanes", "plan_rows",
-           "run", "seed_cells"]
+           "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "WARM_OVERHEAD_S", "experiments",
+           "lanes", "plan_rows", "run", "seed_cells"]
 
 MODELS = {33: ("timm.resnet26", "timm.resnet50", "timm.resnet152"), 34: ("timm.resnet26", "timm.resnet50",
           "timm.resnet152"), 35: ("timm.cait_xxs24_224",) * 3, 36: ("timm.efficientnetv2_s",) * 3}
@@ -61,6 +61,8 @@ MIXES = {("R26", "R50"): ((1, 1), (2, 1), (1, 2), (3, 1), (2, 2), (1, 3)),
          ("R152", "R50", "R26"): ((1, 1, 1), (1, 1, 2), (1, 1, 3))}
 PARTITION_LABEL = "MPS partition (not MIG)"
 PLANNED_CARD = "H100-80GB"  # the card --plan assumes on a machine without a GPU
+WARM_OVERHEAD_S = 1.3  # a warm repeat's later window beyond its window, without runs to measure it from: the median
+                       # of seed-33 fp32's ResNet-26 third on two H200s (benchmarks/results/h200/issue50/README.md)
 RUN_OVERHEAD_S = 8.8  # a cell's wall time beyond its window where the experiment's folder has no runs to measure
                       # it from: the median of seed-33 fp32's first 56 cells on the H100 with lanes, 15 s windows
                       # (benchmarks/results/h100/cell-phases/seed33-cells.csv)
