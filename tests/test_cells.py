@@ -283,12 +283,27 @@ def test_plan_estimates_the_wall_time_from_the_lanes_measured_in_the_folder(tmp_
                          "status": ["complete"] * 4, "started_at": [0.0, 10.0, 0.0, 30.0],
                          "ended_at": [9.0, 40.0, 29.0, 60.0]})
     per_cell = estimate.lane_times(runs)
-    assert per_cell == {("naive", 1): 20.0, ("naive", 3): 30.0}
+    assert per_cell == {("naive", 1, False): 20.0, ("naive", 3, False): 30.0}
     todo = cells(spec)
     assert [c.copies for c in gpus.dispatch_order(todo)] == [3, 1, 3, 1]
     assert estimate.wall_s(todo, 1, per_cell) == 100.0
     assert estimate.wall_s(todo, 2, per_cell) == 50.0  # 30 + 20 on each lane: no lane runs on alone
     assert estimate.wall_s(todo, 2, {}) is None
+
+
+def test_plan_times_a_warm_launchs_later_windows_by_their_own_lane_times():
+    """With warm repeats a series' first cell is its launch's first window, the next ones later windows: each timed by
+    the lane times measured for its kind of window, or, where that kind was not measured, the other kind's."""
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=5)], repeats=3, warm_repeats=True,
+                          name="warm", gpus=[0])
+    per_cell = {("naive", 1, False): 20.0, ("naive", 1, True): 5.0}
+    assert estimate.wall_s(cells(spec), 1, per_cell, warm=True) == 30.0  # a launch: 20 s, then 5 s a window
+    assert estimate.wall_s(cells(spec), 1, per_cell) == 60.0  # cold repeats: each its own launch
+    assert estimate.wall_s(cells(spec), 1, {("naive", 1, False): 20.0}, warm=True) == 60.0
+    runs = pd.DataFrame({"mode_label": ["naive"] * 3, "copies": [1] * 3, "gpu": [0] * 3, "status": ["complete"] * 3,
+                         "started_at": [0.0, 20.0, 26.0], "ended_at": [19.0, 25.0, 30.0], "warm_window": [0, 1, 2]})
+    assert estimate.lane_times(runs) == {("naive", 1, False): 20.0, ("naive", 1, True): 5.0}
+    assert "naive x1 20 s (5 s a later window)" in estimate.per_cell_text(estimate.lane_times(runs))
 
 
 def test_a_job_with_cudnn_autotune_off_is_another_workload_whose_baseline_never_mixes_with_the_studys():

@@ -203,7 +203,8 @@ def _run_columns(run: RunDir, manifest: Manifest) -> dict:
             "sequential": manifest.sequential, "alone": manifest.is_alone,
             "placement": manifest.placement or "pinned",  # None: an older kit's, which pinned every job
             "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
-            "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s}
+            "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s,
+            "warm_window": manifest.warm.window if manifest.warm else None}  # a warm launch's window (0: its first)
 
 
 def job_record(entry: JobEntry, stream: list[dict], outcome: JobOutcome, job_figures: JobFigures) -> JobRow:

@@ -80,9 +80,9 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
 def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell], runs: pd.DataFrame | None,
                  lanes: int) -> tuple[float, float, str]:
     """The wall seconds of the `planned` cells and of those with the lone `repeats` too, over `lanes`, and where the
-    cell times came from: the lane times of the study's `runs` in its folder (per mode and copies: start to the next
-    start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead beyond each window
-    (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S` for each series' later windows).
+    cell times came from: the lane times of the study's `runs` in its folder (per mode, copies and kind of window:
+    start to the next start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead beyond each
+    window (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S` for each series' later windows).
 
     >>> from colloc_kit.spec import ModeSpec
     >>> cell = Cell(ModeSpec("exclusive"), 1, 0, "c")
@@ -101,10 +101,10 @@ def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell],
             f"no runs here yet: {study.RUN_OVERHEAD_S:.0f} s of overhead (the H100){warm} + {seed.seconds:.0f} s "
             "windows")
     assert runs is not None  # measured from them
-    per_cell = ", ".join(f"{mode} x{copies} {seconds:.0f} s" for (mode, copies), seconds in sorted(measured.items()))
     complete = int((runs["status"] == COMPLETE).sum())
-    planned_s, at_most_s = (estimate.wall_s(todo, lanes, measured) or 0.0 for todo in (planned, planned + repeats))
-    return planned_s, at_most_s, f"lane times of {complete} run(s) here, per cell: {per_cell}"
+    planned_s, at_most_s = (estimate.wall_s(todo, lanes, measured, seed.warm_repeats) or 0.0
+                            for todo in (planned, planned + repeats))
+    return planned_s, at_most_s, f"lane times of {complete} run(s) here, per cell: {estimate.per_cell_text(measured)}"
 
 
 def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) -> int:
