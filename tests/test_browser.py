@@ -399,14 +399,22 @@ def drive_the_panel(lab, page):
     page.locator(".widget-html-content", has_text="done:").first.wait_for(timeout=180_000)
     complete = [m for m in runs.rglob("manifest.json") if json.loads(m.read_text())["status"] == "complete"]
     assert len(complete) == 4, f"two runs of each of copies 1 and 2 in the folder, found {len(complete)}"
+    said = page.locator(".widget-html-content", has_text="done:").first.inner_text()
+    assert "Run 2 measured 3 jobs as repeat 2 of naive x1, x2" in said, said  # this Run's jobs, not a running total
     shot(page, "lab-2b-run-again-measured")
 
     _field(page, "steps").fill("100000")
     _field(page, "steps").press("Enter")
-    earlier = set(runs.rglob("*.events.jsonl"))  # the runs above started too: wait for this Run's jobs to start
-    panel_run.click()
-    page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
-    _wait_until(lambda: any('"start"' in p.read_text() for p in set(runs.rglob("*.events.jsonl")) - earlier), 120)
+    start_a_long_run(page, panel_run, runs)
+    stopped_at = time.monotonic()
+    page.locator("button.jupyter-button", has_text="Stop").first.click()  # the panel's own Stop
+    page.locator(".widget-html-content", has_text="interrupted").first.wait_for(timeout=INTERRUPT_WITHIN_S * 1000)
+    assert time.monotonic() - stopped_at < INTERRUPT_WITHIN_S
+    live = page.locator("text.gtitle", has_text="Live:").first  # the stopped run (the fifth), as far as it got
+    _wait_until(lambda: "run 5" in live.text_content() and "waiting" not in live.text_content(), 10)
+    shot(page, "lab-2c-stopped")
+
+    start_a_long_run(page, panel_run, runs)
     interrupted_at = time.monotonic()
     _menu(page, "Kernel", "Interrupt Kernel")
     page.locator(".widget-html-content", has_text="interrupted").first.wait_for(timeout=INTERRUPT_WITHIN_S * 1000)
@@ -427,6 +435,14 @@ def drive_the_panel(lab, page):
     assert "BadInput: synthetic_samples (128) is smaller than one batch (256)" in error.inner_text()
     assert "raise synthetic_samples or lower batch_size" in error.inner_text() and "Traceback" not in error.inner_text()
     shot(page, "lab-4-error")
+
+
+def start_a_long_run(page, panel_run, runs):
+    """Press the panel's Run and wait until this Run's jobs have started (the earlier runs' jobs started too)."""
+    earlier = set(runs.rglob("*.events.jsonl"))
+    panel_run.click()
+    page.locator(".widget-html-content", has_text="running").first.wait_for(timeout=30_000)
+    _wait_until(lambda: any('"start"' in p.read_text() for p in set(runs.rglob("*.events.jsonl")) - earlier), 120)
 
 
 def test_the_ex2_teacher_table_is_filled_on_a_second_run_all(lab, page):

@@ -96,11 +96,15 @@ def test_a_mode_that_cannot_run_here_is_not_offered_and_the_status_line_says_why
 
 
 def test_a_second_run_of_the_same_cell_draws_its_own_live_lines_not_the_firsts():
+    measured: list[dict] = []
+
     def run(jobs, mode, copies, out, name, time_limit_s, progress):
         progress.run_started("naive x1 r0", 1)  # the same label each time, as a rerun of one cell has
         for t in (1.0, 2.0):
             progress.on_event({"type": INTERVAL, "job": "j0", "t": t, "interval_images": 50.0, "interval_s": 1.0})
-        return fake_results(job_rows("r1", "naive", 1, [50.0]))
+        repeat = len(measured)
+        measured.extend(dict(row, repeat=repeat) for row in job_rows(f"r{repeat}", "naive", 1, [50.0]))
+        return fake_results(measured)  # as colloc_kit.run returns: the experiment's earlier runs too
 
     panel = ExperimentPanel(models=["smallcnn"], copies=(1,), job=dict(TINY_CPU_JOB), run_fn=run)
     for _ in range(2):
@@ -109,7 +113,7 @@ def test_a_second_run_of_the_same_cell_draws_its_own_live_lines_not_the_firsts()
     assert len(panel.live_history()) == 4  # every reading is kept
     (trace,) = panel.live.data
     assert list(trace.x) == [0.0, 1.0]  # the last run's two readings only
-    assert panel.status.value.startswith("done: Run 2 measured 1 job as repeat 1 of naive x1")  # this Run's, not 2
+    assert panel.status.value.startswith("done: Run 2 measured 1 job as repeat 2 of naive x1")  # this Run's, not 2
 
 
 def test_the_live_view_shows_the_run_under_way_from_its_start_and_the_stopped_run_after_stop():

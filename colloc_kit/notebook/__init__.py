@@ -2,6 +2,8 @@
 
     setup        `prepare` (a notebook's parameters checked, its device chosen), `table`, `noise_warning`, `warn`
     panel        `ExperimentPanel` and `panel`: a notebook's widget panel in one call (`colloc_kit.widgets`)
+    offered      the modes a panel offers on a device, and those it cannot, with why
+    toggles      the panel's copy counts as toggle buttons
     readings     a reading's sentences made from the page's numbers, each with the relation it states (02, 06)
     gains        the readings of gains against copies and modes (03, 04, 07, 08)
     fits         the readings of what fits: MIG slices on a card (05), a latency target (10)

@@ -1,6 +1,6 @@
 """What `colloc_kit.notebook` offers, for type checkers and for lazy_loader.attach_stub (see __init__.py)."""
 
-from . import background, fits, gains, panel, readings, setup
+from . import background, fits, gains, offered, panel, readings, setup, toggles
 from .setup import (
     INTERRUPTED_NOTICE,
     TINY_CPU_JOB,

@@ -41,9 +41,10 @@ from plotly.subplots import make_subplots
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results, combine
 from colloc_kit.errors import CollocKitError
-from colloc_kit.modes import registered
 from colloc_kit.notebook import background
+from colloc_kit.notebook.offered import mode_choices, not_offered
 from colloc_kit.notebook import setup as notebook
+from colloc_kit.notebook.toggles import CopyToggles
 from colloc_kit.paths import absolute
 from colloc_kit.pipeline import run
 from colloc_kit.pipeline.progress import Progress
@@ -51,8 +52,8 @@ from colloc_kit.spec import ModeSpec, with_changes
 from colloc_kit.views import plots
 from colloc_kit.worker.models import MODEL_NAMES
 
-__all__ = ["BATCH_SIZE_CHOICES", "COPY_CHOICES", "CopyToggles", "ExperimentPanel", "LIVE_REDRAW_S", "OFF_NOTICE",
-           "PLACEHOLDER", "RELOAD_NOTICE", "SHOWN_REASONS", "mode_choices", "not_offered", "panel"]
+__all__ = ["BATCH_SIZE_CHOICES", "COPY_CHOICES", "ExperimentPanel", "LIVE_REDRAW_S", "OFF_NOTICE", "PLACEHOLDER",
+           "RELOAD_NOTICE", "SHOWN_REASONS", "panel"]
 
 COPY_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
 BATCH_SIZE_CHOICES = (8, 16, 32, 64, 128, 256)
@@ -187,12 +188,13 @@ class ExperimentPanel:
                              progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate, on_gpu=self.on_gpu))
             self.draw_live()
             self.draw_live_gpu()
+            earlier = set(self.results.runs.get("run_id", ()))  # `run` returns the experiment's earlier runs too
             self.add(results)
-            self.this_run = combine([self.this_run, results])
+            self.this_run = combine([self.this_run, results.of_runs(set(results.runs.get("run_id", ())) - earlier)])
             self.progress.value += 1
 
     def _done(self, _result: Any, error: BaseException | None) -> None:
-        self.draw_live()  # the run that ended, stopped or not, with every reading it had
+        self.draw_live(ended=True)  # the run that ended, stopped or not, with every reading it had
         if error is None:
             self._finish(*self.verdict())
         elif isinstance(error, KeyboardInterrupt):
@@ -269,8 +271,9 @@ class ExperimentPanel:
         with self._live_lock:
             return pd.DataFrame(self.readings, columns=["run", "job", "t", "images_per_s"])
 
-    def draw_live(self) -> None:
-        """The current run's readings, one line per job, seconds from its first reading."""
+    def draw_live(self, ended: bool = False) -> None:
+        """The current run's readings, one line per job, seconds from its first reading; `ended`: the run is over
+        (done or stopped), so one without readings is not said to wait for them."""
         history = self.live_history()
         with self._live_lock:
             self._live_drawn_at = time.monotonic()
@@ -282,7 +285,8 @@ class ExperimentPanel:
                     self.live.add_scatter(x=rows["t"] - current["t"].min(), y=rows["images_per_s"], name=job,
                                           mode="lines+markers")
                 self.live.layout.title.text = f"Live: images/s of each job of {current['run'].iloc[-1]}" \
-                    if len(current) else f"Live: the panel's run {self.runs_started}, waiting for its first reading"
+                    if len(current) else f"Live: the panel's run {self.runs_started}, " + (
+                        "ended before its first reading" if ended else "waiting for its first reading")
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -329,34 +333,6 @@ def panel(interactive: bool, setup: notebook.Setup, modes: Sequence[Any], copies
                            out=out, name=name, time_limit_s=time_limit_s)
 
 
-def mode_choices(modes: Sequence[Any], device: str) -> list[ModeSpec]:
-    """The panel's modes: the notebook's that run on `device` here (the first preselected), then every other
-    registered mode that needs no option and runs here (a mode of your own in COLLOC_KIT_MODES included).
-
-    >>> [m.label for m in mode_choices(["mps", "naive"], device="cpu")][:2]
-    ['naive', 'exclusive']
-    """
-    chosen = [m for m in map(ModeSpec.parse, modes) if registered()[m.name].unavailable_here(device=device) is None]
-    names = {m.name for m in map(ModeSpec.parse, modes)}
-    return chosen + [ModeSpec(name) for name, cls in registered().items()
-                     if name not in names and not any(o.required for o in cls.takes)
-                     and cls.unavailable_here(device=device) is None]
-
-
-def not_offered(modes: Sequence[Any], device: str) -> dict[str, str]:
-    """The notebook's modes that cannot run on `device` here, each with why (the panel's status line says so).
-
-    >>> list(not_offered(["mps", "naive"], device="cpu"))
-    ['mps']
-    """
-    found = {}
-    for mode in map(ModeSpec.parse, modes):
-        why = registered()[mode.name].unavailable_here(device=device)
-        if why is not None:
-            found[mode.label] = why
-    return found
-
-
 def _gpu_panels() -> go.Figure:
     """Three empty live panels of the run's GPU, side by side: SM activity, memory, power."""
     fig = make_subplots(rows=1, cols=3, subplot_titles=("SM activity (%)", "memory used (GB)", "power (W)"))
@@ -366,33 +342,6 @@ def _gpu_panels() -> go.Figure:
     fig.update_layout(title="Live: the GPU of the current run (none on a CPU run)", template=plots.TEMPLATE,
                       height=260, margin={"t": 70})
     return fig
-
-
-class CopyToggles:
-    """The copy counts as a row of toggle buttons, all in sight, with a hint; `value` is the chosen counts, as a
-    SelectMultiple's would be.
-
-    >>> toggles = CopyToggles([1, 2, 4, 7], chosen=[2])
-    >>> toggles.value = (2, 7); toggles.value
-    (2, 7)
-    """
-
-    def __init__(self, counts: Sequence[int], chosen: Sequence[int]):
-        self.buttons = {n: w.ToggleButton(value=n in chosen, description=str(n), tooltip=f"{n} copies at once",
-                                          layout=w.Layout(width="42px")) for n in counts}
-        hint = w.HTML("<small>copies: click each count to run it (1 = the job alone, the base of every gain)</small>")
-        self.widget = w.VBox([hint, w.HBox(list(self.buttons.values()))])
-
-    @property
-    def value(self) -> tuple[int, ...]:
-        """The chosen copy counts, smallest first."""
-        return tuple(n for n, button in self.buttons.items() if button.value)
-
-    @value.setter
-    def value(self, counts: Sequence[int]) -> None:
-        """Choose `counts` (the toggles of the others go off)."""
-        for n, button in self.buttons.items():
-            button.value = n in counts
 
 
 def _default_run() -> Callable[..., Any]:
