@@ -7,6 +7,7 @@
     models       the models (torchvision, timm, tiny CPU ones), built by name
     datasets     the datasets by name, where their files are, what size their images have
     loaders      the input pipeline: loaders, workers, device-resident synthetic data
+    faults       what is wrong with a damaged dataset file, named with how to make a good one
     recipes      the study's recipe (224 px, its augmentations) and the kit's
     reasons      a failed job's reason in words: what went wrong and what to do
     standin      stand-in datasets in the real formats (random pixels, labelled so)
