@@ -150,7 +150,7 @@ def unmount(path: Path) -> None:
     (["--name", "a/b"], "name must be a folder name"),
     (["--name", "."], "name must be a folder name"),
     (["--copies", "10000"], "at most 48"),
-    (["--copies", "0"], "copies must be positive"),
+    (["--copies", "0"], "copies must be whole numbers of at least 1"),
     (["--copies", "99999999999999999999"], "at most 48"),
     (["--image-size", "1"], "at least 4 pixels"),
     (["--image-size", "0"], "image_size must be a positive integer"),
@@ -171,7 +171,8 @@ def unmount(path: Path) -> None:
     (["--mode", "naive", "--thread-percentage", "50"], "is an option of mode mps"),
     (["--amp", "fp8"], "amp must be one of"),
     (["--workers", "-1"], "workers must be a whole number"),
-    (["--copies", "abc"], "expected comma-separated int values"),
+    (["--copies", "abc"], "expected comma-separated whole numbers, such as 1,2,4; got 'abc'"),
+    (["--copies", "1.5"], "expected comma-separated whole numbers, such as 1,2,4; got '1.5'"),
     (["--steps", "1.5"], "invalid int value"),
 ])
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, capsys, flags, says):
@@ -246,7 +247,7 @@ ALIAS_BOMB = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1]"] + [
     ("jobs: [{model: smallcnn, device: cpu}]\nmodes: [{name: 3}]\n", "a mode is a name"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: abc\n", "'copies' must be a whole number of copies or a list"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: 100\n", "at most 48"),
-    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: [true]\n", "copies must be positive integers"),
+    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: [true]\n", "copies must be whole numbers of at least 1"),
     ("jobs: [{model: smallcnn, device: cpu}]\nrepeats: 1.0\n", "repeats must be a positive integer"),
     ("jobs: [{model: smallcnn, device: cpu}]\ngpu: -1\n", "gpu must be a GPU index"),
     ("jobs: [{model: smallcnn, device: cpu}]\nname: 123\n", "name must be a folder name"),

@@ -168,7 +168,8 @@ def _csv(kind: type) -> Callable[[str], list]:
         try:
             return [kind(part.strip()) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
+            values = "whole numbers, such as 1,2,4" if kind is int else f"{kind.__name__} values"
+            raise argparse.ArgumentTypeError(f"expected comma-separated {values}; got {text!r}") from None
     return parse
 
 
