@@ -46,6 +46,7 @@ from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError,
 from colloc_kit.experiments import seed as study
 from colloc_kit.interrupts import EXIT_INTERRUPTED
 from colloc_kit.modes import availability
+from colloc_kit.modes.registry import usable
 from colloc_kit.paths import check_folder, shown
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
@@ -66,6 +67,7 @@ INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command
     "data": "interrupted; the images written are kept: the same command again finishes the dataset",
     "batch": "interrupted; the notebooks executed so far are kept",
 }
+MODE_COMMANDS = ("run", "demo", "info")  # whose flags, help or answer are the sharing modes': a broken plug-in refuses
 OS_ADVICE = (  # (error numbers, what to do): an OSError that reaches the command, said by its cause
     ({errno.ENOSPC, errno.EDQUOT, errno.EFBIG}, "free space (or raise the quota), then run again"),
     ({errno.EACCES, errno.EPERM, errno.EROFS}, "fix the folder's permissions (or give a writable one), then run again"),
@@ -88,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     _printable(sys.stdout, sys.stderr)
     try:
         parser = build_parser()
+        if (broken := usable()[1]) is not None and _command(argv) in MODE_COMMANDS:
+            raise broken
     except (BadInput, BrokenPlugin) as exc:  # e.g. a mode plug-in (COLLOC_KIT_MODES) that does not load
         print(f"colloc-kit: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -109,6 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(args, _os_problem(exc, args), EXIT_FAILED_JOBS)
     except KeyboardInterrupt:
         return _refuse(args, INTERRUPTED_SAYS.get(args.command, "interrupted"), EXIT_INTERRUPTED)
+
+
+def _command(argv: list[str] | None) -> str | None:
+    """The subcommand `argv` names (None where it names none), read before the whole parse."""
+    first = _Parser(add_help=False)
+    first.add_argument("--debug", action="store_true")
+    first.add_argument("command", nargs="?")
+    return first.parse_known_args(sys.argv[1:] if argv is None else argv)[0].command
 
 
 class _Parser(argparse.ArgumentParser):
