@@ -124,11 +124,14 @@ def _command(argv: list[str] | None) -> str | None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole)."""
+    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole) and followed by the
+    command's `hint` where it has one (what to write instead; a subcommand's module sets it)."""
+
+    hint = ""
 
     def error(self, message: str) -> NoReturn:
-        """Usage and the shortened message on stderr, exit 2."""
-        super().error(shorten(message))
+        """Usage and the shortened message (and the hint) on stderr, exit 2."""
+        super().error(shorten(message) + (f"; {self.hint}" if self.hint else ""))
 
 
 def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
