@@ -192,6 +192,16 @@ def test_an_image_folder_with_an_empty_class_folder_is_refused(tmp_path, capsys)
     assert "class_empty" in err and "hold no images" in err
 
 
+def test_out_inside_a_run_folder_is_refused(tmp_path, capsys):
+    """Before: `--out` pointing into an existing run's folder nested a new experiment there unsaid (issue 53)."""
+    run = tmp_path / "runs" / "exp" / "20261123-004941-naive-x1-r0"
+    shutil.copytree(Path(__file__).parent / "data" / "kit-b96d848" / "old" / run.name, run)
+    for out in (run, run / "jobs", run / "new"):
+        code, _, err = cli(capsys, "run", *TINY_FLAGS, "--out", out)
+        assert code == 2 and f"is inside the run folder {run}; give the folder that holds your experiments" in err
+    assert sorted(p.name for p in run.iterdir()) == ["jobs", "manifest.json"]
+
+
 def test_out_that_is_a_file_is_refused(tmp_path, capsys):
     afile = tmp_path / "afile"
     afile.write_text("keep me")
