@@ -2,6 +2,7 @@
 advise): the arithmetic on hand-made lone profiles, the ranking, bad input, and --confirm on real CPU processes."""
 
 import math
+import types
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import colloc_kit
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
 from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict import host
@@ -179,6 +181,17 @@ def test_the_shipped_constants_are_the_fit_on_the_hold_out_experiment():
     keys = ("naive_efficiency", "mps_capacity", "partition_capacity", "sharpness")
     assert [getattr(fitted, k) for k in keys] == [getattr(CALIBRATION, k) for k in keys]
     assert fitted.fitted_on == CALIBRATION.fitted_on
+
+
+def test_confirm_on_a_machine_without_a_gpu_is_refused_before_the_ranking(tmp_path, capsys):
+    """Before: the ranking was printed, then the confirmation failed on a missing data folder (issue 53)."""
+    no_gpu = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 0)
+    with nvml.use_backend(no_gpu):
+        code = main(["advise", "resnet152 + resnet50", "--experiment", "seed-37", "--confirm", "1", "--out",
+                     str(tmp_path / "confirm")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and not (tmp_path / "confirm").exists()
+    assert "--confirm: the configurations of timm.resnet152 bs32 seed on imagenet" in err and "need a GPU" in err
 
 
 @pytest.mark.slow

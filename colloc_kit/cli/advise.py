@@ -88,6 +88,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
         check_folder(args.out, "results folder (--out)", write=True)  # checked before the ranking, not after
     lone, target, source = _lone(args)
     mixes = _mixes(args.mix, lone)
+    if args.confirm:
+        adv.check_confirmable(mixes, lone)  # the GPU and the data the reruns need, before the ranking
     bands = predict_check.error_bands()
     tables = [adv.advise(jobs, lone, target, copies=args.copies, modes=args.modes, bands=bands) for jobs in mixes]
     if args.pairs:
