@@ -41,6 +41,7 @@ from colloc_kit.cli.gains import print_gains
 from colloc_kit.cli.mig import add_subcommands as add_mig
 from colloc_kit.cli.plans import print_plan, print_seed_plan
 from colloc_kit.cli.reference import add_subcommands as add_reference
+from colloc_kit.cli.skipped import name_damaged, name_skipped
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
 from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
 from colloc_kit.experiments import seed as study
@@ -319,10 +320,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     in part."""
     path = check_folder(args.path, "run folder", exists=True)
     results = load(path, strict=args.strict)
-    for run, problem in results.broken.items():
-        print(f"colloc-kit: skipped the broken run {shown(run)}: {shorten(problem)}", file=sys.stderr)
-    for run, problem in results.damaged.items():
-        print(f"colloc-kit: the run {shown(run)} is read in part: {shorten(problem)}", file=sys.stderr)
+    skipped = name_skipped(results)
     if results.runs.empty:
         raise BadInput(f"no readable runs (manifest.json) under {shown(path)}; give a run directory or a folder of "
                        "runs")
@@ -330,7 +328,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(results.jobs.to_json(orient="records", indent=2))
     else:
         print_tables(results)
-    return EXIT_FAILED_JOBS if results.broken or results.damaged else EXIT_OK
+    return EXIT_FAILED_JOBS if skipped else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -338,9 +336,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     could not be read (each named)."""
     path = check_folder(args.path, "experiment folder", exists=True)
     rows = experiment_status(path)
-    problems = ExperimentFolder(path).damaged()
-    for problem in problems:
-        print(f"colloc-kit: {shorten(problem)}", file=sys.stderr)
+    problems = name_damaged(ExperimentFolder(path))
     if not rows:
         raise BadInput(f"no cells under {shown(path)}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
                        "wrote")

@@ -111,7 +111,12 @@ class ExperimentFolder:
 
     def damaged(self) -> list[str]:
         """What in this folder cannot be read, each with what is wrong and what to do: its spec files,
-        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run)."""
+        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run); or the folder itself,
+        where a file stands in its place or it cannot be listed."""
+        if os.path.lexists(self.path) and not self.path.is_dir():
+            return [f"{self.path} is a file, not the experiment's folder (its cells read as not run); move it away"]
+        if self.path.is_dir() and not os.access(self.path, os.R_OK | os.X_OK):
+            return [f"{self.path} cannot be read (no permission; its cells read as not run); fix its permissions"]
         problems = []
         for file in self._spec_files():
             try:
