@@ -39,7 +39,7 @@ from colloc_kit.analysis import fairness, latency, records
 from colloc_kit.analysis.lone import with_baselines
 from colloc_kit.analysis.records import JobFigures, JobRow
 from colloc_kit.errors import BrokenRun
-from colloc_kit.paths import absolute
+from colloc_kit.paths import absolute, shown
 from colloc_kit.monitor import Samples, read_samples
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.manifest import JobEntry, JobOutcome, Manifest, SlotRecord
@@ -76,6 +76,15 @@ class Results:
         put in their place since (a subset, a frame made by hand): `analysis` then reads what `derive` joined."""
         made = self.derived_frames
         return len(made) == 2 and made[0] is self.jobs and made[1] is self.runs
+
+    def skipped(self) -> list[str]:
+        """What `load` skipped or read in part, one sentence each, for every reader to name (`cli.skipped`).
+
+        >>> Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), broken={"runs/x": "torn"}).skipped()
+        ['skipped the broken run runs/x: torn']
+        """
+        return [*(f"skipped the broken run {shown(run)}: {problem}" for run, problem in self.broken.items()),
+                *(f"the run {shown(run)} is read in part: {problem}" for run, problem in self.damaged.items())]
 
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""

@@ -12,7 +12,6 @@ import sys
 
 from colloc_kit.analysis.results import Results
 from colloc_kit.errors import shorten
-from colloc_kit.paths import shown
 from colloc_kit.store.folder import ExperimentFolder
 
 __all__ = ["name_damaged", "name_skipped"]
@@ -20,11 +19,10 @@ __all__ = ["name_damaged", "name_skipped"]
 
 def name_skipped(results: Results) -> int:
     """One line per run `load` skipped (broken) or read in part (damaged monitor files); how many."""
-    for run, problem in results.broken.items():
-        print(f"colloc-kit: skipped the broken run {shown(run)}: {shorten(problem)}", file=sys.stderr)
-    for run, problem in results.damaged.items():
-        print(f"colloc-kit: the run {shown(run)} is read in part: {shorten(problem)}", file=sys.stderr)
-    return len(results.broken) + len(results.damaged)
+    lines = results.skipped()
+    for line in lines:
+        print(f"colloc-kit: {shorten(line)}", file=sys.stderr)
+    return len(lines)
 
 
 def name_damaged(folder: ExperimentFolder, prefix: str = "") -> int:
