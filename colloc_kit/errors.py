@@ -11,7 +11,8 @@ started".
 import re
 from pathlib import Path
 
-__all__ = ["BadInput", "BrokenPlugin", "BrokenRun", "CollocKitError", "GpuStateError", "NvmlUnavailable", "shorten"]
+__all__ = ["BadInput", "BrokenPlugin", "BrokenRun", "CollocKitError", "DamagedData", "GpuStateError", "NvmlUnavailable",
+           "shorten"]
 
 WORD_CHARS, MESSAGE_CHARS = 200, 2000  # what one message quotes of one word, and in all
 
@@ -44,6 +45,24 @@ class CollocKitError(Exception):
 
 class BadInput(CollocKitError):
     """The user asked for something invalid; refused before anything on the GPU changed (CLI exit code 2)."""
+
+
+class DamagedData(BadInput):
+    """A dataset file that is there but cannot be read (truncated, empty, the wrong shape); the message names the file,
+    what is wrong and how to make a good one. `path`: that file (None in the copy torch re-raises from a data-loader
+    process, whose message is cut back to the original's).
+
+    >>> DamagedData("Caught DamagedData in DataLoader worker process 0.\\nOriginal Traceback ...\\n"
+    ...             "colloc_kit.errors.DamagedData: d/3.png is truncated\\n").args[0]
+    'd/3.png is truncated'
+    """
+
+    def __init__(self, message: str, path: str | Path | None = None) -> None:
+        name = type(self).__name__
+        if message.startswith(f"Caught {name} in DataLoader"):  # torch's copy: the original's last line, no traceback
+            message = message.rstrip().rpartition(f"{name}: ")[2]
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
 
 
 class BrokenRun(CollocKitError):

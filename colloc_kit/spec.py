@@ -283,7 +283,7 @@ class ExperimentSpec(BaselineKeys):
         twice = sorted({m.label for m in self.modes if self.modes.count(m) > 1})
         require(not twice, f"modes lists {', '.join(twice)} more than once; name each mode once")
         require(len(self.copies) > 0 and all(is_int(c) and c > 0 for c in self.copies),
-                f"copies must be positive integers, got {excerpt(self.copies)}")
+                f"copies must be whole numbers of at least 1, such as [1, 2, 4]; got {excerpt(self.copies)}")
         most = max(self.copies) * len(self.jobs)
         require(most <= MAX_JOBS_PER_RUN, f"{max(self.copies)} copies of {len(self.jobs)} job group(s) make {most} "
                                            f"jobs in one run; a run starts at most {MAX_JOBS_PER_RUN}: lower --copies")

@@ -188,6 +188,29 @@ def test_bad_input_is_refused_before_anything_runs(tiny, tmp_path, kwargs, messa
     assert not (tmp_path / "out").exists()
 
 
+def test_a_parameters_contents_are_checked_before_any_notebook_starts(tmp_path):
+    """Before: `batch -p 'JOB={steps: -5}'` ran a notebook, which then failed (issue 53)."""
+    for overrides, says in [({"JOB": {"steps": -5}}, "-p JOB={'steps': -5}: 02_single_job_baseline cannot run it "
+                                                     "(job: steps must be a positive integer, got -5)"),
+                            ({"MODELS": ["resnet51"]}, "02_single_job_baseline: the parameters name an unknown model "
+                                                       "'resnet51' (did you mean 'resnet50'?)")]:
+        with pytest.raises(BadInput) as refused:
+            batch.run_batch(profile="cpu-smoke", out=tmp_path / "out", overrides=overrides, only=["02"])
+        assert says in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_broken_notebook_is_named(tmp_path):
+    """Before: a --notebooks folder whose only notebook is not JSON was answered with "profile cpu-smoke names
+    notebooks that do not exist" (issue 53)."""
+    books = tmp_path / "nb"
+    books.mkdir()
+    (books / "01_torn.ipynb").write_text('{"cells": [')
+    with pytest.raises(BadInput, match=r"01_torn.ipynb cannot be read as a notebook \(NotJSONError"):
+        batch.run_batch(profile="cpu-smoke", out=tmp_path / "out", notebooks_dir=books)
+    assert not (tmp_path / "out").exists()
+
+
 def test_parameters_from_the_command_line_are_read_as_yaml():
     assert batch.parse_parameters(["COPIES=[1, 2]", "AMP=bf16", "N=3"]) == {"COPIES": [1, 2], "AMP": "bf16", "N": 3}
     with pytest.raises(BadInput, match="KEY=VALUE"):

@@ -150,7 +150,7 @@ def unmount(path: Path) -> None:
     (["--name", "a/b"], "name must be a folder name"),
     (["--name", "."], "name must be a folder name"),
     (["--copies", "10000"], "at most 48"),
-    (["--copies", "0"], "copies must be positive"),
+    (["--copies", "0"], "copies must be whole numbers of at least 1"),
     (["--copies", "99999999999999999999"], "at most 48"),
     (["--image-size", "1"], "at least 4 pixels"),
     (["--image-size", "0"], "image_size must be a positive integer"),
@@ -171,7 +171,8 @@ def unmount(path: Path) -> None:
     (["--mode", "naive", "--thread-percentage", "50"], "is an option of mode mps"),
     (["--amp", "fp8"], "amp must be one of"),
     (["--workers", "-1"], "workers must be a whole number"),
-    (["--copies", "abc"], "expected comma-separated int values"),
+    (["--copies", "abc"], "expected comma-separated whole numbers, such as 1,2,4; got 'abc'"),
+    (["--copies", "1.5"], "expected comma-separated whole numbers, such as 1,2,4; got '1.5'"),
     (["--steps", "1.5"], "invalid int value"),
 ])
 def test_bad_flags_are_refused_before_anything_starts(tmp_path, capsys, flags, says):
@@ -189,6 +190,16 @@ def test_an_image_folder_with_an_empty_class_folder_is_refused(tmp_path, capsys)
     err = refused(capsys, tmp_path / "out", "run", *TINY_FLAGS, "--dataset", "imagefolder", "--data-root", root,
                   "--out", tmp_path / "out")
     assert "class_empty" in err and "hold no images" in err
+
+
+def test_out_inside_a_run_folder_is_refused(tmp_path, capsys):
+    """Before: `--out` pointing into an existing run's folder nested a new experiment there unsaid (issue 53)."""
+    run = tmp_path / "runs" / "exp" / "20261123-004941-naive-x1-r0"
+    shutil.copytree(Path(__file__).parent / "data" / "kit-b96d848" / "old" / run.name, run)
+    for out in (run, run / "jobs", run / "new"):
+        code, _, err = cli(capsys, "run", *TINY_FLAGS, "--out", out)
+        assert code == 2 and f"is inside the run folder {run}; give the folder that holds your experiments" in err
+    assert sorted(p.name for p in run.iterdir()) == ["jobs", "manifest.json"]
 
 
 def test_out_that_is_a_file_is_refused(tmp_path, capsys):
@@ -246,7 +257,7 @@ ALIAS_BOMB = "\n".join(["a: &a [1,1,1,1,1,1,1,1,1]"] + [
     ("jobs: [{model: smallcnn, device: cpu}]\nmodes: [{name: 3}]\n", "a mode is a name"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: abc\n", "'copies' must be a whole number of copies or a list"),
     ("jobs: [{model: smallcnn, device: cpu}]\ncopies: 100\n", "at most 48"),
-    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: [true]\n", "copies must be positive integers"),
+    ("jobs: [{model: smallcnn, device: cpu}]\ncopies: [true]\n", "copies must be whole numbers of at least 1"),
     ("jobs: [{model: smallcnn, device: cpu}]\nrepeats: 1.0\n", "repeats must be a positive integer"),
     ("jobs: [{model: smallcnn, device: cpu}]\ngpu: -1\n", "gpu must be a GPU index"),
     ("jobs: [{model: smallcnn, device: cpu}]\nname: 123\n", "name must be a folder name"),

@@ -410,7 +410,7 @@ def test_batch_parameters_are_checked_against_each_notebooks_types_before_anythi
     for given, says in (({"REPEATS": "abc"}, "takes a whole number"), ({"MODELS": 5}, "takes a list")):
         with pytest.raises(colloc_kit.BadInput, match=says):
             runner.plan("t", {"t": {}}, books, given)
-    assert runner.plan("t", {"t": {}}, books, {"REPEATS": 2, "MODELS": ["x"]})
+    assert runner.plan("t", {"t": {}}, books, {"REPEATS": 2, "MODELS": ["resnet50"]})
     assert not (tmp_path / "out").exists()
 
 

@@ -2,6 +2,9 @@
 
 import argparse
 
+import pytest
+
+from colloc_kit.cli.main import main
 from colloc_kit.cli.mig import add_subcommands
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import simulated_gpu
@@ -74,3 +77,24 @@ def test_show_lists_instances_and_uuids_and_changes_nothing(tmp_path, capsys):
     with nvml.use_backend(simulated_gpu("H100-80GB", mig_capable=False)):
         run("mig", "show")
     assert "MIG: not supported" in capsys.readouterr().out
+
+
+def test_a_layout_read_as_an_option_says_what_to_write(capsys):
+    """Before: `mig plan -1x1g` said only "the following arguments are required: layout" (issue 53)."""
+    with pytest.raises(SystemExit) as ended:
+        main(["mig", "plan", "-1x1g"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "`colloc-kit mig plan 3g,2g,1g`" in err and "read as an option" in err
+
+
+def test_an_empty_gpu_model_is_refused(capsys):
+    """Before: `mig plan 3g --gpu ''` planned for the default card without a word (issue 53)."""
+    assert run("mig", "plan", "3g", "--gpu", "") == 2
+    assert "--gpu is empty; give a GPU model (H100-80GB" in capsys.readouterr().err
+
+
+def test_a_hundred_instances_are_explained_in_one_short_line(capsys):
+    """Before: 1.4 KB repeating `1g.10gb 1` a hundred times (issue 53)."""
+    assert run("mig", "plan", ",".join(["1g"] * 100), "--gpu", "H100-80GB") == 2
+    err = capsys.readouterr().err
+    assert len(err) < 300 and "(100 x 1g.10gb 1 each)" in err and err.count("1g.10gb") == 5

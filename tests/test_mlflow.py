@@ -209,6 +209,20 @@ def test_a_broken_run_is_skipped_with_its_name_or_refused_whole_with_strict(live
     assert len(runs_of(MlflowClient(uri), "broken", CELL)) == 1
 
 
+def test_a_damaged_monitor_file_is_named(live, uri, tmp_path, capsys):
+    """Before: `export mlflow` named a broken run but passed over a damaged monitor file in silence (issue 53)."""
+    _, folder = live
+    copy = tmp_path / "live"
+    shutil.copytree(folder, copy)
+    damaged = find_runs(copy)[0].path / "monitor" / "samples_host.parquet"
+    damaged.write_text("garbage, not Parquet")
+    assert main(["export", "mlflow", str(copy), "--tracking-uri", uri, "--experiment-name", "damaged"]) == 1
+    captured = capsys.readouterr()
+    said = f"the run {damaged.parent.parent} is read in part: "
+    assert said in captured.err and "samples_host.parquet" in captured.err
+    assert "2 cells written" in captured.out
+
+
 def test_run_with_an_unreachable_server_warns_and_keeps_every_run(tmp_path):
     nowhere = f"http://127.0.0.1:{free_port()}"
     done = subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", *TINY, "--name", "offline", "--out",

@@ -99,6 +99,17 @@ def test_a_plugin_that_does_not_load_is_one_line_and_exit_2(tmp_path):
     assert "COLLOC_KIT_MODES names 'no_such_lab_module', which did not load" in missing.stderr
 
 
+def test_a_plugin_with_a_syntax_error_stops_only_the_commands_that_need_modes(tmp_path):
+    """Before: `show` (which needs no mode) refused with the plug-in's SyntaxError too (issue 53)."""
+    broken = tmp_path / "broken_mode.py"
+    broken.write_text("class Capped(:\n")
+    shown = kit("show", str(ROOT / "tests" / "data" / "kit-b96d848"), modes=str(broken))
+    assert shown.returncode == 0 and "naive" in shown.stdout and "COLLOC_KIT_MODES" not in shown.stderr
+    for argv in (["run", "--model", "smallcnn", "--device", "cpu", "--plan"], ["run", "--help"], ["info"]):
+        refused = kit(*argv, modes=str(broken))
+        assert refused.returncode == 2 and "SyntaxError" in refused.stderr and "broken_mode.py" in refused.stderr
+
+
 def test_two_modes_of_one_name_are_refused(tmp_path):
     (tmp_path / "second_naive.py").write_text("from colloc_kit.modes import NaiveMode\n\n\n"
                                               "class Other(NaiveMode):\n    name = 'naive'\n")

@@ -2,6 +2,8 @@
 advise): the arithmetic on hand-made lone profiles, the ranking, bad input, and --confirm on real CPU processes."""
 
 import math
+import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 import colloc_kit
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
 from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict import host
@@ -179,6 +182,42 @@ def test_the_shipped_constants_are_the_fit_on_the_hold_out_experiment():
     keys = ("naive_efficiency", "mps_capacity", "partition_capacity", "sharpness")
     assert [getattr(fitted, k) for k in keys] == [getattr(CALIBRATION, k) for k in keys]
     assert fitted.fitted_on == CALIBRATION.fitted_on
+
+
+@pytest.mark.slow
+def test_advise_runs_names_the_broken_runs_it_skips(tmp_path, capsys):
+    """Before: a torn manifest and a garbage monitor file beside the good lone run went unnamed, and a folder of only
+    a broken lone run was answered "no lone runs ... in lone runs in lone" (issue 53)."""
+    tiny = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers=0, warmup_steps=2,
+                interval_s=0.1, synthetic_samples=64, steps=6)
+    colloc_kit.run([tiny], mode="exclusive", out=tmp_path / "lone", name="good", progress=False)
+    good = colloc_kit.store.rundir.find_runs(tmp_path / "lone")[0].path
+    torn, garbled = (tmp_path / "lone" / name / good.name for name in ("torn", "garbled"))
+    for copy in (torn, garbled):
+        shutil.copytree(good, copy)
+    (torn / "manifest.json").write_text('{"format": "colloc-kit-run/1", "run_')
+    (garbled / "monitor" / "samples_host.parquet").write_text("garbage")
+    assert main(["advise", "smallcnn", "--runs", str(tmp_path / "lone"), "--copies", "2", "--modes", "naive"]) == 0
+    out, err = capsys.readouterr()
+    assert "2 x smallcnn bs8" in out
+    assert f"skipped the broken run {torn}" in err and f"the run {garbled} is read in part" in err
+    shutil.rmtree(tmp_path / "lone" / "good")
+    shutil.rmtree(garbled)
+    assert main(["advise", "smallcnn", "--runs", str(tmp_path / "lone"), "--copies", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"skipped the broken run {torn}" in err and "in lone runs in" not in err
+    assert f"no lone runs in {tmp_path / 'lone'}: every run there is broken (named above); run each workload" in err
+
+
+def test_confirm_on_a_machine_without_a_gpu_is_refused_before_the_ranking(tmp_path, capsys):
+    """Before: the ranking was printed, then the confirmation failed on a missing data folder (issue 53)."""
+    no_gpu = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 0)
+    with nvml.use_backend(no_gpu):
+        code = main(["advise", "resnet152 + resnet50", "--experiment", "seed-37", "--confirm", "1", "--out",
+                     str(tmp_path / "confirm")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and not (tmp_path / "confirm").exists()
+    assert "--confirm: the configurations of timm.resnet152 bs32 seed on imagenet" in err and "need a GPU" in err
 
 
 @pytest.mark.slow

@@ -138,6 +138,19 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, name, source,
     assert not (tmp_path / "sets").exists() or not any((tmp_path / "sets").iterdir())
 
 
+def test_runs_with_empty_manifests_are_named_not_called_no_runs(tmp_path, capsys):
+    """Before: `reference export` of runs whose manifests are empty said only "no runs to export" (issue 53)."""
+    runs = [tmp_path / "exp" / f"20261128-11532{i}-naive-x1-r0" for i in range(2)]
+    for run in runs:
+        run.mkdir(parents=True)
+        (run / "manifest.json").write_text("")
+    assert main(["reference", "export", str(tmp_path / "exp"), "--name", "x", "--to", str(tmp_path / "sets")]) == 2
+    err = capsys.readouterr().err
+    assert all(f"reference export: skipped the broken run {run}: {run / 'manifest.json'}" in err for run in runs)
+    assert f"no readable runs to export in {tmp_path / 'exp'}: every run there is broken (named above)" in err
+    assert not (tmp_path / "sets" / "x").exists()
+
+
 def test_an_unknown_set_is_named_with_the_shipped_ones():
     with pytest.raises(BadInput, match="no reference set 'nope': the shipped sets are .*export"):
         reference.load("nope")

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 import colloc_kit
+from colloc_kit.errors import BadInput
 from colloc_kit.store.manifest import Manifest
 from colloc_kit.store.rundir import RunDir
 
@@ -87,3 +88,12 @@ def test_a_run_whose_process_died_reads_as_interrupted(tmp_path):
     res = colloc_kit.load(tmp_path)
     assert res.runs.iloc[0]["status"] == "interrupted"
     assert res.jobs.iloc[0]["status"] == "interrupted"
+
+
+def test_loading_a_path_that_does_not_exist_says_so(tmp_path):
+    """Before: `colloc_kit.load()` of a path that does not exist returned 0 runs without a word (issue 53)."""
+    with pytest.raises(BadInput, match=f"{tmp_path / 'rnus'} does not exist; give a run directory or a folder of runs"):
+        colloc_kit.load(tmp_path / "rnus")
+    with pytest.raises(BadInput, match="rnus does not exist"):
+        colloc_kit.load([tmp_path, tmp_path / "rnus"])
+    assert colloc_kit.load(tmp_path).runs.empty  # an existing folder without runs: no runs, as before

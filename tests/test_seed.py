@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pandas as pd
@@ -80,6 +81,25 @@ def test_the_plan_says_where_its_cells_would_run_on_a_machine_without_that_gpu(c
     monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
     assert main(["run", "seed-33", "--plan"]) == 0
     assert "78 cells (78 would run on H100-80GB, 0 cannot be placed)" in capsys.readouterr().out
+
+
+def test_the_plan_names_what_it_cannot_read_in_the_folder(capsys, monkeypatch, tmp_path):
+    """Before: "no runs here yet" for a folder of torn manifests, a file in its place or an unreadable one; the plan
+    of a YAML spec named them (issue 53)."""
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
+    torn = tmp_path / "torn" / "seed-33" / "20261128-115325-exclusive-x1-r0"
+    torn.mkdir(parents=True)
+    (torn / "manifest.json").write_text('{"format": "colloc-kit-run/1", "run_')
+    (tmp_path / "file").mkdir()
+    (tmp_path / "file" / "seed-33").write_text("not a folder")
+    (tmp_path / "locked" / "seed-33").mkdir(parents=True)
+    readable = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: "locked" not in str(path) and readable(path, mode))
+    for out, says in [("torn", f"{torn / 'manifest.json'} cannot be read as JSON"),
+                      ("file", f"{tmp_path / 'file' / 'seed-33'} is a file, not the experiment's folder"),
+                      ("locked", f"{tmp_path / 'locked' / 'seed-33'} cannot be read (no permission")]:
+        assert main(["run", "seed-33", "--plan", "--out", str(tmp_path / out)]) == 0
+        assert f"colloc-kit: warning: {says}" in capsys.readouterr().err
 
 
 def test_the_plan_says_whether_every_cell_fits_a_budget_before_anything_starts(capsys, monkeypatch):

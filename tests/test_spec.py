@@ -74,6 +74,8 @@ def test_an_unquoted_off_in_yaml_means_off(tmp_path):
 def test_copies_that_are_not_whole_numbers_are_refused_with_an_example():
     with pytest.raises(BadInput, match=r"whole number of copies .* such as \[1, 2, 4\]; got 1.5"):
         ExperimentSpec.from_mapping({"jobs": [{"model": "smallcnn"}], "copies": 1.5})
+    with pytest.raises(BadInput, match=r"whole numbers of at least 1, such as \[1, 2, 4\]; got \[1, 2.5\]"):
+        ExperimentSpec.from_mapping({"jobs": [{"model": "smallcnn"}], "copies": [1, 2.5]})  # before: "integers"
 
 
 def test_a_mode_named_twice_is_refused_before_anything_runs():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 import types
@@ -13,7 +14,7 @@ import torch
 from fake_datasets import write_cifar10, write_imagefolder, write_imagenet64
 
 from colloc_kit import events
-from colloc_kit.errors import BadInput
+from colloc_kit.errors import BadInput, DamagedData
 from colloc_kit.gpu import nvml
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job
@@ -182,3 +183,60 @@ def test_the_readmes_quick_cpu_command_trains_on_32_px_synthetic_images(tmp_path
     readies = [e for path in tmp_path.rglob("*.events.jsonl") for e in map(json.loads, path.open())
                if e["type"] == events.READY]
     assert len(readies) == 2 and {e["image_size"] for e in readies} == {32}
+
+
+def _spoil_cifar10(folder, damage):
+    """Damage one file of a fake CIFAR-10 copy as `damage` says; returns that file's name."""
+    if damage == "meta":
+        (folder / "batches.meta").write_bytes(b"garbage, not a pickle")
+        return "batches.meta"
+    path = folder / "data_batch_2"
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:  # rows of the wrong width
+        batch = {"batch_label": "x", "labels": [1] * 16, "data": np.zeros((16, 3000), np.uint8), "filenames": []}
+        path.write_bytes(pickle.dumps(batch, protocol=2))
+    return "data_batch_2"
+
+
+@pytest.mark.parametrize("damage, words", [("truncated", "cannot be read as a CIFAR-10 pickle"),
+                                           ("empty", "is empty (0 bytes)"), ("width", "CIFAR-10's rows are 3072"),
+                                           ("meta", "cannot be read as a CIFAR-10 pickle")])
+def test_a_damaged_cifar10_file_is_named_with_what_is_wrong_and_how_to_make_a_good_one(tmp_path, damage, words):
+    root = write_cifar10(tmp_path)
+    name = _spoil_cifar10(root / "cifar-10-batches-py", damage)
+    with pytest.raises(DamagedData) as info:
+        build_feed(JobSpec(model="smallcnn", device="cpu", dataset="cifar10", data_root=str(root), batch_size=8),
+                   torch.device("cpu"))
+    said = str(info.value)
+    assert f"cifar-10-batches-py/{name} " in said and words in said and "colloc-kit data make cifar10" in said
+    assert info.value.path.name == name and error_kind(info.value) == "bad_input"
+
+
+@pytest.mark.parametrize("arrays, words", [
+    ({"data": np.zeros((4, 12288), np.uint8), "labels": list(range(1, 7))}, "holds 4 images but 6 labels"),
+    ({"data": np.zeros((0, 12288), np.uint8), "labels": []}, "holds no image"),
+    ({"data": np.zeros((4, 100), np.uint8), "labels": [1] * 4}, "uint8 rows of 12288 values")])
+def test_a_damaged_imagenet64_batch_is_named(tmp_path, arrays, words):
+    root = write_imagenet64(tmp_path, files=2, images_per_file=8)
+    np.savez(root / "train_data_batch_2.npz", **arrays)
+    with pytest.raises(DamagedData) as info:
+        ImageNet64(imagenet64_files(root))
+    said = str(info.value)
+    assert "train_data_batch_2.npz " in said and words in said and "colloc-kit data make imagenet64" in said
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_truncated_png_is_named_also_from_a_loader_process(tmp_path, workers):
+    root = write_imagefolder(tmp_path, classes=2, images_per_class=4)
+    png = root / "train" / "class_1" / "2.png"
+    png.write_bytes(png.read_bytes()[:60])
+    feed = build_feed(JobSpec(model="smallcnn", device="cpu", dataset="imagefolder", data_root=str(root),
+                              batch_size=8, workers=workers), torch.device("cpu"))
+    with pytest.raises(DamagedData) as info:
+        list(feed.epoch())
+    said = str(info.value)
+    assert said.startswith(f"{png} cannot be read as an image") and "Traceback" not in said
+    assert "colloc-kit data make imagenet" in said

@@ -38,8 +38,8 @@ from colloc_kit import events
 from colloc_kit.analysis import fairness, latency, records
 from colloc_kit.analysis.lone import with_baselines
 from colloc_kit.analysis.records import JobFigures, JobRow
-from colloc_kit.errors import BrokenRun
-from colloc_kit.paths import absolute
+from colloc_kit.errors import BadInput, BrokenRun
+from colloc_kit.paths import absolute, shown
 from colloc_kit.monitor import Samples, read_samples
 from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.manifest import JobEntry, JobOutcome, Manifest, SlotRecord
@@ -77,6 +77,15 @@ class Results:
         made = self.derived_frames
         return len(made) == 2 and made[0] is self.jobs and made[1] is self.runs
 
+    def skipped(self) -> list[str]:
+        """What `load` skipped or read in part, one sentence each, for every reader to name (`cli.skipped`).
+
+        >>> Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), broken={"runs/x": "torn"}).skipped()
+        ['skipped the broken run runs/x: torn']
+        """
+        return [*(f"skipped the broken run {shown(run)}: {problem}" for run, problem in self.broken.items()),
+                *(f"the run {shown(run)} is read in part: {problem}" for run, problem in self.damaged.items())]
+
     def of_experiments(self, names: list[str]) -> "Results":
         """Only the runs of the named experiments."""
         return self.of_runs(set(self.runs["run_id"][self.runs["experiment"].isin(names)]) if len(self.runs) else set())
@@ -97,13 +106,18 @@ def load(path: str | Path | list, strict: bool = False) -> Results:
     A broken run (a torn manifest, an unreadable event log) is skipped and named with what is wrong in `.broken`,
     so that the good runs beside it are still read; `strict=True` raises BrokenRun at the first one instead. A run
     whose monitor files are damaged (a garbage Parquet or monitor.json file) is read with its jobs' results, without
-    those samples, and its damaged files named in `.damaged` (and in its row's `problems`).
+    those samples, and its damaged files named in `.damaged` (and in its row's `problems`). A path that does not
+    exist is refused (BadInput), not read as no runs.
 
     >>> results = load("runs")                                           # doctest: +SKIP
     >>> results.broken                                                   # doctest: +SKIP
     {'runs/exp/20250101-120000-naive-x2-r0': 'runs/exp/.../manifest.json cannot be read as JSON (...)'}
     """
     folders = [absolute(p) for p in (path if isinstance(path, list) else [path])]
+    missing = [p for p in folders if not p.exists()]
+    if missing:
+        raise BadInput(f"{shown(missing[0])} does not exist; give a run directory or a folder of runs that `colloc-kit "
+                       "run` wrote, e.g. colloc_kit.load('runs')")
     readings, broken = [], {}
     for run in (run for p in folders for run in find_runs(p)):
         try:

@@ -39,7 +39,7 @@ import yaml
 
 from colloc_kit import machine, paths, supervise
 from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, flags_of, plotly_js, summary_of, warnings_of
-from colloc_kit.batch.parameters import check_types
+from colloc_kit.batch.parameters import check_contents, check_types
 from colloc_kit.batch.record import FAILED, INTERRUPTED, NOT_RUN, OK, BatchReport, NotebookOutcome, where, write_record
 from colloc_kit.errors import BadInput
 
@@ -90,10 +90,10 @@ def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overri
     chosen = select(found, only) if only else found
     settings = profiles[profile]
     per_notebook = settings.get("notebooks") or {}
+    declared = {nb: _parameters(nb, papermill.inspect_notebook) for nb in chosen}
     unknown = sorted(set(per_notebook) - {nb.stem for nb in found})
     if unknown:
         raise BadInput(f"profile {profile} names notebooks that do not exist: {', '.join(unknown)}")
-    declared = {nb: papermill.inspect_notebook(str(nb)) for nb in chosen}
     overrides = dict(overrides or {})
     unused = sorted(k for k in overrides if not any(k in params for params in declared.values()))
     if unused:
@@ -107,9 +107,21 @@ def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overri
             raise BadInput(f"profile {profile}: {nb.stem} has no parameter(s) {', '.join(undeclared)}; "
                            f"it has: {', '.join(params)}")
         values = {**BATCH_PARAMETERS, **(settings.get("parameters") or {}), **own, **overrides}
-        check_types({k: v for k, v in values.items() if k in params and k not in BATCH_PARAMETERS}, params, nb.stem)
+        given = {k: v for k, v in values.items() if k in params and k not in BATCH_PARAMETERS}
+        check_types(given, params, nb.stem)
+        check_contents(given, nb.stem)
         planned.append((nb, {k: v for k, v in values.items() if k in params}))
     return planned
+
+
+def _parameters(notebook: Path, inspect: Callable[[str], dict]) -> dict:
+    """The parameters `notebook` declares (papermill's `inspect_notebook`); BadInput naming it where it cannot be
+    read as a notebook."""
+    try:
+        return inspect(str(notebook))
+    except Exception as exc:  # noqa: BLE001 - not JSON, not a notebook, unreadable: the file is what is wrong
+        raise BadInput(f"{paths.shown(notebook)} cannot be read as a notebook ({type(exc).__name__}: {exc}); fix it "
+                       f"(e.g. restore it with git), or move it out of {paths.shown(notebook.parent)}") from None
 
 
 def select(found: list[Path], only: list[str]) -> list[Path]:

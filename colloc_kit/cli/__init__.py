@@ -11,10 +11,12 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     advise_serve `colloc-kit advise --serve`: the setting that keeps an inference job within its SLO
     export       `colloc-kit export mlflow`
     reference    `colloc-kit reference list | export`
+    skipped      what a command that reads runs skips or cannot read, named on stderr (one rule for every reader)
 
     >>> from colloc_kit.cli.main import build_parser
     >>> build_parser().parse_args(["mig", "plan", "3g,2g"]).command
     'mig'
 """
 
-__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "plans", "reference", "run_args"]
+__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "plans", "reference", "run_args",
+           "skipped"]

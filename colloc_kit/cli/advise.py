@@ -25,6 +25,7 @@ import pandas as pd
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
 from colloc_kit.cli import advise_serve
+from colloc_kit.cli.skipped import name_skipped
 from colloc_kit.analysis.summaries import workload_label
 from colloc_kit.errors import BadInput
 from colloc_kit.paths import check_folder
@@ -88,6 +89,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
         check_folder(args.out, "results folder (--out)", write=True)  # checked before the ranking, not after
     lone, target, source = _lone(args)
     mixes = _mixes(args.mix, lone)
+    if args.confirm:
+        adv.check_confirmable(mixes, lone)  # the GPU and the data the reruns need, before the ranking
     bands = predict_check.error_bands()
     tables = [adv.advise(jobs, lone, target, copies=args.copies, modes=args.modes, bands=bands) for jobs in mixes]
     if args.pairs:
@@ -123,18 +126,24 @@ def _lone(args: argparse.Namespace) -> tuple[dict[str, LoneProfile], Target, str
 
     if args.runs is not None and args.reference is not None:
         raise BadInput("give --runs or --reference, not both")
+    skipped = 0
     if args.runs is not None:
         results = load(check_folder(args.runs, "lone runs folder (--runs)", exists=True))
-        target, source = adv.local_target(results), f"lone runs in {args.runs}"
+        skipped = name_skipped(results)  # a broken run beside the good ones: named, as `show` names it
+        target, where = adv.local_target(results), args.runs
     else:
         name = reference.DEFAULT if args.reference is None else args.reference
-        results, target, source = reference.load(name), Target(), f"the shipped {name} lone runs"
+        results, target, where = reference.load(name), Target(), f"the shipped set {name}"
     experiment = args.experiment or ("seed-37" if args.mix == ["seed-37"] and args.runs is None else None)
     lone = predict_check.profiles(results, experiment)
+    of = f", experiment {experiment}" if experiment else ""
+    if not lone and skipped and results.runs.empty:
+        raise BadInput(f"no lone runs in {where}: every run there is broken (named above); run each workload alone "
+                       "again (mode exclusive), or give --runs a folder of good ones")
     if not lone:
-        raise BadInput(f"no lone runs (mode exclusive, one job, complete) in {source}"
-                       + (f", experiment {experiment}" if experiment else "") + ": run each workload alone first")
-    return lone, target, source + (f", experiment {experiment}" if experiment else "")
+        raise BadInput(f"no lone runs (mode exclusive, one job, complete) in {where}{of}: run each workload alone "
+                       "first")
+    return lone, target, f"lone runs in {where}{of}"
 
 
 def _mixes(words: list[str], lone: Mapping[str, LoneProfile]) -> list[tuple[str, ...]]:

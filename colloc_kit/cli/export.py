@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any, Callable
 
 from colloc_kit import reference
 from colloc_kit.analysis.results import load
+from colloc_kit.cli.skipped import name_skipped
 from colloc_kit.errors import BadInput
 from colloc_kit.interrupts import exit_interrupted
 from colloc_kit.paths import absolute
@@ -70,12 +70,11 @@ def _export(args: argparse.Namespace) -> int:
     read, source = _source(args.source, args.strict)
     check(args.tracking_uri)  # before reading what may be many runs
     results = read()
-    for path, problem in results.broken.items():
-        print(f"colloc-kit: skipped the broken run {path}: {problem}", file=sys.stderr)
+    skipped = name_skipped(results)
     if results.runs.empty:
         raise BadInput(f"no readable runs under {args.source}; nothing was exported")
     print(export(results, args.tracking_uri, args.experiment_name, samples=args.samples, source=source))
-    return 1 if results.broken else 0
+    return 1 if skipped else 0
 
 
 def _source(name: str, strict: bool) -> tuple[Callable[[], Any], str]:

@@ -41,11 +41,13 @@ from colloc_kit.cli.gains import print_gains
 from colloc_kit.cli.mig import add_subcommands as add_mig
 from colloc_kit.cli.plans import print_plan, print_seed_plan
 from colloc_kit.cli.reference import add_subcommands as add_reference
+from colloc_kit.cli.skipped import name_damaged, name_skipped
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
 from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
 from colloc_kit.experiments import seed as study
 from colloc_kit.interrupts import EXIT_INTERRUPTED
 from colloc_kit.modes import availability
+from colloc_kit.modes.registry import usable
 from colloc_kit.paths import check_folder, shown
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
@@ -66,6 +68,7 @@ INTERRUPTED_SAYS = {  # what Ctrl-C leaves, by command
     "data": "interrupted; the images written are kept: the same command again finishes the dataset",
     "batch": "interrupted; the notebooks executed so far are kept",
 }
+MODE_COMMANDS = ("run", "demo", "info")  # whose flags, help or answer are the sharing modes': a broken plug-in refuses
 OS_ADVICE = (  # (error numbers, what to do): an OSError that reaches the command, said by its cause
     ({errno.ENOSPC, errno.EDQUOT, errno.EFBIG}, "free space (or raise the quota), then run again"),
     ({errno.EACCES, errno.EPERM, errno.EROFS}, "fix the folder's permissions (or give a writable one), then run again"),
@@ -88,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     _printable(sys.stdout, sys.stderr)
     try:
         parser = build_parser()
+        if (broken := usable()[1]) is not None and _command(argv) in MODE_COMMANDS:
+            raise broken
     except (BadInput, BrokenPlugin) as exc:  # e.g. a mode plug-in (COLLOC_KIT_MODES) that does not load
         print(f"colloc-kit: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -111,12 +116,23 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(args, INTERRUPTED_SAYS.get(args.command, "interrupted"), EXIT_INTERRUPTED)
 
 
+def _command(argv: list[str] | None) -> str | None:
+    """The subcommand `argv` names (None where it names none), read before the whole parse."""
+    first = _Parser(add_help=False)
+    first.add_argument("--debug", action="store_true")
+    first.add_argument("command", nargs="?")
+    return first.parse_known_args(sys.argv[1:] if argv is None else argv)[0].command
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole)."""
+    """argparse, with its one-line refusals shortened (a 100 KB value is not echoed whole) and followed by the
+    command's `hint` where it has one (what to write instead; a subcommand's module sets it)."""
+
+    hint = ""
 
     def error(self, message: str) -> NoReturn:
-        """Usage and the shortened message on stderr, exit 2."""
-        super().error(shorten(message))
+        """Usage and the shortened message (and the hint) on stderr, exit 2."""
+        super().error(shorten(message) + (f"; {self.hint}" if self.hint else ""))
 
 
 def _refuse(args: argparse.Namespace, message: str, code: int) -> int:
@@ -304,10 +320,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     in part."""
     path = check_folder(args.path, "run folder", exists=True)
     results = load(path, strict=args.strict)
-    for run, problem in results.broken.items():
-        print(f"colloc-kit: skipped the broken run {shown(run)}: {shorten(problem)}", file=sys.stderr)
-    for run, problem in results.damaged.items():
-        print(f"colloc-kit: the run {shown(run)} is read in part: {shorten(problem)}", file=sys.stderr)
+    skipped = name_skipped(results)
     if results.runs.empty:
         raise BadInput(f"no readable runs (manifest.json) under {shown(path)}; give a run directory or a folder of "
                        "runs")
@@ -315,7 +328,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(results.jobs.to_json(orient="records", indent=2))
     else:
         print_tables(results)
-    return EXIT_FAILED_JOBS if results.broken or results.damaged else EXIT_OK
+    return EXIT_FAILED_JOBS if skipped else EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -323,9 +336,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     could not be read (each named)."""
     path = check_folder(args.path, "experiment folder", exists=True)
     rows = experiment_status(path)
-    problems = ExperimentFolder(path).damaged()
-    for problem in problems:
-        print(f"colloc-kit: {shorten(problem)}", file=sys.stderr)
+    problems = name_damaged(ExperimentFolder(path))
     if not rows:
         raise BadInput(f"no cells under {shown(path)}; give an experiment folder (<out>/<name>) that `colloc-kit run` "
                        "wrote")

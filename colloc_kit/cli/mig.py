@@ -34,6 +34,8 @@ def add_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     sub = mig.add_subparsers(dest="mig_command", required=True)
     models = ", ".join(GPU_MODELS)
     plan_cmd = sub.add_parser("plan", help="exact placements for a layout, or why it cannot exist")
+    plan_cmd.hint = ("write the layout as profiles, e.g. `colloc-kit mig plan 3g,2g,1g` or `mig plan 7x1g`: a count is "
+                     "a whole number of at least 1, and a word that starts with '-' is read as an option")
     plan_cmd.add_argument("layout", help="profiles, comma-separated: 3g.40gb,2g.20gb,1g.10gb or 3g,2g,1g or 7x1g")
     plan_cmd.add_argument("--gpu", help=f"GPU model ({models}); default: this machine's GPU, else {DEFAULT_MODEL}")
     propose = sub.add_parser("propose", help="layouts that give each job an instance with enough memory")
@@ -80,7 +82,10 @@ def _memory_needs(text: str) -> list[float]:
 
 def _model(name: str | None) -> GpuModel:
     """The named built-in model; else this machine's GPU 0 read live; else the default model, saying so."""
-    if name:
+    if name is not None:
+        if not name.strip():
+            raise BadInput(f"--gpu is empty; give a GPU model ({', '.join(GPU_MODELS)}), or leave --gpu out to plan "
+                           f"for this machine's GPU")
         return gpu_model(name)
     try:
         live = live_catalogue(0)

@@ -7,11 +7,10 @@ said before anything starts.
 
 from __future__ import annotations
 
-import sys
-
 import pandas as pd
 
 from colloc_kit.analysis.results import load
+from colloc_kit.cli.skipped import name_damaged
 from colloc_kit.experiments import seed as study
 from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import Cell, cells
@@ -51,6 +50,7 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
     (GPUs) it runs on (`seed_seconds`); with `budget_min`, whether they fit."""
     card = study.Card.here(seed.gpu)
     folder = ExperimentFolder.of(out, seed.experiment)
+    name_damaged(folder, "warning: ")  # its cells read as not run: said, as a YAML spec's plan says it
     every = list({c.cell_id: c for s in study.experiments(seed, card) for c in cells(s)}.values())  # a lone cell
     # that several of its experiments share (the gpu-only twin alone) counts once, as it runs once
     runs = load(folder.path).runs if folder.path.is_dir() else None
@@ -111,8 +111,7 @@ def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) 
     """The cells of `spec`, each done or to run under out/<name>: what `colloc-kit run` would do; with `budget_min`,
     whether it fits."""
     folder = ExperimentFolder.of(out, spec.name)
-    for problem in folder.damaged():  # its cells read as not run: said, as `run` and `status` say it
-        print(f"colloc-kit: warning: {problem}", file=sys.stderr)
+    name_damaged(folder, "warning: ")  # its cells read as not run: said, as `run` and `status` say it
     states = folder.cell_states()
     todo, every = 0, cells(spec)
     for cell in every:

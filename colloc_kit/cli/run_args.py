@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import Any, Callable
 
 from colloc_kit.errors import BadInput
-from colloc_kit.modes.registry import mode_class, registered
+from colloc_kit.modes.registry import mode_class, registered, usable
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.spec import PLACEMENTS, ExperimentSpec, JobSpec, with_changes
 from colloc_kit.spec_yaml import bundled_specs, read_yaml
@@ -39,7 +39,7 @@ HIDDEN_FLAGS = ("fail_at_step", "fail_kind")  # fault injection for the kit's ow
 def add_run_arguments(run: argparse.ArgumentParser) -> None:
     """`colloc-kit run`'s arguments: the spec, the experiment's flags, Slurm's, the job's and the modes' options."""
     run.add_argument("spec", nargs="?", help="a YAML experiment spec: a bundled one's name (below) or a file")
-    run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(registered())} (comma-separated)")
+    run.add_argument("--mode", type=_csv(str), help=f"sharing mode(s): {', '.join(usable()[0])} (comma-separated)")
     run.add_argument("--copies", type=_csv(int), help="copies of the job group(s), e.g. 1,2,4")
     run.add_argument("--repeats", type=int, help="repeats of every (mode, copies)")
     run.add_argument("--name", help="experiment name (folder under --out)")
@@ -87,9 +87,9 @@ def _summary(spec: Any) -> str:
 
 
 def add_mode_options(group: argparse._ArgumentGroup, taken: set[str]) -> None:
-    """One flag per option the registered modes declare (an option several modes take: one flag, each named)."""
+    """One flag per option the modes that load declare (an option several modes take: one flag, each named)."""
     owners: dict[str, list] = {}
-    for name, cls in registered().items():
+    for name, cls in usable()[0].items():
         for option in cls.takes:
             owners.setdefault(option.name, []).append((name, option))
     for key, declared in owners.items():
@@ -168,7 +168,8 @@ def _csv(kind: type) -> Callable[[str], list]:
         try:
             return [kind(part.strip()) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
+            values = "whole numbers, such as 1,2,4" if kind is int else f"{kind.__name__} values"
+            raise argparse.ArgumentTypeError(f"expected comma-separated {values}; got {text!r}") from None
     return parse
 
 

@@ -23,6 +23,8 @@ from typing import Any, Iterable, Sequence
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, gpu_model, parse_layout
 
+MOST_INSTANCES = 7  # MIG instances a GPU holds at most (A100, H100, H200: 7 x 1g)
+
 __all__ = ["ImpossibleLayout", "PlacedInstance", "Plan", "nearest_layouts", "plan", "propose_layouts", "summary"]
 
 
@@ -183,7 +185,7 @@ def _reasons(profiles: list[Profile], model: GpuModel, occupied: list[tuple[int,
     memory = sum(p.memory_slices for p in profiles)
     free_memory = model.memory_slices - sum(size for _, size in occupied)
     if memory > free_memory:
-        parts = " + ".join(f"{p.name} {p.memory_slices}" for p in sorted(profiles, key=_size_key))
+        parts = _memory_parts(profiles)
         reasons.append(f"{names} needs {memory} memory slices ({parts}); {model.name} has {free_memory}"
                        + (" free" if occupied else ""))
     if not reasons:
@@ -192,6 +194,16 @@ def _reasons(profiles: list[Profile], model: GpuModel, occupied: list[tuple[int,
         reasons.append(f"the slices add up but no placement fits them side by side (allowed starts: {allowed}"
                        + (f"; memory slices taken: {occupied}" if occupied else "") + ")")
     return reasons
+
+
+def _memory_parts(profiles: list[Profile]) -> str:
+    """Each instance's memory slices, one by one up to the most a GPU holds ('4g.40gb 4 + 1g.10gb 1'), beyond that
+    counted per profile ('100 x 1g.10gb 1 each'), so that a layout of a hundred instances is one short line."""
+    if len(profiles) <= MOST_INSTANCES:
+        return " + ".join(f"{p.name} {p.memory_slices}" for p in sorted(profiles, key=_size_key))
+    counts = sorted(Counter(profiles).items(), key=lambda item: _size_key(item[0]))
+    return " + ".join(f"{n} x {p.name} {p.memory_slices} each" if n > 1 else f"{p.name} {p.memory_slices}"
+                      for p, n in counts)
 
 
 def summary(profiles: Sequence[Profile]) -> str:

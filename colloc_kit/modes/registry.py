@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from colloc_kit.modes.base import SharingMode
 
 __all__ = ["ENTRY_POINTS", "MODE_NAME", "OPTION_NAME", "PLUGIN_VARIABLE", "availability", "guarded", "load",
-           "make_mode", "mode_class", "register", "registered", "validate_mode_spec"]
+           "make_mode", "mode_class", "register", "registered", "usable", "validate_mode_spec"]
 
 PLUGIN_VARIABLE = "COLLOC_KIT_MODES"
 ENTRY_POINTS = "colloc_kit.modes"  # the entry-point group of installed packages' modes
@@ -62,6 +62,20 @@ def registered() -> dict[str, type[SharingMode]]:
     load()
     with _lock:
         return dict(sorted(_modes.items()))
+
+
+def usable() -> tuple[dict[str, type[SharingMode]], BrokenPlugin | None]:
+    """The modes that load, in alphabetical order, and the plug-in that does not (None where all do): for what needs
+    no mode of that plug-in (`colloc-kit show` builds its parser, `run` refuses).
+
+    >>> usable()[1] is None
+    True
+    """
+    try:
+        return registered(), None
+    except BrokenPlugin as exc:
+        with _lock:
+            return dict(sorted(_modes.items())), exc
 
 
 def mode_class(name: str) -> type[SharingMode]:

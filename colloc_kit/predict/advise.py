@@ -38,8 +38,10 @@ from colloc_kit.pipeline import run
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict.host import ERROR_BAND, MoreWorkers, host_explains, more_workers
 from colloc_kit.predict.model import CALIBRATION, H100, MODES, Calibration, Config, LoneProfile, Target, predict
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker import check_job, require_gpu
 
-__all__ = ["parse_mix", "configurations", "advise", "pairs", "confirm", "seed_mixes", "COLUMNS"]
+__all__ = ["parse_mix", "configurations", "advise", "pairs", "check_confirmable", "confirm", "seed_mixes", "COLUMNS"]
 
 COLUMNS = ["mix", "config", "mode", "n_jobs", "predicted_gain", "gain_low", "gain_high", "binding",
            "predicted_images_per_s", "fits", "why", "host_explains"]
@@ -271,6 +273,25 @@ def _measured_gain(got: pd.DataFrame, config: Config | MoreWorkers, lone_rate: f
         return float(got["normalized_throughput"].mean()), float(got["normalized_throughput_ci"].mean())
     rate = float(got["aggregate_images_per_s"].mean())
     return rate / lone_rate, float(got["aggregate_images_per_s_ci"].mean()) / lone_rate
+
+
+def check_confirmable(mixes: Sequence[Sequence[str]], lone: Mapping[str, LoneProfile]) -> None:
+    """BadInput before the ranking where `confirm` could not rerun the mixes' workloads here: the jobs need a GPU
+    and this machine has none, or their data is absent (`worker.check_job`); CPU jobs on synthetic data pass."""
+    workloads = [w for w in dict.fromkeys(w for jobs in mixes for w in jobs) if lone[w].job.get("model")]
+    on_gpu = [w for w in workloads if lone[w].job.get("device", "cuda") == "cuda"]
+    elsewhere = "rank without --confirm, or confirm on a machine that has them (--runs with lone runs made there)"
+    if on_gpu:
+        try:
+            require_gpu()
+        except BadInput:
+            raise BadInput(f"--confirm: the configurations of {', '.join(on_gpu)} need a GPU (their lone runs ran on "
+                           f"one) and this machine has none; {elsewhere}") from None
+    for workload in workloads:
+        try:
+            check_job(JobSpec.from_mapping({k: v for k, v in lone[workload].job.items() if v is not None}))
+        except BadInput as exc:
+            raise BadInput(f"--confirm cannot rerun {workload} here: {exc}; {elsewhere}") from None
 
 
 def _runs_here(config: Config | MoreWorkers, device: str) -> str | None:

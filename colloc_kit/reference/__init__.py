@@ -175,10 +175,8 @@ def run_monitor(results: Results) -> pd.DataFrame:
 def _say_left_out(results: Results) -> None:
     """Name on stderr what the set will lack or hold only in part: broken runs (left out), damaged ones (read in
     part), runs still running (exported as they stand: export again once they end)."""
-    for path, problem in results.broken.items():
-        print(f"colloc-kit: reference export: left out the broken run {path}: {problem}", file=sys.stderr)
-    for path, problem in results.damaged.items():
-        print(f"colloc-kit: reference export: the run {path} is read in part: {problem}", file=sys.stderr)
+    for line in results.skipped():
+        print(f"colloc-kit: reference export: {line}", file=sys.stderr)
     running = results.runs[results.runs["status"] == "running"] if "status" in results.runs else results.runs[:0]
     for run_dir in running.get("run_dir", []):
         print(f"colloc-kit: reference export: the run {run_dir} is still running and exported as it stands; export "
@@ -201,10 +199,13 @@ def export(source: Results | str | Path | Iterable[str | Path], name: str, facts
     else:
         sources = [source] if isinstance(source, (str, Path)) else list(source)
         results = load_runs([check_folder(s, "run folder", exists=True) for s in sources])
-    if results.runs.empty:
-        raise BadInput(f"no runs to export (in {', '.join(map(str, sources)) or 'the Results given'}); give folders "
-                       "that hold run directories (manifest.json)")
     _say_left_out(results)
+    if results.runs.empty:
+        where = ", ".join(map(str, sources)) or "the Results given"
+        if results.broken:
+            raise BadInput(f"no readable runs to export in {where}: every run there is broken (named above); move "
+                           "them away or run them again, then export")
+        raise BadInput(f"no runs to export (in {where}); give folders that hold run directories (manifest.json)")
     facts = {str(k): v for k, v in (facts or {}).items()}
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))

@@ -35,6 +35,7 @@ from colloc_kit import atomic, paths
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE, Status
+from colloc_kit.store.manifest import MANIFEST
 from colloc_kit.store.rundir import RunDir, effective_status, find_runs, safe_name
 
 __all__ = ["CellState", "ExperimentFolder", "spec_fingerprint"]
@@ -76,9 +77,15 @@ class ExperimentFolder:
     @classmethod
     def writable(cls, out: str | Path, name: str) -> "ExperimentFolder":
         """The folder of experiment `name` under `out`, once both are fit to hold results (`paths.check_folder`:
-        text, length, a folder, writable); BadInput saying what is wrong before anything starts."""
+        text, length, a folder, writable; not inside a run's folder); BadInput saying what is wrong before anything
+        starts."""
         what = "results folder (--out)"
-        folder = cls.of(paths.check_folder(out, what, write=True), name)
+        out = paths.check_folder(out, what, write=True)
+        run = next((p for p in (out, *out.parents) if (p / MANIFEST).is_file()), None)
+        if run is not None:  # the new experiment would nest in a run's folder, where no reader looks for one
+            raise BadInput(f"{what} {paths.shown(out)} is inside the run folder {paths.shown(run)}; give the folder "
+                           f"that holds your experiments, e.g. --out {paths.shown(run.parent.parent)}")
+        folder = cls.of(out, name)
         paths.check_folder(folder.path, what, write=True)
         return folder
 
@@ -104,7 +111,12 @@ class ExperimentFolder:
 
     def damaged(self) -> list[str]:
         """What in this folder cannot be read, each with what is wrong and what to do: its spec files,
-        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run)."""
+        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run); or the folder itself,
+        where a file stands in its place or it cannot be listed."""
+        if os.path.lexists(self.path) and not self.path.is_dir():
+            return [f"{self.path} is a file, not the experiment's folder (its cells read as not run); move it away"]
+        if self.path.is_dir() and not os.access(self.path, os.R_OK | os.X_OK):
+            return [f"{self.path} cannot be read (no permission; its cells read as not run); fix its permissions"]
         problems = []
         for file in self._spec_files():
             try:

@@ -7,6 +7,7 @@
     models       the models (torchvision, timm, tiny CPU ones), built by name
     datasets     the datasets by name, where their files are, what size their images have
     loaders      the input pipeline: loaders, workers, device-resident synthetic data
+    faults       what is wrong with a damaged dataset file, named with how to make a good one
     recipes      the study's recipe (224 px, its augmentations) and the kit's
     reasons      a failed job's reason in words: what went wrong and what to do
     standin      stand-in datasets in the real formats (random pixels, labelled so)
@@ -29,7 +30,7 @@ from colloc_kit.spec import JobSpec
 from colloc_kit.worker.datasets import DATASET_NAMES, image_side, locate
 from colloc_kit.worker.models import MODEL_NAMES, check_model, require_timm
 
-__all__ = ["check_job", "MODEL_NAMES", "DATASET_NAMES"]
+__all__ = ["check_job", "require_gpu", "MODEL_NAMES", "DATASET_NAMES"]
 
 NO_CUDA = "CUDA is not available on this machine{why}; use --device cpu"
 
@@ -45,11 +46,12 @@ def check_job(spec: JobSpec) -> None:
         raise BadInput(f"synthetic_samples ({spec.synthetic_samples}) is smaller than one batch ({spec.batch_size}); "
                        "raise --synthetic-samples or lower --batch-size")
     if spec.device == "cuda":
-        _require_gpu()
+        require_gpu()
 
 
-def _require_gpu() -> None:
-    """Ask NVML, not CUDA: initialising CUDA in the launcher would make it a client of whatever mode runs next."""
+def require_gpu() -> None:
+    """BadInput where this machine has no CUDA GPU. Asks NVML, not CUDA: initialising CUDA in the launcher would make
+    it a client of whatever mode runs next."""
     try:
         with nvml.session() as lib:
             count = lib.nvmlDeviceGetCount()

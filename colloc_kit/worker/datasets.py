@@ -12,11 +12,11 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from colloc_kit.errors import BadInput
+from colloc_kit.errors import BadInput, DamagedData
 
 __all__ = ["CIFAR10_FILES", "CIFAR10_FOLDER", "DATASET_NAMES", "HOW_TO_GET", "IMAGENET64_KEYS", "IMAGENET64_PATTERN",
-           "IMAGE_SUFFIXES", "NATIVE_IMAGE_SIZE", "NUM_CLASSES", "SMALL_SYNTHETIC_SIDE", "image_side",
-           "imagenet64_files", "locate"]
+           "IMAGE_SUFFIXES", "NATIVE_IMAGE_SIZE", "NUM_CLASSES", "SMALL_SYNTHETIC_SIDE", "damaged",
+           "image_side", "imagenet64_files", "locate"]
 
 DATASET_NAMES = ("synthetic", "cifar10", "imagefolder", "imagenet64")
 NATIVE_IMAGE_SIZE = {"synthetic": 224, "cifar10": 32, "imagefolder": 224, "imagenet64": 64}
@@ -40,6 +40,19 @@ HOW_TO_GET = {
                   "https://image-net.org/download-images.php (Chrabaszcz et al. 2017) and unpack it so that DATA_ROOT "
                   "(or a folder inside it) holds train_data_batch_1.npz ... train_data_batch_10.npz",
 }
+STANDIN_NAME = {"cifar10": "cifar10", "imagenet64": "imagenet64", "imagefolder": "imagenet"}  # `data make` NAME
+
+
+def damaged(path: str | Path, dataset: str, what: str) -> DamagedData:
+    """The error for a damaged file of `dataset`: the file, what is wrong, and how to make a good one.
+
+    >>> str(damaged("d/data_batch_2", "cifar10", "is empty"))  # doctest: +ELLIPSIS
+    'd/data_batch_2 is empty: the file is damaged; replace it (download the CIFAR-10 ...), or make a stand-in ...'
+    """
+    name = STANDIN_NAME[dataset]
+    return DamagedData(f"{path} {what}: the file is damaged; replace it ({HOW_TO_GET[dataset]}), or make a stand-in "
+                       f"in the real layout with `colloc-kit data make {name} --root DIR` and train on it with "
+                       f"--dataset imagefolder --data-root DIR/{name}", path=path)
 
 
 def image_side(dataset: str, image_size: int | None, model: str, device: str) -> int:

@@ -22,7 +22,8 @@ from torchvision.transforms import v2
 
 from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
-from colloc_kit.worker.datasets import HOW_TO_GET, NUM_CLASSES, image_side, imagenet64_files, locate
+from colloc_kit.worker.datasets import HOW_TO_GET, NUM_CLASSES, damaged, image_side, imagenet64_files, locate
+from colloc_kit.worker.faults import cifar10_fault, imagenet64_labels, read_image
 from colloc_kit.worker.recipes import IMAGENET_NORM, RECIPES, device_normaliser, seed_transform
 from colloc_kit.worker.standin import LABEL as STANDIN_LABEL
 from colloc_kit.worker.standin import is_standin
@@ -61,7 +62,7 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
         label = f"imagenet64 ({len(dataset)} training images, downsampled ImageNet 64x64, from {folder})"
     else:
         try:
-            dataset = ImageFolder(str(folder), transform=transform)
+            dataset = ImageFolder(str(folder), transform=transform, loader=read_image)
         except FileNotFoundError as exc:
             raise BadInput(f"{exc}; {HOW_TO_GET['imagefolder']}") from None
         label = f"imagefolder ({len(dataset)} images in {len(dataset.classes)} classes from {folder})"
@@ -110,12 +111,26 @@ class CIFAR10Files(CIFAR10):
     """torchvision's CIFAR10, checking that its files exist but not their md5 sums.
 
     The kit never downloads, so the checksums guard nothing here, and skipping them lets small test copies in the
-    real pickle format (tests/fake_datasets.py) load through the real class and its real parsing.
+    real pickle format (tests/fake_datasets.py) load through the real class and its real parsing. Where that parsing
+    fails, or images and labels disagree, the damaged file is named (`faults.cifar10_fault`).
     """
 
     train_list = [[name, None] for name, _ in CIFAR10.train_list]
     test_list = [[name, None] for name, _ in CIFAR10.test_list]
     meta = {**CIFAR10.meta, "md5": None}
+
+    def __init__(self, root: str, train: bool = True, transform: Callable | None = None) -> None:
+        folder = Path(root) / self.base_folder
+        try:
+            super().__init__(root, train=train, transform=transform)
+        except Exception:
+            fault = cifar10_fault(folder)  # a damaged file named, with what is wrong (else torch's own error)
+            if fault is None:
+                raise
+            raise fault from None
+        if len(self.data) != len(self.targets):
+            raise cifar10_fault(folder) or damaged(folder, "cifar10", f"holds {len(self.data)} images but "
+                                                                      f"{len(self.targets)} labels")
 
 
 class ImageNet64(torch.utils.data.Dataset):
@@ -130,10 +145,7 @@ class ImageNet64(torch.utils.data.Dataset):
 
     def __init__(self, files: list[Path], transform: Callable | None = None):
         self.files, self.transform = list(files), transform
-        labels = []
-        for path in self.files:
-            with np.load(path) as npz:
-                labels.append(np.asarray(npz["labels"], dtype=np.int64) - 1)
+        labels = [imagenet64_labels(path) for path in self.files]  # DamagedData where images and labels disagree
         self.targets = np.concatenate(labels)
         if self.targets.min() < 0 or self.targets.max() >= NUM_CLASSES["imagenet64"]:
             raise BadInput(f"labels of {self.files[0].parent} run from {self.targets.min() + 1} to "
@@ -161,9 +173,6 @@ class ImageNet64(torch.utils.data.Dataset):
         if images is None:
             with np.load(path) as npz:
                 images = npz["data"]
-        if images.ndim != 2 or images.shape[1] != 3 * IMAGENET64_SIDE ** 2 or images.dtype != np.uint8:
-            raise BadInput(f"{path}: 'data' is {images.dtype} {images.shape}; the 64x64 format has uint8 rows of "
-                           f"{3 * IMAGENET64_SIDE ** 2} values (3 planes of 64x64)")
         return images
 
 
