@@ -6,7 +6,9 @@ import pandas as pd
 import pytest
 
 import colloc_kit
+from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
+from colloc_kit.paths import shown
 from colloc_kit.store.manifest import Manifest
 from colloc_kit.store.rundir import RunDir
 
@@ -97,3 +99,17 @@ def test_loading_a_path_that_does_not_exist_says_so(tmp_path):
     with pytest.raises(BadInput, match="rnus does not exist"):
         colloc_kit.load([tmp_path, tmp_path / "rnus"])
     assert colloc_kit.load(tmp_path).runs.empty  # an existing folder without runs: no runs, as before
+
+
+def test_a_finished_run_whose_event_log_is_gone_is_named_as_read_in_part(tmp_path, capsys):
+    """Before: `show` printed "complete" for a run whose event logs were gone, without a word (issue 53)."""
+    run = _write_run(tmp_path, {"a": _stream("a", 100, 3, 1000), "b": _stream("b", 100, 3, 1000)})
+    run.events_path("b").unlink()
+    res = colloc_kit.load(tmp_path)
+    assert res.skipped() == [f"the run {shown(run.path)} is read in part: b.events.jsonl is missing: b's figures "
+                             "cannot be computed"]
+    assert "b.events.jsonl is missing" in res.runs.iloc[0]["problems"]
+    assert main(["show", str(tmp_path)]) == 1
+    assert "b.events.jsonl is missing" in capsys.readouterr().err
+    run.events_path("b").write_text("".join(json.dumps(e) + "\n" for e in _stream("b", 100, 3, 1000)))
+    assert colloc_kit.load(tmp_path).skipped() == []  # both logs there: nothing to name

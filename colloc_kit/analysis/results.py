@@ -49,12 +49,14 @@ __all__ = ["Results", "RunReading", "assemble", "combine", "derive", "job_record
 
 
 class RunReading(NamedTuple):
-    """One run as `read_run` reads it: its job rows, its epoch rows, its summary row and the monitor's samples."""
+    """One run as `read_run` reads it: its job rows, its epoch rows, its summary row, the monitor's samples, and the
+    run's files that are gone (a finished job's event log: its figures cannot be computed)."""
 
     jobs: list[dict]
     epochs: list[dict]
     summary: dict
     samples: Samples
+    lost: tuple[str, ...] = ()
 
 
 @dataclass
@@ -151,7 +153,7 @@ def combine(parts: list[Results]) -> Results:
 def assemble(readings: list[RunReading]) -> Results:
     """Results from runs already read by `read_run` (an experiment reads each run as it ends)."""
     job_rows, epoch_rows, run_rows, gpu_frames, host_frames = [], [], [], [], []
-    for jobs, epochs, summary, samples in readings:
+    for jobs, epochs, summary, samples, _ in readings:
         job_rows += jobs
         epoch_rows += epochs
         run_rows.append(summary)
@@ -159,8 +161,8 @@ def assemble(readings: list[RunReading]) -> Results:
         host_frames.append(samples.host.assign(run_id=summary["run_id"]))
     return derive(Results(jobs=pd.DataFrame(job_rows), epochs=pd.DataFrame(epoch_rows), runs=pd.DataFrame(run_rows),
                           samples=_concat(gpu_frames), host_samples=_concat(host_frames),
-                          damaged={r.summary["run_dir"]: "; ".join(r.samples.problems)
-                                   for r in readings if r.samples.problems}))
+                          damaged={r.summary["run_dir"]: "; ".join([*r.lost, *r.samples.problems])
+                                   for r in readings if r.lost or r.samples.problems}))
 
 
 def derive(results: Results) -> Results:
@@ -188,6 +190,8 @@ def read_run(run: RunDir) -> RunReading:
     streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
     outcomes = {entry.job: entry.outcome or _outcome_from_events(entry.job, streams[entry.job], status == RUNNING)
                 for entry in entries}
+    lost = tuple(f"{run.events_path(entry.job).name} is missing: {entry.job}'s figures cannot be computed"
+                 for entry in entries if _finished(entry, status) and not run.events_path(entry.job).exists())
     samples = read_samples(run.path)
     run_figures = records.run_figures(
         streams, {job: outcome.status.value for job, outcome in outcomes.items()},
@@ -205,9 +209,15 @@ def read_run(run: RunDir) -> RunReading:
               for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": sum(r["status"] == COMPLETE for r in jobs),
                **run_figures.summary(), "flags": run_figures.flags, "bound_by": run_figures.bound_by,
-               **run_figures.host, "problems": "; ".join([*manifest.problems, *samples.problems]) or None,
+               **run_figures.host, "problems": "; ".join([*manifest.problems, *lost, *samples.problems]) or None,
                "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
-    return RunReading(jobs, epochs, summary, samples)
+    return RunReading(jobs, epochs, summary, samples, lost)
+
+
+def _finished(entry: JobEntry, run_status: str) -> bool:
+    """Whether a job ended complete, by its manifest (its outcome, else its run's status): its event log must be
+    there."""
+    return entry.outcome.status.value == COMPLETE if entry.outcome else run_status == COMPLETE
 
 
 def _run_columns(run: RunDir, manifest: Manifest) -> dict:
