@@ -866,6 +866,16 @@ def test_status_of_a_damaged_experiment_folder_shows_its_cells_and_names_the_fil
     assert "done" in printed and "naive-x1-r1" in printed
 
 
+def test_a_run_into_a_folder_with_a_torn_manifest_names_it_before_measuring_its_cell_anew(tmp_path, capsys,
+                                                                                           experiment):
+    """Before: a rerun replaced a run with a truncated manifest without naming it (issue 53)."""
+    folder = tmp_path / "exp"
+    shutil.copytree(experiment, folder)
+    path = _torn_first_manifest(folder)
+    code, _, err = cli(capsys, "run", *TINY_FLAGS, "--name", "exp", "--out", tmp_path)
+    assert code == 0 and f"colloc-kit: warning: {path} cannot be read as JSON" in err, err
+
+
 def test_a_folder_1500_levels_deep_is_walked_without_recursion(tmp_path, capsys, three_runs):
     """Before: a RecursionError traceback in `show` and `status`. Now the walk keeps a list; a run at the bottom is
     found."""
