@@ -471,18 +471,11 @@ def test_a_typo_in_09s_mix_is_one_line_naming_mix(lab, page):
 
 
 def _accept_kernel_dialog(page) -> None:
-    """JupyterLab may ask which kernel to start for the notebook; take the one offered (this Python's)."""
-    from playwright.sync_api import (  # noqa: PLC0415 - optional: the browser tests skip without it
-        TimeoutError as PlaywrightTimeout,
-    )
-
-    dialog = page.locator(".jp-Dialog")
-    try:
-        dialog.wait_for(timeout=10_000)
-    except PlaywrightTimeout:
-        return
-    dialog.locator("button", has_text="Select").click()
-    dialog.wait_for(state="detached")
+    """JupyterLab may ask which kernel to start for the notebook; take the one offered (this Python's) whenever it
+    asks, until the notebook's kernel is up ("| Idle" in the status bar). Awaited, not a fixed 10-s wait for a
+    dialog that mostly never comes."""
+    status = page.locator(".jp-StatusBar-Left")
+    _wait_until(lambda: _answer_kernel_dialog(page) or "| Idle" in status.inner_text(), 180)
 
 
 def _menu(page, menu: str, item: str) -> None:

@@ -7,6 +7,7 @@ result is lost or hidden. Everything is real: real worker processes, real files,
 64 KiB tmpfs where this machine can mount one), real permissions (a process that gave up root where needed).
 """
 
+import contextlib
 import errno
 import io
 import json
@@ -642,11 +643,24 @@ def test_a_gpu_index_the_machine_lacks_is_refused_before_anything_starts(tmp_pat
 # ---------------------------------------------------------------- third pass: liveness that cannot be fooled
 
 
-@pytest.fixture
-def one_done_cell(tmp_path, capsys) -> tuple[Path, RunDir]:
-    """A real experiment folder `live` under tmp_path with one complete cell (run in this process)."""
-    code, _, _ = cli(capsys, "run", *TINY_FLAGS, "--name", "live", "--out", tmp_path)
+@pytest.fixture(scope="module")
+def one_done_cell_made(tmp_path_factory) -> Path:
+    """The folder holding `live`, a real experiment folder with one complete cell, run once for the module in this
+    process (`colloc-kit run` through main(), as cli() runs it); each test takes a copy (one_done_cell)."""
+    out = tmp_path_factory.mktemp("one-done-cell")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main([str(a) for a in ("run", *TINY_FLAGS, "--name", "live", "--out", out)])
+    assert "Traceback" not in printed.getvalue(), printed.getvalue()
     assert code == 0
+    return out
+
+
+@pytest.fixture
+def one_done_cell(tmp_path, one_done_cell_made) -> tuple[Path, RunDir]:
+    """A real experiment folder `live` under tmp_path with one complete cell (run in this process): a copy of the
+    module's one run, which each test may rewrite."""
+    shutil.copytree(one_done_cell_made / "live", tmp_path / "live")
     (run,) = find_runs(tmp_path / "live")
     return tmp_path, run
 

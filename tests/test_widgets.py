@@ -356,7 +356,7 @@ def test_a_batch_larger_than_the_data_is_one_line_in_python_terms(tmp_path):
 @pytest.mark.slow
 def test_the_live_view_draws_each_jobs_throughput_while_it_runs_and_keeps_the_history(tmp_path):
     panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(2,), batch_sizes=(8,),
-                            job={**TINY_CPU_JOB, "steps": 300, "interval_s": 0.1}, out=str(tmp_path))
+                            job={**TINY_CPU_JOB, "steps": 100, "interval_s": 0.1}, out=str(tmp_path))
     panel.run()
     assert panel.wait(120), panel.status.value
     history = panel.live_history()
