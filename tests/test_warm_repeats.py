@@ -136,7 +136,7 @@ def test_over_several_gpus_each_lane_keeps_to_the_series_it_ran_and_releases_it_
             assert len(later) >= 2, "repeats ran as later windows of a launch"
             for m in later:
                 first = runs[m.warm.launch]
-                assert (first.gpu, first.warm.window, first.cell_id.replace("-r0-", "-")) == (
+                assert (first.gpu, first.warm.window, first.cell_id.replace(f"-r{first.repeat}-", "-")) == (
                     m.gpu, 0, m.cell_id.replace(f"-r{m.repeat}-", "-")), "a launch's windows: one GPU, one series"
     assert kit_processes_below_us() == []
 
