@@ -26,7 +26,7 @@ def test_again_adds_a_repeat_and_a_plain_rerun_says_it_measured_nothing(tmp_path
 
 
 def test_a_sweeps_bad_copies_are_refused_before_its_baseline_runs(tmp_path):
-    with pytest.raises(BadInput, match="copies must be positive"):
+    with pytest.raises(BadInput, match="copies must be whole numbers of at least 1"):
         colloc_kit.sweep([TINY], ["naive"], copies=[0, 2], out=tmp_path, monitor=False, progress=False)
     assert find_runs(tmp_path) == []
 

@@ -265,7 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = experiment_from_args(args, data)
     if args.plan:
         return print_plan(spec, args.out, args.budget_min)
-    name_damaged(ExperimentFolder.of(args.out, spec.name), "warning: ")  # its cells read as not run: measured anew
+    name_damaged(ExperimentFolder.writable(args.out, spec.name), "warning: ")  # its cells read as not run: run anew
     results = run_spec(spec, out=args.out, progress=not args.quiet)
     if spec.slurm is not None:
         return EXIT_OK  # submitted; the cells run in Slurm (`colloc-kit status`)
@@ -301,7 +301,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     seed = study.SeedSpec.from_mapping({**data, **{k: flags[k] for k in takes & set(flags)}})
     if args.plan:
         return print_seed_plan(seed, args.out, args.budget_min)
-    name_damaged(ExperimentFolder.of(args.out, seed.experiment), "warning: ")  # as a YAML spec's run says it
+    name_damaged(ExperimentFolder.writable(args.out, seed.experiment), "warning: ")  # as a YAML spec's run says it
     results = study.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     print_failures(results)
