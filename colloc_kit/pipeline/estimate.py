@@ -37,8 +37,8 @@ SAME_COMMAND_GAP_S = 30.0  # a lane's next cell starting longer after a cell's e
 
 def lane_times(runs: pd.DataFrame) -> dict[LaneKey, float]:
     """{(mode label, copies, later window): mean lane seconds per cell} of the complete runs of `runs`
-    (`load(...).runs`), each cell's lane time measured on its GPU as `lane_spans` says (here 10 and 9.5 s; 12 s for
-    the last, whose lane was started 100 s on by a later command).
+    (`load(...).runs`), each cell's lane time measured on its GPU as `lane_spans` says (here 10, 8 and 9.5 s: the
+    second's lane was next started 100 s on, by a later command, so it counts its own wall; 12 s, a later window).
 
     >>> runs = pd.DataFrame({"mode_label": ["naive"] * 4, "copies": [1] * 4, "gpu": [0, 0, 1, 0],
     ...                      "status": ["complete"] * 4, "started_at": [0.0, 10.0, 0.0, 118.0],
