@@ -106,6 +106,9 @@ def test_resnet26_is_the_seed_studys_bottleneck_2222():
     ({"dataset": "cifar10"}, ["needs --data-root", "cifar.html"]),
     ({"dataset": "imagefolder", "data_root": "{tmp}"}, ["no class folders", "{tmp}/train"]),
     ({"batch_size": 64, "synthetic_samples": 32}, ["smaller than one batch"]),
+    ({"batch_size": 1_000_000_000}, ["one batch of 1,000,000,000 images of 32 x 32 px needs 11,444 GiB",
+                                     "lower --batch-size or --image-size"]),  # was a RuntimeError from alloc_cpu
+    ({"image_size": 100_000}, ["images of 100,000 x 100,000 px", "GiB of memory"]),
 ])
 def test_check_job_refuses_with_a_clear_message(tmp_path, fields, words):
     fields = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in fields.items()}

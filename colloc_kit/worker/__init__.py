@@ -24,6 +24,8 @@ Importing this package is cheap (no torch): the launcher calls `check_job` befor
 
 from __future__ import annotations
 
+import psutil
+
 from colloc_kit.errors import BadInput, NvmlUnavailable
 from colloc_kit.gpu import nvml
 from colloc_kit.spec import JobSpec
@@ -36,10 +38,16 @@ NO_CUDA = "CUDA is not available on this machine{why}; use --device cpu"
 
 
 def check_job(spec: JobSpec) -> None:
-    """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, the seed recipe
-    without timm, no CUDA."""
+    """Refuse (BadInput) a job that cannot run here: unknown model, absent or malformed data, one batch larger than
+    this machine's memory, the seed recipe without timm, no CUDA."""
     locate(spec.dataset, spec.data_root)
-    check_model(spec.model, image_side(spec.dataset, spec.image_size, spec.model, spec.device))
+    side = image_side(spec.dataset, spec.image_size, spec.model, spec.device)
+    check_model(spec.model, side)
+    batch_bytes = spec.batch_size * 3 * side * side * 4  # one batch of float32 RGB images, as the loader collates it
+    if batch_bytes > (memory := psutil.virtual_memory().total):
+        raise BadInput(f"one batch of {spec.batch_size:,} images of {side:,} x {side:,} px needs "
+                       f"{batch_bytes / 2**30:,.0f} GiB to hold, more than this machine's {memory / 2**30:,.0f} GiB of "
+                       "memory; lower --batch-size or --image-size")
     if spec.recipe == "seed":
         require_timm("the seed recipe (timm's own training transform)")
     if spec.dataset == "synthetic" and spec.synthetic_samples < spec.batch_size:
