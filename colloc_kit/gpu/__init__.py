@@ -9,7 +9,8 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     mig_catalogue  MIG profile tables of each GPU model, names resolved, the live catalogue
     mig_planner    exact MIG placements (`plan`), explained impossibilities, proposed layouts
     mig_apply      `MigLayout`: apply a layout and restore what was there (an undo journal)
-    mig_state      a simulated MIG GPU: its instances and processes, and the rules (placement, capacity, refusals)
+    mig_state      a simulated MIG GPU and its host: modes, placement and capacity of GPU instances, refusals
+    mig_instances  inside a simulated MIG GPU: GPU and compute instances, the processes on them, their rules
     mig_handles    the simulated NVML's handles: ctypes structures, each a key into a table of `mig_state` objects
     mig_simulator  a simulated NVML over `mig_state`: pynvml's functions, handles, structures and errors
 
@@ -18,5 +19,5 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     ['4g.20gb@0', '2g.10gb@4', '1g.5gb@6']
 """
 
-__all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_planner", "mig_simulator", "mig_state", "mps_daemon",
-           "mps_detect", "mps_watchdog", "nvml", "pids"]
+__all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_instances", "mig_planner", "mig_simulator", "mig_state",
+           "mps_daemon", "mps_detect", "mps_watchdog", "nvml", "pids"]

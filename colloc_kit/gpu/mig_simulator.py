@@ -47,7 +47,8 @@ from colloc_kit.gpu.mig_handles import (
     HandleTable, c_nvmlComputeInstanceInfo_t, c_nvmlGpuInstanceInfo_t, deref, fill, struct_c_nvmlComputeInstance_t,
     struct_c_nvmlDevice_t, struct_c_nvmlGpuInstance_t,
 )
-from colloc_kit.gpu.mig_state import ComputeInstance, GpuInstance, SimulatedHost
+from colloc_kit.gpu.mig_instances import ComputeInstance, GpuInstance
+from colloc_kit.gpu.mig_state import SimulatedHost
 
 __all__ = ["SimulatedNvml", "simulated", "simulated_gpu"]
 
