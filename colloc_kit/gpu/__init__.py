@@ -13,11 +13,12 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     mig_instances  inside a simulated MIG GPU: GPU and compute instances, the processes on them, their rules
     mig_handles    the simulated NVML's handles: ctypes structures, each a key into a table of `mig_state` objects
     mig_simulator  a simulated NVML over `mig_state`: pynvml's functions, handles, structures and errors
+    mig_instance_calls  the simulated NVML's GPU-instance and compute-instance functions (`InstanceCalls`)
 
     >>> from colloc_kit.gpu import mig_planner
     >>> [i.label() for i in mig_planner.plan("4g,2g,1g", "A100-40GB").instances]
     ['4g.20gb@0', '2g.10gb@4', '1g.5gb@6']
 """
 
-__all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_instances", "mig_planner", "mig_simulator", "mig_state",
-           "mps_daemon", "mps_detect", "mps_watchdog", "nvml", "pids"]
+__all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_instance_calls", "mig_instances", "mig_planner",
+           "mig_simulator", "mig_state", "mps_daemon", "mps_detect", "mps_watchdog", "nvml", "pids"]
