@@ -9,6 +9,7 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
     mig_catalogue  MIG profile tables of each GPU model, names resolved, the live catalogue
     mig_planner    exact MIG placements (`plan`), explained impossibilities, proposed layouts
     mig_apply      `MigLayout`: apply a layout and restore what was there (an undo journal)
+    mig_read       a GPU's MIG state read through NVML (`read_state`: mode, instances, MIG device UUIDs), MIG access
     mig_state      a simulated MIG GPU and its host: modes, placement and capacity of GPU instances, refusals
     mig_instances  inside a simulated MIG GPU: GPU and compute instances, the processes on them, their rules
     mig_handles    the simulated NVML's handles: ctypes structures, each a key into a table of `mig_state` objects
@@ -21,4 +22,4 @@ and the monitor build on it; nothing here knows about runs, jobs or notebooks.
 """
 
 __all__ = ["mig_apply", "mig_catalogue", "mig_handles", "mig_instance_calls", "mig_instances", "mig_planner",
-           "mig_simulator", "mig_state", "mps_daemon", "mps_detect", "mps_watchdog", "nvml", "pids"]
+           "mig_read", "mig_simulator", "mig_state", "mps_daemon", "mps_detect", "mps_watchdog", "nvml", "pids"]
