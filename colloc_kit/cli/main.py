@@ -46,6 +46,7 @@ from colloc_kit.cli.skipped import name_damaged, name_skipped
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
 from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
 from colloc_kit.experiments import seed as study
+from colloc_kit.experiments import seed_run
 from colloc_kit.interrupts import EXIT_INTERRUPTED
 from colloc_kit.modes.registry import usable
 from colloc_kit.paths import check_folder, shown
@@ -249,7 +250,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     if args.plan:
         return print_seed_plan(seed, args.out, args.budget_min)
     name_damaged(ExperimentFolder.writable(args.out, seed.experiment), "warning: ")  # as a YAML spec's run says it
-    results = study.run(seed, out=args.out, progress=not args.quiet)
+    results = seed_run.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     print_failures(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
