@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, live_catalogue
+from colloc_kit.gpu.mig_catalogue import GpuModel, Profile
+from colloc_kit.gpu.mig_live import live_catalogue
 from colloc_kit.gpu.mig_planner import PlacedInstance, Plan, plan
 from colloc_kit.gpu.mig_read import (
     MIG_CONFIG_CAPABILITY, ExistingInstance, MigState, compute_instances, mig_config_access, mig_device_uuids,

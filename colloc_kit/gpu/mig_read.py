@@ -2,7 +2,7 @@
 compute instances and MIG device UUIDs (`read_state` -> `MigState`), and whether this process may change MIG.
 `mig_apply` reads it before changing anything, and keeps what it found to put it back.
 
-    >>> from colloc_kit.gpu.mig_catalogue import live_catalogue
+    >>> from colloc_kit.gpu.mig_live import live_catalogue
     >>> from colloc_kit.gpu.mig_simulator import simulated
     >>> with simulated("A30", mig_enabled=True), nvml.session() as lib:
     ...     read_state(lib, lib.nvmlDeviceGetHandleByIndex(0), live_catalogue(0)).describe()
