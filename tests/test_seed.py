@@ -14,7 +14,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.experiments import seed as study
 from colloc_kit.experiments import seed_run
 from colloc_kit.spec import JobSpec
-from colloc_kit.spec_yaml import bundled_specs, read_yaml
+from colloc_kit.spec.yaml_files import bundled_specs, read_yaml
 from colloc_kit.worker.recipes import seed_transform
 from colloc_kit.worker.standin import LABEL, make
 

@@ -54,7 +54,7 @@ from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import JobSpec
-from colloc_kit.spec_yaml import read_yaml
+from colloc_kit.spec.yaml_files import read_yaml
 from colloc_kit.statuses import CELL_STATUSES, COMPLETE, FAILED, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
 __all__ = ["build_parser", "main"]

@@ -31,7 +31,7 @@ from colloc_kit.gpu.mig_catalogue import GpuModel, gpu_model, model_for_device
 from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
 from colloc_kit.machine import gpu_list
 from colloc_kit.spec import AMP_CHOICES, ExperimentSpec, ModeSpec
-from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION, baseline_keys
+from colloc_kit.spec.baselines import BASELINES, SEED_PRECISION, baseline_keys
 
 __all__ = ["BATCH", "Card", "DATASETS", "MIXES", "MIX_MODELS", "MODELS", "PARTITION_LABEL", "PLANNED_CARD",
            "RUN_OVERHEAD_S", "SOLO_COPIES", "SOLO_SLICES", "SeedCell", "SeedSpec", "WARM_OVERHEAD_S", "experiments",
