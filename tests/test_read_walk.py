@@ -9,7 +9,7 @@ run is read once before the walk is taken, so imports (the lazy `colloc_kit.anal
 
 A return is a stay in a module the walk had already stayed in and left. Issue 54 measured 10 modules in 26 stays with
 16 returns (records <-> figures five times, up and down between store, events and analysis); the walk is now at most
-12 stays with no return.
+12 stays with no return (10 on each run below: a fresh CPU run, an older kit's run, a shipped H100 run).
 
     python tests/test_read_walk.py RUN_DIR...      # each run's walk, its stays and returns
 """
@@ -17,6 +17,7 @@ A return is a stay in a module the walk had already stayed in and left. Issue 54
 from __future__ import annotations
 
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ from colloc_kit.store.rundir import RunDir
 
 MAX_STAYS = 12
 OLD_RUN = Path(__file__).parent / "data" / "kit-b96d848" / "old" / "20261123-004941-naive-x1-r0"
+MATRIX_RUNS = Path(__file__).parents[1] / "benchmarks" / "results" / "h100" / "matrix" / "runs.tgz"  # h100-matrix's
+H100_RUN = "20261121-025720-mps-x7-r0"  # seven jobs under MPS on an H100, with the monitor's GPU samples
 TINY = {"model": "smallcnn", "batch_size": 16, "device": "cpu", "dataset": "synthetic", "image_size": 32,
         "synthetic_samples": 128, "steps": 24, "warmup_steps": 4, "workers": 0, "interval_s": 0.25}
 
@@ -74,10 +77,20 @@ def two_jobs(tmp_path_factory) -> RunDir:
     return run
 
 
-@pytest.mark.parametrize("which", ["two_jobs", "old_kit"])
-def test_reading_a_run_is_one_trip(which, request):
-    """Down once through the store and the analysis, and back: no module entered twice, at most 12 stays."""
-    run = request.getfixturevalue("two_jobs") if which == "two_jobs" else RunDir(OLD_RUN)
+def h100_run(folder: Path) -> RunDir:
+    """One run of the shipped raw H100 runs (`benchmarks/results/h100/matrix/runs.tgz`), unpacked into `folder`."""
+    with tarfile.open(MATRIX_RUNS) as packed:
+        packed.extractall(folder, [m for m in packed.getmembers() if H100_RUN in m.name], filter="data")
+    (manifest,) = folder.rglob("manifest.json")
+    return RunDir(manifest.parent)
+
+
+@pytest.mark.parametrize("which", ["two_jobs", "old_kit", "h100"])
+def test_reading_a_run_is_one_trip(which, request, tmp_path):
+    """Down once through the store and the analysis, and back: no module entered twice, at most 12 stays. Before
+    issue 54: 26 stays and 16 returns (two_jobs), 21 and 12 (old_kit), 49 and 39 (h100)."""
+    run = {"two_jobs": lambda: request.getfixturevalue("two_jobs"), "old_kit": lambda: RunDir(OLD_RUN),
+           "h100": lambda: h100_run(tmp_path)}[which]()
     stays = walk(run)
     assert len(stays) <= MAX_STAYS and not returns(stays), f"{len(stays)} stays: {shown(stays)}"
     assert stays[0] == "colloc_kit.analysis.results"
