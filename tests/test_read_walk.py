@@ -3,9 +3,10 @@
 The walk is the order in which `read_run` enters the kit's modules, taken with `sys.setprofile`: each Python call
 from a module into another module of `colloc_kit` enters that module (a call within a module is no entry, and the
 return to the caller is no entry either: the caller was waiting, not left); entries into the same module one after
-another are one stay. Calls into the standard library, pandas, numpy or any other package are left out, as are the
-kit's calls they make on its behalf only where the kit called them (`map(events.parse, ...)` enters `events`). The
-run is read once before the walk is taken, so imports (the lazy `colloc_kit.analysis` ones) are no part of it.
+another are one stay. Calls into the standard library, pandas, numpy or any other package are ignored: they enter
+nothing and end no stay; a kit function they call back is entered from the nearest Python frame (through a builtin,
+`map(events.parse, lines)`, from the kit's module that handed it over). The run is read once before the walk is
+taken, so imports (the lazy `colloc_kit.analysis` ones) are no part of it.
 
 A return is a stay in a module the walk had already stayed in and left. Issue 54 measured 10 modules in 26 stays with
 16 returns (records <-> figures five times, up and down between store, events and analysis); the walk is now at most

@@ -344,10 +344,9 @@ def _reported_rate(stream: Sequence[dict]) -> float | None:
 def _verdict(device: str, input_wait: float | None, monitor: Mapping[str, Any]) -> dict[str, Any]:
     """A job's GPU idle share and `bound_by`, from its input wait and the monitor's figures over its window."""
     util = monitor.get("gpu_util_pct_mean")
-    gpu_idle = None if util is None else max(0.0, 1 - util / 100)
-    return {"gpu_idle_share": gpu_idle, "bound_by": bound_by(device, input_wait, gpu_idle,
-                                                             monitor.get("sm_util_pct_mean"),
-                                                             monitor.get("dram_bw_util_pct_mean"))}
+    idle = None if util is None else max(0.0, 1 - util / 100)
+    verdict = bound_by(device, input_wait, idle, monitor.get("sm_util_pct_mean"), monitor.get("dram_bw_util_pct_mean"))
+    return {"gpu_idle_share": idle, "bound_by": verdict}
 
 
 def _steady_memory(process_samples: pd.DataFrame, job: str, window: Window | None) -> float | None:
