@@ -17,6 +17,7 @@ A return is a stay in a module the walk had already stayed in and left. Issue 54
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -24,8 +25,10 @@ from pathlib import Path
 import pytest
 
 import colloc_kit
-from colloc_kit.analysis.results import read_run
-from colloc_kit.store.rundir import RunDir
+from colloc_kit.analysis import results
+from colloc_kit.analysis.results import READ, read_run
+from colloc_kit.statuses import RUNNING
+from colloc_kit.store.rundir import RunDir, this_runner
 
 MAX_STAYS = 12
 OLD_RUN = Path(__file__).parent / "data" / "kit-b96d848" / "old" / "20261123-004941-naive-x1-r0"
@@ -38,6 +41,7 @@ TINY = {"model": "smallcnn", "batch_size": 16, "device": "cpu", "dataset": "synt
 def walk(run: RunDir) -> list[str]:
     """The modules of `colloc_kit` that `read_run(run)` enters, in order, one name per stay."""
     read_run(run)  # once first: imports are no part of the walk
+    READ.clear()  # and forgotten: the walk reads the run's files
     entered: list[str] = []
 
     def profile(frame, event, _arg):
@@ -96,6 +100,30 @@ def test_reading_a_run_is_one_trip(which, request, tmp_path):
     assert len(stays) <= MAX_STAYS and not returns(stays), f"{len(stays)} stays: {shown(stays)}"
     assert stays[0] == "colloc_kit.analysis.results"
     assert {"colloc_kit.store.rundir", "colloc_kit.store.manifest", "colloc_kit.analysis.figures"} <= set(stays)
+
+
+def test_a_run_read_before_is_not_read_again(two_jobs, monkeypatch):
+    """A run that has ended is read from its files once: read again, its reading comes back without a file read."""
+    first = read_run(two_jobs)
+    monkeypatch.setattr(results, "read_streams", lambda run: pytest.fail(f"{run.path} read from its files again"))
+    assert read_run(two_jobs) is first
+    assert read_run(RunDir(two_jobs.path)) is first  # another RunDir of the same folder
+
+
+def test_a_run_whose_files_changed_is_read_again(two_jobs, tmp_path):
+    """A file of the run changed (here a job's event log gone) and the next reading says so: no stale reading."""
+    run = RunDir(shutil.copytree(two_jobs.path, tmp_path / two_jobs.path.name))
+    assert read_run(run).lost == ()
+    next(run.jobs_dir.glob("*.events.jsonl")).unlink()
+    assert "is missing" in read_run(run).lost[0]
+
+
+def test_a_running_run_is_read_from_its_files_each_time(two_jobs, tmp_path):
+    """A run still running (its runner is this process) is read afresh each time: it may end between two readings."""
+    run = RunDir(shutil.copytree(two_jobs.path, tmp_path / two_jobs.path.name))
+    pid, started = this_runner()
+    run.update_manifest(status=RUNNING, runner_pid=pid, runner_started_at=started)
+    assert read_run(run).summary["status"] == RUNNING and run.path not in READ
 
 
 if __name__ == "__main__":

@@ -42,10 +42,13 @@ from colloc_kit.analysis.records import JobFigures, JobRow, RunFigures, job_reco
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.monitor import Samples
 from colloc_kit.paths import absolute, shown
-from colloc_kit.statuses import COMPLETE
+from colloc_kit.statuses import COMPLETE, RUNNING
 from colloc_kit.store.rundir import RunDir, RunStreams, find_runs, read_streams
 
 __all__ = ["Results", "RunReading", "assemble", "combine", "derive", "job_record", "job_row", "load", "read_run"]
+
+
+READ_KEPT = 4096  # runs whose readings a process keeps (the seed study's fp32 and bf16 folders: about 500)
 
 
 class RunReading(NamedTuple):
@@ -57,6 +60,9 @@ class RunReading(NamedTuple):
     summary: dict
     samples: Samples
     lost: tuple[str, ...] = ()
+
+
+READ: dict[Path, tuple[tuple, RunReading]] = {}  # by run folder: (its fingerprint when read, the reading)
 
 
 @dataclass
@@ -180,10 +186,27 @@ def derive(results: Results) -> Results:
 
 
 def read_run(run: RunDir) -> RunReading:
-    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples. One trip: the store gathers the
-    run (`store.rundir.read_streams`: the manifest, each job's events and outcome, the monitor's samples), the
-    analysis makes its records (`records.read`: every figure in one call, a `JobRow` per job), and the rows are made
-    here, of those records only (`tests/test_read_walk.py` holds the walk to it)."""
+    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples. A run no longer running is read
+    once in a process while its files stay as they were (`RunDir.fingerprint`; `READ` keeps the readings): an
+    experiment over several GPUs reads its folder's runs again at each of its specs, and the seed study's folder
+    holds hundreds. A reading is shared: its rows are not to be changed in place."""
+    fingerprint = run.fingerprint()
+    kept = READ.get(run.path)
+    if kept is not None and kept[0] == fingerprint:
+        return kept[1]
+    reading = _read_run(run)
+    if reading.summary["status"] != RUNNING:
+        READ[run.path] = (fingerprint, reading)
+        while len(READ) > READ_KEPT:
+            READ.pop(next(iter(READ)))  # the earliest read first
+    return reading
+
+
+def _read_run(run: RunDir) -> RunReading:
+    """`read_run` from the files. One trip: the store gathers the run (`store.rundir.read_streams`: the manifest,
+    each job's events and outcome, the monitor's samples), the analysis makes its records (`records.read`: every figure
+    in one call, a `JobRow` per job), and the rows are made here, of those records only (`tests/test_read_walk.py`
+    holds the walk to it)."""
     read = records.read(read_streams(run))
     streams, manifest, run_figures = read.streams, read.streams.manifest, read.figures
     status, base = streams.status.value, _run_columns(streams)

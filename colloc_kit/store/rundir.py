@@ -25,6 +25,7 @@ that was killed. The statuses and their meanings: colloc_kit.statuses.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -102,6 +103,21 @@ class RunDir:
     def events_path(self, job_id: str) -> Path:
         """Where job `job_id`'s event stream is kept."""
         return events_file(self.jobs_dir, job_id)
+
+    def fingerprint(self) -> tuple[tuple[str, int, int], ...]:
+        """Each file a reader reads (the manifest, `jobs/`, `monitor/`) with its size and modification time in ns: a
+        run read before and no longer running reads the same while its fingerprint is the same.
+
+        >>> import tempfile
+        >>> RunDir(tempfile.mkdtemp()).fingerprint()
+        ()
+        """
+        found = []
+        for folder in (self.path, self.jobs_dir, self.monitor_dir):
+            with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+                found += [(entry.path, (stat := entry.stat()).st_size, stat.st_mtime_ns) for entry in entries
+                          if entry.is_file()]
+        return tuple(sorted(found))
 
     def read_manifest(self) -> Manifest:
         """The run's manifest (`manifest.read`); BrokenRun saying what is wrong when it cannot be read."""
