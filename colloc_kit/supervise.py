@@ -25,7 +25,7 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 import psutil
 
 __all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
-           "split_cores", "stop_all"]
+           "split_cores", "stop_all", "suspended"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
@@ -79,6 +79,19 @@ def signal_group(pid: int, sig: int) -> None:
         pass
 
 
+def suspended(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, SIGTSTP: state T): it makes no progress, and acts on no signal but
+    SIGKILL until it is sent SIGCONT. False where it is gone.
+
+    >>> suspended(os.getpid())
+    False
+    """
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL process `pid`, its group, and every process below it (children that started sessions of their own)."""
     try:
@@ -99,12 +112,14 @@ def kill_tree(pid: int) -> None:
 
 def stop_all(children: Iterable[Child], first: int = signal.SIGTERM, grace_s: float = 5.0,
              on_kill: Callable[[Child], None] | None = None) -> None:
-    """Stop every live child: `first` to its group, up to `grace_s` seconds for all of them together, then
-    `kill_tree` for each still there (`on_kill` hears of it first); every child is reaped before this returns."""
+    """Stop every live child: `first` to its group, then SIGCONT (a stopped process acts on `first` only once
+    continued, and would otherwise spend the grace period stopped), up to `grace_s` seconds for all of them together,
+    then `kill_tree` for each still there (`on_kill` hears of it first); every child is reaped before this returns."""
     children = list(children)
     for child in children:
         if child.poll() is None:
             signal_group(child.pid, first)
+            signal_group(child.pid, signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     try:
         for child in children:

@@ -31,7 +31,7 @@ from colloc_kit import events, supervise
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes import Slot
 from colloc_kit.spec import JobSpec
-from colloc_kit.statuses import INTERRUPTED, TIMED_OUT
+from colloc_kit.statuses import COMPLETE, INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
 from colloc_kit.worker.zygote import ForkedWorker, Zygote
@@ -61,6 +61,7 @@ class _Job:
     last: dict = field(default_factory=dict)  # last event of each type
     pump: threading.Thread | None = None
     stopped_as: str | None = None  # timed_out / interrupted, when the launcher stopped it
+    note: str | None = None  # what the launcher saw of it as it stopped it (its process suspended)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -270,7 +271,7 @@ def _wait_until_ready(jobs: list[_Job]) -> None:
         if time.monotonic() > deadline:
             for job in jobs:
                 if not job.ready.is_set():
-                    job.stopped_as = TIMED_OUT
+                    _time_out(job)
                     _signal(job, signal.SIGKILL)
             return
         time.sleep(POLL_S)
@@ -305,12 +306,20 @@ def _wait_until_done(jobs: list[_Job], time_limit_s: float | None, pause: bool =
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
-                    job.stopped_as = TIMED_OUT
+                    _time_out(job)
             return
         if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
             _tell_all(jobs, events.PAUSE if pause else events.STOP)
             told = True
         time.sleep(POLL_S)
+
+
+def _time_out(job: _Job) -> None:
+    """Mark `job` as stopped at its time limit, noting a suspended process (SIGSTOP): why it made no progress."""
+    job.stopped_as = TIMED_OUT
+    if supervise.suspended(job.proc.pid):
+        job.note = (f"process {job.proc.pid} was suspended (SIGSTOP, state T) when the limit came, so it made no "
+                    "progress: it was ended")
 
 
 def _stop_all(jobs: list[_Job]) -> None:
@@ -334,6 +343,8 @@ def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
     when and where it ran."""
     code = job.proc.returncode
     status, error_kind, message = events.job_outcome(job.last, job.stopped_as, code)
+    if job.note and status != COMPLETE:
+        message = f"{message}; {job.note}"
     end = job.last.get(events.END)
     measured = job.last.get(events.MEASURED) or {}
     ci = measured.get("ci")

@@ -12,7 +12,9 @@ Faults: the zygote dies with the kit that started it, whatever ends the kit (SIG
 imports (a parent-death signal, `supervise.die_with_parent`; Linux counts the kit's thread that started it as its
 parent, and a lane starts and ends its zygote in one thread); it also leaves when the kit closes its socket. A worker
 whose kit is gone leaves when its stdin closes, as a `Popen`-started one does. A worker outliving its zygote (the
-zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_KIT_ZYGOTE=0` turns the zygote
+zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. A zygote found suspended (SIGSTOP) where
+the kit waits on it (its hello, a fork, a worker that ended unreported) is killed: stopped, it would neither fork nor
+reap, and the kit would wait forever; later workers start as fresh processes. `COLLOC_KIT_ZYGOTE=0` turns the zygote
 off (every worker a fresh `python -m colloc_kit.worker`).
 
     >>> with Zygote() as zygote:                                                  # doctest: +SKIP
@@ -38,12 +40,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Iterable, NoReturn
+from typing import IO, Any, Iterable, NoReturn
 
 from colloc_kit import supervise
 from colloc_kit.worker.models import TIMM_PREFIX
 
-__all__ = ["CUDA_ERROR_NOT_INITIALIZED", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "MESSAGE_BYTES",
+__all__ = ["CHECK_S", "CUDA_ERROR_NOT_INITIALIZED", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "MESSAGE_BYTES",
            "ONE_THREAD", "POLL_S", "PRELOAD", "WORKER_MODULE", "Zygote", "enabled", "load_lazy_libraries", "main"]
 
 PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
@@ -54,6 +56,7 @@ WORKER_MODULE = "colloc_kit.worker"
 EXIT_UNKNOWN = 255  # a worker whose zygote died before reporting how it ended
 POLL_S = 0.02
 HELLO_TIMEOUT_S = 600.0  # the imports; past this the kit starts workers as fresh processes
+CHECK_S = 0.5  # how often the kit, waiting on the zygote, looks whether it is suspended
 MESSAGE_BYTES = 1 << 20
 
 
@@ -80,6 +83,7 @@ class Zygote:
         self._exit_codes: dict[int, int] = {}
         self.children_cpu_s = 0.0  # user + system CPU seconds of the workers that ended (their loader processes too)
         self._lost = threading.Event()
+        self._killed_why: str | None = None  # why the kit killed it (suspended)
         self._hello: dict | None = None
         self._lock = threading.Lock()
         threading.Thread(target=self._listen, name="zygote", daemon=True).start()
@@ -101,8 +105,8 @@ class Zygote:
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the listener; the zygote reads EOF
         except OSError:
             pass
-        if self._hello is None:  # nobody asked for a worker (so it forked none): no need to wait for its imports
-            self._proc.kill()
+        if self._hello is None or supervise.suspended(self._proc.pid):  # nothing to wait for: it forked none, or
+            self._proc.kill()                                            # it is stopped
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -115,10 +119,10 @@ class Zygote:
         with self._lock:
             if self._hello is None:
                 try:
-                    item = self._started.get(timeout=HELLO_TIMEOUT_S)
+                    item = self._next(HELLO_TIMEOUT_S)
                 except queue.Empty:
                     item = {"ok": False, "why": f"its imports took over {HELLO_TIMEOUT_S:.0f} s"}
-                self._hello = item if isinstance(item, dict) else {"ok": False, "why": "it exited"}
+                self._hello = item if isinstance(item, dict) else {"ok": False, "why": self._killed_why or "it exited"}
                 if not self._hello["ok"]:
                     print(f"colloc-kit: workers start as fresh processes, not from the zygote: {self._hello['why']}",
                           file=sys.stderr)
@@ -137,7 +141,7 @@ class Zygote:
         try:
             with self._lock:
                 socket.send_fds(self._sock, [json.dumps(request).encode()], [stdin_r, stdout_w, stderr.fileno()])
-                started = self._started.get()
+                started = self._next(float("inf"))
         except OSError:
             pass
         finally:
@@ -156,6 +160,8 @@ class Zygote:
         """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
         if not self._lost.is_set():
             return None
+        if self._killed_why:
+            return self._killed_why
         code = self._proc.poll()
         return f"the zygote (pid {self._proc.pid}) ended" + (f" with code {code}" if code is not None else "")
 
@@ -164,9 +170,31 @@ class Zygote:
         zygote was gone."""
         if pid in self._exit_codes:
             return self._exit_codes[pid]
-        if self._lost.is_set() and select.select([pidfd], [], [], 0)[0]:  # readable: the process ended
-            return self._exit_codes.get(pid, EXIT_UNKNOWN)
+        if select.select([pidfd], [], [], 0)[0]:  # readable: the process ended
+            if self._lost.is_set():
+                return self._exit_codes.get(pid, EXIT_UNKNOWN)
+            self._kill_if_suspended()  # stopped, it would never reap it nor say how it ended
         return None
+
+    def _next(self, timeout: float) -> Any:
+        """The listener's next item (the hello, a fork's (pid, pidfd), None once the zygote is gone) within `timeout`
+        s (queue.Empty past it); a zygote found suspended meanwhile is killed (then None)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._started.get(timeout=max(0.0, min(CHECK_S, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise
+                self._kill_if_suspended()
+
+    def _kill_if_suspended(self) -> None:
+        """Kill the zygote if it is suspended (SIGSTOP), saying why (`lost`); its socket closes, so the listener
+        marks it gone."""
+        if self._killed_why is None and supervise.suspended(self._proc.pid):
+            self._killed_why = (f"the zygote (pid {self._proc.pid}) was suspended (SIGSTOP, state T): it could neither "
+                                "fork workers nor say how they ended, so the kit killed it")
+            self._proc.kill()
 
     def _listen(self) -> None:
         """Hear the zygote: its hello, each fork's pid and pidfd, each worker's exit code; then mark it gone."""

@@ -1,0 +1,140 @@
+"""Hostile input and faults, fifth pass (issue 53), on the CPU: a job worker or the preloaded zygote stopped (SIGSTOP)
+mid-run under `--time-limit`, and a job that runs out of host memory where its need could not be predicted."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from processes import KitWatch
+
+import colloc_kit
+from colloc_kit.pipeline.launcher import STOP_GRACE_S
+from colloc_kit.store.rundir import MANIFEST, find_runs
+
+REPO = Path(__file__).resolve().parents[1]
+FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--warmup-steps", "2", "--batch-size", "8",
+         "--synthetic-samples", "64", "--workers", "0", "--interval-s", "0.1", "--no-monitor", "--quiet"]
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def kit(*argv: object) -> subprocess.Popen:
+    """`colloc-kit ARGV` as a process of its own."""
+    return subprocess.Popen([sys.executable, "-m", "colloc_kit.cli", *map(str, argv)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_as_in_a_terminal)
+
+
+def below(proc: subprocess.Popen, marker: str) -> list[psutil.Process]:
+    """The processes under `proc` whose command line holds `marker`."""
+    found = []
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if marker in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_for_starts(out: Path, proc: subprocess.Popen, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while sum('"start"' in p.read_text() for p in out.rglob("*.events.jsonl")) < n:
+        assert time.monotonic() < deadline and proc.poll() is None, "the jobs never started"
+        time.sleep(0.05)
+
+
+def ended(proc: subprocess.Popen, watch: KitWatch, timeout: float) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the kit, which must end within `timeout` s and leave no process of the kit
+    behind (a stopped one is continued and killed here, so that a failing case does not leave it to the next)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        out, err = proc.communicate()
+        watch.survivors(grace_s=5)
+        pytest.fail(f"the kit hung: still running {timeout} s later\n{err[-2000:]}")
+    left = watch.survivors(grace_s=5)
+    for survivor in left:
+        survivor.kill()
+    assert not left, f"left behind: {[(p.pid, ' '.join(p.cmdline())[:80]) for p in left]}"
+    assert "Traceback" not in err, err
+    return proc.returncode, out, err
+
+
+def manifest_of(out: Path) -> dict:
+    (run,) = find_runs(out)
+    return json.loads((run.path / MANIFEST).read_text())
+
+
+# ---------------------------------------------------------------- a stopped process under --time-limit
+
+
+@pytest.mark.slow
+def test_a_stopped_job_worker_is_killed_at_the_time_limit_and_named(tmp_path):
+    """A worker SIGSTOPped mid-run makes no progress: the time limit still ends the cell on time (a stopped process
+    acts on SIGTERM only once continued, so the grace period must not be spent waiting for it), the job is recorded
+    as timed out saying its process was stopped, nothing is left, and the folder reads back."""
+    limit = 6
+    proc = kit("run", *FLAGS, "--seconds", "60", "--copies", "2", "--time-limit", limit, "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    wait_for_starts(tmp_path, proc, 2)
+    (victim,) = below(proc, "--job-id j0")
+    victim.suspend()
+    code, _, _ = ended(proc, watch, timeout=limit + 60)
+    assert code == 1
+    jobs = {job["outcome"]["job_id"]: job for job in manifest_of(tmp_path)["jobs"]}
+    stopped = jobs["j0-smallcnn"]["outcome"]
+    assert stopped["status"] == "timed_out" and stopped["error_kind"] == "timeout"
+    assert "stopped at its time limit" in stopped["error"]
+    assert f"process {victim.pid} was suspended (SIGSTOP" in stopped["error"], stopped["error"]
+    assert stopped["ended_at"] - stopped["released_at"] < limit + STOP_GRACE_S - 1  # no grace spent on it
+    assert jobs["j1-smallcnn"]["outcome"]["status"] == "timed_out"  # held for the common window, then stopped
+    results = colloc_kit.load(tmp_path)
+    assert not results.broken and len(results.jobs) == 2
+
+
+@pytest.mark.slow
+def test_a_stopped_zygote_mid_run_neither_hangs_the_run_nor_loses_its_jobs(tmp_path):
+    """The zygote SIGSTOPped once its workers run: it cannot reap them or say how they ended. The kit must not wait
+    for it (it waited forever, even past --time-limit): the jobs that reported their end are complete, the zygote is
+    killed and the run names what happened to it."""
+    proc = kit("run", *FLAGS, "--seconds", "3", "--copies", "2", "--time-limit", "120", "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    wait_for_starts(tmp_path, proc, 2)
+    (zygote,) = below(proc, "colloc_kit.worker.zygote")
+    zygote.suspend()
+    started = time.monotonic()
+    code, _, err = ended(proc, watch, timeout=90)
+    assert code == 0, err
+    assert time.monotonic() - started < 60  # well before the time limit
+    manifest = manifest_of(tmp_path)
+    assert [job["outcome"]["status"] for job in manifest["jobs"]] == ["complete", "complete"]
+    assert any(f"the zygote (pid {zygote.pid}) was suspended (SIGSTOP" in p for p in manifest["problems"]), \
+        manifest["problems"]
+    assert (colloc_kit.load(tmp_path).jobs["images_per_s"] > 0).all()
+
+
+@pytest.mark.slow
+def test_a_zygote_stopped_while_it_imports_does_not_hold_the_run(tmp_path):
+    """Stopped before it says it is ready, the zygote was waited for up to 10 minutes: now the kit gives up on it at
+    once, kills it and starts the workers as fresh processes, saying so."""
+    proc = kit("run", *FLAGS, "--steps", "3", "--copies", "2", "--time-limit", "120", "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 60
+    while not (zygotes := below(proc, "colloc_kit.worker.zygote")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no zygote started"
+        time.sleep(0.01)
+    zygotes[0].suspend()
+    code, _, err = ended(proc, watch, timeout=150)
+    assert code == 0, err
+    assert "workers start as fresh processes" in err and "was suspended (SIGSTOP" in err, err
+    assert [job["outcome"]["status"] for job in manifest_of(tmp_path)["jobs"]] == ["complete", "complete"]
