@@ -25,9 +25,10 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 import psutil
 
 __all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
-           "split_cores", "stop_all", "suspended"]
+           "oom_kills", "split_cores", "stop_all", "suspended"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+VMSTAT = "/proc/vmstat"  # its `oom_kill`: the processes the kernel's out-of-memory killer killed since boot
 
 
 class Child(Protocol):
@@ -90,6 +91,23 @@ def suspended(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_STOPPED
     except psutil.Error:
         return False
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed on this machine since it booted (its memory
+    cgroups' kills too; /proc/vmstat's `oom_kill`, Linux 4.13 and later), or None where that cannot be read.
+
+    >>> oom_kills() is None or oom_kills() >= 0
+    True
+    """
+    try:
+        with open(VMSTAT) as vmstat:
+            for line in vmstat:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def kill_tree(pid: int) -> None:

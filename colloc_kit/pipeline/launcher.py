@@ -34,6 +34,7 @@ from colloc_kit.spec import JobSpec
 from colloc_kit.statuses import COMPLETE, INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
+from colloc_kit.worker.reasons import HOST_MEMORY_ADVICE
 from colloc_kit.worker.zygote import ForkedWorker, Zygote
 
 __all__ = ["LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
@@ -114,6 +115,7 @@ class Wave:
         self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
         self.on_event, self.on_start, self.zygote, self.keep = on_event, on_start, zygote, keep
         self.released_at: float | None = None
+        self.oom_kills = supervise.oom_kills()  # the machine's count, to tell the OOM killer's SIGKILL from others'
         self.outcomes: list[JobOutcome] = []
         self.kept = False  # every job alive, paused after a complete window: `again` may run another
         self._jobs: list[_Job] = []
@@ -148,8 +150,9 @@ class Wave:
         assert self.kept, "again() needs the jobs kept after a complete window"
         jobs_dir.mkdir(parents=True, exist_ok=True)
         for job in self._jobs:
-            job.events_path, job.last, job.stopped_as = events_file(jobs_dir, job.item.job_id), {}, None
+            job.events_path, job.last, job.stopped_as, job.note = events_file(jobs_dir, job.item.job_id), {}, None, None
         ended = False
+        self.oom_kills = supervise.oom_kills()
         try:
             self.released_at = events.now()
             _tell_all(self._jobs, events.GO)
@@ -182,7 +185,7 @@ class Wave:
         self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
         if not self.kept:
             _stop_all(self._jobs)
-        self.outcomes = [_outcome(job, self.released_at) for job in self._jobs]
+        self.outcomes = [_outcome(job, self.released_at, self.oom_kills) for job in self._jobs]
 
 
 def _mark_interrupted(jobs: list[_Job]) -> None:
@@ -338,11 +341,18 @@ def _signal(job: _Job, sig: int) -> None:
     supervise.signal_group(job.proc.pid, sig)
 
 
-def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
+def _outcome(job: _Job, released_at: float | None, oom_kills: int | None = None) -> JobOutcome:
     """What became of `job` (`events.job_outcome`: from how it was stopped, its last events and its exit code), with
-    when and where it ran."""
+    when and where it ran. A SIGKILL the kit did not send, while the kernel's out-of-memory killer killed on this
+    machine (`oom_kills`: its count before), is out of memory."""
     code = job.proc.returncode
     status, error_kind, message = events.job_outcome(job.last, job.stopped_as, code)
+    if error_kind == ErrorKind.KILLED and code == -signal.SIGKILL and oom_kills is not None:
+        killed = (supervise.oom_kills() or 0) - oom_kills
+        if killed > 0:
+            error_kind, message = ErrorKind.OUT_OF_MEMORY, (
+                f"killed (SIGKILL) by the kernel's out-of-memory killer, which killed {killed} process(es) on this "
+                f"machine while it ran: host memory ran out; {HOST_MEMORY_ADVICE}")
     if job.note and status != COMPLETE:
         message = f"{message}; {job.note}"
     end = job.last.get(events.END)
