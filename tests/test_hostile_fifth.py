@@ -106,6 +106,29 @@ def test_a_stopped_job_worker_is_killed_at_the_time_limit_and_named(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_job_worker_stopped_before_it_is_ready_is_not_waited_for_past_the_time_limit(tmp_path):
+    """Suspended before its `ready`, a worker held every job at the start barrier for READY_TIMEOUT_S (15 minutes),
+    whatever --time-limit said: now it is ended once suspended for longer than the limit, and says so."""
+    limit = 5
+    proc = kit("run", *FLAGS, "--steps", "3", "--copies", "2", "--time-limit", limit, "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 60
+    while not (workers := below(proc, "--job-id j0")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
+        time.sleep(0.005)
+    workers[0].suspend()
+    code, _, _ = ended(proc, watch, timeout=limit + 60)
+    assert code == 1
+    jobs = {job["outcome"]["job_id"]: job["outcome"] for job in manifest_of(tmp_path)["jobs"]}
+    (events,) = tmp_path.rglob("j0-smallcnn.events.jsonl")
+    assert '"ready"' not in events.read_text()  # it was stopped before it got ready
+    assert jobs["j0-smallcnn"]["status"] == "timed_out"
+    assert jobs["j0-smallcnn"]["error"].startswith("did not get ready in time; process ")
+    assert "was suspended (SIGSTOP" in jobs["j0-smallcnn"]["error"]
+    assert jobs["j1-smallcnn"]["status"] == "complete"  # released once the stopped one was given up
+
+
+@pytest.mark.slow
 def test_a_stopped_zygote_mid_run_neither_hangs_the_run_nor_loses_its_jobs(tmp_path):
     """The zygote SIGSTOPped once its workers run: it cannot reap them or say how they ended. The kit must not wait
     for it (it waited forever, even past --time-limit): the jobs that reported their end are complete, the zygote is

@@ -133,7 +133,7 @@ class Wave:
                 jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
                 self.on_start(self.pids())
-            _wait_until_ready(jobs)
+            _wait_until_ready(jobs, self.time_limit_s)
             self.released_at = _release(jobs)
             _wait_until_done(jobs, self.time_limit_s, pause=self.keep)
             ended = True
@@ -268,10 +268,20 @@ def _stop_unwritable(job: _Job, exc: OSError) -> None:
     _signal(job, signal.SIGTERM)
 
 
-def _wait_until_ready(jobs: list[_Job]) -> None:
+def _wait_until_ready(jobs: list[_Job], time_limit_s: float | None = None) -> None:
+    """Wait for every job to be ready (or gone), READY_TIMEOUT_S at most; a job suspended (SIGSTOP) for longer than
+    the time limit is not waited for (it makes no progress; the limit counts from the start, which it holds up)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    suspended_since: dict[int, float] = {}
     while not all(job.ready.is_set() or not job.alive() for job in jobs):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        for job in jobs:
+            if job.ready.is_set() or not supervise.suspended(job.proc.pid):
+                suspended_since.pop(job.proc.pid, None)
+            elif now - suspended_since.setdefault(job.proc.pid, now) > (time_limit_s or READY_TIMEOUT_S):
+                _time_out(job)
+                _signal(job, signal.SIGKILL)
+        if now > deadline:
             for job in jobs:
                 if not job.ready.is_set():
                     _time_out(job)
