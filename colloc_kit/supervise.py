@@ -25,7 +25,7 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 import psutil
 
 __all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
-           "oom_kills", "split_cores", "stop_all", "suspended"]
+           "oom_kills", "split_cores", "stop_all", "suspended", "unreaped_exit_codes"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 VMSTAT = "/proc/vmstat"  # its `oom_kill`: the processes the kernel's out-of-memory killer killed since boot
@@ -91,6 +91,29 @@ def suspended(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_STOPPED
     except psutil.Error:
         return False
+
+
+def unreaped_exit_codes(parent: int) -> dict[int, int]:
+    """{pid: exit code, negative for a signal} of `parent`'s children that ended but are not reaped yet (zombies; a
+    parent that is suspended reaps none), read from /proc (stat's `exit_code`, Linux 3.5 and later).
+
+    >>> unreaped_exit_codes(os.getpid())
+    {}
+    """
+    codes: dict[int, int] = {}
+    try:
+        children = psutil.Process(parent).children()
+    except psutil.Error:
+        return codes
+    for child in children:
+        try:
+            with open(f"/proc/{child.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # from the state on: the name may hold anything
+            if fields[0] == "Z":
+                codes[child.pid] = os.waitstatus_to_exitcode(int(fields[49]))  # stat's field 52
+        except (OSError, IndexError, ValueError):  # reaped meanwhile; an older kernel
+            continue
+    return codes
 
 
 def oom_kills() -> int | None:

@@ -150,6 +150,30 @@ def test_a_stopped_zygote_mid_run_neither_hangs_the_run_nor_loses_its_jobs(tmp_p
 
 
 @pytest.mark.slow
+def test_a_job_that_dies_while_its_zygote_is_stopped_keeps_its_exit_code(tmp_path):
+    """A worker that dies (SIGKILL, the `crash` fault) while the zygote that forked it is suspended: the zygote never
+    reaps it, so the kit reads how it ended from /proc before killing the zygote (it was `exited with code 255`)."""
+    job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "warmup_steps": 2, "batch_size": 8,
+           "synthetic_samples": 64, "workers": 0}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"jobs": [{**job, "seconds": 3}, {**job, "steps": 100000, "fail_at_step": 150,
+                                                                  "fail_kind": "crash"}], "monitor": False}))
+    proc = kit("run", spec, "--quiet", "--time-limit", "120", "--out", tmp_path / "out")
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 120
+    while sum('"ready"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the jobs never got ready"
+        time.sleep(0.005)
+    (zygote,) = below(proc, "colloc_kit.worker.zygote")
+    zygote.suspend()
+    code, _, _ = ended(proc, watch, timeout=90)
+    assert code == 1
+    (crashed,) = (job["outcome"] for job in manifest_of(tmp_path / "out")["jobs"] if job["group"] == 1)
+    assert "injecting fault crash at step 150" in next(tmp_path.rglob("j1-*.stderr.log")).read_text()
+    assert crashed["exit_code"] == -signal.SIGKILL and crashed["error"].startswith("worker killed by SIGKILL"), crashed
+
+
+@pytest.mark.slow
 def test_a_zygote_stopped_while_it_imports_does_not_hold_the_run(tmp_path):
     """Stopped before it says it is ready, the zygote was waited for up to 10 minutes: now the kit gives up on it at
     once, kills it and starts the workers as fresh processes, saying so."""

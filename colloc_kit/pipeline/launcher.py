@@ -280,7 +280,7 @@ def _wait_until_ready(jobs: list[_Job], time_limit_s: float | None = None) -> No
                 suspended_since.pop(job.proc.pid, None)
             elif now - suspended_since.setdefault(job.proc.pid, now) > (time_limit_s or READY_TIMEOUT_S):
                 _time_out(job)
-                _signal(job, signal.SIGKILL)
+                supervise.kill_tree(job.proc.pid)  # its group, or the process alone (stopped before it took one)
         if now > deadline:
             for job in jobs:
                 if not job.ready.is_set():

@@ -126,7 +126,7 @@ class Zygote:
                 if not self._hello["ok"]:
                     print(f"colloc-kit: workers start as fresh processes, not from the zygote: {self._hello['why']}",
                           file=sys.stderr)
-        return bool(self._hello["ok"]) and not self._lost.is_set()
+        return bool(self._hello["ok"]) and not self._lost.is_set() and self._killed_why is None
 
     def spawn(self, argv: list[str], env: dict[str, str], cores: list[int] | None, cwd: str,
               stderr: IO) -> "ForkedWorker | None":
@@ -158,10 +158,10 @@ class Zygote:
     @property
     def lost(self) -> str | None:
         """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
+        if self._killed_why:  # (its listener may not have heard it end yet)
+            return self._killed_why
         if not self._lost.is_set():
             return None
-        if self._killed_why:
-            return self._killed_why
         code = self._proc.poll()
         return f"the zygote (pid {self._proc.pid}) ended" + (f" with code {code}" if code is not None else "")
 
@@ -189,9 +189,11 @@ class Zygote:
                 self._kill_if_suspended()
 
     def _kill_if_suspended(self) -> None:
-        """Kill the zygote if it is suspended (SIGSTOP), saying why (`lost`); its socket closes, so the listener
-        marks it gone."""
+        """Kill the zygote if it is suspended (SIGSTOP), saying why (`lost`), once the exit codes of the workers it
+        has not reaped are read; its socket closes, so the listener marks it gone."""
         if self._killed_why is None and supervise.suspended(self._proc.pid):
+            for pid, code in supervise.unreaped_exit_codes(self._proc.pid).items():  # lost with it otherwise
+                self._exit_codes.setdefault(pid, code)
             self._killed_why = (f"the zygote (pid {self._proc.pid}) was suspended (SIGSTOP, state T): it could neither "
                                 "fork workers nor say how they ended, so the kit killed it")
             self._proc.kill()
@@ -319,7 +321,9 @@ def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:
                 os.close(set_up_r)
                 return json.loads(message), fds, set_up_w
             os.close(set_up_w)
-            os.read(set_up_r, 1)  # EOF once the worker has its group, streams, name...: Popen returns after exec too
+            while not select.select([set_up_r], [], [], POLL_S)[0]:  # EOF once the worker has its group, streams,
+                if supervise.suspended(pid):  # name...: Popen returns after exec too; but one suspended (SIGSTOP) in
+                    break                     # its set-up is the kit's to time out, not to wait for
             os.close(set_up_r)
             pidfd = os.pidfd_open(pid)  # our unreaped child: this pidfd is that process, whatever happens to us
             try:
