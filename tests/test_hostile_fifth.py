@@ -156,7 +156,7 @@ def test_a_job_that_dies_while_its_zygote_is_stopped_keeps_its_exit_code(tmp_pat
     job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "warmup_steps": 2, "batch_size": 8,
            "synthetic_samples": 64, "workers": 0}
     spec = tmp_path / "spec.yaml"
-    spec.write_text(json.dumps({"jobs": [{**job, "seconds": 3}, {**job, "steps": 100000, "fail_at_step": 150,
+    spec.write_text(json.dumps({"jobs": [{**job, "seconds": 3}, {**job, "steps": 100000, "fail_at_step": 1000,
                                                                   "fail_kind": "crash"}], "monitor": False}))
     proc = kit("run", spec, "--quiet", "--time-limit", "120", "--out", tmp_path / "out")
     watch = KitWatch(proc.pid)
@@ -169,7 +169,7 @@ def test_a_job_that_dies_while_its_zygote_is_stopped_keeps_its_exit_code(tmp_pat
     code, _, _ = ended(proc, watch, timeout=90)
     assert code == 1
     (crashed,) = (job["outcome"] for job in manifest_of(tmp_path / "out")["jobs"] if job["group"] == 1)
-    assert "injecting fault crash at step 150" in next(tmp_path.rglob("j1-*.stderr.log")).read_text()
+    assert "injecting fault crash at step 1000" in next(tmp_path.rglob("j1-*.stderr.log")).read_text()
     assert crashed["exit_code"] == -signal.SIGKILL and crashed["error"].startswith("worker killed by SIGKILL"), crashed
 
 
