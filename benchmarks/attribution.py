@@ -29,7 +29,7 @@ import pandas as pd
 from colloc_kit.analysis import summaries
 from colloc_kit.pipeline import run_spec
 from colloc_kit.spec import ExperimentSpec
-from colloc_kit.spec_baselines import BASELINES, SEED_PRECISION
+from colloc_kit.spec.baselines import BASELINES, SEED_PRECISION
 from colloc_kit.views.tables import table
 from colloc_kit.worker.standin import make
 

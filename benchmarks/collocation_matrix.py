@@ -26,7 +26,7 @@ import pandas as pd
 import colloc_kit
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.spec import ExperimentSpec, with_changes
-from colloc_kit.spec_yaml import read_yaml
+from colloc_kit.spec.yaml_files import read_yaml
 
 KEYS = ["model", "batch_size", "mode_label", "copies"]
 

@@ -7,7 +7,7 @@ the seed study's shape: experiments `seed-33` and `seed-37`, workloads alone, th
 
 Only what runs without a GPU: exclusive and naive (MPS and its partitions need one). One naive cell of `seed-33` has a
 fault injected (out of memory at step 12) so that the set holds a cell that "did not fit", and `seed-33/not-run.json`
-names one cell as not run, as `experiments.seed.run` names cells that cannot fit (a STAND-IN reason, labelled so).
+names one cell as not run, as `experiments.seed_run.run` names cells that cannot fit (a STAND-IN reason, labelled so).
 """
 
 import json

@@ -1,6 +1,6 @@
 """The house rules of docs/architecture.md, read from the source. Every import counts: top-level, inside a function,
 under `TYPE_CHECKING`, and a module started by name (`python -m colloc_kit.x`). No import circle in colloc_kit/
-but the exceptions below, each with its reason; no module imports one of a row below its own; no module over 400
+but the exceptions below, each with its reason; no module imports one of a row below its own; no module over 350
 lines; no function over 60 lines without a reason in its docstring ("Long: ...")."""
 
 import ast
@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "colloc_kit"
 ROWS = {  # docs/architecture.md's table: a module may import only from its own row or the rows above
     0: ["__init__", "errors", "statuses", "events", "atomic", "supervise", "stats", "paths", "interrupts", "serving"],
     1: ["gpu"],
-    2: ["modes", "spec", "spec_checks", "spec_yaml", "spec_baselines", "worker", "monitor"],
+    2: ["modes", "spec", "worker", "monitor"],
     3: ["store", "analysis"],
     4: ["pipeline", "machine", "tracking"],
     5: ["views", "experiments", "findings", "reference", "notebook", "batch", "cli", "predict"],
@@ -22,9 +22,12 @@ CIRCLE_EXCEPTIONS = {  # (importer, imported): why this edge of a circle is allo
     ("colloc_kit.modes.registry", "colloc_kit.modes.base"):
         "type-only (TYPE_CHECKING): the registry's annotations name the class it holds; base registers each "
         "subclass with the registry as it is defined",
+    ("colloc_kit.gpu.mig_instances", "colloc_kit.gpu.mig_state"):
+        "type-only (TYPE_CHECKING): an instance's annotations name the simulated GPU it is on; mig_state builds "
+        "the GPU's instances from mig_instances",
 }
 REACHING_DOWN: dict[tuple[str, str], str] = {}  # (importer, imported): why an import reaches a lower row
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 60
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 350, 60
 MODULE_NAME = re.compile(r"colloc_kit(\.\w+)+")
 
 
@@ -137,16 +140,17 @@ def test_the_modes_never_import_the_spec_and_the_hardware_never_imports_a_mode()
     edges = graph()
     for module, targets in edges.items():
         if module.startswith("colloc_kit.modes"):
-            assert "colloc_kit.spec" not in targets, module
+            assert not any(t == "colloc_kit.spec" or t.startswith("colloc_kit.spec.") for t in targets), module
         if module.startswith("colloc_kit.gpu"):
             assert not any(t.startswith(("colloc_kit.modes", "colloc_kit.monitor")) for t in targets), module
 
 
 def test_the_schema_never_imports_an_executor():
-    assert not any(t.startswith("colloc_kit.pipeline") for t in graph()["colloc_kit.spec"])
+    schema = [targets for module, targets in graph().items() if module.split(".")[:2] == ["colloc_kit", "spec"]]
+    assert not any(t.startswith("colloc_kit.pipeline") for targets in schema for t in targets)
 
 
-def test_no_module_over_400_lines():
+def test_no_module_over_350_lines():
     long = {module_name(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines()))
             > MAX_MODULE_LINES}
     assert not long, f"split these modules: {long}"

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_catalogue import GPU_MODELS, live_catalogue, model_for_device
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS, model_for_device
+from colloc_kit.gpu.mig_live import live_catalogue
 
 MUTATING = re.compile(r"Set|Create|Destroy|Reset|Clear")
 

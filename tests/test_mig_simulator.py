@@ -6,7 +6,8 @@ import os
 import pytest
 
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_catalogue import GPU_MODELS, live_catalogue
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS
+from colloc_kit.gpu.mig_live import live_catalogue
 from colloc_kit.gpu.mig_simulator import simulated_gpu
 
 

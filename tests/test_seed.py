@@ -12,8 +12,9 @@ import colloc_kit
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments import seed as study
+from colloc_kit.experiments import seed_run
 from colloc_kit.spec import JobSpec
-from colloc_kit.spec_yaml import bundled_specs, read_yaml
+from colloc_kit.spec.yaml_files import bundled_specs, read_yaml
 from colloc_kit.worker.recipes import seed_transform
 from colloc_kit.worker.standin import LABEL, make
 
@@ -178,11 +179,11 @@ def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_
 def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monkeypatch, tmp_path):
     lone = pd.DataFrame([{"model": "timm.resnet50", "data_root": "/d/imagenet64", "batch_size": 128, "amp": "off",
                           "baseline_steady_gpu_memory_mb": 14016.0}])
-    monkeypatch.setattr(study, "load", lambda path: SimpleNamespace(jobs=None))
-    monkeypatch.setattr(study, "baselines", lambda jobs: lone)
+    monkeypatch.setattr(seed_run, "load", lambda path: SimpleNamespace(jobs=None))
+    monkeypatch.setattr(seed_run, "baselines", lambda jobs: lone)
     specs = {(s.jobs[0].model, s.copies[0]): s for s in study.experiments(study.SeedSpec(33, data_root="/d"), H100)}
     def does_not_fit(spec, mode):
-        return study._does_not_fit(study._lone_footprints(tmp_path, spec), mode, H100)
+        return seed_run._does_not_fit(seed_run._lone_footprints(tmp_path, spec), mode, H100)
 
     why = {(copies, mode.label): does_not_fit(specs["timm.resnet50", copies], mode)
            for copies in (3, 7) for mode in specs["timm.resnet50", copies].modes}

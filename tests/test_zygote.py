@@ -134,7 +134,7 @@ def test_a_zygote_still_importing_dies_with_its_sigkilled_kit():
 @pytest.mark.slow
 def test_a_zygote_that_would_fork_threads_refuses():
     code = ("import threading, time; threading.Thread(target=time.sleep, args=(5,), daemon=True).start(); "
-            "from colloc_kit.worker.zygote import _preload; print(_preload())")
+            "from colloc_kit.worker.zygote_process import _preload; print(_preload())")
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert "threads after the imports" in said
 
@@ -178,7 +178,7 @@ def test_a_zygote_asked_for_nothing_is_not_waited_for():
 @pytest.mark.gpu
 def test_the_driver_check_tells_loaded_from_initialised():
     """torch maps libcuda at import (harmless before a fork); only cuInit makes a fork unsafe, and only that counts."""
-    probe = ("import torch\nfrom colloc_kit.worker.zygote import _cuda_initialised\n"
+    probe = ("import torch\nfrom colloc_kit.worker.zygote_process import _cuda_initialised\n"
              "before = _cuda_initialised()\ntorch.cuda.init()\nprint(before, _cuda_initialised())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["False", "True"]

@@ -1,7 +1,7 @@
 """The read side's arithmetic: every figure defined once, runs read back into frames, baselines, fairness, summaries.
 
-    figures      every figure the kit reports, defined once (windows, rates, CIs, flags, bound by)
-    records      a run's figures in one call (`run_figures`) as frozen records: `RunFigures`, `JobFigures`, `JobRow`
+    figures      every figure the kit reports, defined once (windows, rates, CIs, flags, bound by); a run's: `of_run`
+    records      one run's records in one call (`read`): `RunFigures` with a `JobFigures` per job, a `JobRow` per job
     results      runs read back into frames (`load`, `combine`, `Results`), with baselines and fairness joined
     latency      an inference job's figures: latency percentiles with CIs, requests/s, SLO share, starved jobs
     lone         each job's lone baseline and what is measured against it (relative throughput, slowdown)

@@ -20,7 +20,7 @@ workers gave. The rules (`figures` lists them; docs/attribution.md says them at 
   root sum of squares, `figures.relative_ci`); over repeats, the repeats' CI with the baselines' (they share them).
 - **Notes** (`attribution_note`): no host-matched lone run; a host-matched job still input-bound (its host's part is
   then a lower bound); more loader workers than the job's cores; a baseline known less precisely than its target
-  (`spec_baselines.SEED_PRECISION`) with how many lone runs to add.
+  (`spec.baselines.SEED_PRECISION`) with how many lone runs to add.
 
     >>> round(split_of(rates=[300.0], configured=[100.0], host_matched=[150.0])["host_part"], 2)
     1.5
@@ -35,7 +35,7 @@ import pandas as pd
 
 from colloc_kit.analysis import figures
 from colloc_kit.analysis.lone import BASELINE_KEYS, baselines, complete, in_figures, measured_rate
-from colloc_kit.spec_baselines import SEED_PRECISION
+from colloc_kit.spec.baselines import SEED_PRECISION
 from colloc_kit.stats import ci95, plural, plus_minus
 
 __all__ = ["SPLIT", "RUN_COLUMNS", "SHARED", "SUMMARY_COLUMNS", "baseline_kind", "split_of", "per_run", "over_repeats"]

@@ -60,16 +60,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from colloc_kit import events
 from colloc_kit.stats import ci95, plus_minus
 from colloc_kit.statuses import COMPLETE
 
-__all__ = ["HOST_BOUND_IDLE_SHARE", "HOST_BOUND_SM_ACTIVE_PCT", "INPUT_BOUND_SHARE", "MEMORY_BOUND_DRAM_PCT",
-           "MEMORY_MARGIN", "MIN_WINDOW_S", "WIDE_CI", "Window", "bound_by", "common_window", "copies_fit",
-           "input_wait_share", "interval_rates", "jain_index", "relative_ci", "run_flags", "run_throughput",
-           "slice_rates", "steady_intervals", "steady_span", "wide", "window_images", "window_rate"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from colloc_kit.monitor.store import Samples
+
+__all__ = ["HOST_BOUND_IDLE_SHARE", "HOST_BOUND_SM_ACTIVE_PCT", "HOST_FIGURES", "INPUT_BOUND_SHARE",
+           "MEMORY_BOUND_DRAM_PCT", "MEMORY_MARGIN", "MIN_WINDOW_S", "WIDE_CI", "Window", "bound_by", "common_window",
+           "copies_fit", "gpu_summary", "input_wait_share", "interval_rates", "jain_index", "of_run", "relative_ci",
+           "run_flags", "run_throughput", "slice_rates", "steady_intervals", "steady_span", "wide", "window_images",
+           "window_rate"]
 
 MIN_WINDOW_S = 2.0  # a shorter common window is flagged
 WIDE_CI = 0.03  # a figure whose 95 % CI half-width is wider than +-3 % of it is flagged
@@ -78,6 +84,7 @@ HOST_BOUND_IDLE_SHARE = 0.2  # the GPU ran no kernel at least this share of the 
 HOST_BOUND_SM_ACTIVE_PCT = 40.0  # or its SMs were active less than this (kernels too small to fill it)
 MEMORY_BOUND_DRAM_PCT = 60.0  # DRAM bandwidth at least this busy while the GPU was busy
 MEMORY_MARGIN = 0.05  # share of a memory capacity kept free when counting copies that fit
+HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
 
 
 @dataclass(frozen=True)
@@ -278,3 +285,74 @@ def copies_fit(capacity_mb: float, footprint_mb: float | None) -> int | None:
     if not footprint_mb or footprint_mb <= 0 or math.isnan(footprint_mb):
         return None
     return int(capacity_mb * (1 - MEMORY_MARGIN) // footprint_mb)
+
+
+def of_run(streams: Mapping[str, Sequence[dict]], statuses: Mapping[str, str], devices: Mapping[str, str],
+           samples: Samples, sequential: bool, slice_s: float = 1.0,
+           span: tuple[float | None, float | None] = (None, None)) -> dict[str, Any]:
+    """Every figure of one run in one pass, from its jobs' events, statuses and devices and the monitor's samples
+    (`slice_s`: the slices of its within-run CI; `span`: the run's start and end, for the host's figures where it had
+    no common window): `run_throughput`'s figures but `job_rates`, `window`, `flags`, `bound_by` (its jobs' verdict
+    where they agree, else 'mixed: ...'), `host`, `spans` (each job's measured window) and, per job in `jobs`, the
+    fields of `records.JobFigures` but `latency`. The rates and CIs first, the monitor's summaries, then verdicts."""
+    from colloc_kit.monitor.summary import summarize  # noqa: PLC0415 - pandas only where a run is read
+
+    throughput = run_throughput(streams, statuses, sequential, slice_s)
+    rates: dict[str, float] = throughput.pop("job_rates")
+    window = Window(throughput["window_start"], throughput["window_end"])
+    spans = {job: steady_span(stream, held=False) for job, stream in streams.items()}
+    jobs: dict[str, dict[str, Any]] = {
+        job: {"images_per_s": _reported_rate(stream), "images_per_s_overlap": rates.get(job),
+              "images_per_s_ci": ci95(interval_rates(stream))[1], "input_wait_share": input_wait_share(stream)}
+        for job, stream in streams.items()}
+    flags = run_flags(throughput, len(streams), sum(status == COMPLETE for status in statuses.values()))
+    alone_in_turn = sequential or len(streams) == 1  # each job measured on its own window
+    monitored = len(samples.gpu) > 0
+    shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
+    for job, stream in streams.items():
+        span_own = spans[job] if alone_in_turn and jobs[job]["images_per_s"] else None
+        own = Window(*span_own) if span_own else None
+        monitor = gpu_summary(samples.gpu, own, [stream]) if monitored and own else shared
+        jobs[job].update(monitor=monitor, steady_gpu_memory_mb=_steady_memory(samples.process, job, own or window),
+                         **_verdict(devices[job], jobs[job]["input_wait_share"], monitor))
+    run_span = window or Window(*span)
+    host = summarize(samples.host, *run_span.bounds()) if len(samples.host) and run_span.seconds > 0 else {}
+    verdicts: list[str] = sorted({job["bound_by"] for job in jobs.values() if job["bound_by"]})
+    return {**throughput, "window": window, "flags": flags, "spans": spans, "jobs": jobs,
+            "bound_by": verdicts[0] if len(verdicts) == 1 else ("mixed: " + ", ".join(verdicts) if verdicts else None),
+            "host": {f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES}}
+
+
+def gpu_summary(gpu_samples: pd.DataFrame, window: Window, streams: Iterable[Sequence[dict]]) -> dict:
+    """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
+    from colloc_kit.monitor.summary import summarize  # noqa: PLC0415 - pandas only where a run is read
+
+    start, end = window.bounds()
+    found = summarize(gpu_samples, start, end)
+    images = sum(window_images(stream, start, end) for stream in streams)
+    energy_j = found.get("energy_j")
+    found["energy_per_image_j"] = energy_j / images if energy_j and images else None
+    return found
+
+
+def _reported_rate(stream: Sequence[dict]) -> float | None:
+    """The images/s a job reported for its measured window (its `measured` event, else its `end`)."""
+    last = {e["type"]: e for e in stream}
+    return (last.get(events.MEASURED) or last.get(events.END) or {}).get("images_per_s")
+
+
+def _verdict(device: str, input_wait: float | None, monitor: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's GPU idle share and `bound_by`, from its input wait and the monitor's figures over its window."""
+    util = monitor.get("gpu_util_pct_mean")
+    idle = None if util is None else max(0.0, 1 - util / 100)
+    verdict = bound_by(device, input_wait, idle, monitor.get("sm_util_pct_mean"), monitor.get("dram_bw_util_pct_mean"))
+    return {"gpu_idle_share": idle, "bound_by": verdict}
+
+
+def _steady_memory(process_samples: pd.DataFrame, job: str, window: Window | None) -> float | None:
+    """Median device memory NVML reports for the job's processes inside its window (summed over its processes)."""
+    if not window or process_samples.empty or "job" not in process_samples:
+        return None
+    rows = process_samples[(process_samples["job"] == job) & process_samples["t"].between(window.start, window.end)]
+    per_sample = rows.groupby("t")["gpu_mem_used_mb"].sum(min_count=1).dropna()
+    return float(per_sample.median()) if len(per_sample) else None

@@ -35,7 +35,6 @@ from typing import Any, Mapping, Sequence, TypeGuard
 import pandas as pd
 
 from colloc_kit import events
-from colloc_kit.analysis import figures
 from colloc_kit.serving import SERVE, TRAIN, slo_ms
 
 __all__ = ["PERCENTILES", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE", "job_figures", "latencies_ms", "per_run",
@@ -99,16 +98,17 @@ def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec
     return row
 
 
-def run_latency(streams: Mapping[str, Sequence[dict]], specs: Mapping[str, Mapping[str, Any]], common: Any,
+def run_latency(streams: Mapping[str, Sequence[dict]], specs: Mapping[str, Mapping[str, Any]],
+                common: tuple[float, float] | None, own: Mapping[str, tuple[float, float] | None],
                 alone_in_turn: bool) -> dict[str, dict]:
-    """Each job's `job_figures` over its window: the run's common window (`figures.Window`), or, for a job measured
-    alone (alone in its run, or one after another) or a run without a common window (said in `latency_note`), its own
-    measured window."""
+    """Each job's `job_figures` over its window: the run's common window (`common`: `figures.Window`'s bounds, None
+    where it has none), or, for a job measured alone (alone in its run, or one after another) or a run without a
+    common window (said in `latency_note`), its own measured window (`own`: `figures.steady_span(..., held=False)`
+    of each job, as `figures.of_run` returns it)."""
     rows = {}
     for job, stream in streams.items():
-        own = figures.steady_span(stream, held=False)
-        rows[job] = job_figures(stream, own if alone_in_turn or not common else common.bounds(), specs[job])
-        if not (alone_in_turn or common) and own and rows[job].get("role") == SERVE:
+        rows[job] = job_figures(stream, own[job] if alone_in_turn or not common else common, specs[job])
+        if not (alone_in_turn or common) and own[job] and rows[job].get("role") == SERVE:
             rows[job]["latency_note"] = "no common window: over its own measured window (the jobs did not overlap)"
     return rows
 

@@ -1,31 +1,29 @@
-"""A run's figures in one call, as frozen records: `run_figures` returns a `RunFigures` (its common window, aggregate
-images/s and CI, how it was measured, flags, bound_by, host figures) holding one `JobFigures` per job (its rate, its
-rate in the common window, its CI, input wait, the monitor's figures with energy, steady memory, GPU idle share,
-bound_by). `results.read_run` gathers a run's inputs, calls it once and makes a `JobRow` of each job. Every rule is
-`figures`'; this module only applies them to one run.
+"""One run's records, made in one call (`read`): a frozen `RunFigures` (its common window, aggregate images/s and CI,
+how it was measured, flags, bound_by, host figures) holding one `JobFigures` per job (its rate, its rate in the common
+window, its CI, input wait, the monitor's figures with energy, steady memory, GPU idle share, bound_by, an inference
+job's latency), and a `JobRow` per job (what it ran, what became of it, what it reported). `results.read_run` gathers
+a run (`store.rundir.read_streams`), calls `read` once and makes the frame's rows of what it returns. Every rule is
+`figures`' (one call: `figures.of_run`) or `latency`'s; this module only holds one run's figures as records.
 
     >>> stream = [{"type": "interval", "t": 2.0, "interval_s": 1.0, "interval_images": 100, "warmup": False},
     ...           {"type": "end", "t": 2.0, "images_per_s": 100.0}]
-    >>> run = run_figures({"j0": stream}, {"j0": "complete"}, {"j0": "cpu"}, Samples(), sequential=False)
-    >>> run.aggregate_images_per_s, run.throughput_window, run.jobs["j0"].bound_by
-    (100.0, 'alone', 'cpu')
+    >>> run = run_figures({"j0": stream}, {"j0": "complete"}, {"j0": {"device": "cpu"}}, Samples(), sequential=False)
+    >>> run.aggregate_images_per_s, run.throughput_window, run.jobs["j0"].bound_by, run.jobs["j0"].latency
+    (100.0, 'alone', 'cpu', {'role': 'train'})
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-import pandas as pd
-
 from colloc_kit import events
-from colloc_kit.analysis import figures
-from colloc_kit.monitor import Samples, summarize
-from colloc_kit.statuses import COMPLETE
+from colloc_kit.analysis import figures, latency
+from colloc_kit.monitor import Samples
+from colloc_kit.store.manifest import JobEntry, JobOutcome
+from colloc_kit.store.rundir import RunStreams
 
-__all__ = ["HOST_FIGURES", "JobFigures", "JobRow", "RunFigures", "gpu_summary", "run_figures"]
-
-HOST_FIGURES = ("cpu_util_pct", "cpu_steal_pct", "cpu_freq_mhz")  # recorded per run: what can swing a lone job
+__all__ = ["JobFigures", "JobRow", "RunFigures", "RunRecords", "job_record", "read", "run_figures"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,8 @@ class JobFigures:
     """One job's figures: `images_per_s` over its own measured window, `images_per_s_overlap` over the run's common
     window, `images_per_s_ci` (95 % half-width over its intervals), `input_wait_share`, `monitor` (the monitor's
     `<metric>_mean/_p50/_p95`, `energy_j`, `energy_per_image_j` over its window), `steady_gpu_memory_mb`,
-    `gpu_idle_share` and `bound_by` (`figures.bound_by`)."""
+    `gpu_idle_share`, `bound_by` (`figures.bound_by`) and `latency` (`latency.job_figures`: an inference job's
+    latency columns, a training job's role)."""
 
     images_per_s: float | None = None
     images_per_s_overlap: float | None = None
@@ -43,6 +42,7 @@ class JobFigures:
     steady_gpu_memory_mb: float | None = None
     gpu_idle_share: float | None = None
     bound_by: str | None = None
+    latency: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,19 +62,15 @@ class RunFigures:
     host: Mapping[str, Any]
     jobs: Mapping[str, JobFigures]
 
-    def summary(self) -> dict[str, Any]:
-        """The run's figures as its summary row's columns (`results.read_run`)."""
-        return {"aggregate_images_per_s": self.aggregate_images_per_s,
-                "aggregate_images_per_s_ci": self.aggregate_images_per_s_ci,
-                "throughput_window": self.throughput_window, "window_start": self.window_start,
-                "window_end": self.window_end, "window_s": self.window_s, "window_note": self.window_note}
+    SUMMARY = ("aggregate_images_per_s", "aggregate_images_per_s_ci", "throughput_window", "window_start",
+               "window_end", "window_s", "window_note")  # the run's figures among its summary row's columns
 
 
 @dataclass(frozen=True)
 class JobRow:
     """One job's row of `Results.jobs` before the run's columns: what it ran (its manifest entry and `ready`
-    event), what became of it (its outcome) and what it reported (its `measured`/`end` events). `results.job_row`
-    makes it; `row()` is the frame's row, its slot's info as `slot_<key>` and its figures after."""
+    event), what became of it (its outcome) and what it reported (its `measured`/`end` events). `job_record` makes
+    it; `results.job_row` makes the frame's row of it, its slot's info as `slot_<key>` and its figures after."""
 
     job: str
     group: int | None
@@ -121,84 +117,80 @@ class JobRow:
     ended_at: float | None
     slot_info: Mapping[str, Any] = field(default_factory=dict)
 
-    def row(self, base: Mapping[str, Any], run: Mapping[str, Any], job_figures: JobFigures) -> dict[str, Any]:
-        """The frame's row: the run's `base` columns, this record's, `slot_<key>`, the run's columns `run` (its
-        status and folder), then the job's figures not already among its columns (the monitor's flattened)."""
-        facts = asdict(self)
-        slot = {f"slot_{k}": v for k, v in facts.pop("slot_info").items()}
-        own = {k: v for k, v in asdict(job_figures).items() if k not in facts}
-        measured, monitor = {"images_per_s_overlap": own.pop("images_per_s_overlap")}, own.pop("monitor")
-        return {**base, **facts, **slot, **measured, **run, **monitor, **own}
+
+@dataclass(frozen=True)
+class RunRecords:
+    """One run read (`read`): what the store gathered (`streams`), its figures, and each job's `JobRow`."""
+
+    streams: RunStreams
+    figures: RunFigures
+    jobs: Mapping[str, JobRow]
 
 
-def run_figures(streams: Mapping[str, Sequence[dict]], statuses: Mapping[str, str], devices: Mapping[str, str],
-                samples: Samples, sequential: bool, slice_s: float = 1.0,
+def read(streams: RunStreams) -> RunRecords:
+    """The records of one run gathered by `store.rundir.read_streams`: its figures (`run_figures`, one call) and a
+    `JobRow` of each job."""
+    entries, record = streams.manifest.jobs, streams.manifest
+    run = run_figures(streams.streams, {job: outcome.status.value for job, outcome in streams.outcomes.items()},
+                      {entry.job: entry.spec for entry in entries}, streams.samples, record.sequential,
+                      slice_s=min((e.spec["interval_s"] for e in entries if e.spec.get("interval_s")), default=1.0),
+                      span=(record.started_at, record.ended_at))
+    return RunRecords(streams, run, {entry.job: job_record(entry, streams.streams[entry.job],
+                                                           streams.outcomes[entry.job], run.jobs[entry.job])
+                                     for entry in entries})
+
+
+def run_figures(streams: Mapping[str, Sequence[dict]], statuses: Mapping[str, str],
+                specs: Mapping[str, Mapping[str, Any]], samples: Samples, sequential: bool, slice_s: float = 1.0,
                 span: tuple[float | None, float | None] = (None, None)) -> RunFigures:
-    """Every figure of one run from its jobs' event streams, their statuses and devices, and the monitor's samples;
-    `slice_s` the slices of its within-run CI, `span` the run's start and end (host figures where it had no common
-    window)."""
-    throughput = figures.run_throughput(streams, statuses, sequential, slice_s)
-    rates: dict[str, float] = throughput.pop("job_rates")
-    window = figures.Window(throughput["window_start"], throughput["window_end"])
-    monitored = len(samples.gpu) > 0
-    shared = gpu_summary(samples.gpu, window, streams.values()) if monitored and window else {}  # one for all jobs
-    alone_in_turn = sequential or len(streams) == 1  # each job measured on its own window
-    jobs = {}
-    for job, stream in streams.items():
-        rate = _reported_rate(stream)
-        span_own = figures.steady_span(stream, held=False) if alone_in_turn and rate else None
-        own = figures.Window(*span_own) if span_own else None
-        monitor = gpu_summary(samples.gpu, own, [stream]) if monitored and own else shared
-        jobs[job] = _job_figures(stream, devices[job], rate, rates.get(job), monitor,
-                                 _steady_memory(samples.process, job, own or window))
-    n_complete = sum(status == COMPLETE for status in statuses.values())
-    run_span = window or figures.Window(*span)
-    host = summarize(samples.host, *run_span.bounds()) if len(samples.host) and run_span.seconds > 0 else {}
-    return RunFigures(window=window, **throughput, flags=figures.run_flags(throughput, len(streams), n_complete),
-                      bound_by=_run_verdict([j.bound_by for j in jobs.values()]),
-                      host={f"host_{k}_mean": host.get(f"{k}_mean") for k in HOST_FIGURES}, jobs=jobs)
+    """Every figure of one run from its jobs' event streams, their statuses and specs, and the monitor's samples
+    (`figures.of_run`, one call), then each job's latency figures (`latency.run_latency`); `slice_s` the slices of
+    its within-run CI, `span` the run's start and end (host figures where it had no common window)."""
+    found = figures.of_run(streams, statuses, {job: spec["device"] for job, spec in specs.items()}, samples,
+                           sequential, slice_s, span)
+    spans, jobs = found.pop("spans"), found.pop("jobs")
+    common = (found["window_start"], found["window_end"]) if found["window_start"] is not None else None
+    serving = latency.run_latency(streams, specs, common, spans, sequential or len(streams) == 1)
+    return RunFigures(**found, jobs={job: JobFigures(**jobs[job], latency=serving[job]) for job in streams})
 
 
-def _job_figures(stream: Sequence[dict], device: str, rate: float | None, overlap_rate: float | None,
-                 monitor: Mapping[str, Any], steady_memory: float | None) -> JobFigures:
-    """One job's `JobFigures`: its GPU idle share and `bound_by` from its input wait and the monitor's figures."""
-    util = monitor.get("gpu_util_pct_mean")
-    gpu_idle = None if util is None else max(0.0, 1 - util / 100)
-    input_wait = figures.input_wait_share(stream)
-    verdict = figures.bound_by(device, input_wait, gpu_idle, monitor.get("sm_util_pct_mean"),
-                               monitor.get("dram_bw_util_pct_mean"))
-    return JobFigures(images_per_s=rate, images_per_s_overlap=overlap_rate,
-                      images_per_s_ci=figures.ci95(figures.interval_rates(stream))[1], input_wait_share=input_wait,
-                      monitor=monitor, steady_gpu_memory_mb=steady_memory, gpu_idle_share=gpu_idle,
-                      bound_by=verdict)
-
-
-def _reported_rate(stream: Sequence[dict]) -> float | None:
-    """The images/s a job reported for its measured window (its `measured` event, else its `end`)."""
+def job_record(entry: JobEntry, stream: Sequence[dict], outcome: JobOutcome | events.Outcome,
+               job_figures: JobFigures) -> JobRow:
+    """One job's record from its manifest entry (spec, slot, what its outcome there says), its outcome (the
+    manifest's, else its events'), its events and its figures."""
     last = {e["type"]: e for e in stream}
-    return (last.get(events.MEASURED) or last.get(events.END) or {}).get("images_per_s")
+    end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
+    window = last.get(events.MEASURED) or end  # the measured window's figures (a job that failed after it has them)
+    spec, slot, kept = entry.spec, entry.slot, entry.outcome  # slot: none until the mode handed out slots
+    epoch_times = [e["epoch_time_s"] for e in stream if e["type"] == events.EPOCH and e.get("epoch_time_s")]
+    gpu_peak, rate = end.get("peak_allocated_mb"), job_figures.images_per_s
+    return JobRow(
+        job=entry.job, group=entry.group, slot_label=slot.label if slot else None,
+        model=spec["model"], dataset=spec["dataset"], data_root=spec.get("data_root"),
+        batch_size=spec["batch_size"], amp=spec["amp"], cudnn_autotune=spec.get("cudnn_autotune", "study"),
+        recipe=spec.get("recipe", "kit"), image_size=ready.get("image_size", spec.get("image_size")),
+        dataset_label=ready.get("dataset_label"), device=spec["device"], interval_s=spec.get("interval_s"),
+        workers=spec.get("workers"), cores_allowed=len(kept.cores) if kept and kept.cores else None,
+        cores_used=len(kept.cores_ran_on) if kept and kept.cores_ran_on else None,
+        status=outcome.status.value,
+        error_kind=outcome.error_kind, error=outcome.error or error.get("message"),
+        exit_code=kept.exit_code if kept else None, mode_problem=kept.mode_problem if kept else None,
+        images_per_s=rate, images_per_s_ci=job_figures.images_per_s_ci,
+        epoch_time_s=_epoch_time(epoch_times), step_time_s=spec["batch_size"] / rate if rate else None,
+        steady_s=window.get("steady_s"), window_ended_by=kept.window_ended_by if kept else None,
+        held_s=end.get("held_s"), steps=end.get("steps"), images=end.get("images"),
+        input_wait_share=job_figures.input_wait_share,
+        peak_memory_mb=gpu_peak if gpu_peak is not None else end.get("peak_rss_mb"),
+        peak_gpu_allocated_mb=gpu_peak, peak_gpu_reserved_mb=end.get("peak_reserved_mb"),
+        peak_host_rss_mb=end.get("peak_rss_mb"),
+        launched_at=ready.get("launched_at"), imports_s=ready.get("imports_s"), build_s=ready.get("build_s"),
+        primed_s=ready.get("primed_s"), ready_at=ready.get("t"), started_at=last.get(events.START, {}).get("t"),
+        ended_at=end.get("t"), slot_info=dict(slot.info or {}) if slot else {})
 
 
-def gpu_summary(gpu_samples: pd.DataFrame, window: figures.Window, streams: Any) -> dict:
-    """The monitor's figures over `window`, and the energy per image the given jobs trained in it."""
-    start, end = window.bounds()
-    figures_ = summarize(gpu_samples, start, end)
-    images = sum(figures.window_images(stream, start, end) for stream in streams)
-    energy_j = figures_.get("energy_j")
-    figures_["energy_per_image_j"] = energy_j / images if energy_j and images else None
-    return figures_
-
-
-def _run_verdict(verdicts_: Sequence[str | None]) -> str | None:
-    """The run's `bound_by`: its jobs' verdict where they agree, else 'mixed: ...'."""
-    verdicts = sorted({v for v in verdicts_ if v})
-    return verdicts[0] if len(verdicts) == 1 else ("mixed: " + ", ".join(verdicts) if verdicts else None)
-
-
-def _steady_memory(process_samples: pd.DataFrame, job: str, window: figures.Window | None) -> float | None:
-    """Median device memory NVML reports for the job's processes inside its window (summed over its processes)."""
-    if not window or process_samples.empty or "job" not in process_samples:
+def _epoch_time(times: list[float]) -> float | None:
+    """Mean epoch time, leaving out the first epoch (it holds the warm-up) when there are later ones."""
+    if not times:
         return None
-    rows = process_samples[(process_samples["job"] == job) & process_samples["t"].between(window.start, window.end)]
-    per_sample = rows.groupby("t")["gpu_mem_used_mb"].sum(min_count=1).dropna()
-    return float(per_sample.median()) if len(per_sample) else None
+    later = times[1:] or times
+    return sum(later) / len(later)

@@ -9,8 +9,9 @@ killed half-way is still read (its status says so).
     >>> results.jobs[["job", "sm_occupancy_pct_mean", "energy_per_image_j", "steady_gpu_memory_mb"]] # doctest: +SKIP
     >>> results.runs[["mode", "copies", "fairness_index", "slowdowns", "least_served"]]  # doctest: +SKIP
 
-The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `figures`; this
-module only gathers their inputs. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
+The figures (common window, aggregate throughput, CIs, `bound_by`, flags) are defined in `figures`; a run is
+gathered by the store (`store.rundir.read_streams`), its records made by `records.read`, and this module makes the
+frames' rows of them. A job's `images_per_s` is over its own measured window (its budget, after warm-up);
 `images_per_s_overlap` over the run's common window; a run's `aggregate_images_per_s` is
 `figures.run_throughput`'s, with `aggregate_images_per_s_ci` (95 % half-width) and `flags` (why a figure is not
 comparable, or None).
@@ -28,24 +29,23 @@ steady device memory `steady_gpu_memory_mb` (NVML, per process, its CUDA context
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
 from colloc_kit import events
 from colloc_kit.analysis import fairness, latency, records
 from colloc_kit.analysis.lone import with_baselines
-from colloc_kit.analysis.records import JobFigures, JobRow
+from colloc_kit.analysis.records import JobFigures, JobRow, RunFigures, job_record
 from colloc_kit.errors import BadInput, BrokenRun
+from colloc_kit.monitor import Samples
 from colloc_kit.paths import absolute, shown
-from colloc_kit.monitor import Samples, read_samples
-from colloc_kit.statuses import COMPLETE, RUNNING
-from colloc_kit.store.manifest import JobEntry, JobOutcome, Manifest, SlotRecord
-from colloc_kit.store.rundir import RunDir, effective_status, find_runs, read_events
+from colloc_kit.statuses import COMPLETE
+from colloc_kit.store.rundir import RunDir, RunStreams, find_runs, read_streams
 
-__all__ = ["Results", "RunReading", "assemble", "combine", "derive", "job_record", "load", "read_run"]
+__all__ = ["Results", "RunReading", "assemble", "combine", "derive", "job_record", "job_row", "load", "read_run"]
 
 
 class RunReading(NamedTuple):
@@ -180,108 +180,50 @@ def derive(results: Results) -> Results:
 
 
 def read_run(run: RunDir) -> RunReading:
-    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples. It gathers (the manifest, each
-    job's events and outcome, the monitor's samples), computes every figure in one call (`records.run_figures`) and
-    makes the rows of the records it returns."""
-    manifest = run.read_manifest()
-    status = effective_status(manifest).value
-    base = _run_columns(run, manifest)
-    entries = manifest.jobs
-    streams = {entry.job: read_events(run.events_path(entry.job)) for entry in entries}
-    outcomes = {entry.job: entry.outcome or _outcome_from_events(entry.job, streams[entry.job], status == RUNNING)
-                for entry in entries}
-    lost = tuple(f"{run.events_path(entry.job).name} is missing: {entry.job}'s figures cannot be computed"
-                 for entry in entries if _finished(entry, status) and not run.events_path(entry.job).exists())
-    samples = read_samples(run.path)
-    run_figures = records.run_figures(
-        streams, {job: outcome.status.value for job, outcome in outcomes.items()},
-        {entry.job: entry.spec["device"] for entry in entries}, samples, manifest.sequential,
-        slice_s=min((e.spec["interval_s"] for e in entries if e.spec.get("interval_s")), default=1.0),
-        span=(manifest.started_at, manifest.ended_at))
+    """Rows for one run: its jobs, its epochs, its summary, and the monitor's samples. One trip: the store gathers the
+    run (`store.rundir.read_streams`: the manifest, each job's events and outcome, the monitor's samples), the
+    analysis makes its records (`records.read`: every figure in one call, a `JobRow` per job), and the rows are made
+    here, of those records only (`tests/test_read_walk.py` holds the walk to it)."""
+    read = records.read(read_streams(run))
+    streams, manifest, run_figures = read.streams, read.streams.manifest, read.figures
+    status, base = streams.status.value, _run_columns(streams)
     where = {"run_status": status, "run_dir": str(run.path)}
-    jobs = [job_record(entry, streams[entry.job], outcomes[entry.job], run_figures.jobs[entry.job])
-            .row(base, where, run_figures.jobs[entry.job]) for entry in entries]
-    serving = latency.run_latency(streams, {e.job: e.spec for e in entries}, run_figures.window,
-                                  manifest.sequential or len(entries) == 1)  # an inference job's latency figures
-    jobs = [{**row, **serving[row["job"]]} for row in jobs]
+    jobs = [job_row(read.jobs[entry.job], base, where, run_figures.jobs[entry.job]) for entry in manifest.jobs]
     epochs = [{**base, "job": job, "epoch": e["epoch"], "epoch_time_s": e.get("epoch_time_s"),
                "images": e.get("images"), "images_per_s": e.get("images_per_s"), "t": e["t"]}
-              for job, stream in streams.items() for e in stream if e["type"] == events.EPOCH]
+              for job, stream in streams.streams.items() for e in stream if e["type"] == events.EPOCH]
     summary = {**base, "status": status, "n_jobs": len(jobs), "n_complete": sum(r["status"] == COMPLETE for r in jobs),
-               **run_figures.summary(), "flags": run_figures.flags, "bound_by": run_figures.bound_by,
-               **run_figures.host, "problems": "; ".join([*manifest.problems, *lost, *samples.problems]) or None,
+               **{k: getattr(run_figures, k) for k in RunFigures.SUMMARY}, "flags": run_figures.flags,
+               "bound_by": run_figures.bound_by, **run_figures.host,
+               "problems": "; ".join([*manifest.problems, *streams.lost, *streams.samples.problems]) or None,
                "started_at": manifest.started_at, "ended_at": manifest.ended_at, "run_dir": str(run.path)}
-    return RunReading(jobs, epochs, summary, samples, lost)
+    return RunReading(jobs, epochs, summary, streams.samples, streams.lost)
 
 
-def _finished(entry: JobEntry, run_status: str) -> bool:
-    """Whether a job ended complete, by its manifest (its outcome, else its run's status): its event log must be
-    there."""
-    return entry.outcome.status.value == COMPLETE if entry.outcome else run_status == COMPLETE
-
-
-def _run_columns(run: RunDir, manifest: Manifest) -> dict:
+def _run_columns(streams: RunStreams) -> dict:
     """The columns every row of a run starts with: which run it is, its mode, copies and repeat, where it ran."""
-    return {"run_id": run.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
+    manifest = streams.manifest
+    return {"run_id": streams.run_id, "experiment": manifest.experiment, "mode": manifest.mode.name,
             "mode_label": manifest.mode.label, "copies": manifest.copies, "repeat": manifest.repeat,
-            "sequential": manifest.sequential, "alone": manifest.is_alone,
+            "sequential": manifest.sequential, "alone": streams.alone,
             "placement": manifest.placement or "pinned",  # None: an older kit's, which pinned every job
             "cell_id": manifest.cell_id, "host": manifest.machine.hostname, "gpu": manifest.gpu,
             "gpu_name": manifest.machine.gpu_name, "host_cpu_s": manifest.host_cpu.cpu_s,
             "warm_window": manifest.warm.window if manifest.warm else None}  # a warm launch's window (0: its first)
 
 
-def job_record(entry: JobEntry, stream: list[dict], outcome: JobOutcome, job_figures: JobFigures) -> JobRow:
-    """One job's record from its manifest entry (spec, slot), its outcome, its events and its figures."""
-    last = {e["type"]: e for e in stream}
-    end, ready, error = last.get(events.END, {}), last.get(events.READY, {}), last.get(events.ERROR, {})
-    window = last.get(events.MEASURED) or end  # the measured window's figures (a job that failed after it has them)
-    spec = entry.spec
-    slot = entry.slot or SlotRecord()  # none until the mode handed out slots
-    epoch_times = [e["epoch_time_s"] for e in stream if e["type"] == events.EPOCH and e.get("epoch_time_s")]
-    gpu_peak, rate = end.get("peak_allocated_mb"), job_figures.images_per_s
-    return JobRow(
-        job=entry.job, group=entry.group, slot_label=slot.label,
-        model=spec["model"], dataset=spec["dataset"], data_root=spec.get("data_root"),
-        batch_size=spec["batch_size"], amp=spec["amp"], cudnn_autotune=spec.get("cudnn_autotune", "study"),
-        recipe=spec.get("recipe", "kit"), image_size=ready.get("image_size", spec.get("image_size")),
-        dataset_label=ready.get("dataset_label"), device=spec["device"], interval_s=spec.get("interval_s"),
-        workers=spec.get("workers"), cores_allowed=len(outcome.cores) if outcome.cores else None,
-        cores_used=len(outcome.cores_ran_on) if outcome.cores_ran_on else None,
-        status=outcome.status.value,
-        error_kind=outcome.error_kind, error=outcome.error or error.get("message"),
-        exit_code=outcome.exit_code, mode_problem=outcome.mode_problem,
-        images_per_s=rate, images_per_s_ci=job_figures.images_per_s_ci,
-        epoch_time_s=_epoch_time(epoch_times), step_time_s=spec["batch_size"] / rate if rate else None,
-        steady_s=window.get("steady_s"), window_ended_by=outcome.window_ended_by, held_s=end.get("held_s"),
-        steps=end.get("steps"), images=end.get("images"),
-        input_wait_share=job_figures.input_wait_share,
-        peak_memory_mb=gpu_peak if gpu_peak is not None else end.get("peak_rss_mb"),
-        peak_gpu_allocated_mb=gpu_peak, peak_gpu_reserved_mb=end.get("peak_reserved_mb"),
-        peak_host_rss_mb=end.get("peak_rss_mb"),
-        launched_at=ready.get("launched_at"), imports_s=ready.get("imports_s"), build_s=ready.get("build_s"),
-        primed_s=ready.get("primed_s"), ready_at=ready.get("t"), started_at=last.get(events.START, {}).get("t"),
-        ended_at=end.get("t"), slot_info=dict(slot.info or {}))
+def job_row(record: JobRow, base: Mapping[str, Any], run: Mapping[str, Any], job_figures: JobFigures) -> dict:
+    """A job's row of `Results.jobs`: the run's `base` columns, its record's, `slot_<key>`, the run's columns `run`
+    (its status and folder), its figures not already among its columns (the monitor's flattened), then an inference
+    job's latency columns."""
+    facts = asdict(record)
+    slot = {f"slot_{k}": v for k, v in facts.pop("slot_info").items()}
+    own = {k: v for k, v in asdict(job_figures).items() if k not in facts}
+    measured, monitor = {"images_per_s_overlap": own.pop("images_per_s_overlap")}, own.pop("monitor")
+    serving = own.pop("latency")
+    return {**base, **facts, **slot, **measured, **run, **monitor, **own, **serving}
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def _epoch_time(times: list[float]) -> float | None:
-    """Mean epoch time, leaving out the first epoch (it holds the warm-up) when there are later ones."""
-    if not times:
-        return None
-    later = times[1:] or times
-    return sum(later) / len(later)
-
-
-def _outcome_from_events(job: str, stream: list[dict], run_live: bool = False) -> JobOutcome:
-    """A job's outcome from its last events (`events.job_outcome`, unwatched), for a manifest that has none (a run
-    killed before it ended, or one still under way: `run_live`, where a job that has not ended is running)."""
-    last = {e["type"]: e for e in stream}
-    if run_live and events.END not in last and events.ERROR not in last:
-        return JobOutcome(job, RUNNING)
-    status, error_kind, error = events.job_outcome(last, watched=False)
-    return JobOutcome(job, status, error_kind=error_kind, error=error)

@@ -2,7 +2,9 @@
 its handler; `main` builds the parser from them and turns the kit's errors into one line and an exit code.
 
     command      the console script: Ctrl-C guarded before the heavy imports, then `main`
-    main         the parser, `main`, and info, demo, run, show, status, data
+    main         the parser, `main`, and demo, run, show, status
+    info         `colloc-kit info`: the host, GPUs, MPS, the sharing modes and whether each runs here
+    data         `colloc-kit data make`: a stand-in dataset in the real format
     run_args     `run`'s flags, declared and read into a spec
     plans        `run --plan`: the cells to run, their time over the GPUs, and whether it fits `--budget-min`
     gains        the gains table under `run` and `show`: the study's gain, the GPU's and the host's part
@@ -18,5 +20,5 @@ its handler; `main` builds the parser from them and turns the kit's errors into 
     'mig'
 """
 
-__all__ = ["advise", "advise_serve", "command", "export", "gains", "main", "mig", "plans", "reference", "run_args",
-           "skipped"]
+__all__ = ["advise", "advise_serve", "command", "data", "export", "gains", "info", "main", "mig", "plans", "reference",
+           "run_args", "skipped"]

@@ -33,7 +33,7 @@ from colloc_kit.predict import advise as adv
 from colloc_kit.predict import check as predict_check
 from colloc_kit.predict.model import MODES, LoneProfile, Target
 from colloc_kit.spec import MAX_JOBS_PER_RUN, ExperimentSpec
-from colloc_kit.spec_yaml import read_yaml
+from colloc_kit.spec.yaml_files import read_yaml
 
 __all__ = ["SHOWN", "add_subcommand", "cmd_advise"]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import os
 import select
 import shlex
@@ -37,7 +36,9 @@ from colloc_kit.analysis.results import Results, load
 from colloc_kit.batch.runner import add_subcommand as add_batch
 from colloc_kit.cli.advise import add_subcommand as add_advise
 from colloc_kit.cli.export import add_subcommands as add_export
+from colloc_kit.cli.data import add_subcommands as add_data
 from colloc_kit.cli.gains import print_gains
+from colloc_kit.cli.info import add_subcommand as add_info
 from colloc_kit.cli.mig import add_subcommands as add_mig
 from colloc_kit.cli.plans import print_plan, print_seed_plan
 from colloc_kit.cli.reference import add_subcommands as add_reference
@@ -45,19 +46,17 @@ from colloc_kit.cli.skipped import name_damaged, name_skipped
 from colloc_kit.cli.run_args import add_run_arguments, experiment_from_args, mode_option_names
 from colloc_kit.errors import BadInput, BrokenPlugin, BrokenRun, CollocKitError, shorten
 from colloc_kit.experiments import seed as study
+from colloc_kit.experiments import seed_run
 from colloc_kit.interrupts import EXIT_INTERRUPTED
-from colloc_kit.modes import availability
 from colloc_kit.modes.registry import usable
 from colloc_kit.paths import check_folder, shown
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import JobSpec
-from colloc_kit.spec_yaml import read_yaml
+from colloc_kit.spec.yaml_files import read_yaml
 from colloc_kit.statuses import CELL_STATUSES, COMPLETE, FAILED, RUNNING
 from colloc_kit.store.folder import ExperimentFolder
-from colloc_kit.worker import MODEL_NAMES
-from colloc_kit.worker.standin import make
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED_JOBS, EXIT_BAD_INPUT, EXIT_CLOSED_PIPE = 0, 1, 2, 141  # 141: 128 + SIGPIPE, as a shell says
@@ -175,10 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, not only a message")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    info = sub.add_parser("info", help="what this machine offers: GPUs, MIG, MPS, GPM, versions")
-    info.add_argument("--json", action="store_true", help="print JSON instead of text")
-    info.add_argument("--models", action="store_true", help="also list the models the worker can train")
-    info.set_defaults(handler=cmd_info)
+    add_info(sub)
 
     run = sub.add_parser("run", help="run an experiment from flags or a YAML spec (flags override the spec)")
     add_run_arguments(run)
@@ -198,61 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("path", help="the experiment folder (<out>/<name>)")
     status.set_defaults(handler=cmd_status)
 
-    _add_data(sub)
+    add_data(sub)
     add_mig(sub)
     add_batch(sub)
     add_reference(sub)
     add_advise(sub)
     add_export(sub)
     return parser
-
-
-def _add_data(sub: argparse._SubParsersAction) -> None:
-    """`colloc-kit data make`: its arguments."""
-    data = sub.add_parser("data", help="datasets: make stand-ins in the real formats (random pixels)")
-    data_sub = data.add_subparsers(dest="data_command", required=True)
-    make = data_sub.add_parser("make", help="write a stand-in dataset: image files of random pixels in the real "
-                                            "layout, count and sizes (labelled stand-in wherever it is used)")
-    make.add_argument("name", choices=("cifar10", "imagenet64", "imagenet"))
-    make.add_argument("--root", required=True, help="folder to write ROOT/NAME/train/<class>/<image> under")
-    make.add_argument("--images", type=int, help="training images in all (default: the real dataset's count)")
-    make.add_argument("--jobs", type=int, help="processes writing in parallel (default: the cores)")
-    make.add_argument("--quiet", action="store_true", help="no progress bar")
-    make.set_defaults(handler=cmd_data_make)
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    """`colloc-kit info`: the host, GPUs, MPS, every sharing mode and whether it runs here."""
-    info = machine.describe()
-    info["modes"] = availability(device="cuda" if info["gpus"] else "cpu")
-    if args.models:
-        info["models"] = list(MODEL_NAMES)
-    if args.json:
-        print(json.dumps(info, indent=2, default=str))
-        return EXIT_OK
-    host, versions = info["host"], info["versions"]
-    print(f"host      {host['hostname']}: {host['cpu']}, {host['logical_cores']} cores, {host['memory_mb']:,} MiB")
-    print("software  " + ", ".join(f"{k} {v}" for k, v in versions.items() if v))
-    print(f"commit    {info['git_commit'] or 'not a git checkout'}")
-    if not info["gpus"]:
-        print(f"GPUs      none ({info['gpu_reason']}); jobs can run with --device cpu")
-    for gpu in info["gpus"]:
-        mig = gpu["mig_mode"]
-        pending = " (change pending)" if mig and mig["current"] != mig["pending"] else ""
-        mig_text = (f"MIG {'enabled' if mig['current'] else 'disabled'}{pending}"
-                    if mig else f"no MIG ({gpu['mig_reason']})")
-        gpm_text = "GPM metrics" if gpu["gpm_supported"] else f"no GPM ({gpu['gpm_reason'] or 'not supported'})"
-        print(f"GPU {gpu['index']}     {gpu['name']}, {gpu['memory_mb']:,} MiB, driver {gpu['driver']}, "
-              f"CUDA {gpu['cuda_driver']}; {mig_text}; {gpm_text}")
-    mps, daemons = info["mps"]["control_binary"], info["mps"]["daemons_running"]
-    print(f"MPS       {'control at ' + mps if mps else 'nvidia-cuda-mps-control not found'}; "
-          f"{len(daemons)} daemon process(es) running" + "".join(f"\n          {d}" for d in daemons))
-    for row in info["modes"]:
-        print(f"mode      {row['mode']:<10} {'runs here' if row['runs_here'] else 'not here: ' + row['why_not']}; "
-              f"{row['summary']}" + (f" Options: {', '.join(row['options'])}." if row["options"] else ""))
-    if args.models:
-        print("models    " + ", ".join(info["models"]))
-    return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -302,19 +250,11 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     if args.plan:
         return print_seed_plan(seed, args.out, args.budget_min)
     name_damaged(ExperimentFolder.writable(args.out, seed.experiment), "warning: ")  # as a YAML spec's run says it
-    results = study.run(seed, out=args.out, progress=not args.quiet)
+    results = seed_run.run(seed, out=args.out, progress=not args.quiet)
     print_tables(results)
     print_failures(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()
     return EXIT_OK if complete else EXIT_FAILED_JOBS
-
-
-def cmd_data_make(args: argparse.Namespace) -> int:
-    """`colloc-kit data make`: a stand-in dataset in the real format."""
-    folder = make(args.name, args.root, images=args.images, jobs=args.jobs, progress=not args.quiet)
-    print(f"stand-in {args.name} written to {folder}; train on it with --dataset imagefolder --data-root "
-          f"{shlex.quote(str(folder))}")
-    return EXIT_OK
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -368,4 +308,3 @@ def print_tables(results: Results) -> None:
             text = {c: shown[c].astype(object).fillna("-") for c in shown.select_dtypes(exclude="number")}
             print(f"\n{name}\n" + shown.assign(**text).to_string(index=False, na_rep="-"))
     print_gains(results)
-

@@ -18,9 +18,10 @@ from typing import Any
 
 from colloc_kit.errors import BadInput, GpuStateError, NvmlUnavailable
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_apply import read_state
-from colloc_kit.gpu.mig_catalogue import GPU_MODELS, GpuModel, gpu_model, live_catalogue
+from colloc_kit.gpu.mig_catalogue import GPU_MODELS, GpuModel, gpu_model
+from colloc_kit.gpu.mig_live import live_catalogue
 from colloc_kit.gpu.mig_planner import plan, propose_layouts
+from colloc_kit.gpu.mig_read import read_state
 
 __all__ = ["DEFAULT_MODEL", "EXIT_BAD_INPUT", "EXIT_OK", "add_subcommands", "main_mig"]
 

@@ -20,7 +20,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.modes.registry import mode_class, registered, usable
 from colloc_kit.pipeline.executors.slurm import SlurmOptions
 from colloc_kit.spec import PLACEMENTS, ExperimentSpec, JobSpec, with_changes
-from colloc_kit.spec_yaml import bundled_specs, read_yaml
+from colloc_kit.spec.yaml_files import bundled_specs, read_yaml
 
 __all__ = ["add_mode_options", "add_run_arguments", "experiment_from_args", "mode_option_names", "EXAMPLES",
            "HIDDEN_FLAGS"]

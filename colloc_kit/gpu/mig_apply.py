@@ -6,7 +6,8 @@ a layout that does not fit. `apply()` records the MIG mode and instances, enable
 wants a reset for that is left as found, with instructions: the kit never resets a GPU), destroys existing
 instances only when `allow_destroy` and only when the layout does not fit beside them, creates the planned GPU
 instances at their placements with one full compute instance each, and maps them to MIG device UUIDs. Every
-change pushes its undo step; a failure half-way (also Ctrl-C) undoes what was done. `restore()` undoes all.
+change pushes its undo step; a failure half-way (also Ctrl-C) undoes what was done. `restore()` undoes all. What
+was there is read by `mig_read`.
 
     >>> with MigLayout("3g,2g,1g,1g", gpu=0) as mig:            # doctest: +SKIP
     ...     [c.uuid for c in mig.created]
@@ -19,7 +20,6 @@ change pushes its undo step; a failure half-way (also Ctrl-C) undoes what was do
 from __future__ import annotations
 
 import ctypes
-import os
 import shlex
 import time
 import warnings
@@ -28,45 +28,17 @@ from typing import Any, Callable
 
 from colloc_kit.errors import BadInput, GpuStateError
 from colloc_kit.gpu import nvml
-from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, live_catalogue
+from colloc_kit.gpu.mig_catalogue import GpuModel, Profile
+from colloc_kit.gpu.mig_live import live_catalogue
 from colloc_kit.gpu.mig_planner import PlacedInstance, Plan, plan
+from colloc_kit.gpu.mig_read import (
+    MIG_CONFIG_CAPABILITY, ExistingInstance, MigState, compute_instances, mig_config_access, mig_device_uuids,
+    mode_name, read_state,
+)
 
-__all__ = ["CreatedInstance", "ExistingInstance", "IN_USE_RETRY_S", "MIG_CONFIG_CAPABILITY", "MigLayout", "MigState",
-           "mig_config_access", "mig_device_uuids", "read_state"]
+__all__ = ["CreatedInstance", "IN_USE_RETRY_S", "MigLayout"]
 
-MIG_CONFIG_CAPABILITY = "/proc/driver/nvidia/capabilities/mig/config"
 IN_USE_RETRY_S = 10.0  # a killed process's CUDA context can take a moment to leave the GPU
-_MAX_HANDLES = 16
-
-
-@dataclass(frozen=True)
-class ExistingInstance:
-    """A GPU instance found on the GPU, with its compute instances as (profile id, start, size)."""
-
-    gi_id: int
-    profile_id: int
-    profile: str
-    start: int
-    size: int
-    compute_instances: tuple[tuple[int, int, int], ...]
-    uuids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class MigState:
-    """The MIG state of one GPU: mode, pending mode and instances."""
-
-    mode: int
-    pending: int
-    instances: tuple[ExistingInstance, ...]
-
-    def describe(self) -> dict[str, Any]:
-        """Plain values for a manifest or `colloc-kit mig show`: mode names, and per instance its id, profile,
-        placement ('start:size' in memory slices), compute instances and MIG device UUIDs."""
-        return {"mig_mode": _mode_name(self.mode), "pending_mode": _mode_name(self.pending),
-                "instances": [{"gpu_instance": i.gi_id, "profile": i.profile, "placement": f"{i.start}:{i.size}",
-                               "compute_instances": len(i.compute_instances), "uuids": list(i.uuids)}
-                              for i in self.instances]}
 
 
 @dataclass(frozen=True)
@@ -107,8 +79,8 @@ class MigLayout:
             self.before = read_state(lib, handle, self.catalogue)
             if self.before.mode != self.before.pending:
                 raise GpuStateError(
-                    f"GPU {self.gpu} has a MIG mode change pending (now {_mode_name(self.before.mode)}, pending "
-                    f"{_mode_name(self.before.pending)}): it takes effect after a GPU reset or reboot, which the kit "
+                    f"GPU {self.gpu} has a MIG mode change pending (now {mode_name(self.before.mode)}, pending "
+                    f"{mode_name(self.before.pending)}): it takes effect after a GPU reset or reboot, which the kit "
                     f"never does. Ask the administrator to reset/reboot, or cancel it with "
                     f"`nvidia-smi -i {self.gpu} -mig {self.before.mode}`", gpu=self.gpu)
             self.plan, self.to_destroy = self._plan_around(self.before.instances)
@@ -225,7 +197,7 @@ class MigLayout:
 
     def _destroy_existing(self, lib: Any, handle: Any, inst: ExistingInstance) -> None:
         gi = lib.nvmlDeviceGetGpuInstanceById(handle, inst.gi_id)
-        for ci in _compute_instances(lib, gi):
+        for ci in compute_instances(lib, gi):
             lib.nvmlComputeInstanceDestroy(ci)
         lib.nvmlGpuInstanceDestroy(gi)
         self._undo.append((f"recreate {inst.profile}@{inst.start}", lambda: _recreate(self.gpu, inst)))
@@ -265,66 +237,6 @@ class MigLayout:
         problems = self.restore()
         if problems:
             _report(problems, self.gpu, raise_=exc_type is None)
-
-
-# -- reading state ------------------------------------------------------------------------------------------------
-def read_state(lib: Any, handle: Any, catalogue: GpuModel) -> MigState:
-    """Mode, pending mode and the instances on the GPU (empty while MIG is off)."""
-    current, pending = lib.nvmlDeviceGetMigMode(handle)
-    if current != lib.NVML_DEVICE_MIG_ENABLE:
-        return MigState(current, pending, ())
-    uuids = mig_device_uuids(lib, handle)
-    found = []
-    for profile in catalogue.profiles:
-        for gi in _handles(lib.c_nvmlGpuInstance_t, lib.nvmlDeviceGetGpuInstances, handle, profile.profile_id):
-            info = lib.nvmlGpuInstanceGetInfo(gi)
-            cis = []
-            for ci in _compute_instances(lib, gi):
-                ci_info = lib.nvmlComputeInstanceGetInfo(ci)
-                cis.append((ci_info.profileId, ci_info.placement.start, ci_info.placement.size, ci_info.id))
-            found.append(ExistingInstance(
-                info.id, profile.profile_id, profile.name, info.placement.start, info.placement.size,
-                tuple(sorted(c[:3] for c in cis)), tuple(uuids[(info.id, c[3])] for c in sorted(cis, key=lambda c: c[3])
-                                                         if (info.id, c[3]) in uuids)))
-    return MigState(current, pending, tuple(sorted(found, key=lambda i: i.start)))
-
-
-def mig_device_uuids(lib: Any, handle: Any) -> dict[tuple[int, int], str]:
-    """{(GPU instance id, compute instance id): 'MIG-...'} for the MIG devices of a GPU."""
-    uuids = {}
-    for index in range(lib.nvmlDeviceGetMaxMigDeviceCount(handle)):
-        mig = nvml.optional(lib.nvmlDeviceGetMigDeviceHandleByIndex, handle, index).value
-        if mig is not None:
-            key = (lib.nvmlDeviceGetGpuInstanceId(mig), lib.nvmlDeviceGetComputeInstanceId(mig))
-            uuids[key] = nvml.text(lib.nvmlDeviceGetUUID(mig))
-    return uuids
-
-
-def mig_config_access(lib: Any) -> bool:
-    """Whether this process may change MIG: root, or read access to the MIG config capability.
-
-    A simulated NVML answers for itself (`mig_config_access()`), since its permissions are not the machine's.
-    """
-    if hasattr(lib, "mig_config_access"):
-        return lib.mig_config_access()
-    return os.geteuid() == 0 or os.access(MIG_CONFIG_CAPABILITY, os.R_OK)
-
-
-def _handles(handle_type: Any, getter: Any, parent: Any, profile_id: int) -> list:
-    array = (handle_type * _MAX_HANDLES)()
-    count = ctypes.c_uint(_MAX_HANDLES)
-    result = nvml.optional(getter, parent, profile_id, array, ctypes.pointer(count))
-    return [array[i] for i in range(count.value)] if result.reason is None else []
-
-
-def _compute_instances(lib: Any, gi: Any) -> list:
-    found = []
-    for enum in range(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
-        info = nvml.optional(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
-                             lib.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).value
-        if info is not None:
-            found += _handles(lib.c_nvmlComputeInstance_t, lib.nvmlGpuInstanceGetComputeInstances, gi, info.id)
-    return found
 
 
 # -- undo steps: each opens its own NVML session, so that they also run after the apply session ended -------------
@@ -379,8 +291,6 @@ def _report(problems: list[str], gpu: int, raise_: bool) -> None:
     warnings.warn(text, RuntimeWarning, stacklevel=3)
 
 
-def _mode_name(mode: int) -> str:
-    return {0: "disabled", 1: "enabled"}.get(mode, str(mode))
 
 
 def _error_text(lib: Any, code: int) -> str:

@@ -25,7 +25,8 @@ from pynvml import (
     c_nvmlGpuInstancePlacement_t,
 )
 
-from colloc_kit.gpu.mig_state import ComputeInstance, GpuInstance, SimulatedGpu
+from colloc_kit.gpu.mig_instances import ComputeInstance, GpuInstance
+from colloc_kit.gpu.mig_state import SimulatedGpu
 
 __all__ = ["HandleTable", "c_nvmlComputeInstanceInfo_t", "c_nvmlComputeInstance_t", "c_nvmlDevice_t",
            "c_nvmlGpuInstanceInfo_t", "c_nvmlGpuInstance_t", "deref", "fill", "struct_c_nvmlComputeInstance_t",

@@ -1,7 +1,8 @@
-"""The simulated MIG hardware behind `mig_simulator`: GPUs, their GPU instances and compute instances, the processes
-on them, and the rules a real GPU enforces (where an instance may start, what capacity is left, what is refused and
-why). Plain objects and no NVML calling conventions: `mig_simulator` turns handles and ctypes structures into calls
-here. A refused change raises pynvml's own `NVMLError` with the code a real GPU gives.
+"""The simulated MIG hardware behind `mig_simulator`: GPUs (their GPU instances and compute instances, and the
+processes on them, are `mig_instances`'s), and the rules a real GPU enforces (where an instance may start, what
+capacity is left, what is refused and why). Plain objects and no NVML calling conventions: `mig_simulator` turns
+handles and ctypes structures into calls here. A refused change raises pynvml's own `NVMLError` with the
+code a real GPU gives.
 
     >>> gpu = SimulatedHost("A100-40GB").gpus[0]
     >>> gpu.set_mig_mode(True) == NVML_SUCCESS
@@ -20,15 +21,12 @@ them back, never assume them. UUIDs say "simulated" (GPU-simulated-<uuid>, MIG-s
 
 from __future__ import annotations
 
-import itertools
-import uuid as uuidlib
 from dataclasses import dataclass, field
 
 from pynvml import (
     NVML_ERROR_IN_USE,
     NVML_ERROR_INSUFFICIENT_RESOURCES,
     NVML_ERROR_INVALID_ARGUMENT,
-    NVML_ERROR_INVALID_STATE,
     NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     NVML_ERROR_NOT_SUPPORTED,
@@ -39,134 +37,11 @@ from pynvml import (
     NVMLError,
 )
 
-from colloc_kit.gpu.mig_catalogue import FULL_CI_PROFILE, GpuModel, Profile, gpu_model
+from colloc_kit.gpu.mig_catalogue import GpuModel, Profile, gpu_model
+from colloc_kit.gpu.mig_instances import ComputeInstance, GpuInstance, GpuProcess, simulated_uuid
 from colloc_kit.gpu.pids import alive
 
-__all__ = ["ComputeInstance", "GpuInstance", "GpuProcess", "SimulatedGpu", "SimulatedHost"]
-
-# Three codes the simulator raises have no text in pynvml, which asks the driver for it (nvmlErrorString); the
-# simulator stands in for the driver, so it gives the driver's strings, as a real GPU would.
-for _code, _text in ((NVML_ERROR_IN_USE, "In use by another client"),
-                     (NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources"),
-                     (NVML_ERROR_INVALID_STATE, "Invalid state")):
-    NVMLError._errcode_to_string.setdefault(_code, _text)
-
-_SLICES_OF_CI_PROFILE = {profile: slices for slices, profile in FULL_CI_PROFILE.items()}
-# The hardware objects compare by identity (eq=False): an instance recreated at the same place is another one, and
-# a handle to the old one is stale.
-
-
-@dataclass
-class GpuProcess:
-    """A process computing on a GPU, or on one of its MIG devices when `device_uuid` is a MIG device's."""
-
-    pid: int
-    used_bytes: int
-    device_uuid: str
-
-
-@dataclass(eq=False)
-class ComputeInstance:
-    """A compute instance: `size` compute slices from `start` inside its GPU instance; `uuid` names its MIG device.
-
-    `profile` is the NVML_COMPUTE_INSTANCE_PROFILE_* enum, which is also its profile id on A100/H100.
-    """
-
-    gpu_instance: GpuInstance = field(repr=False)
-    id: int
-    profile: int
-    start: int
-    size: int
-    uuid: str
-
-    @property
-    def exists(self) -> bool:
-        """False once destroyed (or gone with its GPU instance): a handle to it is then stale."""
-        return self.gpu_instance.exists and self.gpu_instance.compute_instances.get(self.id) is self
-
-    def destroy(self) -> None:
-        """Destroy it; NO_PERMISSION without privilege, IN_USE while a process runs on its MIG device."""
-        gpu = self.gpu_instance.gpu
-        gpu.host.require_privilege()
-        if gpu.running(self):
-            raise NVMLError(NVML_ERROR_IN_USE)
-        del self.gpu_instance.compute_instances[self.id]
-
-
-@dataclass(eq=False)
-class GpuInstance:
-    """A GPU instance of `profile` from memory slice `start`, and its compute instances by id."""
-
-    gpu: SimulatedGpu = field(repr=False)
-    id: int
-    profile: Profile
-    start: int
-    compute_instances: dict[int, ComputeInstance] = field(default_factory=dict)
-
-    @property
-    def memory_range(self) -> range:
-        """The memory slices it covers."""
-        return range(self.start, self.start + self.profile.memory_slices)
-
-    @property
-    def exists(self) -> bool:
-        """False once destroyed (or gone in a GPU reset): a handle to it is then stale."""
-        return self.gpu.gpu_instances.get(self.id) is self
-
-    def compute_slices_of(self, ci_profile: int) -> int:
-        """The compute slices a compute instance of `ci_profile` takes here; NOT_SUPPORTED where it cannot be made
-        (more slices than the instance has, or a size that does not divide them)."""
-        slices, whole = _SLICES_OF_CI_PROFILE.get(ci_profile), self.profile.compute_slices
-        if slices is None or slices > whole or (slices != whole and whole % slices):
-            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        return slices
-
-    def slices_free(self, start: int, slices: int) -> bool:
-        """Whether no compute instance holds any of the compute slices `start` .. `start + slices - 1`."""
-        taken = {s for ci in self.compute_instances.values() for s in range(ci.start, ci.start + ci.size)}
-        return not taken & set(range(start, start + slices))
-
-    def create_compute_instance(self, ci_profile: int, start: int | None = None,
-                                size: int | None = None) -> ComputeInstance:
-        """A new compute instance of `ci_profile` at compute slice `start` (`size` slices, if given), or at the first
-        free aligned start. INVALID_ARGUMENT for a misaligned or oversized placement, INSUFFICIENT_RESOURCES for
-        taken slices, NO_PERMISSION without privilege; an injected failure (`SimulatedHost.fail_creation`)."""
-        slices = self.compute_slices_of(ci_profile)
-        if start is None:
-            start = next((s for s in range(0, self.profile.compute_slices - slices + 1, slices)
-                          if self.slices_free(s, slices)), None)
-            if start is None:
-                raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
-        else:
-            if size not in (None, slices) or start % slices or start + slices > self.profile.compute_slices:
-                raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-            if not self.slices_free(start, slices):
-                raise NVMLError(NVML_ERROR_INSUFFICIENT_RESOURCES)
-        self.gpu.host.require_privilege()
-        creation = self.gpu.host.count_creation()
-        ci_id = next(i for i in itertools.count() if i not in self.compute_instances)
-        ci = ComputeInstance(self, ci_id, ci_profile, start, slices,
-                             f"MIG-{_uuid(f'{self.gpu.uuid}/{self.id}/{ci_id}/{creation}')}")
-        self.compute_instances[ci_id] = ci
-        return ci
-
-    def compute_instances_of(self, ci_profile: int) -> list[ComputeInstance]:
-        """Its compute instances of `ci_profile`, by id; NOT_SUPPORTED for a profile it cannot hold."""
-        self.compute_slices_of(ci_profile)
-        return [ci for _, ci in sorted(self.compute_instances.items()) if ci.profile == ci_profile]
-
-    def compute_instance(self, ci_id: int) -> ComputeInstance:
-        """The compute instance with id `ci_id`; NOT_FOUND if none."""
-        if ci_id not in self.compute_instances:
-            raise NVMLError(NVML_ERROR_NOT_FOUND)
-        return self.compute_instances[ci_id]
-
-    def destroy(self) -> None:
-        """Destroy it; NO_PERMISSION without privilege, IN_USE while it holds compute instances."""
-        self.gpu.host.require_privilege()
-        if self.compute_instances:
-            raise NVMLError(NVML_ERROR_IN_USE)
-        del self.gpu.gpu_instances[self.id]
+__all__ = ["SimulatedGpu", "SimulatedHost"]
 
 
 @dataclass(eq=False)
@@ -363,8 +238,8 @@ class SimulatedHost:
         self.privileged = privileged
         self.creations = 0  # GPU and compute instances created so far (failed attempts included)
         self._fail_at: dict[int, int] = {}
-        self.gpus = [SimulatedGpu(self, index, self.model, f"GPU-{_uuid(f'{self.model.name}/{index}')}", mig_capable,
-                                  mig_enabled, mig_enabled) for index in range(gpus)]
+        self.gpus = [SimulatedGpu(self, index, self.model, f"GPU-{simulated_uuid(f'{self.model.name}/{index}')}",
+                                  mig_capable, mig_enabled, mig_enabled) for index in range(gpus)]
 
     def fail_creation(self, k: int, code: int = NVML_ERROR_UNKNOWN) -> None:
         """Make the k-th creation from now (GPU or compute instance, counting from 1) fail with NVML error `code`."""
@@ -392,8 +267,3 @@ class SimulatedHost:
             if ci is not None:
                 return ci
         return None
-
-
-def _uuid(text: str) -> str:
-    """A stable UUID that says it is simulated wherever it is shown: GPU-simulated-3f2a..., MIG-simulated-..."""
-    return "simulated-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"colloc-kit-simulated/{text}"))

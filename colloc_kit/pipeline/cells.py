@@ -43,7 +43,7 @@ class Cell:
     repeat: int
     cell_id: str
     jobs: tuple[JobSpec, ...] | None = None  # a baseline cell's own jobs (more workers, synthetic data); None: spec's
-    baseline: str | None = None  # host-matched or gpu-only for such a cell (`spec_baselines`)
+    baseline: str | None = None  # host-matched or gpu-only for such a cell (`spec.baselines`)
 
     @property
     def label(self) -> str:

@@ -31,10 +31,10 @@ from colloc_kit import events, supervise
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes import Slot
 from colloc_kit.spec import JobSpec
-from colloc_kit.statuses import COMPLETE, INTERRUPTED, TIMED_OUT
+from colloc_kit.pipeline import outcome
+from colloc_kit.statuses import INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
-from colloc_kit.worker.reasons import HOST_MEMORY_ADVICE
 from colloc_kit.worker.zygote import ForkedWorker, Zygote
 
 __all__ = ["LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
@@ -185,7 +185,8 @@ class Wave:
         self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
         if not self.kept:
             _stop_all(self._jobs)
-        self.outcomes = [_outcome(job, self.released_at, self.oom_kills) for job in self._jobs]
+        self.outcomes = [outcome.of_job(job.item.job_id, job.last, job.stopped_as, job.proc.returncode, job.proc.pid,
+                                        self.released_at, job.note, self.oom_kills) for job in self._jobs]
 
 
 def _mark_interrupted(jobs: list[_Job]) -> None:
@@ -329,10 +330,7 @@ def _wait_until_done(jobs: list[_Job], time_limit_s: float | None, pause: bool =
 
 def _time_out(job: _Job) -> None:
     """Mark `job` as stopped at its time limit, noting a suspended process (SIGSTOP): why it made no progress."""
-    job.stopped_as = TIMED_OUT
-    if supervise.suspended(job.proc.pid):
-        job.note = (f"process {job.proc.pid} was suspended (SIGSTOP, state T) when the limit came, so it made no "
-                    "progress: it was ended")
+    job.stopped_as, job.note = TIMED_OUT, outcome.suspended_note(job.proc.pid)
 
 
 def _stop_all(jobs: list[_Job]) -> None:
@@ -349,27 +347,3 @@ def _stop_all(jobs: list[_Job]) -> None:
 
 def _signal(job: _Job, sig: int) -> None:
     supervise.signal_group(job.proc.pid, sig)
-
-
-def _outcome(job: _Job, released_at: float | None, oom_kills: int | None = None) -> JobOutcome:
-    """What became of `job` (`events.job_outcome`: from how it was stopped, its last events and its exit code), with
-    when and where it ran. A SIGKILL the kit did not send, while the kernel's out-of-memory killer killed on this
-    machine (`oom_kills`: its count before), is out of memory."""
-    code = job.proc.returncode
-    status, error_kind, message = events.job_outcome(job.last, job.stopped_as, code)
-    if error_kind == ErrorKind.KILLED and code == -signal.SIGKILL and oom_kills is not None:
-        killed = (supervise.oom_kills() or 0) - oom_kills
-        if killed > 0:
-            error_kind, message = ErrorKind.OUT_OF_MEMORY, (
-                f"killed (SIGKILL) by the kernel's out-of-memory killer, which killed {killed} process(es) on this "
-                f"machine while it ran: host memory ran out; {HOST_MEMORY_ADVICE}")
-    if job.note and status != COMPLETE:
-        message = f"{message}; {job.note}"
-    end = job.last.get(events.END)
-    measured = job.last.get(events.MEASURED) or {}
-    ci = measured.get("ci")
-    return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
-                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid,
-                      cores=job.last.get(events.READY, {}).get("cores"),
-                      cores_ran_on=(end or measured).get("cores_ran_on"),
-                      window_ci=None if ci is None else round(ci, 5), window_ended_by=measured.get("ended_by"))

@@ -108,7 +108,7 @@ def read_not_run(experiment_dirs: Iterable[str | Path]) -> pd.DataFrame:
     """The cells named in the experiment folders' not-run.json files (experiment, cell, why); none where absent."""
     rows = []
     for folder_ in dict.fromkeys(Path(d) for d in experiment_dirs):
-        path = folder_ / NOT_RUN_FILE  # where `colloc_kit.experiments.seed.run` names them (pipeline/folder.py)
+        path = folder_ / NOT_RUN_FILE  # where `colloc_kit.experiments.seed_run.run` names them (pipeline/folder.py)
         try:
             found = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):

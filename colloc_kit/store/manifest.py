@@ -24,6 +24,7 @@ description) still names its host and GPU.
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from dataclasses import KW_ONLY, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -182,8 +183,8 @@ class JobOutcome(_Record):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))
-        if (kind := ErrorKind.named(self.error_kind)) is not None:
-            object.__setattr__(self, "error_kind", kind)
+        with suppress(ValueError):  # the enum's own lookup: a word that names no kind now stays a string
+            object.__setattr__(self, "error_kind", ErrorKind(self.error_kind))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@
         monitor/               GPU and host time series (Parquet), when the monitor ran
         mode/                  the sharing mode's own files (e.g. MPS pipes and logs)
 
+A reader gathers a run in one call, `read_streams`: a `RunStreams` holding its manifest (asked everything first), its
+status as it stands, each job's events and outcome, the files that are gone, and the monitor's samples.
+
 The manifest (a `manifest.Manifest`) is written before the first job starts with status "running" and completed at
 the end with "complete", "failed_jobs", "interrupted" or "error"; a manifest still saying "running" belongs to a run
 that was killed. The statuses and their meanings: colloc_kit.statuses.
@@ -26,20 +29,21 @@ import os
 import re
 import socket
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import psutil
 
 from colloc_kit import events
 from colloc_kit.errors import BrokenRun
-from colloc_kit.statuses import INTERRUPTED, RUNNING, Status
+from colloc_kit.monitor import Samples, read_samples
+from colloc_kit.statuses import COMPLETE, INTERRUPTED, RUNNING, Status
 from colloc_kit.store import manifest
-from colloc_kit.store.manifest import MANIFEST, Manifest
+from colloc_kit.store.manifest import MANIFEST, JobEntry, JobOutcome, Manifest
 
-__all__ = ["RunDir", "effective_status", "events_file", "find_runs", "process_alive", "read_events", "runner_alive",
-           "safe_name", "stderr_file", "this_runner"]
+__all__ = ["RunDir", "RunStreams", "effective_status", "events_file", "find_runs", "process_alive", "read_events",
+           "read_streams", "runner_alive", "safe_name", "stderr_file", "this_runner"]
 
 START_TIME_SLACK_S = 2.0  # the OS's start time of one process, read twice, differs by well under this
 
@@ -182,6 +186,52 @@ def read_events(path: Path) -> list[dict]:
     except OSError as exc:
         raise BrokenRun(f"the event log {path} cannot be read ({exc.strerror})", path=path) from None
     return [e for e in map(events.parse, text.splitlines()) if e is not None and events.readable(e)]
+
+
+@dataclass(frozen=True)
+class RunStreams:
+    """One run as a reader needs it, gathered in one call (`read_streams`): its folder and id, its manifest, its
+    status as it stands (`effective_status`), whether it was a baseline (`Manifest.is_alone`), each job's events (in
+    the manifest's order) and outcome (the manifest's, else `events.job_outcome`'s from its events: an
+    `events.Outcome`), the finished jobs' event logs that are gone (`lost`), and the monitor's samples."""
+
+    run: RunDir
+    run_id: str
+    manifest: Manifest
+    status: Status
+    alone: bool
+    streams: Mapping[str, list[dict]]
+    outcomes: Mapping[str, JobOutcome | events.Outcome]
+    lost: tuple[str, ...]
+    samples: Samples
+
+
+def read_streams(run: RunDir) -> RunStreams:
+    """Everything a reader needs of `run`, read once: the manifest (and all it is asked), then each job's event log
+    and the outcome of a job the manifest has none for, then the monitor's samples (`monitor.read_samples`)."""
+    record = run.read_manifest()
+    alone, status = record.is_alone, effective_status(record)
+    streams = {entry.job: read_events(run.events_path(entry.job)) for entry in record.jobs}
+    outcomes = {entry.job: entry.outcome or _outcome_from_events(streams[entry.job], status == RUNNING)
+                for entry in record.jobs}
+    lost = tuple(f"{run.events_path(entry.job).name} is missing: {entry.job}'s figures cannot be computed"
+                 for entry in record.jobs if _finished(entry, status) and not run.events_path(entry.job).exists())
+    return RunStreams(run, run.run_id, record, status, alone, streams, outcomes, lost, read_samples(run.path))
+
+
+def _outcome_from_events(stream: list[dict], run_live: bool = False) -> events.Outcome:
+    """A job's outcome from its last events (`events.job_outcome`, unwatched), for a manifest that has none (a run
+    killed before it ended, or one still under way: `run_live`, where a job that has not ended is running)."""
+    last = {e["type"]: e for e in stream}
+    if run_live and events.END not in last and events.ERROR not in last:
+        return events.Outcome(RUNNING)
+    return events.job_outcome(last, watched=False)
+
+
+def _finished(entry: JobEntry, run_status: Status) -> bool:
+    """Whether a job ended complete, by its manifest (its outcome, else its run's status): its event log must be
+    there."""
+    return (entry.outcome.status if entry.outcome else run_status) == COMPLETE
 
 
 def find_runs(path: str | Path) -> list[RunDir]:

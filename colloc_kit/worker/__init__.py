@@ -11,7 +11,8 @@
     recipes      the study's recipe (224 px, its augmentations) and the kit's
     reasons      a failed job's reason in words: what went wrong and what to do
     standin      stand-in datasets in the real formats (random pixels, labelled so)
-    zygote       a process that imports torch once and forks the workers of a lane
+    zygote       a process that imports torch once and forks the workers of a lane: the kit's side (`Zygote`)
+    zygote_process  the zygote process itself: imports once, checks forking is safe, forks and becomes each worker
 
 Run it alone, or let the launcher start it behind a start barrier::
 

@@ -20,7 +20,7 @@ from colloc_kit.errors import BadInput
 
 __all__ = ["BUNDLED_DIR", "YAML_MAX_BYTES", "YAML_MAX_DEPTH", "bundled_specs", "read_yaml"]
 
-BUNDLED_DIR = Path(__file__).parent / "experiments"
+BUNDLED_DIR = Path(__file__).parent.parent / "experiments"
 YAML_MAX_BYTES = 1_000_000
 YAML_MAX_DEPTH = 20
 
