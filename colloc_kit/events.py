@@ -59,7 +59,7 @@ class ErrorKind(str, Enum):
     True
     """
 
-    OUT_OF_MEMORY = "out_of_memory"  # the device ran out of memory
+    OUT_OF_MEMORY = "out_of_memory"  # the device or the host ran out of memory (the OOM killer's SIGKILL too)
     CUDA_ERROR = "cuda_error"        # any other CUDA error
     BAD_INPUT = "bad_input"          # the job's spec could not be run here (a model or dataset missing, ...)
     OTHER = "other"                  # anything else the worker caught, or a log the kit could not write

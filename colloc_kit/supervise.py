@@ -25,9 +25,10 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 import psutil
 
 __all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
-           "split_cores", "stop_all"]
+           "oom_kills", "split_cores", "stop_all", "suspended", "unreaped_exit_codes"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+VMSTAT = "/proc/vmstat"  # its `oom_kill`: the processes the kernel's out-of-memory killer killed since boot
 
 
 class Child(Protocol):
@@ -79,6 +80,59 @@ def signal_group(pid: int, sig: int) -> None:
         pass
 
 
+def suspended(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, SIGTSTP: state T): it makes no progress, and acts on no signal but
+    SIGKILL until it is sent SIGCONT. False where it is gone.
+
+    >>> suspended(os.getpid())
+    False
+    """
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
+
+
+def unreaped_exit_codes(parent: int) -> dict[int, int]:
+    """{pid: exit code, negative for a signal} of `parent`'s children that ended but are not reaped yet (zombies; a
+    parent that is suspended reaps none), read from /proc (stat's `exit_code`, Linux 3.5 and later).
+
+    >>> unreaped_exit_codes(os.getpid())
+    {}
+    """
+    codes: dict[int, int] = {}
+    try:
+        children = psutil.Process(parent).children()
+    except psutil.Error:
+        return codes
+    for child in children:
+        try:
+            with open(f"/proc/{child.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # from the state on: the name may hold anything
+            if fields[0] == "Z":
+                codes[child.pid] = os.waitstatus_to_exitcode(int(fields[49]))  # stat's field 52
+        except (OSError, IndexError, ValueError):  # reaped meanwhile; an older kernel
+            continue
+    return codes
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed on this machine since it booted (its memory
+    cgroups' kills too; /proc/vmstat's `oom_kill`, Linux 4.13 and later), or None where that cannot be read.
+
+    >>> oom_kills() is None or oom_kills() >= 0
+    True
+    """
+    try:
+        with open(VMSTAT) as vmstat:
+            for line in vmstat:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL process `pid`, its group, and every process below it (children that started sessions of their own)."""
     try:
@@ -99,12 +153,14 @@ def kill_tree(pid: int) -> None:
 
 def stop_all(children: Iterable[Child], first: int = signal.SIGTERM, grace_s: float = 5.0,
              on_kill: Callable[[Child], None] | None = None) -> None:
-    """Stop every live child: `first` to its group, up to `grace_s` seconds for all of them together, then
-    `kill_tree` for each still there (`on_kill` hears of it first); every child is reaped before this returns."""
+    """Stop every live child: `first` to its group, then SIGCONT (a stopped process acts on `first` only once
+    continued, and would otherwise spend the grace period stopped), up to `grace_s` seconds for all of them together,
+    then `kill_tree` for each still there (`on_kill` hears of it first); every child is reaped before this returns."""
     children = list(children)
     for child in children:
         if child.poll() is None:
             signal_group(child.pid, first)
+            signal_group(child.pid, signal.SIGCONT)
     deadline = time.monotonic() + grace_s
     try:
         for child in children:

@@ -5,6 +5,7 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     precision.py  the lone baseline cells repeated until each baseline is known within its target
     cell.py       one cell: mode, jobs, monitor, manifest (the write side)
     launcher.py   jobs started in a mode's slots behind a barrier, released together, their events streamed
+    outcome.py    what became of one job of a wave: its outcome, a suspended process, the out-of-memory killer
     progress.py   the progress line
     lane.py       the cells of one GPU one after another in one process, their jobs forked from one zygote
     warm.py       warm repeats: a cell's repeats as windows of one launch, which the lane keeps between them

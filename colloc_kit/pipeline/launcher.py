@@ -31,6 +31,7 @@ from colloc_kit import events, supervise
 from colloc_kit.events import ErrorKind
 from colloc_kit.modes import Slot
 from colloc_kit.spec import JobSpec
+from colloc_kit.pipeline import outcome
 from colloc_kit.statuses import INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
@@ -61,6 +62,7 @@ class _Job:
     last: dict = field(default_factory=dict)  # last event of each type
     pump: threading.Thread | None = None
     stopped_as: str | None = None  # timed_out / interrupted, when the launcher stopped it
+    note: str | None = None  # what the launcher saw of it as it stopped it (its process suspended)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -113,6 +115,7 @@ class Wave:
         self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
         self.on_event, self.on_start, self.zygote, self.keep = on_event, on_start, zygote, keep
         self.released_at: float | None = None
+        self.oom_kills = supervise.oom_kills()  # the machine's count, to tell the OOM killer's SIGKILL from others'
         self.outcomes: list[JobOutcome] = []
         self.kept = False  # every job alive, paused after a complete window: `again` may run another
         self._jobs: list[_Job] = []
@@ -130,7 +133,7 @@ class Wave:
                 jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
                 self.on_start(self.pids())
-            _wait_until_ready(jobs)
+            _wait_until_ready(jobs, self.time_limit_s)
             self.released_at = _release(jobs)
             _wait_until_done(jobs, self.time_limit_s, pause=self.keep)
             ended = True
@@ -147,8 +150,9 @@ class Wave:
         assert self.kept, "again() needs the jobs kept after a complete window"
         jobs_dir.mkdir(parents=True, exist_ok=True)
         for job in self._jobs:
-            job.events_path, job.last, job.stopped_as = events_file(jobs_dir, job.item.job_id), {}, None
+            job.events_path, job.last, job.stopped_as, job.note = events_file(jobs_dir, job.item.job_id), {}, None, None
         ended = False
+        self.oom_kills = supervise.oom_kills()
         try:
             self.released_at = events.now()
             _tell_all(self._jobs, events.GO)
@@ -181,7 +185,8 @@ class Wave:
         self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
         if not self.kept:
             _stop_all(self._jobs)
-        self.outcomes = [_outcome(job, self.released_at) for job in self._jobs]
+        self.outcomes = [outcome.of_job(job.item.job_id, job.last, job.stopped_as, job.proc.returncode, job.proc.pid,
+                                        self.released_at, job.note, self.oom_kills) for job in self._jobs]
 
 
 def _mark_interrupted(jobs: list[_Job]) -> None:
@@ -264,13 +269,23 @@ def _stop_unwritable(job: _Job, exc: OSError) -> None:
     _signal(job, signal.SIGTERM)
 
 
-def _wait_until_ready(jobs: list[_Job]) -> None:
+def _wait_until_ready(jobs: list[_Job], time_limit_s: float | None = None) -> None:
+    """Wait for every job to be ready (or gone), READY_TIMEOUT_S at most; a job suspended (SIGSTOP) for longer than
+    the time limit is not waited for (it makes no progress; the limit counts from the start, which it holds up)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    suspended_since: dict[int, float] = {}
     while not all(job.ready.is_set() or not job.alive() for job in jobs):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        for job in jobs:
+            if job.ready.is_set() or not supervise.suspended(job.proc.pid):
+                suspended_since.pop(job.proc.pid, None)
+            elif now - suspended_since.setdefault(job.proc.pid, now) > (time_limit_s or READY_TIMEOUT_S):
+                _time_out(job)
+                supervise.kill_tree(job.proc.pid)  # its group, or the process alone (stopped before it took one)
+        if now > deadline:
             for job in jobs:
                 if not job.ready.is_set():
-                    job.stopped_as = TIMED_OUT
+                    _time_out(job)
                     _signal(job, signal.SIGKILL)
             return
         time.sleep(POLL_S)
@@ -305,12 +320,17 @@ def _wait_until_done(jobs: list[_Job], time_limit_s: float | None, pause: bool =
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
-                    job.stopped_as = TIMED_OUT
+                    _time_out(job)
             return
         if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
             _tell_all(jobs, events.PAUSE if pause else events.STOP)
             told = True
         time.sleep(POLL_S)
+
+
+def _time_out(job: _Job) -> None:
+    """Mark `job` as stopped at its time limit, noting a suspended process (SIGSTOP): why it made no progress."""
+    job.stopped_as, job.note = TIMED_OUT, outcome.suspended_note(job.proc.pid)
 
 
 def _stop_all(jobs: list[_Job]) -> None:
@@ -327,18 +347,3 @@ def _stop_all(jobs: list[_Job]) -> None:
 
 def _signal(job: _Job, sig: int) -> None:
     supervise.signal_group(job.proc.pid, sig)
-
-
-def _outcome(job: _Job, released_at: float | None) -> JobOutcome:
-    """What became of `job` (`events.job_outcome`: from how it was stopped, its last events and its exit code), with
-    when and where it ran."""
-    code = job.proc.returncode
-    status, error_kind, message = events.job_outcome(job.last, job.stopped_as, code)
-    end = job.last.get(events.END)
-    measured = job.last.get(events.MEASURED) or {}
-    ci = measured.get("ci")
-    return JobOutcome(job.item.job_id, status, error_kind=error_kind, error=message, exit_code=code,
-                      released_at=released_at, ended_at=events.now(), pid=job.proc.pid,
-                      cores=job.last.get(events.READY, {}).get("cores"),
-                      cores_ran_on=(end or measured).get("cores_ran_on"),
-                      window_ci=None if ci is None else round(ci, 5), window_ended_by=measured.get("ended_by"))

@@ -25,7 +25,8 @@ __all__ = ["AMP_CHOICES", "BUDGETS", "DEVICE_CHOICES", "FAULTS", "FAULT_CHOICES"
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
 FAULTS = {"out_of_memory": ErrorKind.OUT_OF_MEMORY, "cuda_error": ErrorKind.CUDA_ERROR,  # a fault to inject, and
-          "crash": ErrorKind.KILLED}  # the error kind its job is recorded with (a crash: SIGKILL, no error reported)
+          "crash": ErrorKind.KILLED,  # the error kind its job is recorded with (a crash: SIGKILL, no error reported)
+          "host_memory": ErrorKind.OUT_OF_MEMORY}  # host memory runs out mid-run (a test-only RLIMIT_AS)
 FAULT_CHOICES = tuple(FAULTS)
 RECIPE_CHOICES = ("kit", "seed")
 # what `recipe: seed` sets where the job does not say: the seed study's timm train.py as run (224 px, 4 loader workers,
@@ -83,7 +84,7 @@ class JobSpec:
     device: str = _opt("cuda | cpu", default="cuda")
     interval_s: float = _opt("seconds between progress events", default=1.0)
     fail_at_step: int | None = _opt("FAULT INJECTION for tests: fail at this step", default=None)
-    fail_kind: str = _opt("FAULT INJECTION: out_of_memory | cuda_error | crash", default="out_of_memory")
+    fail_kind: str = _opt("FAULT INJECTION: out_of_memory | cuda_error | crash | host_memory", default="out_of_memory")
     role: str = _opt("train | serve: an inference job serving requests (colloc_kit.serving)", default="train")
     rate_per_s: float | None = _opt("serve: open-loop requests per second (Poisson arrivals)", default=None)
     concurrency: int | None = _opt("serve: closed-loop clients, each sending on the last reply", default=None)

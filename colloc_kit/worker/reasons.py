@@ -12,10 +12,22 @@ and message. The raw error follows in brackets, so nothing is lost.
 from __future__ import annotations
 
 import errno
+import re
 
-__all__ = ["reason"]
+__all__ = ["HOST_MEMORY_ADVICE", "out_of_host_memory", "reason"]
 
 RAW_CHARS = 300  # the raw error kept after the words
+HOST_MEMORY_ADVICE = "lower --batch-size or --workers, or run fewer copies at once"
+CPU_ALLOCATOR = re.compile(r"DefaultCPUAllocator: (can't allocate|not enough) memory")  # torch's, host memory used up
+
+
+def out_of_host_memory(exc: BaseException) -> bool:
+    """Whether `exc` says host memory ran out: a MemoryError, or torch's CPU allocator failing (a RuntimeError).
+
+    >>> out_of_host_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"))
+    True
+    """
+    return isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and bool(CPU_ALLOCATOR.search(str(exc))))
 
 
 def _words(exc: BaseException) -> str | None:
@@ -23,8 +35,8 @@ def _words(exc: BaseException) -> str | None:
     name, text = type(exc).__name__, str(exc)
     if name == "UnidentifiedImageError":  # PIL's: a file of the dataset that is not an image it can read
         return "an image of the dataset cannot be read (damaged, or not an image): remove or replace it"
-    if isinstance(exc, MemoryError):
-        return "out of host memory: lower --batch-size or --workers, or run fewer copies at once"
+    if out_of_host_memory(exc):
+        return f"out of host memory: {HOST_MEMORY_ADVICE}"
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return f"the disk is full{f' ({exc.filename})' if exc.filename else ''}: free space, or write elsewhere"
     if isinstance(exc, PermissionError) and exc.filename:

@@ -21,6 +21,7 @@ import itertools
 import multiprocessing
 import os
 import re
+import resource
 import signal
 import sys
 import threading
@@ -37,7 +38,7 @@ from colloc_kit.worker import check_job
 from colloc_kit.worker.meter import Meter
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.process import peak_rss_mb, quick_start, started_at
-from colloc_kit.worker.reasons import reason
+from colloc_kit.worker.reasons import out_of_host_memory, reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
 
@@ -109,7 +110,7 @@ def error_kind(exc: BaseException) -> ErrorKind:
     if isinstance(exc, BadInput):
         return ErrorKind.BAD_INPUT
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
+    if (torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError)) or out_of_host_memory(exc):
         return ErrorKind.OUT_OF_MEMORY
     if isinstance(exc, RuntimeError) and CUDA_WORDS.search(str(exc)):  # torch.AcceleratorError is a RuntimeError
         return ErrorKind.CUDA_ERROR
@@ -311,6 +312,13 @@ def _inject_fault(torch: Any, kind: str, step: int, device: Any) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if kind == "cuda_error":
         raise RuntimeError(f"CUDA error: an illegal memory access was encountered (injected at step {step})")
+    if kind == "host_memory":
+        # a need no check predicted: the address space capped (test only) just above what the job holds, then a
+        # batch's worth allocated for real
+        with open("/proc/self/statm") as statm:
+            held = int(statm.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (held + 2 ** 27, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        torch.empty(2 ** 31, dtype=torch.uint8)  # torch's CPU allocator fails as on a host whose memory is used up
     if device.type == "cuda":  # a real allocation beyond what is free: the allocator raises OutOfMemoryError
         free_bytes, _ = torch.cuda.mem_get_info(device)
         torch.empty(free_bytes + 2 ** 30, dtype=torch.uint8, device=device)

@@ -12,7 +12,9 @@ Faults: the zygote dies with the kit that started it, whatever ends the kit (SIG
 imports (a parent-death signal, `supervise.die_with_parent`; Linux counts the kit's thread that started it as its
 parent, and a lane starts and ends its zygote in one thread); it also leaves when the kit closes its socket. A worker
 whose kit is gone leaves when its stdin closes, as a `Popen`-started one does. A worker outliving its zygote (the
-zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. `COLLOC_KIT_ZYGOTE=0` turns the zygote
+zygote killed) is still seen to end (a pidfd), with exit code `EXIT_UNKNOWN`. A zygote found suspended (SIGSTOP) where
+the kit waits on it (its hello, a fork, a worker that ended unreported) is killed: stopped, it would neither fork nor
+reap, and the kit would wait forever; later workers start as fresh processes. `COLLOC_KIT_ZYGOTE=0` turns the zygote
 off (every worker a fresh `python -m colloc_kit.worker`).
 
 This module is the kit's side (`Zygote`, `ForkedWorker`); the process it starts is `zygote_process`.
@@ -36,18 +38,20 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Iterable
+from typing import IO, Any, Iterable
 
+from colloc_kit import supervise
 from colloc_kit.worker import zygote_process
 from colloc_kit.worker.models import TIMM_PREFIX
 from colloc_kit.worker.zygote_process import MESSAGE_BYTES, POLL_S, WORKER_MODULE
 
-__all__ = ["EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "ONE_THREAD", "Zygote", "enabled"]
+__all__ = ["CHECK_S", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "ONE_THREAD", "Zygote", "enabled"]
 
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
                                           # calls it); the zygote must have one thread when it forks
 EXIT_UNKNOWN = 255  # a worker whose zygote died before reporting how it ended
 HELLO_TIMEOUT_S = 600.0  # the imports; past this the kit starts workers as fresh processes
+CHECK_S = 0.5  # how often the kit, waiting on the zygote, looks whether it is suspended
 
 
 def enabled() -> bool:
@@ -73,6 +77,7 @@ class Zygote:
         self._exit_codes: dict[int, int] = {}
         self.children_cpu_s = 0.0  # user + system CPU seconds of the workers that ended (their loader processes too)
         self._lost = threading.Event()
+        self._killed_why: str | None = None  # why the kit killed it (suspended)
         self._hello: dict | None = None
         self._lock = threading.Lock()
         threading.Thread(target=self._listen, name="zygote", daemon=True).start()
@@ -94,8 +99,8 @@ class Zygote:
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the listener; the zygote reads EOF
         except OSError:
             pass
-        if self._hello is None:  # nobody asked for a worker (so it forked none): no need to wait for its imports
-            self._proc.kill()
+        if self._hello is None or supervise.suspended(self._proc.pid):  # nothing to wait for: it forked none, or
+            self._proc.kill()                                            # it is stopped
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -108,14 +113,14 @@ class Zygote:
         with self._lock:
             if self._hello is None:
                 try:
-                    item = self._started.get(timeout=HELLO_TIMEOUT_S)
+                    item = self._next(HELLO_TIMEOUT_S)
                 except queue.Empty:
                     item = {"ok": False, "why": f"its imports took over {HELLO_TIMEOUT_S:.0f} s"}
-                self._hello = item if isinstance(item, dict) else {"ok": False, "why": "it exited"}
+                self._hello = item if isinstance(item, dict) else {"ok": False, "why": self._killed_why or "it exited"}
                 if not self._hello["ok"]:
                     print(f"colloc-kit: workers start as fresh processes, not from the zygote: {self._hello['why']}",
                           file=sys.stderr)
-        return bool(self._hello["ok"]) and not self._lost.is_set()
+        return bool(self._hello["ok"]) and not self._lost.is_set() and self._killed_why is None
 
     def spawn(self, argv: list[str], env: dict[str, str], cores: list[int] | None, cwd: str,
               stderr: IO) -> "ForkedWorker | None":
@@ -130,7 +135,7 @@ class Zygote:
         try:
             with self._lock:
                 socket.send_fds(self._sock, [json.dumps(request).encode()], [stdin_r, stdout_w, stderr.fileno()])
-                started = self._started.get()
+                started = self._next(float("inf"))
         except OSError:
             pass
         finally:
@@ -147,6 +152,8 @@ class Zygote:
     @property
     def lost(self) -> str | None:
         """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
+        if self._killed_why:  # (its listener may not have heard it end yet)
+            return self._killed_why
         if not self._lost.is_set():
             return None
         code = self._proc.poll()
@@ -157,9 +164,33 @@ class Zygote:
         zygote was gone."""
         if pid in self._exit_codes:
             return self._exit_codes[pid]
-        if self._lost.is_set() and select.select([pidfd], [], [], 0)[0]:  # readable: the process ended
-            return self._exit_codes.get(pid, EXIT_UNKNOWN)
+        if select.select([pidfd], [], [], 0)[0]:  # readable: the process ended
+            if self._lost.is_set():
+                return self._exit_codes.get(pid, EXIT_UNKNOWN)
+            self._kill_if_suspended()  # stopped, it would never reap it nor say how it ended
         return None
+
+    def _next(self, timeout: float) -> Any:
+        """The listener's next item (the hello, a fork's (pid, pidfd), None once the zygote is gone) within `timeout`
+        s (queue.Empty past it); a zygote found suspended meanwhile is killed (then None)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._started.get(timeout=max(0.0, min(CHECK_S, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise
+                self._kill_if_suspended()
+
+    def _kill_if_suspended(self) -> None:
+        """Kill the zygote if it is suspended (SIGSTOP), saying why (`lost`), once the exit codes of the workers it
+        has not reaped are read; its socket closes, so the listener marks it gone."""
+        if self._killed_why is None and supervise.suspended(self._proc.pid):
+            for pid, code in supervise.unreaped_exit_codes(self._proc.pid).items():  # lost with it otherwise
+                self._exit_codes.setdefault(pid, code)
+            self._killed_why = (f"the zygote (pid {self._proc.pid}) was suspended (SIGSTOP, state T): it could neither "
+                                "fork workers nor say how they ended, so the kit killed it")
+            self._proc.kill()
 
     def _listen(self) -> None:
         """Hear the zygote: its hello, each fork's pid and pidfd, each worker's exit code; then mark it gone."""

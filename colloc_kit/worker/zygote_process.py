@@ -108,7 +108,9 @@ def _serve(sock: socket.socket) -> tuple[dict, list[int], int] | None:
                 os.close(set_up_r)
                 return json.loads(message), fds, set_up_w
             os.close(set_up_w)
-            os.read(set_up_r, 1)  # EOF once the worker has its group, streams, name...: Popen returns after exec too
+            while not select.select([set_up_r], [], [], POLL_S)[0]:  # EOF once the worker has its group, streams,
+                if supervise.suspended(pid):  # name...: Popen returns after exec too; but one suspended (SIGSTOP) in
+                    break                     # its set-up is the kit's to time out, not to wait for
             os.close(set_up_r)
             pidfd = os.pidfd_open(pid)  # our unreaped child: this pidfd is that process, whatever happens to us
             try:

@@ -1,0 +1,243 @@
+"""Hostile input and faults, fifth pass (issue 53), on the CPU: a job worker or the preloaded zygote stopped (SIGSTOP)
+mid-run under `--time-limit`, and a job that runs out of host memory where its need could not be predicted."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from processes import KitWatch
+
+import colloc_kit
+from colloc_kit import supervise
+from colloc_kit.modes import Slot
+from colloc_kit.pipeline.launcher import STOP_GRACE_S, LaunchItem, Wave
+from colloc_kit.spec import JobSpec
+from colloc_kit.store.rundir import MANIFEST, find_runs
+
+REPO = Path(__file__).resolve().parents[1]
+FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--warmup-steps", "2", "--batch-size", "8",
+         "--synthetic-samples", "64", "--workers", "0", "--interval-s", "0.1", "--no-monitor", "--quiet"]
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def kit(*argv: object) -> subprocess.Popen:
+    """`colloc-kit ARGV` as a process of its own."""
+    return subprocess.Popen([sys.executable, "-m", "colloc_kit.cli", *map(str, argv)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_as_in_a_terminal)
+
+
+def below(proc: subprocess.Popen, marker: str) -> list[psutil.Process]:
+    """The processes under `proc` whose command line holds `marker`."""
+    found = []
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if marker in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_for_starts(out: Path, proc: subprocess.Popen, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while sum('"start"' in p.read_text() for p in out.rglob("*.events.jsonl")) < n:
+        assert time.monotonic() < deadline and proc.poll() is None, "the jobs never started"
+        time.sleep(0.05)
+
+
+def ended(proc: subprocess.Popen, watch: KitWatch, timeout: float) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the kit, which must end within `timeout` s and leave no process of the kit
+    behind (a stopped one is continued and killed here, so that a failing case does not leave it to the next)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        out, err = proc.communicate()
+        watch.survivors(grace_s=5)
+        pytest.fail(f"the kit hung: still running {timeout} s later\n{err[-2000:]}")
+    left = watch.survivors(grace_s=5)
+    for survivor in left:
+        survivor.kill()
+    assert not left, f"left behind: {[(p.pid, ' '.join(p.cmdline())[:80]) for p in left]}"
+    assert "Traceback" not in err, err
+    return proc.returncode, out, err
+
+
+def manifest_of(out: Path) -> dict:
+    (run,) = find_runs(out)
+    return json.loads((run.path / MANIFEST).read_text())
+
+
+# ---------------------------------------------------------------- a stopped process under --time-limit
+
+
+@pytest.mark.slow
+def test_a_stopped_job_worker_is_killed_at_the_time_limit_and_named(tmp_path):
+    """A worker SIGSTOPped mid-run makes no progress: the time limit still ends the cell on time (a stopped process
+    acts on SIGTERM only once continued, so the grace period must not be spent waiting for it), the job is recorded
+    as timed out saying its process was stopped, nothing is left, and the folder reads back."""
+    limit = 6
+    proc = kit("run", *FLAGS, "--seconds", "60", "--copies", "2", "--time-limit", limit, "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    wait_for_starts(tmp_path, proc, 2)
+    (victim,) = below(proc, "--job-id j0")
+    victim.suspend()
+    code, _, _ = ended(proc, watch, timeout=limit + 60)
+    assert code == 1
+    jobs = {job["outcome"]["job_id"]: job for job in manifest_of(tmp_path)["jobs"]}
+    stopped = jobs["j0-smallcnn"]["outcome"]
+    assert stopped["status"] == "timed_out" and stopped["error_kind"] == "timeout"
+    assert "stopped at its time limit" in stopped["error"]
+    assert f"process {victim.pid} was suspended (SIGSTOP" in stopped["error"], stopped["error"]
+    assert stopped["ended_at"] - stopped["released_at"] < limit + STOP_GRACE_S - 1  # no grace spent on it
+    assert jobs["j1-smallcnn"]["outcome"]["status"] == "timed_out"  # held for the common window, then stopped
+    results = colloc_kit.load(tmp_path)
+    assert not results.broken and len(results.jobs) == 2
+
+
+@pytest.mark.slow
+def test_a_job_worker_stopped_before_it_is_ready_is_not_waited_for_past_the_time_limit(tmp_path):
+    """Suspended before its `ready`, a worker held every job at the start barrier for READY_TIMEOUT_S (15 minutes),
+    whatever --time-limit said: now it is ended once suspended for longer than the limit, and says so."""
+    limit = 5
+    proc = kit("run", *FLAGS, "--steps", "3", "--copies", "2", "--time-limit", limit, "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 60
+    while not (workers := below(proc, "--job-id j0")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no worker started"
+        time.sleep(0.005)
+    workers[0].suspend()
+    code, _, _ = ended(proc, watch, timeout=limit + 60)
+    assert code == 1
+    jobs = {job["outcome"]["job_id"]: job["outcome"] for job in manifest_of(tmp_path)["jobs"]}
+    (events,) = tmp_path.rglob("j0-smallcnn.events.jsonl")
+    assert '"ready"' not in events.read_text()  # it was stopped before it got ready
+    assert jobs["j0-smallcnn"]["status"] == "timed_out"
+    assert jobs["j0-smallcnn"]["error"].startswith("did not get ready in time; process ")
+    assert "was suspended (SIGSTOP" in jobs["j0-smallcnn"]["error"]
+    assert jobs["j1-smallcnn"]["status"] == "complete"  # released once the stopped one was given up
+
+
+@pytest.mark.slow
+def test_a_stopped_zygote_mid_run_neither_hangs_the_run_nor_loses_its_jobs(tmp_path):
+    """The zygote SIGSTOPped once its workers run: it cannot reap them or say how they ended. The kit must not wait
+    for it (it waited forever, even past --time-limit): the jobs that reported their end are complete, the zygote is
+    killed and the run names what happened to it."""
+    proc = kit("run", *FLAGS, "--seconds", "3", "--copies", "2", "--time-limit", "120", "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    wait_for_starts(tmp_path, proc, 2)
+    (zygote,) = below(proc, "colloc_kit.worker.zygote")
+    zygote.suspend()
+    started = time.monotonic()
+    code, _, err = ended(proc, watch, timeout=90)
+    assert code == 0, err
+    assert time.monotonic() - started < 60  # well before the time limit
+    manifest = manifest_of(tmp_path)
+    assert [job["outcome"]["status"] for job in manifest["jobs"]] == ["complete", "complete"]
+    assert any(f"the zygote (pid {zygote.pid}) was suspended (SIGSTOP" in p for p in manifest["problems"]), \
+        manifest["problems"]
+    assert (colloc_kit.load(tmp_path).jobs["images_per_s"] > 0).all()
+
+
+@pytest.mark.slow
+def test_a_job_that_dies_while_its_zygote_is_stopped_keeps_its_exit_code(tmp_path):
+    """A worker that dies (SIGKILL, the `crash` fault) while the zygote that forked it is suspended: the zygote never
+    reaps it, so the kit reads how it ended from /proc before killing the zygote (it was `exited with code 255`)."""
+    job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "warmup_steps": 2, "batch_size": 8,
+           "synthetic_samples": 64, "workers": 0}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"jobs": [{**job, "seconds": 3}, {**job, "steps": 100000, "fail_at_step": 1000,
+                                                                  "fail_kind": "crash"}], "monitor": False}))
+    proc = kit("run", spec, "--quiet", "--time-limit", "120", "--out", tmp_path / "out")
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 120
+    while sum('"ready"' in p.read_text() for p in tmp_path.rglob("*.events.jsonl")) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None, "the jobs never got ready"
+        time.sleep(0.005)
+    (zygote,) = below(proc, "colloc_kit.worker.zygote")
+    zygote.suspend()
+    code, _, _ = ended(proc, watch, timeout=90)
+    assert code == 1
+    (crashed,) = (job["outcome"] for job in manifest_of(tmp_path / "out")["jobs"] if job["group"] == 1)
+    assert "injecting fault crash at step 1000" in next(tmp_path.rglob("j1-*.stderr.log")).read_text()
+    assert crashed["exit_code"] == -signal.SIGKILL and crashed["error"].startswith("worker killed by SIGKILL"), crashed
+
+
+@pytest.mark.slow
+def test_a_zygote_stopped_while_it_imports_does_not_hold_the_run(tmp_path):
+    """Stopped before it says it is ready, the zygote was waited for up to 10 minutes: now the kit gives up on it at
+    once, kills it and starts the workers as fresh processes, saying so."""
+    proc = kit("run", *FLAGS, "--steps", "3", "--copies", "2", "--time-limit", "120", "--out", tmp_path)
+    watch = KitWatch(proc.pid)
+    deadline = time.monotonic() + 60
+    while not (zygotes := below(proc, "colloc_kit.worker.zygote")):
+        assert time.monotonic() < deadline and proc.poll() is None, "no zygote started"
+        time.sleep(0.01)
+    zygotes[0].suspend()
+    code, _, err = ended(proc, watch, timeout=150)
+    assert code == 0, err
+    assert "workers start as fresh processes" in err and "was suspended (SIGSTOP" in err, err
+    assert [job["outcome"]["status"] for job in manifest_of(tmp_path)["jobs"]] == ["complete", "complete"]
+
+
+# ---------------------------------------------------------------- out of host memory, where the need was not predicted
+
+OOM_ADVICE = "lower --batch-size or --workers, or run fewer copies at once"
+
+
+@pytest.mark.slow
+def test_a_job_out_of_host_memory_mid_run_is_recorded_as_out_of_memory_saying_what_to_do(tmp_path):
+    """FAULT INJECTION (test only): at step 3 the job's address space is capped just above what it holds
+    (RLIMIT_AS) and a batch's worth is allocated for real, so torch's CPU allocator fails as on a host whose memory
+    is used up. The job is out_of_memory, saying what to lower (it was `other`, torch's raw RuntimeError); its
+    neighbour completes; nothing is left; the folder reads back."""
+    job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "steps": 6, "warmup_steps": 1, "batch_size": 8,
+           "synthetic_samples": 64, "workers": 0}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"jobs": [job, {**job, "fail_at_step": 3, "fail_kind": "host_memory"}],
+                                "monitor": False}))
+    proc = kit("run", spec, "--quiet", "--time-limit", "120", "--out", tmp_path / "out")
+    code, printed, _ = ended(proc, KitWatch(proc.pid), timeout=150)
+    assert code == 1
+    jobs = colloc_kit.load(tmp_path / "out").jobs.set_index("group")
+    assert jobs.loc[0, "status"] == "complete"
+    assert jobs.loc[1, "status"] == "failed" and jobs.loc[1, "error_kind"] == "out_of_memory"
+    assert jobs.loc[1, "error"].startswith(f"out of host memory: {OOM_ADVICE}"), jobs.loc[1, "error"]
+    assert "can't allocate memory" in jobs.loc[1, "error"]  # torch's own words kept, after ours
+
+
+@pytest.mark.slow
+def test_a_job_the_oom_killer_ends_is_recorded_as_out_of_memory_saying_what_to_do(tmp_path, monkeypatch):
+    """The kernel's out-of-memory killer ends a job with SIGKILL: no error event, only the signal. SIMULATED (test
+    only): the job SIGKILLs itself (`crash` fault) while the machine's count of out-of-memory kills (/proc/vmstat's
+    oom_kill) rises by one. It was recorded as `killed` by SIGKILL; it is out_of_memory, saying what to lower."""
+    counts = iter(range(1000))
+    monkeypatch.setattr(supervise, "oom_kills", lambda: next(counts))
+    job = JobSpec(model="smallcnn", device="cpu", image_size=16, steps=6, warmup_steps=1, batch_size=8,
+                  synthetic_samples=64, workers=0, fail_at_step=3, fail_kind="crash")
+    wave = Wave([LaunchItem("j0", job, Slot(env={}, label="cpu"))], jobs_dir=tmp_path / "jobs", time_limit_s=120)
+    (outcome,) = wave.run()
+    assert outcome.status == "failed" and outcome.exit_code == -signal.SIGKILL
+    assert outcome.error_kind == "out_of_memory", outcome.error
+    assert "out-of-memory killer" in outcome.error and OOM_ADVICE in outcome.error
+
+
+@pytest.mark.slow
+def test_a_sigkill_while_no_oom_kill_was_counted_stays_a_kill(tmp_path, monkeypatch):
+    """The same SIGKILL with the machine's out-of-memory count unchanged is not called out of memory."""
+    monkeypatch.setattr(supervise, "oom_kills", lambda: 7)
+    job = JobSpec(model="smallcnn", device="cpu", image_size=16, steps=6, warmup_steps=1, batch_size=8,
+                  synthetic_samples=64, workers=0, fail_at_step=3, fail_kind="crash")
+    wave = Wave([LaunchItem("j0", job, Slot(env={}, label="cpu"))], jobs_dir=tmp_path / "jobs", time_limit_s=120)
+    (outcome,) = wave.run()
+    assert outcome.error_kind == "killed" and outcome.error.startswith("worker killed by SIGKILL")
