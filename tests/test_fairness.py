@@ -17,7 +17,7 @@ import pytest
 
 import colloc_kit
 from colloc_kit import findings
-from colloc_kit.analysis import fairness, figures, greying
+from colloc_kit.analysis import fairness, greying
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results, derive
 from colloc_kit.notebook import setup as notebook
@@ -30,19 +30,19 @@ TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers
 # -- Jain's index ------------------------------------------------------------------------------------------------
 
 def test_jains_index_is_one_when_all_are_equal_and_one_over_n_when_one_has_everything():
-    assert figures.jain_index([0.7] * 5) == pytest.approx(1.0)
-    assert figures.jain_index([2.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    assert fairness.jain_index([0.7] * 5) == pytest.approx(1.0)
+    assert fairness.jain_index([2.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
     # (0.9 + 0.45 + 0.45)^2 / (3 (0.81 + 0.2025 + 0.2025)) = 3.24 / 3.645
-    assert figures.jain_index([0.9, 0.45, 0.45]) == pytest.approx(3.24 / 3.645)
-    assert figures.jain_index([1.0, 0.5]) == pytest.approx(2.25 / 2.5)
+    assert fairness.jain_index([0.9, 0.45, 0.45]) == pytest.approx(3.24 / 3.645)
+    assert fairness.jain_index([1.0, 0.5]) == pytest.approx(2.25 / 2.5)
 
 
 def test_jains_index_ignores_scale_and_missing_values_and_refuses_negative_ones():
-    assert figures.jain_index([3.0, 1.0]) == pytest.approx(figures.jain_index([0.3, 0.1]))
-    assert figures.jain_index([1.0, None, float("nan"), 1.0]) == pytest.approx(1.0)
-    assert math.isnan(figures.jain_index([])) and math.isnan(figures.jain_index([0.0, 0.0]))
+    assert fairness.jain_index([3.0, 1.0]) == pytest.approx(fairness.jain_index([0.3, 0.1]))
+    assert fairness.jain_index([1.0, None, float("nan"), 1.0]) == pytest.approx(1.0)
+    assert math.isnan(fairness.jain_index([])) and math.isnan(fairness.jain_index([0.0, 0.0]))
     with pytest.raises(ValueError, match="non-negative"):
-        figures.jain_index([1.0, -0.1])
+        fairness.jain_index([1.0, -0.1])
 
 
 # -- a fixture of load()'s frames ---------------------------------------------------------------------------------
@@ -82,8 +82,8 @@ def shared():
 
 def test_load_puts_each_runs_fairness_and_each_jobs_slowdown_beside_its_figures(shared):
     runs = shared.runs.set_index("run_id")
-    assert runs.loc["naive", "fairness_index"] == pytest.approx(figures.jain_index([0.45, 0.5]))
-    assert runs.loc["mps", "fairness_index"] == pytest.approx(figures.jain_index([0.8, 0.2]))
+    assert runs.loc["naive", "fairness_index"] == pytest.approx(fairness.jain_index([0.45, 0.5]))
+    assert runs.loc["mps", "fairness_index"] == pytest.approx(fairness.jain_index([0.8, 0.2]))
     assert runs.loc["mps", "fairness_index"] < runs.loc["naive", "fairness_index"]
     assert runs.loc["mps", "least_served"] == "j1-resnet50" and runs.loc["mps", "slowdown_max"] == pytest.approx(5.0)
     assert runs.loc["mps", "slowdowns"] == "j0-resnet18 1.25x, j1-resnet50 5.00x"
@@ -103,7 +103,7 @@ def test_a_job_that_never_trained_in_the_window_is_left_out_and_named():
                           job("r", "naive", "naive", 500.0), job("r", "naive", "naive", 400.0, i=1),
                           {**job("r", "naive", "naive", None, i=2, status="failed"), "images_per_s_overlap": None}])
     run = results.runs.set_index("run_id").loc["r"]
-    assert run["fairness_index"] == pytest.approx(figures.jain_index([0.5, 0.4]))
+    assert run["fairness_index"] == pytest.approx(fairness.jain_index([0.5, 0.4]))
     assert run["fairness_note"] == "j2-resnet18 left out: did not train in the common window"
 
 
@@ -112,7 +112,7 @@ def test_analysis_carries_fairness_per_run_and_per_configuration_and_a_table_per
     assert per_run.loc["mps", "fairness_index"] == pytest.approx(shared.runs.set_index("run_id").loc["mps",
                                                                                                         "fairness_index"])
     summary = analysis.summarize(shared).set_index("mode_label")
-    assert summary.loc["mps", "fairness_index_mean"] == pytest.approx(figures.jain_index([0.8, 0.2]))
+    assert summary.loc["mps", "fairness_index_mean"] == pytest.approx(fairness.jain_index([0.8, 0.2]))
     assert summary.loc["mps", "slowdown_max_mean"] == pytest.approx(5.0)
     table = analysis.job_summary(shared)
     assert set(table["mode_label"]) == {"naive", "mps", "mps(partitions=4g+2g)", "mig(layout=3g.40gb+3g.40gb)"}
@@ -126,7 +126,7 @@ def test_borrowed_baselines_give_the_borrowed_fairness(shared):
     own = analysis.run_summary(no_lone).set_index("run_id")
     borrowed = analysis.run_summary(no_lone, reference=shared.jobs).set_index("run_id")
     assert math.isnan(own.loc["mps", "fairness_index"])
-    assert borrowed.loc["mps", "fairness_index"] == pytest.approx(figures.jain_index([0.8, 0.2]))
+    assert borrowed.loc["mps", "fairness_index"] == pytest.approx(fairness.jain_index([0.8, 0.2]))
 
 
 # -- asked vs had ---------------------------------------------------------------------------------------------------
@@ -219,10 +219,10 @@ def test_the_findings_name_the_least_fair_cells_and_who_lost_under_naive_and_mps
     worst = found["least_fair"].iloc[0]
     assert (worst["cell"], worst["sharing"]) == ("R152 + R26 as 1+1", "MPS")
     assert worst["slowdowns"] == "R152 4.00x, R26 1.11x"
-    assert worst["Jain index"] == f"{figures.jain_index([0.25, 0.9]):.3f}"
+    assert worst["Jain index"] == f"{fairness.jain_index([0.25, 0.9]):.3f}"
     assert "MPS was fairer in 0, naive in 1" in found["shows"]
-    assert found["evidence"] == [f"seed-37 R152 + R26 as 1+1: naive {figures.jain_index([0.75, 0.7]):.3f} (R26 1.43x "
-                                 f"lost most), MPS {figures.jain_index([0.25, 0.9]):.3f} (R152 4.00x)"]
+    assert found["evidence"] == [f"seed-37 R152 + R26 as 1+1: naive {fairness.jain_index([0.75, 0.7]):.3f} (R26 1.43x "
+                                 f"lost most), MPS {fairness.jain_index([0.25, 0.9]):.3f} (R152 4.00x)"]
     text = findings.markdown(results, "H100-80GB", source="a test")
     assert "## Fairness: who lost when jobs shared" in text and "| seed-37 | R152 + R26 as 1+1 | MPS |" in text
 
@@ -295,7 +295,7 @@ def test_a_starved_job_makes_its_run_unfair_and_is_named_as_the_one_that_lost(tm
     starved, fed = jobs.loc["j1-smallcnn", "relative_throughput"], jobs.loc["j0-smallcnn", "relative_throughput"]
     assert starved < 0.5 * fed, (starved, fed)  # held to 10 % of the clock
     assert run["least_served"] == "j1-smallcnn" and run["slowdown_max"] == jobs["epoch_time_growth"].max()
-    assert run["fairness_index"] == pytest.approx(figures.jain_index([fed, starved]))
+    assert run["fairness_index"] == pytest.approx(fairness.jain_index([fed, starved]))
     assert run["fairness_index"] < 0.9
     assert "repeats of one cell" not in str(analysis.noise(results.jobs))  # not noise: one job lost
     assert analysis.summarize(results).set_index("mode").loc["naive", "fairness_index_mean"] < 0.9

@@ -4,7 +4,7 @@ Two figures beside the gain (rules in `figures`: "Fairness", "Asked vs had"); `r
 onto its frames, `analysis` recomputes them where baselines are borrowed (`reference=`):
 
 - **Fairness**, per run: Jain's index over its jobs' relative throughputs (each job's images/s in the common window
-  over its workload's lone images/s in the same experiment: `figures.jain_index`), each job's slowdown (its
+  over its workload's lone images/s in the same experiment: `jain_index`), each job's slowdown (its
   `epoch_time_growth`: lone images/s over its own), the least and most slowed down, and the job that lost most.
   Jobs that did not share (alone, or one after another) have no index; a run whose jobs lack a lone baseline has
   none either, and `fairness_note` says what to run. The spread between identical jobs of one run belongs here,
@@ -35,19 +35,32 @@ not isolate, or a cap that binds harder than its share).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from colloc_kit.analysis import figures
 from colloc_kit.analysis.lone import in_figures
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import model_for_device, resolve
 
-__all__ = ["RUN_COLUMNS", "SHARE_COLUMNS", "asked_share_pct", "with_shares", "per_run", "run_fairness"]
+__all__ = ["RUN_COLUMNS", "SHARE_COLUMNS", "asked_share_pct", "jain_index", "with_shares", "per_run", "run_fairness"]
 
 RUN_COLUMNS = ["fairness_index", "slowdown_min", "slowdown_max", "slowdowns", "least_served", "fairness_note"]
 SHARE_COLUMNS = ["share_asked_pct", "share_had_pct"]
+
+
+def jain_index(values: Iterable[float]) -> float:
+    """Jain's fairness index of non-negative values (NaN and None left out): (sum x)^2 / (n sum x^2), from 1/n (one
+    value holds everything) to 1 (all equal); NaN with no value above zero.
+
+    >>> jain_index([1.0, 1.0]), jain_index([1.0, 0.0]), round(jain_index([0.9, 0.45, 0.45]), 3)
+    (1.0, 0.5, 0.889)
+    """
+    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if any(x < 0 for x in xs):
+        raise ValueError(f"Jain's index is defined for non-negative values, got {min(xs)}")
+    squares = sum(x * x for x in xs)
+    return sum(xs) ** 2 / (len(xs) * squares) if squares > 0 else math.nan
 
 
 def asked_share_pct(slot: Mapping, gpu_name: str | None = None) -> float | None:
@@ -109,7 +122,7 @@ def run_fairness(run: pd.DataFrame) -> dict:
     if left_out and len(run) > 1:
         notes.append(f"{', '.join(left_out)} left out: did not train in the common window")
     if len(counted) > 1 and len(slow) == len(counted):
-        out["fairness_index"] = figures.jain_index(counted["relative_throughput"])
+        out["fairness_index"] = jain_index(counted["relative_throughput"])
     elif len(counted) > 1:
         lacking = sorted(set(counted["job"]) - set(slow.index))
         notes.append(f"no index: no lone baseline for {', '.join(lacking)}")

@@ -25,9 +25,10 @@ run shows one number wherever it is shown. The rules:
   **normalized throughput** is the sum over its jobs (1.0 = one job alone's work; exclusive runs: the mean, about 1).
   **Epoch-time growth** of a job: baseline rate over its rate (an epoch is a fixed number of images).
 - **Fairness** of a run whose jobs shared the device: Jain's index over its jobs' relative throughputs x_i,
-  J = (sum x)^2 / (n sum x^2) (`jain_index`): 1 when every job kept the same share of its lone speed, 1/n when one job
-  had it all. A job's **slowdown** is its epoch-time growth (lone images/s over its images/s). The spread between
-  identical jobs of one run is fairness, not noise: noise is judged from repeats of a cell and the baseline's CI.
+  J = (sum x)^2 / (n sum x^2) (`fairness.jain_index`): 1 when every job kept the same share of its lone speed, 1/n
+  when one job had it all. A job's **slowdown** is its epoch-time growth (lone images/s over its images/s). The
+  spread between identical jobs of one run is fairness, not noise: noise is judged from repeats of a cell and the
+  baseline's CI.
 - **Asked vs had**: a job's configured share of the device (an MPS active thread percentage, a MIG profile's SMs over
   the card's) beside the share it had, read from its throughput: its relative throughput (see `fairness`
   for why not from NVML).
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HOST_BOUND_IDLE_SHARE", "HOST_BOUND_SM_ACTIVE_PCT", "HOST_FIGURES", "INPUT_BOUND_SHARE",
            "MEMORY_BOUND_DRAM_PCT", "MEMORY_MARGIN", "MIN_WINDOW_S", "WIDE_CI", "Window", "bound_by", "common_window",
-           "copies_fit", "gpu_summary", "input_wait_share", "interval_rates", "jain_index", "of_run", "relative_ci",
+           "copies_fit", "gpu_summary", "input_wait_share", "interval_rates", "of_run", "relative_ci",
            "run_flags", "run_throughput", "slice_rates", "steady_intervals", "steady_span", "wide", "window_images",
            "window_rate"]
 
@@ -170,20 +171,6 @@ def slice_rates(streams: Iterable[Sequence[dict]], window: Window, slice_s: floa
 def interval_rates(stream: Sequence[dict]) -> list[float]:
     """Images/s of each interval of a job's measured window (for the CI of a job alone)."""
     return [e["interval_images"] / e["interval_s"] for e in steady_intervals(stream, held=False) if e["interval_s"] > 0]
-
-
-def jain_index(values: Iterable[float]) -> float:
-    """Jain's fairness index of non-negative values (NaN and None left out): (sum x)^2 / (n sum x^2), from 1/n (one
-    value holds everything) to 1 (all equal); NaN with no value above zero.
-
-    >>> jain_index([1.0, 1.0]), jain_index([1.0, 0.0]), round(jain_index([0.9, 0.45, 0.45]), 3)
-    (1.0, 0.5, 0.889)
-    """
-    xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if any(x < 0 for x in xs):
-        raise ValueError(f"Jain's index is defined for non-negative values, got {min(xs)}")
-    squares = sum(x * x for x in xs)
-    return sum(xs) ** 2 / (len(xs) * squares) if squares > 0 else math.nan
 
 
 def relative_ci(*parts: tuple[float, float]) -> float:

@@ -107,6 +107,8 @@ def _handles(handle_type: Any, getter: Any, parent: Any, profile_id: int) -> lis
 
 
 def compute_instances(lib: Any, gi: Any) -> list:
+    """The handles of every compute instance inside GPU instance `gi`, over each compute-instance profile NVML
+    knows (`lib`: pynvml or the simulated NVML); a profile NVML does not offer here is passed over."""
     found = []
     for enum in range(lib.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
         info = nvml.optional(lib.nvmlGpuInstanceGetComputeInstanceProfileInfo, gi, enum,
