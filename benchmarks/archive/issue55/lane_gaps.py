@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     calls = [tuple(float(t) for t in span.split("-")) for span in args.calls.split(",")]
     lanes, t0 = lane_runs(args.experiment), calls[0][0]
-    print(f"| lane | gap from s | to s | gap s | next run |\n|---|---|---|---|---|")
+    print("| lane | gap from s | to s | gap s | next run |\n|---|---|---|---|---|")
     for gpu, runs in sorted(lanes.items()):
         for (_, end, _), (start, _, name) in zip(runs, runs[1:]):
             if start - end >= args.long_s:
