@@ -19,14 +19,14 @@ IN_SOURCE = re.compile(r"(?<![\w./$-])(" + PATH + r")")  # not after a word, a d
 def texts():
     """(file, text) for each file whose prose is checked; a notebook's text is its cells' sources."""
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
-                 *sorted((ROOT / "benchmarks" / "results").rglob("*.md")),
+                 *sorted((ROOT / "benchmarks").rglob("*.md")),
                  *sorted((ROOT / "colloc_kit").rglob("*.md")), *sorted((ROOT / "notebooks").rglob("*.md"))]:
         yield path, path.read_text(), IN_MARKDOWN
     for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
         if ".ipynb_checkpoints" not in path.parts:
             cells = json.loads(path.read_text())["cells"]
             yield path, "\n".join("".join(cell["source"]) for cell in cells), IN_MARKDOWN
-    for path in [*sorted((ROOT / "benchmarks").glob("*.py")), *sorted((ROOT / "benchmarks").glob("*.sh")),
+    for path in [*sorted((ROOT / "benchmarks").rglob("*.py")), *sorted((ROOT / "benchmarks").rglob("*.sh")),
                  *sorted((ROOT / "colloc_kit").rglob("*.py"))]:
         yield path, path.read_text(), IN_SOURCE
 

@@ -126,7 +126,7 @@ def test_until_ci_without_a_sound_budget_is_refused(job, message):
 def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, monkeypatch, quick):
     """Quick start (the default): a slow read-back of one cell (its figures, jobs.csv) does not hold the lane's next
     cell, which starts before that cell's jobs.csv is written; the worker's loader started before its model built. The
-    old path (COLLOC_KIT_QUICK_START=0, the A/B of benchmarks/scaling.py) reads back first and builds first."""
+    old path (COLLOC_KIT_QUICK_START=0, the A/B of benchmarks/scaling/scaling.py) reads back first and builds first."""
     slow_report = report._report
 
     def slow(run, bar, label):

@@ -1,4 +1,4 @@
-"""The peer benchmark's table (benchmarks/peer_train_py.py compare): a lone job's repeats give the kit's difference
+"""The peer benchmark's table (benchmarks/peer/peer_train_py.py compare): a lone job's repeats give the kit's difference
 from train.py with a 95 % CI, so a +-3 % target can be judged against what repeats of either program do."""
 
 import importlib.util
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PEER = Path(__file__).resolve().parents[1] / "benchmarks" / "peer_train_py.py"
+PEER = Path(__file__).resolve().parents[1] / "benchmarks" / "peer" / "peer_train_py.py"
 
 
 @pytest.fixture(scope="module")

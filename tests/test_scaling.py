@@ -1,7 +1,7 @@
-"""The scaling benchmark's passes across device calls (benchmarks/scaling.py run, benchmarks/scaling_passes.py): a
-recorded pass is read, not run again; a pass cut short (its folder without pass.json) or recorded with other settings
-or on another card is refused with exit 2 before anything starts; a pass whose estimate does not fit --budget-s is
-not started."""
+"""The scaling benchmark's passes across device calls (benchmarks/scaling/scaling.py run,
+benchmarks/scaling/scaling_passes.py): a recorded pass is read, not run again; a pass cut short (its folder without
+pass.json) or recorded with other settings or on another card is refused with exit 2 before anything starts; a pass
+whose estimate does not fit --budget-s is not started."""
 
 import importlib
 import json
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling"
 SETTINGS = {"seconds": 3.0, "warmup_steps": 10, "repeats": 3, "cudnn_autotune": "study", "tiny": False,
             "images": 10_000, "per_lane": 8, "card": "NVIDIA H100 80GB HBM3"}
 
 
 @pytest.fixture(scope="module")
 def bench():
-    """benchmarks/scaling.py and scaling_passes.py, imported as the benchmark imports its siblings."""
+    """benchmarks/scaling/scaling.py and scaling_passes.py, imported as the benchmark imports its siblings."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(BENCHMARKS))
         yield importlib.import_module("scaling"), importlib.import_module("scaling_passes")

@@ -178,7 +178,7 @@ def test_synthetic_images_are_32_px_for_smallcnn_and_on_the_cpu_unless_asked(mod
 @pytest.mark.slow
 def test_the_readmes_quick_cpu_command_trains_on_32_px_synthetic_images(tmp_path):
     """`colloc-kit run --mode naive --model smallcnn --copies 2 --device cpu --epochs 1` (its time:
-    benchmarks/quick_cpu.py)."""
+    benchmarks/archive/quick_cpu.py)."""
     command = [sys.executable, "-m", "colloc_kit.cli", "run", "--mode", "naive", "--model", "smallcnn", "--copies", "2",
                "--device", "cpu", "--epochs", "1", "--out", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=280)

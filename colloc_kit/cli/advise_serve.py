@@ -29,7 +29,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec
 
 __all__ = ["REFERENCE", "add_arguments", "cmd_advise_serve"]
 
-REFERENCE = "h100-inference"  # the shipped runs of benchmarks/inference.py
+REFERENCE = "h100-inference"  # the shipped runs of benchmarks/inference/inference.py
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -55,7 +55,7 @@ WARM_OVERHEAD_S = 1.3  # a warm repeat's later window beyond its window, without
                        # of seed-33 fp32's ResNet-26 third on two H200s (benchmarks/results/h200/issue50/README.md)
 RUN_OVERHEAD_S = 8.8  # a cell's wall time beyond its window where the experiment's folder has no runs to measure
                       # it from: the median of seed-33 fp32's first 56 cells on the H100 with lanes, 15 s windows
-                      # (benchmarks/results/h100/cell-phases/seed33-cells.csv)
+                      # (benchmarks/scaling/results/h100-cell-phases/seed33-cells.csv)
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class SeedSpec:
     seed: int
     amp: tuple[str, ...] = ("off",)
     data_root: str = "seed-data"
-    seconds: float = 10.0  # each window (with until_ci: the most); 10 s: benchmarks/window_replay.py on the H100 set
+    seconds: float = 10.0  # each window (with until_ci: the most); 10 s: benchmarks/archive/window_replay.py, H100 set
     until_ci: float | None = None  # a window ends once its images/s 95 % CI is this tight (JobSpec.until_ci)
     min_seconds: float = 10.0
     warmup_steps: int = 10

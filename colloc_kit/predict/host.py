@@ -7,7 +7,7 @@ lone rate over the GPU's busy share alone (the rate at which the GPU would never
 
     rate(W') = min(rate x min(W', cores) / W,  rate / gpu_busy)
 
-Held against the shipped H100 host-matched runs (`h100-attribution`) by `benchmarks/predict_validation.py`.
+Held against the shipped H100 host-matched runs (`h100-attribution`) by `benchmarks/predict/predict_validation.py`.
 
     >>> p = LoneProfile("r26", 1749.0, gpu_busy=0.634, input_wait=0.76, job={"workers": 4})
     >>> guess = more_workers(p, 12)

@@ -113,7 +113,7 @@ class Calibration:
 
 
 # fitted by predict_check.fit on the collocated cells of seed-33 (h100-80gb) only; tests/test_predict.py holds
-# these values to a fresh fit, and benchmarks/predict_validation.py reports the error on every other experiment
+# these values to a fresh fit, and benchmarks/predict/predict_validation.py reports the error on every other experiment
 CALIBRATION = Calibration(naive_efficiency=0.93, mps_capacity=1.03, partition_capacity=1.09, sharpness=6.0,
                           fitted_on="seed-33 (41 collocated cells)")
 

@@ -19,7 +19,7 @@ from colloc_kit import events
 
 __all__ = ["QUICK_START", "cores_seen", "peak_rss_mb", "quick_start", "started_at"]
 
-QUICK_START = "COLLOC_KIT_QUICK_START"  # 0: a cell starts the old way (the A/B of benchmarks/scaling.py), else quick
+QUICK_START = "COLLOC_KIT_QUICK_START"  # 0: a cell starts the old way (benchmarks/scaling/scaling.py's A/B), else quick
 
 
 def started_at() -> float:
@@ -33,7 +33,7 @@ def started_at() -> float:
 def quick_start() -> bool:
     """Whether a cell starts the quick way (the default): a worker's loader starts on its first batch before its model
     builds, and a lane reads a cell back while its next cell starts. `COLLOC_KIT_QUICK_START=0` keeps the old order,
-    so that `benchmarks/scaling.py --ab` can set the two side by side on one machine; the figures are the same.
+    so that `benchmarks/scaling/scaling.py --ab` can set the two side by side on one machine; the figures are the same.
 
     >>> quick_start() == (os.environ.get(QUICK_START, "1") != "0")
     True

@@ -8,7 +8,7 @@
   loader yielding uint8 images that the GPU converts and normalises (timm's "prefetcher"); SGD with momentum 0.9 and
   weight decay 2e-5; label smoothing 0.1. It needs timm, as the study's models do; the learning rate does not change
   throughput and stays the job's own. (The kit's earlier torchvision rewrite of this transform was 6 % slower per
-  core on 32-px images and 22 % faster on 400-px ones: `benchmarks/transform_speed.py`.)
+  core on 32-px images and 22 % faster on 400-px ones: `benchmarks/archive/transform_speed.py`.)
 
     >>> RECIPES["seed"].weight_decay, RECIPES["seed"].label_smoothing
     (2e-05, 0.1)

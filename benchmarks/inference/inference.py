@@ -1,0 +1,246 @@
+"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes.
+
+1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
+   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), the two
+   interleaved over `--cost-rounds` rounds: p50 within 5 %. The rates offered below are 30 % of each model's
+   capacity alone as measured here.
+2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
+   x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
+   training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
+   25 %, for the frontier, MPS with the training jobs at a lower client priority (CUDA_MPS_CLIENT_PRIORITY,
+   driver 550+; `gpu.txt` records the driver) and MPS in MIG-shaped partitions (3g serving, 4g training).
+3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
+
+Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
+p99's CI, requests/s, share within the SLO), `plain_vs_kit.csv` (and its rounds), `summary.md`, with --confirm
+`confirm.md` and `confirm.csv`, and the runs themselves (`runs/`, as the kit writes them, for `colloc-kit show` and
+the reference set `h100-inference`).
+
+    python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 8 minutes)
+    python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
+    python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
+
+The H100 runs ship as the reference set `h100-inference` (notebook 10, course sheet 5 and `advise --serve` read it):
+
+    tar xzf runs.tgz && colloc-kit reference export runs --name h100-inference \
+        --fact "command=python benchmarks/inference/inference.py --seconds 3 --confirm 3"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+import colloc_kit
+from colloc_kit.predict import serve_advise
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.stats import ci95
+
+SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
+    "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
+    "vit_b_16": {"model": "vit_b_16", "batch_size": 1, "slo": "25ms"},
+}
+LOAD = 0.3  # the rate offered to each served model: this share of what it serves alone, one request at a time
+MIXES = {"resnet50x1": ("resnet50", 1), "resnet50x2": ("resnet50", 2), "vit_b_16x1": ("vit_b_16", 1)}
+TRAIN_BATCH = {"resnet50": 64, "vit_b_16": 32, "smallcnn": 32}
+TRAIN_SHARE = 50  # the training jobs' MPS thread percentage in the 4th setting
+FRONTIER_SHARES = (25,)  # a further training share on the first mix, for the frontier
+TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "slo": "40ms"}}
+TINY_MIXES = {"smallcnnx1": ("smallcnn", 1)}
+
+
+def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
+    """naive, MPS and MPS with the training at a share (the inference job, listed first, keeps 100 %); exclusive runs
+    once per model (the lone baselines). On the CPU: naive only (MPS needs a GPU)."""
+    if not cuda:
+        return [ModeSpec("naive")]
+    shares = (TRAIN_SHARE, *FRONTIER_SHARES) if mix_index == 0 else (TRAIN_SHARE,)
+    first_only = [ModeSpec("mps", {"client_priority": [0, *[1] * 8]}),  # driver 550+
+                  ModeSpec("mps", {"partitions": ["3g", "4g"]})] if mix_index == 0 else []  # MIG-shaped: 3/7 serves
+    return [ModeSpec("naive"), ModeSpec("mps"), *first_only,
+            *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
+
+
+def serve_job(served: dict, device: str, seconds: float, tiny: bool, max_batch: int = 4, **options) -> JobSpec:
+    return JobSpec(**served, role="serve", device=device, seconds=seconds, warmup_steps=20, max_batch=max_batch,
+                   max_delay_ms=1.0 if max_batch > 1 else 0.0, amp="off" if tiny else "bf16", interval_s=0.5,
+                   image_size=32 if tiny else 224, **options)
+
+
+def train_job(model: str, device: str, seconds: float, tiny: bool) -> JobSpec:
+    return JobSpec(model=model, batch_size=TRAIN_BATCH[model], device=device, seconds=seconds, warmup_steps=10,
+                   amp="off" if tiny else "bf16", workers=0 if tiny else 2, image_size=32 if tiny else 224,
+                   interval_s=0.5)
+
+
+def offered_rate(kit_p50_ms: float) -> float:
+    """Requests/s offered to a served model: `LOAD` of its capacity alone (one request per p50), so that alone it
+    meets its SLO with room and what sharing does to it shows (a fixed rate overloaded ResNet-50 even alone).
+
+    >>> offered_rate(5.0)
+    60.0
+    """
+    return round(LOAD * 1000 / kit_p50_ms, 1)
+
+
+def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple[str, str, ExperimentSpec]]:
+    """(served model, mix, spec) for every experiment: per model one exclusive run (serve + one training job, one
+    after another: both lone baselines), then per mix its shared settings; `rates`: requests/s per served model."""
+    device = "cpu" if args.tiny else "cuda"
+    mixes = TINY_MIXES if args.tiny else MIXES
+    served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in (TINY if args.tiny else SERVED).items()}
+    out = []
+    for name, served in served_models.items():
+        serve = serve_job(served, device, args.seconds, args.tiny)
+        for i, (mix, (model, copies)) in enumerate(mixes.items()):
+            train = train_job(model, device, args.seconds, args.tiny)
+            modes = ([ModeSpec("exclusive")] if i == 0 else []) + settings(i, not args.tiny)
+            out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
+                                                  name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
+    return out
+
+
+def plain_p50_ms(served: dict, tiny: bool, seconds: float) -> float:
+    """p50 of a plain PyTorch loop serving the same requests one at a time for `seconds` after 20 warm ones, in a
+    process of its own (CUDA stays out of the benchmark's process, as it stays out of the kit's)."""
+    code = f"""
+import json, time, torch
+from colloc_kit.worker.models import build_model
+cuda = {not tiny}
+device = torch.device('cuda' if cuda else 'cpu')
+side = {32 if tiny else 224}
+model = build_model({served['model']!r}, 1000, side).to(device).eval()
+host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
+times = []
+with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
+    for i in range(20):
+        model(host.to(device, non_blocking=True)).argmax(1).cpu()
+    end = time.perf_counter() + {seconds}
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        model(host.to(device, non_blocking=True)).argmax(1).cpu()
+        times.append(time.perf_counter() - t0)
+times = sorted(times)
+print(json.dumps(1000 * times[len(times) // 2]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, round_: int) -> float:
+    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service."""
+    device = "cpu" if args.tiny else "cuda"
+    job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-round{round_}")
+    results = colloc_kit.run_spec(spec, out=runs, progress=False)
+    return float(results.jobs["latency_p50_ms"].iloc[0]) if "latency_p50_ms" in results.jobs else math.nan  # failed
+
+
+def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
+    """The kit's own cost per served model: the plain loop and the kit's job alone, interleaved round by round (a
+    host that slows for a while slows both arms alike); per model the medians of the rounds' p50s and the mean
+    ratio kit / plain over the rounds with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every arm."""
+    rounds: list[dict] = []
+    for round_ in range(args.cost_rounds):
+        for name, served in (TINY if args.tiny else SERVED).items():
+            rounds.append({"model": name, "round": round_,
+                           "plain_p50_ms": plain_p50_ms(served, args.tiny, args.seconds)})
+            rounds[-1]["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+            pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
+    table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
+    rows = []
+    for name, part in table.groupby("model", sort=False):
+        ratio, half = ci95(part["ratio"].dropna())
+        rows.append({"model": name, "rounds": len(part), "plain_p50_ms": part["plain_p50_ms"].median(),
+                     "kit_p50_ms": part["kit_p50_ms"].median(), "kit_over_plain": ratio - 1, "ci95": half})
+    cost = pd.DataFrame(rows)
+    cost.to_csv(out / "plain_vs_kit.csv", index=False)
+    return cost
+
+
+def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:
+    """`advise --confirm`'s target: the setting chosen for the first model and mix, repeated `--confirm` times; the
+    share of repeats within the SLO (target >= 90 %) and of the best training within it (target >= 80 %)."""
+    served, _, spec = chosen[0]
+    rows = table[table["experiment"] == spec.name]
+    slo, mix = f"{rows['slo_ms'].iloc[0]:g}ms", rows["mix"].iloc[0]
+    advice = serve_advise.choose(rows, served, float(rows["rate_per_s"].iloc[0]), slo, mix)
+    if advice.row is None:
+        (out / "confirm.md").write_text(f"{served} beside {mix}: no shared setting met {slo}; nothing to confirm\n")
+        return
+    repeated = serve_advise.frontier(colloc_kit.run_spec(serve_advise.confirm_spec(spec, advice, args.confirm),
+                                                         out=runs, progress=False))
+    best = advice.candidates.loc[advice.candidates["within_slo"], "train_images_per_s"].max()
+    met, kept = repeated["within_slo"].mean(), repeated["train_images_per_s"].mean() / best
+    (out / "confirm.md").write_text(
+        f"{served} at {rows['rate_per_s'].iloc[0]:g}/s beside {mix}, SLO {slo}: chose {advice.row['mode_label']}; "
+        f"{len(repeated)} confirmed runs: within the SLO in {met:.0%} (target 90 %), training {kept:.0%} of the best "
+        "within the SLO (target 80 %)\n" + repeated.to_string(index=False) + "\n")
+    repeated.to_csv(out / "confirm.csv", index=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="benchmarks/inference/results/h100")
+    p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
+    p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
+    p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
+    p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
+    p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
+    p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
+    args = p.parse_args(argv)
+    args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
+    out = Path(args.out)
+    runs = out / "runs"
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    cost = kit_cost(args, out, runs)
+    print(cost.to_string(index=False), flush=True)
+    if args.cost_only:
+        return 0
+    rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
+    parts = []
+    for _, _, spec in experiments(args, rates):
+        print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
+        results = colloc_kit.run_spec(spec, out=runs, progress=False)
+        parts.append(serve_advise.frontier(results))
+        table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
+        table.to_csv(out / "frontier.csv", index=False)
+        write_summary(out, cost, table, args, time.monotonic() - started)
+    if args.confirm and time.monotonic() - started < args.budget_s:
+        confirm(args, out, runs, experiments(args, rates)[:1], table)
+    print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
+    return 0
+
+
+def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argparse.Namespace, seconds: float
+                  ) -> None:
+    machine = colloc_kit.machine.describe()
+    gpu = next(iter(machine.get("gpus") or []), {}).get("name", "no GPU (CPU run)")
+    lines = [f"# Inference beside training ({'TINY CPU models, not the issue figures' if args.tiny else gpu})", "",
+             f"Command: `python benchmarks/inference/inference.py {' '.join(sys.argv[1:])}`; "
+             f"host {machine['host']['hostname']};"
+             f" {seconds:.0f} s.", "", "## The kit's own cost (inference job alone vs a plain PyTorch loop, p50)", "",
+             "```", cost.to_string(index=False), "```", "", "## p99 per model, mix and setting", "",
+             "```", table[["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
+                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "train_images_per_s", "within_slo"]]
+             .to_string(index=False, float_format="%.2f"), "```", ""]
+    for served, rows in table.groupby("served"):
+        best = rows[rows["within_slo"] & rows["shared"]].sort_values("train_images_per_s")
+        pick = best.iloc[-1] if len(best) else None
+        lines.append(f"- {served} (SLO {rows['slo_ms'].iloc[0]:g} ms): " + (
+            f"most training within the SLO: {pick['mode_label']} beside {pick['mix']} "
+            f"({pick['train_images_per_s']:.0f} images/s, p99 {pick['latency_p99_ms']:.1f} ms)" if pick is not None
+            else "no shared setting met the SLO"))
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
