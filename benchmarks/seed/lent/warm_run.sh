@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 50 with warm repeats, on a two-GPU machine. From the checkout:
-#   bash benchmarks/archive/issue50/warm_run.sh RUN_S [carried runs.tgz] [ab]
+#   bash benchmarks/seed/lent/warm_run.sh RUN_S [carried runs.tgz] [ab]
 # Quits an MPS daemon a call killed at its limit left behind; with `ab`, first the interleaved A/B of
-# benchmarks/archive/issue50/ab.yaml (cold, warm, cold, warm: passes of three repeats each, the later passes as new repeats);
+# benchmarks/seed/lent/ab.yaml (cold, warm, cold, warm: passes of three repeats each, the later passes as new repeats);
 # then seed_run.sh with --warm-repeats (`colloc-kit run seed-33 --amp off --gpus all --warm-repeats` with windows that
 # end on precision) for what is left of RUN_S seconds, counted from this call's start.
 set -uo pipefail
@@ -17,7 +17,7 @@ for pid in $(pgrep -f nvidia-cuda-mps-control); do
 done
 if [ "$ab" = ab ]; then
   python3 -m colloc_kit.cli data make cifar10 --root $D --images 50000 --quiet > /dev/null
-  sed "s#DATA#$D#" benchmarks/archive/issue50/ab.yaml > /tmp/ab.yaml
+  sed "s#DATA#$D#" benchmarks/seed/lent/ab.yaml > /tmp/ab.yaml
   for pass in cold warm cold-again warm-again; do
     extra=(); [[ $pass == warm* ]] && extra+=(--warm-repeats)
     # the later passes: three more repeats each (a folder's complete cells are reused, so --repeats 6 adds r3-r5)
@@ -29,4 +29,4 @@ if [ "$ab" = ab ]; then
   python3 benchmarks/scaling/cell_phases.py $R/warm-ab > $OUT/ab-phases.md 2>&1; cat $OUT/ab-phases.md
   tar czf $OUT/ab-runs.tgz -C /tmp runs/warm-ab
 fi
-SEED_FLAGS=--warm-repeats bash benchmarks/archive/issue50/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried
+SEED_FLAGS=--warm-repeats bash benchmarks/seed/lent/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried

@@ -2,7 +2,7 @@
 kept while their files stay as they were: `analysis.results.read_run`), the two in one command. The seed study reads
 its folder again at each of its specs; on four H200s its resumed calls spent up to 171 s before their first cell.
 
-    python3 benchmarks/issue55/read_again.py benchmarks/results/h200/issue55/seed33-fp32-x4-runs.tgz --out DIR
+    python3 benchmarks/seed/lent/read_again.py benchmarks/results/h200/issue55/seed33-fp32-x4-runs.tgz --out DIR
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = len(colloc_kit.load(folder).runs)
             seconds.append(time.perf_counter() - started)
     args.out.mkdir(parents=True, exist_ok=True)
-    text = (f"# Reading a folder again\n\n`python3 benchmarks/issue55/read_again.py {args.packed}` on {os.cpu_count()} "
-            f"cores: {runs} runs read in {seconds[0]:.2f} s the first time, {seconds[1]:.2f} s again "
+    text = (f"# Reading a folder again\n\n`python3 benchmarks/seed/lent/read_again.py {args.packed}` on "
+            f"{os.cpu_count()} cores: {runs} runs read in {seconds[0]:.2f} s the first time, {seconds[1]:.2f} s again "
             f"({seconds[0] / seconds[1]:.1f}x).\n")
     (args.out / "read-again.md").write_text(text)
     print(text)

@@ -3,7 +3,7 @@ folder (BEFORE and AFTER, e.g. the folder packed at the end of two device calls)
 from BEFORE's lanes (`estimate.lane_times`, `estimate.cell_seconds`) against those measured for them in AFTER
 (`estimate.lane_spans`), with and without a warm launch's later windows timed apart.
 
-    python benchmarks/archive/issue50/plan_replay.py BEFORE/seed-33 AFTER/seed-33
+    python benchmarks/seed/lent/plan_replay.py BEFORE/seed-33 AFTER/seed-33
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 mean: the study's gain and the host's part within 10 %, the GPU's part within 5 %), each as `colloc-kit show` says it
 (`analysis.summaries.summarize`): a markdown table and a count.
 
-    python benchmarks/archive/issue50/precision.py RUNS/seed-33
+    python benchmarks/seed/lent/precision.py RUNS/seed-33
 """
 
 from __future__ import annotations

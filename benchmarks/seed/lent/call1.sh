@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 50, device call 1 (two GPUs): where a cell's lane time goes in a slice of `colloc-kit run seed-33 --amp off
 # --gpus all --repeats 1`, and why the lone 4-worker job swings (benchmarks/peer/lone_swing.py, interleaved variants).
-#   bash benchmarks/archive/issue50/call1.sh SLICE_S ROUNDS      (run from the checkout; results under $OUT)
+#   bash benchmarks/seed/lent/call1.sh SLICE_S ROUNDS      (run from the checkout; results under $OUT)
 set -uo pipefail
 slice_s=${1:-150}; rounds=${2:-3}
 export PYTHONUNBUFFERED=1

@@ -3,7 +3,7 @@
 # precision, its plan and budget said first, run until RUN_S seconds after this script's start (stopped by SIGINT,
 # resumable), resuming the run folder of an earlier call where one is carried; then the folder packed under $OUT at
 # once, the plan of what is left and the per-cell phases after it.
-#   bash benchmarks/archive/issue50/seed_run.sh RUN_S [carried runs.tgz]      (run from the checkout)
+#   bash benchmarks/seed/lent/seed_run.sh RUN_S [carried runs.tgz]      (run from the checkout)
 # SEED_FLAGS: more flags for the run (warm_run.sh gives --warm-repeats)
 set -uo pipefail
 run_s=${1:-480}; carried=${2:-}

@@ -2,7 +2,7 @@
 listed with the run that ended each, and how much lane time the gaps and the lanes' busy time came to per call span.
 A gap that every lane shows, ending at the same moment, is a barrier (the kit waited for the slowest lane).
 
-    python3 benchmarks/archive/issue55/lane_gaps.py RUNS/seed-33 --calls 1795874700-1795875050,1795875097-1795875588
+    python3 benchmarks/seed/lent/lane_gaps.py RUNS/seed-33 --calls 1795874700-1795875050,1795875097-1795875588
 """
 
 from __future__ import annotations
