@@ -1,13 +1,18 @@
-"""Checks that the kit leaves no process behind (real processes)."""
+"""Checks that the kit leaves no process behind (real processes), and the kit started as a process of its own
+(`kit`) that must end in time leaving nothing (`ended`)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+import signal
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import psutil
+import pytest
 
 
 def survivors_of_killed_kit(kit: subprocess.Popen, below: list[psutil.Process], timeout: float) -> list:
@@ -96,3 +101,36 @@ def stop_tree(proc: subprocess.Popen, grace_s: float = 15,
     for child in alive:
         child.kill()
     return psutil.wait_procs(alive, timeout=10)[1]
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def kit(*argv: object) -> subprocess.Popen:
+    """`colloc-kit ARGV` as a process of its own."""
+    return subprocess.Popen([sys.executable, "-m", "colloc_kit.cli", *map(str, argv)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_as_in_a_terminal)
+
+
+def ended(proc: subprocess.Popen, watch: KitWatch, timeout: float) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the kit, which must end within `timeout` s and leave no process of the kit
+    behind (a stopped one is continued and killed here, so that a failing case does not leave it to the next)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+        proc.kill()
+        out, err = proc.communicate()
+        watch.survivors(grace_s=5)
+        pytest.fail(f"the kit hung: still running {timeout} s later\n{err[-2000:]}")
+    left = watch.survivors(grace_s=5)
+    for survivor in left:
+        survivor.kill()
+    assert not left, f"left behind: {[(p.pid, ' '.join(p.cmdline())[:80]) for p in left]}"
+    assert "Traceback" not in err, err
+    return proc.returncode, out, err

@@ -1,37 +1,22 @@
-"""Hostile input and faults, fifth pass (issue 53), on the CPU: a job worker or the preloaded zygote stopped (SIGSTOP)
-mid-run under `--time-limit`, and a job that runs out of host memory where its need could not be predicted."""
+"""A job worker or the preloaded zygote stopped (SIGSTOP, state T) mid-run under `--time-limit`, on the CPU: the limit
+holds whatever state they are in, the stopped process is named and ended, nothing is left (issue 53)."""
 
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from processes import KitWatch
+from processes import KitWatch, ended, kit
 
 import colloc_kit
-from colloc_kit import supervise
-from colloc_kit.modes import Slot
-from colloc_kit.pipeline.launcher import STOP_GRACE_S, LaunchItem, Wave
-from colloc_kit.spec import JobSpec
+from colloc_kit.pipeline.launcher import STOP_GRACE_S
 from colloc_kit.store.rundir import MANIFEST, find_runs
 
-REPO = Path(__file__).resolve().parents[1]
 FLAGS = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--warmup-steps", "2", "--batch-size", "8",
          "--synthetic-samples", "64", "--workers", "0", "--interval-s", "0.1", "--no-monitor", "--quiet"]
-
-
-def _ctrl_c_as_in_a_terminal() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def kit(*argv: object) -> subprocess.Popen:
-    """`colloc-kit ARGV` as a process of its own."""
-    return subprocess.Popen([sys.executable, "-m", "colloc_kit.cli", *map(str, argv)], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_as_in_a_terminal)
 
 
 def below(proc: subprocess.Popen, marker: str) -> list[psutil.Process]:
@@ -53,32 +38,9 @@ def wait_for_starts(out: Path, proc: subprocess.Popen, n: int, timeout: float = 
         time.sleep(0.05)
 
 
-def ended(proc: subprocess.Popen, watch: KitWatch, timeout: float) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of the kit, which must end within `timeout` s and leave no process of the kit
-    behind (a stopped one is continued and killed here, so that a failing case does not leave it to the next)."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            child.kill()
-        proc.kill()
-        out, err = proc.communicate()
-        watch.survivors(grace_s=5)
-        pytest.fail(f"the kit hung: still running {timeout} s later\n{err[-2000:]}")
-    left = watch.survivors(grace_s=5)
-    for survivor in left:
-        survivor.kill()
-    assert not left, f"left behind: {[(p.pid, ' '.join(p.cmdline())[:80]) for p in left]}"
-    assert "Traceback" not in err, err
-    return proc.returncode, out, err
-
-
 def manifest_of(out: Path) -> dict:
     (run,) = find_runs(out)
     return json.loads((run.path / MANIFEST).read_text())
-
-
-# ---------------------------------------------------------------- a stopped process under --time-limit
 
 
 @pytest.mark.slow
@@ -188,56 +150,3 @@ def test_a_zygote_stopped_while_it_imports_does_not_hold_the_run(tmp_path):
     assert code == 0, err
     assert "workers start as fresh processes" in err and "was suspended (SIGSTOP" in err, err
     assert [job["outcome"]["status"] for job in manifest_of(tmp_path)["jobs"]] == ["complete", "complete"]
-
-
-# ---------------------------------------------------------------- out of host memory, where the need was not predicted
-
-OOM_ADVICE = "lower --batch-size or --workers, or run fewer copies at once"
-
-
-@pytest.mark.slow
-def test_a_job_out_of_host_memory_mid_run_is_recorded_as_out_of_memory_saying_what_to_do(tmp_path):
-    """FAULT INJECTION (test only): at step 3 the job's address space is capped just above what it holds
-    (RLIMIT_AS) and a batch's worth is allocated for real, so torch's CPU allocator fails as on a host whose memory
-    is used up. The job is out_of_memory, saying what to lower (it was `other`, torch's raw RuntimeError); its
-    neighbour completes; nothing is left; the folder reads back."""
-    job = {"model": "smallcnn", "device": "cpu", "image_size": 16, "steps": 6, "warmup_steps": 1, "batch_size": 8,
-           "synthetic_samples": 64, "workers": 0}
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(json.dumps({"jobs": [job, {**job, "fail_at_step": 3, "fail_kind": "host_memory"}],
-                                "monitor": False}))
-    proc = kit("run", spec, "--quiet", "--time-limit", "120", "--out", tmp_path / "out")
-    code, printed, _ = ended(proc, KitWatch(proc.pid), timeout=150)
-    assert code == 1
-    jobs = colloc_kit.load(tmp_path / "out").jobs.set_index("group")
-    assert jobs.loc[0, "status"] == "complete"
-    assert jobs.loc[1, "status"] == "failed" and jobs.loc[1, "error_kind"] == "out_of_memory"
-    assert jobs.loc[1, "error"].startswith(f"out of host memory: {OOM_ADVICE}"), jobs.loc[1, "error"]
-    assert "can't allocate memory" in jobs.loc[1, "error"]  # torch's own words kept, after ours
-
-
-@pytest.mark.slow
-def test_a_job_the_oom_killer_ends_is_recorded_as_out_of_memory_saying_what_to_do(tmp_path, monkeypatch):
-    """The kernel's out-of-memory killer ends a job with SIGKILL: no error event, only the signal. SIMULATED (test
-    only): the job SIGKILLs itself (`crash` fault) while the machine's count of out-of-memory kills (/proc/vmstat's
-    oom_kill) rises by one. It was recorded as `killed` by SIGKILL; it is out_of_memory, saying what to lower."""
-    counts = iter(range(1000))
-    monkeypatch.setattr(supervise, "oom_kills", lambda: next(counts))
-    job = JobSpec(model="smallcnn", device="cpu", image_size=16, steps=6, warmup_steps=1, batch_size=8,
-                  synthetic_samples=64, workers=0, fail_at_step=3, fail_kind="crash")
-    wave = Wave([LaunchItem("j0", job, Slot(env={}, label="cpu"))], jobs_dir=tmp_path / "jobs", time_limit_s=120)
-    (outcome,) = wave.run()
-    assert outcome.status == "failed" and outcome.exit_code == -signal.SIGKILL
-    assert outcome.error_kind == "out_of_memory", outcome.error
-    assert "out-of-memory killer" in outcome.error and OOM_ADVICE in outcome.error
-
-
-@pytest.mark.slow
-def test_a_sigkill_while_no_oom_kill_was_counted_stays_a_kill(tmp_path, monkeypatch):
-    """The same SIGKILL with the machine's out-of-memory count unchanged is not called out of memory."""
-    monkeypatch.setattr(supervise, "oom_kills", lambda: 7)
-    job = JobSpec(model="smallcnn", device="cpu", image_size=16, steps=6, warmup_steps=1, batch_size=8,
-                  synthetic_samples=64, workers=0, fail_at_step=3, fail_kind="crash")
-    wave = Wave([LaunchItem("j0", job, Slot(env={}, label="cpu"))], jobs_dir=tmp_path / "jobs", time_limit_s=120)
-    (outcome,) = wave.run()
-    assert outcome.error_kind == "killed" and outcome.error.startswith("worker killed by SIGKILL")
