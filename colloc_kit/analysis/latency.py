@@ -143,7 +143,7 @@ def per_run(jobs: pd.DataFrame) -> pd.DataFrame:
     ['s starved: p99 30.0 ms > SLO 25 ms', nan]
     """
     serving = (jobs["role"] == SERVE) if "role" in jobs else pd.Series(False, index=jobs.index)
-    rates = jobs["images_per_s_overlap"].fillna(jobs["images_per_s"]).where(~serving)
+    rates = jobs["images_per_s_overlap"].astype(float).fillna(jobs["images_per_s"].astype(float)).where(~serving)
     p99 = jobs["latency_p99_ms"].where(serving) if "latency_p99_ms" in jobs else pd.Series(math.nan, index=jobs.index)
     starved = pd.Series([_starved(row) for row in jobs[serving].to_dict("records")], index=jobs.index[serving],
                         dtype=object).reindex(jobs.index)
