@@ -29,7 +29,7 @@ from colloc_kit.analysis.results import combine
 from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
-from colloc_kit.pipeline.executors import gpus
+from colloc_kit.pipeline.executors import dispatcher
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
@@ -183,8 +183,8 @@ def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_
             raise RuntimeError("the dispatcher failed")
         return heard(lane, codes, board)
 
-    heard = gpus._heard
-    monkeypatch.setattr(gpus, "_heard", heard_then_failed)
+    heard = dispatcher._heard
+    monkeypatch.setattr(dispatcher, "_heard", heard_then_failed)
     with pytest.raises(RuntimeError, match="the dispatcher failed"):
         colloc_kit.run([{**TINY, "steps": 100000}], mode="naive", copies=[1, 2], out=tmp_path, monitor=False,
                        progress=False, gpus=[0, 1])
@@ -285,7 +285,7 @@ def test_plan_estimates_the_wall_time_from_the_lanes_measured_in_the_folder(tmp_
     per_cell = estimate.lane_times(runs)
     assert per_cell == {("naive", 1, False): 20.0, ("naive", 3, False): 30.0}
     todo = cells(spec)
-    assert [c.copies for c in gpus.dispatch_order(todo)] == [3, 1, 3, 1]
+    assert [c.copies for c in dispatcher.dispatch_order(todo)] == [3, 1, 3, 1]
     assert estimate.wall_s(todo, 1, per_cell) == 100.0
     assert estimate.wall_s(todo, 2, per_cell) == 50.0  # 30 + 20 on each lane: no lane runs on alone
     assert estimate.wall_s(todo, 2, {}) is None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -176,14 +175,12 @@ def test_a_seed_recipe_job_trains_on_stand_in_files_through_the_real_loader(tmp_
     assert job["dataset_label"].startswith(LABEL)
 
 
-def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monkeypatch, tmp_path):
+def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic():
     lone = pd.DataFrame([{"model": "timm.resnet50", "data_root": "/d/imagenet64", "batch_size": 128, "amp": "off",
                           "baseline_steady_gpu_memory_mb": 14016.0}])
-    monkeypatch.setattr(seed_run, "load", lambda path: SimpleNamespace(jobs=None))
-    monkeypatch.setattr(seed_run, "baselines", lambda jobs: lone)
     specs = {(s.jobs[0].model, s.copies[0]): s for s in study.experiments(study.SeedSpec(33, data_root="/d"), H100)}
     def does_not_fit(spec, mode):
-        return seed_run._does_not_fit(seed_run._lone_footprints(tmp_path, spec), mode, H100)
+        return seed_run._does_not_fit(seed_run._lone_footprints(lone, spec), mode, H100)
 
     why = {(copies, mode.label): does_not_fit(specs["timm.resnet50", copies], mode)
            for copies in (3, 7) for mode in specs["timm.resnet50", copies].modes}
@@ -196,3 +193,36 @@ def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic(monk
 def test_a_seed_run_without_its_data_is_refused_before_any_cell_starts(tmp_path, capsys):
     assert main(["run", "seed-33", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path / "runs")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_the_seed_experiments_share_the_lanes_and_wait_only_for_their_lone_runs(tmp_path, monkeypatch, capsys):
+    """Over several GPUs an experiment's cells queue behind the last one's, so a lane does not wait at an
+    experiment's end for the slowest (issue 55); an experiment of copies starts only once its jobs' lone runs
+    ended (its fit check reads them). Real CPU cells on two stand-in GPUs (the simulated NVML)."""
+    from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+    from colloc_kit.spec import ExperimentSpec  # noqa: PLC0415
+    from colloc_kit.store.rundir import find_runs  # noqa: PLC0415
+
+    def spec(batch, copies, modes, repeats=1):
+        job = {"model": "smallcnn", "device": "cpu", "batch_size": batch, "image_size": 32, "workers": 0,
+               "warmup_steps": 2, "interval_s": 0.1, "synthetic_samples": 64, "steps": 12}
+        return ExperimentSpec.from_mapping({"name": "seed-33", "jobs": [job], "copies": [copies], "gpus": [0, 1],
+                                            "modes": modes, "repeats": repeats, "monitor": False, "baselines": []})
+
+    specs = [spec(8, 1, ["exclusive", "naive"], repeats=2), spec(8, 2, ["naive"]), spec(16, 1, ["exclusive"])]
+    monkeypatch.setattr(seed_run, "experiments", lambda seed, card: specs)
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"),
+                               progress=False)
+    assert set(results.runs["status"]) == {"complete"} and len(results.runs) == 6
+    assert "seed-33: 6 cells measured" in capsys.readouterr().out
+    spans: dict = {}  # (batch size, copies) -> [(started, ended)] of its runs
+    for run in find_runs(tmp_path / "runs" / "seed-33"):
+        manifest = run.read_manifest()
+        spans.setdefault((manifest.jobs[0].spec["batch_size"], manifest.copies), []).append(
+            (manifest.started_at, manifest.ended_at))
+    lone, copies, other = spans[8, 1], spans[8, 2], spans[16, 1]
+    assert min(s for s, _ in copies) >= max(e for _, e in lone), "copies started before their lone runs ended"
+    assert min(s for s, _ in other) < max(e for _, e in lone), "the next experiment waited for the last one's end"

@@ -15,7 +15,8 @@ from colloc_kit import events
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
-from colloc_kit.pipeline.executors.gpus import _LaneProcess, _next_for, kept_lanes
+from colloc_kit.pipeline.executors.dispatcher import _LaneProcess, _next_for
+from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 

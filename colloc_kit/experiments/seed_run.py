@@ -1,6 +1,11 @@
-"""The seed study run (`colloc-kit run seed-NN`): every cell of `seed.experiments` not yet complete, lone cells first,
-over the GPUs' lanes; a cell whose jobs the lone runs' steady memory says cannot fit is not run, but named with the
+"""The seed study run (`colloc-kit run seed-NN`): every cell of `seed.experiments` not yet complete, over the GPUs'
+lanes, lone cells first; a cell whose jobs the lone runs' steady memory says cannot fit is not run, but named with the
 arithmetic (out/<experiment>/not-run.json and stderr).
+
+The experiments run side by side, not one after another: an experiment starts as soon as the experiments that run
+its jobs alone have ended (its fit check needs their lone runs), and its cells queue behind those under way, so over
+several GPUs no lane waits at an experiment's end for the slowest lane (issue 55: eleven such gaps of 10-28 s on four
+H200s). Every check of every experiment is made before the first cell starts.
 
     >>> results = run(SeedSpec(33, data_root="seed-data"), out="runs")                  # doctest: +SKIP
 """
@@ -9,18 +14,24 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from dataclasses import replace
-from pathlib import Path
 
+import pandas as pd
+
+from colloc_kit import supervise
 from colloc_kit.analysis import figures
-from colloc_kit.analysis.results import Results, combine, load
+from colloc_kit.analysis.results import Results, combine
 from colloc_kit.analysis.summaries import baselines, data_name
 from colloc_kit.experiments.seed import Card, SeedSpec, experiments
 from colloc_kit.gpu.mig_catalogue import resolve
 from colloc_kit.modes.mps import partition_share
-from colloc_kit.pipeline import Tally, executors, run_spec
-from colloc_kit.pipeline.cell import preflight
-from colloc_kit.spec import ExperimentSpec, ModeSpec
+from colloc_kit.pipeline import Tally
+from colloc_kit.pipeline.cells import lone_mode
+from colloc_kit.pipeline.executors.dispatcher import POLL_S
+from colloc_kit.pipeline.executors.gpus import kept_lanes
+from colloc_kit.pipeline.spec_run import SpecRun, executor_for
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
@@ -30,32 +41,61 @@ __all__ = ["run"]
 def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     """Run every cell of `seed` not yet complete under out/<experiment>/ and return all its results.
 
-    Lone cells run first; a later cell whose jobs the lone runs' steady memory says cannot fit (figures.copies_fit:
-    the card's memory for naive and MPS, the partition's share for partitions) is not run: it is named, with the
-    arithmetic, in out/<experiment>/not-run.json and on stderr.
+    An experiment starts once those that run its jobs alone have ended (`_runs_alone`), its cells queued behind the
+    others'; a cell whose jobs the lone runs' steady memory says cannot fit (figures.copies_fit: the card's memory
+    for naive and MPS, the partition's share for partitions) is not run: it is named, with the arithmetic, in
+    out/<experiment>/not-run.json and on stderr.
     """
     folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
     specs = experiments(seed, card)
     missing_data(seed.experiment, seed.data_root,
                  [job.data_root for spec in specs for job in spec.jobs if job.data_root])
-    for spec in specs:  # every dataset and mode checked before the first cell starts
-        preflight(spec)
-    parts, tally = [], Tally()
-    with executors.gpus.kept_lanes():  # over several GPUs: each lane (and its zygote) starts once, not per spec
-        for spec in specs:
-            fitting, need = [], _lone_footprints(folder.path, spec)  # the folder read once per spec, not once per mode
-            for mode in spec.modes:
-                why = _does_not_fit(need, mode, card)
-                if why:
-                    folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
-                    print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
-                else:
-                    fitting.append(mode)
-            if fitting:
-                parts.append(run_spec(replace(spec, modes=fitting), out=out, progress=progress, tally=tally))
+    runners = [executor_for(spec, out, progress=progress) for spec in specs]  # every check before the first cell
+    waiting = list(range(len(specs)))  # indices into specs
+    running: dict[int, SpecRun] = {}
+    parts: dict[int, Results] = {}  # the ended experiments' results
+    tally = Tally()
+    with kept_lanes(), supervise.sigterm_as_interrupt():  # over several GPUs: the experiments' cells share the lanes
+        while waiting or running:
+            for i in [i for i in waiting if not any(_runs_alone(specs[j], specs[i]) for j in [*waiting, *running]
+                                                    if j < i)]:
+                waiting.remove(i)
+                fitting = _fitting(folder, specs[i], card, [part.jobs for part in parts.values()])
+                if fitting:
+                    running[i] = SpecRun(replace(specs[i], modes=fitting), runners[i], tally=tally)
+                    running[i].start()
+            for i in [i for i, spec_run in running.items() if spec_run.advance()]:
+                parts[i] = running.pop(i).results()
+            time.sleep(POLL_S if running else 0)
     print(tally.line(seed.experiment))
-    return combine(parts)
+    return combine([parts[i] for i in sorted(parts)])
+
+
+def _runs_alone(earlier: ExperimentSpec, spec: ExperimentSpec) -> bool:
+    """Whether `earlier` runs alone one of the jobs `spec` runs: `spec`'s fit check waits for its lone runs."""
+    return lone_mode(earlier) is not None and bool({_job_key(job) for job in earlier.jobs}
+                                                   & {_job_key(job) for job in spec.jobs})
+
+
+def _job_key(job: JobSpec) -> tuple:
+    """What a lone run's footprint is kept by: model, data, batch size, precision."""
+    return job.model, job.data_root, job.batch_size, job.amp
+
+
+def _fitting(folder: ExperimentFolder, spec: ExperimentSpec, card: Card, jobs: list[pd.DataFrame]) -> list[ModeSpec]:
+    """The modes of `spec` whose cells fit by the lone runs among `jobs` (the ended experiments' job tables); each
+    other one named in the folder's not-run.json and on stderr."""
+    need = _lone_footprints(baselines(pd.concat(jobs)) if jobs else None, spec)
+    fitting = []
+    for mode in spec.modes:
+        why = _does_not_fit(need, mode, card)
+        if why:
+            folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
+            print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
+        else:
+            fitting.append(mode)
+    return fitting
 
 
 def _workload_label(spec: ExperimentSpec) -> str:
@@ -78,16 +118,15 @@ def _workload_label(spec: ExperimentSpec) -> str:
     return f"{label} on {data}" if data else label
 
 
-def _lone_footprints(exp_dir: Path, spec: ExperimentSpec) -> list[float] | None:
-    """Each job's steady GPU memory alone (MiB) as the lone runs in `exp_dir` measured it, one entry per job of a
-    run of `spec`; None where a lone run is still missing."""
-    if not exp_dir.exists():
+def _lone_footprints(lone: pd.DataFrame | None, spec: ExperimentSpec) -> list[float] | None:
+    """Each job's steady GPU memory alone (MiB) by the lone runs' table `lone` (`analysis.baselines`), one entry per
+    job of a run of `spec`; None where a lone run is still missing."""
+    if lone is None:
         return None
-    base = baselines(load(exp_dir).jobs)
     need = []
     for job in spec.jobs:
-        row = base[(base["model"] == job.model) & (base["data_root"] == job.data_root)
-                   & (base["batch_size"] == job.batch_size) & (base["amp"] == job.amp)]
+        row = lone[(lone["model"] == job.model) & (lone["data_root"] == job.data_root)
+                   & (lone["batch_size"] == job.batch_size) & (lone["amp"] == job.amp)]
         footprint = float(row["baseline_steady_gpu_memory_mb"].iloc[0]) if len(row) else math.nan
         if not footprint > 0:
             return None  # no lone run measured yet: run it and see

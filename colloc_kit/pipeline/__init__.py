@@ -14,6 +14,7 @@ back (report.py), wherever an executor runs them (executors/: this process, seve
     estimate.py   how long the cells take over the lanes, from the lanes measured in the folder (`--plan`)
     entry.py      a cell in a process of its own: a GPU executor's cell process, a Slurm task
     status.py     `colloc-kit status`
+    spec_run.py   one experiment's cells under way: planned, submitted, topped up with lone repeats, read back
     api.py        `run`, `run_spec`, `sweep` (also `colloc_kit.run`, ...)
     tally.py      what one command's several experiments measured, shared and reused, said once at its end
 

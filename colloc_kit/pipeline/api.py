@@ -15,23 +15,18 @@ measured)"); `again=True` measures a new repeat of every cell instead. Where cel
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from colloc_kit import supervise
-from colloc_kit.analysis.results import Results, RunReading, assemble, combine, read_run
-from colloc_kit.errors import BrokenRun
-from colloc_kit.pipeline.cells import Cell, Plan, cells
-from colloc_kit.pipeline.estimate import lanes_of
-from colloc_kit.pipeline.executors import Executor, chosen
-from colloc_kit.pipeline.precision import more_repeats
+from colloc_kit.analysis.results import Results, combine
+from colloc_kit.pipeline.executors import Executor
+from colloc_kit.pipeline.executors.dispatcher import POLL_S
 from colloc_kit.pipeline.progress import Progress
+from colloc_kit.pipeline.spec_run import SpecRun, executor_for
 from colloc_kit.pipeline.tally import Tally
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
-from colloc_kit.store.folder import ExperimentFolder
-from colloc_kit.tracking.log import log_experiment, warn_unreachable
 
 __all__ = ["run", "run_spec", "sweep", "experiment_spec"]
 
@@ -105,83 +100,9 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     registered name or an Executor; default: by the spec, see executors/). With Slurm the missing cells are
     submitted and the results of those already complete returned. `tally`: one command's several calls (the seed
     study's experiments) counted in it, to be said once at the end, instead of a notice for each call."""
-    folder = ExperimentFolder.writable(out, spec.name)
-    if not isinstance(executor, Executor):
-        kind, options = chosen(spec, executor)
-        executor = kind(spec, folder, options, progress=progress)
-    executor.check()
-    if spec.mlflow:
-        warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
-    plan = Plan.of(spec, folder, executor.in_flight())
-    plan = _new_repeats(spec, plan, folder) if again else plan
-    if tally is None:
-        say_reused(plan.done, folder)
-    else:
-        tally.add([], _start_times(folder, plan.done))
-    dataclasses.replace(plan, done=[]).say_skipped(folder)
+    run = SpecRun(spec, executor_for(spec, out, executor, progress), again, tally)
     with supervise.sigterm_as_interrupt():
-        handles = executor.submit(plan.todo)
-        lanes = lanes_of(spec) if spec.baseline_precision else 1
-        while not spec.slurm and all(h.result() for h in handles) and (more := more_repeats(spec, folder, lanes)):
-            handles += executor.submit(more)  # baselines short of their precision target: one more lone run each
-            plan = dataclasses.replace(plan, all=plan.all + more)
-    if tally is not None:
-        tally.add([h.cell.cell_id for h in handles], {})
-    readings = {h.cell.cell_id: reading for h in handles if (reading := h.reading()) is not None}
-    results = _results(plan, readings, folder)
-    if spec.mlflow and len(results.runs):
-        log_experiment(spec.mlflow, results, str(folder.path))  # cells not yet logged, figures they lacked
-    return results
-
-
-def _new_repeats(spec: ExperimentSpec, plan: Plan, folder: ExperimentFolder) -> Plan:
-    """`plan` with each complete cell replaced by the next repeat of it that the folder has no run of."""
-    taken = set(folder.cell_states()) | {c.cell_id for c in plan.running + plan.queued}
-    wider = cells(dataclasses.replace(spec, repeats=spec.repeats + len(taken)))  # room for every repeat so far
-    fresh: list[Cell] = []
-    for cell in plan.done:
-        fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies and c.jobs == cell.jobs
-                          and c.cell_id not in taken and c not in fresh))
-    every = [c for c in wider if c.cell_id in taken or c in fresh or c in plan.all]  # earlier repeats' results too
-    return Plan(every, [*plan.todo, *fresh], [], plan.running, plan.queued)
-
-
-def say_reused(done: list[Cell], folder: ExperimentFolder) -> None:
-    """One plain line (stdout: a notice, not an error) naming the complete cells reused, with the time of the
-    latest run among them, and how to measure them again.
-
-    >>> import tempfile
-    >>> say_reused([], ExperimentFolder.of(tempfile.mkdtemp(), "x"))   # nothing reused: nothing said
-    """
-    if not done:
-        return
-    started = list(_start_times(folder, done).values())
-    when = time.strftime("%H:%M", time.localtime(max(s for s in started if s is not None))) if any(started) else "?"
-    print(f"colloc-kit: reused the run of {when} (nothing measured): {len(done)} cell(s) already complete in "
-          f"{folder.path} ({', '.join(c.label for c in done)}). To measure again: FRESH = True in a notebook's "
-          "parameters, again=True in colloc_kit.run, or the panel's Run.")
-
-
-def _start_times(folder: ExperimentFolder, done: list[Cell]) -> dict[str, float | None]:
-    """When the complete run of each cell of `done` in `folder` started (Unix time), where its manifest says."""
-    states = folder.cell_states()
-    return {c.cell_id: states[c.cell_id].run.read_manifest().started_at if c.cell_id in states else None
-            for c in done}
-
-
-def _results(plan: Plan, readings: dict[str, RunReading], folder: ExperimentFolder) -> Results:
-    """The results of every cell that has a run, in cell order: read as it ended here, else from its folder (a run
-    that cannot be read is named in `.broken`, as `load()` does)."""
-    states = folder.cell_states()
-    found, broken = [], {}
-    for cell in plan.all:
-        if cell.cell_id in readings:
-            found.append(readings[cell.cell_id])
-        elif cell.cell_id in states:
-            try:
-                found.append(read_run(states[cell.cell_id].run))
-            except (OSError, ValueError, BrokenRun) as exc:  # ValueError: JSON, Unicode and Parquet errors
-                broken[str(states[cell.cell_id].run.path)] = f"{type(exc).__name__}: {exc}"
-    results = assemble(found)
-    results.broken = broken
-    return results
+        run.start()
+        while not run.advance():
+            time.sleep(POLL_S)
+    return run.results()

@@ -2,7 +2,7 @@
 cell's lane time (from its start to the next cell's start on its GPU: set-up, window, tear-down and the gap between
 cells; a lane's last cell of a command: its own wall time), as a mean per mode, copies and kind of window (a warm
 launch's later windows, set up by its first, apart), the cells handed out in the dispatcher's order
-(`executors.gpus.dispatch_order`) to lanes that each take the next cell as they free up. A mean, not a median: a
+(`executors.dispatcher.dispatch_order`) to lanes that each take the next cell as they free up. A mean, not a median: a
 total is the sum of the cells' times, the slow ones (a launch's first window, a long autotune) included.
 
     >>> from colloc_kit.spec import ModeSpec
@@ -22,7 +22,7 @@ import pandas as pd
 from colloc_kit import machine
 from colloc_kit.analysis.results import load
 from colloc_kit.pipeline.cells import Cell, cells, jobs_fingerprint
-from colloc_kit.pipeline.executors.gpus import dispatch_order
+from colloc_kit.pipeline.executors.dispatcher import dispatch_order
 from colloc_kit.spec import ExperimentSpec, JobSpec  # noqa: F401 - JobSpec: the doctests
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder

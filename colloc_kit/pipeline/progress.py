@@ -10,7 +10,7 @@ the launcher's event threads; `on_gpu(run, sample)` every sample of the run's GP
 With several GPUs, each cell runs in its own process and reports its lines (`report=`) to the dispatcher, whose
 `GpuBoard` shows one line per GPU under a bar over the cells:
 
-    >>> board = GpuBoard(["GPU 0", "GPU 1"], total_cells=8)   # doctest: +SKIP
+    >>> board = GpuBoard(["GPU 0", "GPU 1"]); board.more_cells(8)   # doctest: +SKIP
     >>> board.show("GPU 1", "mps x2 r0: steady, 9,120 img/s"); board.cell_finished() # doctest: +SKIP
 """
 
@@ -96,7 +96,7 @@ class Progress:
 class GpuBoard:
     """A bar over an experiment's cells and, below it, one line per GPU saying what its cell is doing."""
 
-    def __init__(self, gpu_labels: list[str], total_cells: int, enabled: bool = True):
+    def __init__(self, gpu_labels: list[str], total_cells: int = 0, enabled: bool = True):
         self.bar = tqdm(total=total_cells, unit="cell", disable=not enabled, dynamic_ncols=True, position=0)
         self.lines = {label: tqdm(total=0, bar_format="{desc}", disable=not enabled, position=i + 1, leave=True)
                       for i, label in enumerate(gpu_labels)}
@@ -106,6 +106,11 @@ class GpuBoard:
     def show(self, gpu_label: str, text: str) -> None:
         """Show `text` on the line of GPU `gpu_label`."""
         self.lines[gpu_label].set_description_str(f"{gpu_label}: {text}")
+
+    def more_cells(self, count: int) -> None:
+        """`count` more cells to run: the overall bar's total grows (one board serves experiments queued later)."""
+        self.bar.total += count
+        self.bar.refresh()
 
     def cell_finished(self) -> None:
         """One more cell done: the overall bar moves on."""

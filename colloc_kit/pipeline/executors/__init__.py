@@ -5,7 +5,7 @@ its type hints, `base.options_from`); `slurm:` and `gpus:` still name those two;
 executor=NAME)` names one too. A plug-in executor is `register`ed, or declared by an installed package as an entry
 point of the group `colloc_kit.executors` (`[project.entry-points."colloc_kit.executors"] lab = "mylab.run:Lab"`),
 as modes are (`colloc_kit.modes`). The interface (`Executor`, `CellJob`, options) is in `base`, each built-in executor
-in a module of its name.
+in a module of its name, and the lanes and queue that `gpus` hands its cells to in `dispatcher`.
 
     >>> sorted(names())
     ['gpus', 'here', 'slurm']

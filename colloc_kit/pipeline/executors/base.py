@@ -160,7 +160,8 @@ class FinishedCell(CellJob):
 
 class Executor(abc.ABC):
     """Runs an experiment's cells somewhere (see the module). Subclasses set `name`, `Options` if they take any, and
-    implement `_submit`; `check` and `in_flight` have defaults that refuse nothing and know of nothing in flight."""
+    implement `_submit`; `check`, `in_flight` and `settle` have defaults that refuse nothing, know of nothing in flight
+    and keep nothing."""
 
     name: ClassVar[str]
     Options: ClassVar[type] = NoOptions
@@ -178,6 +179,9 @@ class Executor(abc.ABC):
     def in_flight(self) -> set[str]:
         """Ids of the cells this executor has under way outside this process (not run again meanwhile)."""
         return set()
+
+    def settle(self) -> None:  # noqa: B027 - a default: nothing kept unless an executor says otherwise
+        """The experiment's cells have all ended: let go of what was kept for them (a warm launch)."""
 
     def submit(self, cells: list[Cell]) -> list[CellJob]:
         """Run (or queue) `cells` with the spec stored in the folder; one handle per cell, in order."""
