@@ -5,6 +5,7 @@ H100s, so the kit chooses, names and pins GPUs as on a real host, while the jobs
 worker processes. One cell per stand-in GPU runs at a time, each in its own real process with its own cores.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import psutil
@@ -30,6 +32,8 @@ from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.entry import _visible_gpu
 from colloc_kit.pipeline.executors import dispatcher
+from colloc_kit.pipeline.executors.gpus import kept_lanes
+from colloc_kit.pipeline.progress import GpuBoard
 from colloc_kit.pipeline.status import experiment_status
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
@@ -175,9 +179,13 @@ def test_interrupting_the_dispatcher_stops_every_gpus_cell(tmp_path, two_stand_i
 
 
 @pytest.mark.slow
-def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_path, two_stand_in_gpus, monkeypatch):
+@pytest.mark.parametrize("kept", [False, True], ids=["one experiment", "lanes kept across experiments"])
+def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_path, two_stand_in_gpus, monkeypatch,
+                                                                            kept):
     """Not only an interrupt: whatever ends the dispatcher's loop (a bug, a test's timeout) stops its lanes, which
-    would otherwise train on, unseen, for as long as the dispatcher's process lives (a notebook's kernel)."""
+    would otherwise train on, unseen, for as long as the dispatcher's process lives (a notebook's kernel); also where
+    the lanes are kept for a next experiment (`kept_lanes`, as `run seed-NN` runs), and the error comes out of waiting
+    on the cells' handles."""
     def heard_then_failed(lane, codes, board):
         if len([p for p in tmp_path.rglob("*.events.jsonl") if '"interval"' in p.read_text()]) >= 2:
             raise RuntimeError("the dispatcher failed")
@@ -185,7 +193,7 @@ def test_an_error_that_ends_the_dispatcher_stops_every_lane_and_its_workers(tmp_
 
     heard = dispatcher._heard
     monkeypatch.setattr(dispatcher, "_heard", heard_then_failed)
-    with pytest.raises(RuntimeError, match="the dispatcher failed"):
+    with pytest.raises(RuntimeError, match="the dispatcher failed"), kept_lanes() if kept else contextlib.nullcontext():
         colloc_kit.run([{**TINY, "steps": 100000}], mode="naive", copies=[1, 2], out=tmp_path, monitor=False,
                        progress=False, gpus=[0, 1])
     left = kit_processes_below_us()
@@ -289,6 +297,27 @@ def test_plan_estimates_the_wall_time_from_the_lanes_measured_in_the_folder(tmp_
     assert estimate.wall_s(todo, 1, per_cell) == 100.0
     assert estimate.wall_s(todo, 2, per_cell) == 50.0  # 30 + 20 on each lane: no lane runs on alone
     assert estimate.wall_s(todo, 2, {}) is None
+
+
+def test_a_cell_queued_again_while_queued_shares_its_run_and_one_that_ended_runs_again(tmp_path):
+    """Two experiments that queue the same cell (a shared lone baseline) on one dispatcher run it once, both handles
+    waiting for that run; queued again after it ended, it runs again, its earlier end not counted as this one's."""
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=5)], copies=[1, 2], gpus=[0, 1])
+    first, second = cells(spec)
+    lanes = dispatcher.Dispatcher([SimpleNamespace(gpu=0, machine_file=tmp_path / "machine.json")], [None],
+                                  GpuBoard(["GPU 0"], enabled=False))
+    folder = ExperimentFolder.of(tmp_path, "x")
+    one = lanes.add([first, second], tmp_path / "spec.json", folder, warm=False)
+    other = lanes.add([first], tmp_path / "other.json", folder, warm=False)
+    assert [cell.cell_id for cell, _ in lanes.todo] == [second.cell_id, first.cell_id]  # dispatch order: x2 first
+    assert lanes.todo[1][1]["spec"] == str(tmp_path / "spec.json"), "run as the experiment that queued it first"
+    assert [h.cell.cell_id for h in one + other] == [first.cell_id, second.cell_id, first.cell_id]
+    assert lanes.board.bar.total == 2, "counted once"
+    lanes.todo.clear()
+    lanes.codes[first.cell_id] = 0  # as a lane says when the cell ended
+    assert lanes.idle() and other[0].result() == "complete"
+    again = lanes.add([first], tmp_path / "spec.json", folder, warm=False)
+    assert again[0].cell.cell_id not in lanes.codes and [c.cell_id for c, _ in lanes.todo] == [first.cell_id]
 
 
 def test_plan_times_a_warm_launchs_later_windows_by_their_own_lane_times():
