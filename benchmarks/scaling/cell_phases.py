@@ -43,7 +43,7 @@ def cell_phases(experiment: Path) -> list[dict]:
                      "primed_s": max(e["primed_s"] for e in last["ready"]),
                      "measured_s": max(e["t"] for e in last["measured"]) - t0,
                      "window_s": min(e["steady_s"] for e in last["measured"]),
-                     "started_at": t0, "ended_at": manifest["ended_at"]})
+                     "started_at": t0, "ended_at": manifest["ended_at"], "run": manifest_file.parent.name})
     return rows
 
 

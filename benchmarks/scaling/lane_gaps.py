@@ -2,24 +2,23 @@
 listed with the run that ended each, and how much lane time the gaps and the lanes' busy time came to per call span.
 A gap that every lane shows, ending at the same moment, is a barrier (the kit waited for the slowest lane).
 
-    python3 benchmarks/seed/lent/lane_gaps.py RUNS/seed-33 --calls 1795874700-1795875050,1795875097-1795875588
+    python3 benchmarks/scaling/lane_gaps.py RUNS/seed-33 --calls 1795874700-1795875050,1795875097-1795875588
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
+
+from cell_phases import cell_phases  # a sibling: on sys.path when this file runs as a script
 
 
 def lane_runs(experiment: Path) -> dict[int, list[tuple[float, float, str]]]:
     """Each GPU's complete runs as (start, end, run name), in start order."""
     lanes: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
-    for manifest_file in experiment.glob("*/manifest.json"):
-        manifest = json.loads(manifest_file.read_text())
-        if manifest["status"] == "complete":
-            lanes[manifest["gpu"]].append((manifest["started_at"], manifest["ended_at"], manifest_file.parent.name))
+    for row in cell_phases(experiment):
+        lanes[row["gpu"]].append((row["started_at"], row["ended_at"], row["run"]))
     return {gpu: sorted(runs) for gpu, runs in lanes.items()}
 
 
