@@ -88,3 +88,28 @@ def test_a_cut_short_pass_stops_the_command_before_anything_runs(bench, tmp_path
         scaling.main(["run", "--out", str(tmp_path), "--tiny", "--passes", "1,2"])
     assert stopped.value.code == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpus-1"]  # no pass run, no table written
+
+
+@pytest.mark.slow
+def test_lane_gaps_reads_each_lanes_runs_and_its_busy_share(tmp_path, capsys):
+    """benchmarks/scaling/lane_gaps.py on real CPU runs over two stand-in GPUs: each lane's runs counted within the
+    call's span, busy no more than the span, every run on one lane or the other."""
+    import colloc_kit  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu import nvml  # noqa: PLC0415
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+
+    job = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "workers": 0, "warmup_steps": 2,
+           "interval_s": 0.1, "synthetic_samples": 64, "steps": 12}
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = colloc_kit.run([job], mode="naive", copies=[1, 2], repeats=2, out=tmp_path, name="lanes",
+                                 monitor=False, progress=False, gpus="all")
+    begin, end = results.runs["started_at"].min() - 1, results.runs["ended_at"].max() + 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        lane_gaps = importlib.import_module("lane_gaps")
+        assert lane_gaps.main([str(tmp_path / "lanes"), "--calls", f"{begin}-{end}"]) == 0
+    for name in ("lane_gaps", "cell_phases"):
+        sys.modules.pop(name, None)
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 |")]
+    assert sorted(int(row[2]) for row in rows) == [0, 1] and sum(int(row[3]) for row in rows) == 4
+    assert all(0 < float(row[5]) <= 1 for row in rows)
