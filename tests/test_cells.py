@@ -304,11 +304,11 @@ def test_a_cell_queued_again_while_queued_shares_its_run_and_one_that_ended_runs
     waiting for that run; queued again after it ended, it runs again, its earlier end not counted as this one's."""
     spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=5)], copies=[1, 2], gpus=[0, 1])
     first, second = cells(spec)
-    lanes = dispatcher.Dispatcher([SimpleNamespace(gpu=0, machine_file=tmp_path / "machine.json")], [None],
-                                  GpuBoard(["GPU 0"], enabled=False))
+    lanes = dispatcher.Dispatcher([SimpleNamespace(gpu=0)], [None], GpuBoard(["GPU 0"], enabled=False))
+    machine = tmp_path / "machine.json"
     folder = ExperimentFolder.of(tmp_path, "x")
-    one = lanes.add([first, second], tmp_path / "spec.json", folder, warm=False)
-    other = lanes.add([first], tmp_path / "other.json", folder, warm=False)
+    one = lanes.add([first, second], tmp_path / "spec.json", folder, False, machine)
+    other = lanes.add([first], tmp_path / "other.json", folder, False, machine)
     assert [cell.cell_id for cell, _ in lanes.todo] == [second.cell_id, first.cell_id]  # dispatch order: x2 first
     assert lanes.todo[1][1]["spec"] == str(tmp_path / "spec.json"), "run as the experiment that queued it first"
     assert [h.cell.cell_id for h in one + other] == [first.cell_id, second.cell_id, first.cell_id]
@@ -316,7 +316,7 @@ def test_a_cell_queued_again_while_queued_shares_its_run_and_one_that_ended_runs
     lanes.todo.clear()
     lanes.codes[first.cell_id] = 0  # as a lane says when the cell ended
     assert lanes.idle() and other[0].result() == "complete"
-    again = lanes.add([first], tmp_path / "spec.json", folder, warm=False)
+    again = lanes.add([first], tmp_path / "spec.json", folder, False, machine)
     assert again[0].cell.cell_id not in lanes.codes and [c.cell_id for c, _ in lanes.todo] == [first.cell_id]
 
 

@@ -9,7 +9,7 @@ share the queue (`experiments.seed_run`: the next experiment's cells queued whil
 waits at an experiment's end). A cell queued while it is queued or running already shares that run.
 
     >>> dispatcher = Dispatcher(placements, shares, board)                         # doctest: +SKIP
-    >>> handles = dispatcher.add(cells, spec_file, folder, warm=False)             # doctest: +SKIP
+    >>> handles = dispatcher.add(cells, spec_file, folder, False, machine_file)     # doctest: +SKIP
     >>> [h.result() for h in handles]                                              # doctest: +SKIP
     ['complete', 'complete']
 """
@@ -105,11 +105,13 @@ class Dispatcher:
         self.spec_file: Path | None = None  # the latest experiment's: a lane started now imports its models
         self.folder: ExperimentFolder | None = None
 
-    def add(self, cells: list[Cell], spec_file: Path, folder: ExperimentFolder, warm: bool) -> list[LaneCell]:
+    def add(self, cells: list[Cell], spec_file: Path, folder: ExperimentFolder, warm: bool,
+            machine_file: Path) -> list[LaneCell]:
         """Queue `cells` of the experiment in `spec_file` (`warm`: each series' repeats together, else
-        `dispatch_order`) behind those queued before; a handle per cell, in the order given."""
+        `dispatch_order`; `machine_file`: the machine as its folder stores it) behind those queued before; a handle
+        per cell, in the order given."""
         self.spec_file, self.folder = spec_file, folder
-        order = {"spec": str(spec_file), "out": str(folder.out), "machine_file": str(self.placements[0].machine_file)}
+        order = {"spec": str(spec_file), "out": str(folder.out), "machine_file": str(machine_file)}
         under_way = {cell.cell_id for cell, _ in self.todo} | {lane.cell.cell_id for lane in self.lanes
                                                               if lane is not None and lane.cell is not None}
         new = [cell for cell in (warm_order(cells) if warm else dispatch_order(cells)) if cell.cell_id not in under_way]

@@ -78,10 +78,11 @@ class GpusExecutor(Executor):
         if kept is not None:  # the lanes stay: the handles are waited for by the caller, the lanes closed by the block
             if self._key() not in kept:
                 kept[self._key()] = self._dispatcher(placements)
-            return list(kept[self._key()].add(cells, spec_file, self.folder, self.spec.warm_repeats))
+            return list(kept[self._key()].add(cells, spec_file, self.folder, self.spec.warm_repeats,
+                                                  placements[0].machine_file))
         dispatcher = self._dispatcher(placements)
         try:
-            handles = dispatcher.add(cells, spec_file, self.folder, self.spec.warm_repeats)
+            handles = dispatcher.add(cells, spec_file, self.folder, self.spec.warm_repeats, placements[0].machine_file)
             dispatcher.wait(handles)
         except BaseException:  # an interrupt, and anything else that ends the dispatcher (an error, a test's
             dispatcher.stop()  # timeout): its lanes never train on without it
