@@ -266,6 +266,9 @@ def test_a_root_daemon_whose_environment_is_unreadable_is_placed_by_the_default_
         pid, info = os.getpid(), {"pid": os.getpid(), "name": "nvidia-cuda-mps-control", "cmdline": [],
                                   "username": "root", "status": psutil.STATUS_SLEEPING}
 
+        def as_dict(self, attrs):
+            return {key: self.info[key] for key in attrs}
+
         def environ(self):
             raise psutil.AccessDenied(os.getpid())
 
@@ -496,3 +499,23 @@ def test_a_daemon_pinned_to_another_gpu_does_not_block_a_cell_on_this_one(tmp_pa
     with MpsDaemon("GPU-0b1e2f3a-fake", tmp_path / "same", control, **FAST):
         with pytest.raises(GpuStateError, match="already running"):
             mode(tmp_path, control).check(1)
+
+
+def test_the_checks_before_a_run_scan_the_machine_once_and_still_refuse_a_running_daemon(tmp_path, control, card,
+                                                                                         monkeypatch):
+    """`preflight` checks every mode on every GPU on one scan of the machine's processes (a scan each made the seed
+    study's checks take seconds on a host of hundreds of processes), and that one scan still finds a running daemon."""
+    from colloc_kit.pipeline.cell import preflight  # noqa: PLC0415 - this test only
+
+    scans = []
+    scan = mps_detect._scan
+    monkeypatch.setattr(mps_detect, "_scan", lambda pipe_dir: scans.append(pipe_dir) or scan(pipe_dir))
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cuda")], copies=[1, 2], modes=[
+        ModeSpec("naive"), ModeSpec("mps", {"control": control}),
+        ModeSpec("mps", {"control": control, "partitions": ["3g", "3g"]})])
+    preflight(spec, gpus=[0], modes=True)
+    assert len(scans) == 1 and mps_detect._SCANS == [], "one scan, dropped at the block's end"
+    with MpsDaemon("0", tmp_path / "other", control, **FAST):
+        with pytest.raises(GpuStateError, match="already running"):
+            preflight(spec, gpus=[0], modes=True)
+    assert len(scans) >= 2

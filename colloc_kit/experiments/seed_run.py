@@ -25,6 +25,7 @@ from colloc_kit.analysis.results import Results, combine
 from colloc_kit.analysis.summaries import baselines, data_name
 from colloc_kit.experiments.seed import Card, SeedSpec, experiments
 from colloc_kit.gpu.mig_catalogue import resolve
+from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.modes.mps import partition_share
 from colloc_kit.pipeline import Tally
 from colloc_kit.pipeline.cells import lone_mode
@@ -51,7 +52,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     specs = experiments(seed, card)
     missing_data(seed.experiment, seed.data_root,
                  [job.data_root for spec in specs for job in spec.jobs if job.data_root])
-    runners = [executor_for(spec, out, progress=progress) for spec in specs]  # every check before the first cell
+    with one_scan():  # every check before the first cell, on one reading of the machine's MPS daemons
+        runners = [executor_for(spec, out, progress=progress) for spec in specs]
     waiting = list(range(len(specs)))  # indices into specs
     running: dict[int, SpecRun] = {}
     parts: dict[int, Results] = {}  # the ended experiments' results

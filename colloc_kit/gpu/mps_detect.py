@@ -7,10 +7,11 @@ names each one and how to stop it.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import psutil
 
@@ -18,7 +19,7 @@ from colloc_kit.errors import GpuStateError
 from colloc_kit.gpu.pids import alive, read_pid, username
 
 __all__ = ["CONTROL_BINARY", "DEFAULT_PIPE_DIR", "PID_FILE", "PROCESS_PREFIX", "RunningDaemon", "blocking_daemons",
-           "control_status", "default_pipe_daemons", "describe_daemons", "detect_running_daemons",
+           "control_status", "default_pipe_daemons", "describe_daemons", "detect_running_daemons", "one_scan",
            "refuse_running_daemons"]
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
@@ -39,27 +40,60 @@ class RunningDaemon:
     device: str | None = None
 
 
+_SCANS: list[dict[str, list[RunningDaemon]]] = []  # the open `one_scan` block: {default pipe dir: daemons found}
+
+
+@contextlib.contextmanager
+def one_scan() -> Iterator[None]:
+    """Inside the block the machine's processes are scanned for MPS daemons once: the checks made before anything
+    starts (every mode on every GPU of every experiment of a command) read one state of the machine, not a scan
+    each (156 scans for `seed-33` on four GPUs). Nested blocks share the outer one's scan.
+
+    >>> with one_scan():
+    ...     detect_running_daemons() == detect_running_daemons()
+    True
+    """
+    if _SCANS:
+        yield
+        return
+    _SCANS.append({})
+    try:
+        yield
+    finally:
+        _SCANS.clear()
+
+
 def detect_running_daemons(default_pipe_dir: Path | None = DEFAULT_PIPE_DIR) -> list[RunningDaemon]:
     """MPS control daemons and servers running now: processes named nvidia-cuda-mps-*, and the daemon whose pid
-    file sits in the default pipe directory (/tmp/nvidia-mps).
+    file sits in the default pipe directory (/tmp/nvidia-mps); inside `one_scan`, as its first scan found them.
 
     >>> detect_running_daemons()   # doctest: +SKIP
     [RunningDaemon(pid=4121, kind='control', user='ana', pipe_dir='/tmp/nvidia-mps')]
     """
+    if not _SCANS:
+        return _scan(default_pipe_dir)
+    key = str(default_pipe_dir)
+    if key not in _SCANS[0]:
+        _SCANS[0][key] = _scan(default_pipe_dir)
+    return list(_SCANS[0][key])
+
+
+def _scan(default_pipe_dir: Path | None) -> list[RunningDaemon]:
     found: dict[int, RunningDaemon] = {}
-    for proc in psutil.process_iter(["pid", "name", "cmdline", "username", "status"]):
-        name = proc.info["name"] or ""
+    for proc in psutil.process_iter(["name", "status"]):  # both from one read of /proc/<pid>/stat: the rest only
+        name = proc.info["name"] or ""                     # for MPS's few processes (a 64-core host runs hundreds)
         if not name.startswith(PROCESS_PREFIX) or proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        words = " ".join([name, *(proc.info["cmdline"] or [])])
+        info = proc.as_dict(["cmdline", "username"])
+        words = " ".join([name, *(info["cmdline"] or [])])
         try:
             env = proc.environ()
             pipe_dir: str | None = env.get("CUDA_MPS_PIPE_DIRECTORY", str(DEFAULT_PIPE_DIR))
             device: str | None = env.get("CUDA_VISIBLE_DEVICES")
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             pipe_dir = device = None
-        found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control",
-                                        proc.info["username"], pipe_dir, device)
+        found[proc.pid] = RunningDaemon(proc.pid, "server" if "server" in words else "control", info["username"],
+                                        pipe_dir, device)
     if default_pipe_dir is not None:
         pid = read_pid(Path(default_pipe_dir) / PID_FILE)
         if pid is not None and alive(pid) and (pid not in found or found[pid].pipe_dir is None):  # root's: no environ

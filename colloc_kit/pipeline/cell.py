@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from colloc_kit import events
+from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.modes import Slot, make_mode
 from colloc_kit.paths import check_folder
 from colloc_kit.serving import SERVE
@@ -68,11 +69,12 @@ def preflight(spec: ExperimentSpec, gpus: Iterable[int] | None = None, modes: bo
         if job.data_root is not None and job.dataset != "synthetic":
             check_folder(job.data_root, "data folder (--data-root)", exists=True)
         check_job(job)
-    for gpu in (gpus or [spec.gpu]) if modes else []:
-        for mode_spec in spec.modes:
-            probe = make_mode(mode_spec, workdir=Path("."), gpu=gpu, device=spec.device)
-            for copies in spec.copies:
-                probe.check(copies * len(spec.jobs))
+    with one_scan():  # the machine's MPS daemons read once for every mode on every GPU
+        for gpu in (gpus or [spec.gpu]) if modes else []:
+            for mode_spec in spec.modes:
+                probe = make_mode(mode_spec, workdir=Path("."), gpu=gpu, device=spec.device)
+                for copies in spec.copies:
+                    probe.check(copies * len(spec.jobs))
 
 
 def plan_jobs(spec: ExperimentSpec, copies: int) -> list[tuple[str, int, JobSpec]]:
