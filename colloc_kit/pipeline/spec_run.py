@@ -18,6 +18,7 @@ from pathlib import Path
 
 from colloc_kit.analysis.results import Results, RunReading, assemble, read_run
 from colloc_kit.errors import BrokenRun
+from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.estimate import lanes_of
 from colloc_kit.pipeline.executors import Executor, chosen
@@ -39,7 +40,8 @@ def executor_for(spec: ExperimentSpec, out: str | Path, executor: str | Executor
     if not isinstance(executor, Executor):
         kind, options = chosen(spec, executor)
         executor = kind(spec, ExperimentFolder.writable(out, spec.name), options, progress=progress)
-    executor.check()
+    with one_scan():  # the machine's description and every mode's check read its MPS daemons once
+        executor.check()
     if spec.mlflow:
         warn_unreachable(spec.mlflow)  # MLflow not installed: refused; a server not answering: a warning
     return executor
