@@ -13,6 +13,7 @@ import nbformat
 import pandas as pd
 import pytest
 from fake_results import fake_results, job_rows
+from shipped_findings import shipped_findings
 
 from colloc_kit import findings, reference
 from colloc_kit.analysis import summaries as analysis
@@ -96,8 +97,7 @@ def test_gains_verdicts_and_missing_cells_come_from_the_data():
 def test_the_figures_of_claims_3_and_4_show_every_point_and_its_ci():
     """The figures of MPS partitions against MPS and of MPS against the best other way: their ranges hold every
     cell's gain and CI both ways (the shipped set's ResNet-26 cells reach 0.36 to 3.66)."""
-    results, not_run, source = findings.read("h100-80gb-renewed")
-    found = findings.report(results, findings.gpu_of(results, ""), {}, source=source, not_run=not_run)
+    found = shipped_findings("h100-80gb-renewed")
     for figure in findings.claim_figures(found.cells33, found.cells37, found.fit)[2:]:
         (x_low, x_high), (y_low, y_high) = figure.layout.xaxis.range, figure.layout.yaxis.range
         points = [t for t in figure.data if t.error_x is not None and t.error_x.array is not None]
@@ -309,8 +309,7 @@ REGENERATE = ("python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08.
 def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
     """docs/findings.md is drawn, not written: the report of the renewed H100 set, under 240 lines (experiment 33
     in fp32 and bf16, 34 to 37), its figures beside it."""
-    results, not_run, source = findings.read("h100-80gb-renewed")
-    text = findings.markdown(results, findings.gpu_of(results), source=source, not_run=not_run, images="img/findings")
+    text = findings.as_markdown(shipped_findings("h100-80gb-renewed"), images="img/findings")
     assert (DOCS / "findings.md").read_text(encoding="utf-8") == text, f"stale: regenerate it with {REGENERATE}"
     assert len(text.splitlines()) < 240  # with each verdict's deciding and set-aside cells, a line per outcome
     figures = re.findall(r"!\[[^\]]*\]\((img/findings/claim-\d\.png)\)", text)
@@ -323,9 +322,7 @@ def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
 @pytest.mark.slow
 def test_the_readme_says_claim_1_as_its_verdict_on_the_shipped_data_gives_it():
     """The README's headline sentence on claim 1 follows the verdict: cannot tell, by the one cell that spans 3x."""
-    results, not_run, source = findings.read("h100-80gb-renewed")
-    found = findings.report(results, findings.gpu_of(results), source=source, not_run=not_run)
-    gain = found.claims[0]
+    gain = shipped_findings("h100-80gb-renewed").claims[0]
     (decision,) = gain["decided"]
     (cell,) = decision.cells
     readme = " ".join((DOCS.parent / "README.md").read_text(encoding="utf-8").split())

@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+from shipped_findings import shipped_findings
 
 import colloc_kit
 from colloc_kit import analysis, findings, predict, reference
@@ -246,8 +247,7 @@ def sentences_07(summary) -> list[str]:  # as the page selects: mixes run one af
 
 
 def sentences_08(where) -> list[str]:
-    results, not_run, source = findings.read(str(where))
-    found = findings.report(results, findings.gpu_of(results, ""), {}, source=source, not_run=not_run)
+    found = shipped_findings(str(where))
     return gains.seed_cells(found.cells33, findings.all_missing(found))
 
 

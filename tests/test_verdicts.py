@@ -8,6 +8,7 @@ import math
 
 import pandas as pd
 import pytest
+from shipped_findings import shipped_findings
 
 from colloc_kit import findings
 from colloc_kit.findings import MIG, MPS, NAIVE, PARTITION
@@ -186,8 +187,7 @@ def test_a_verdict_naming_a_cell_that_contradicts_it_is_caught():
 @pytest.mark.parametrize("data", ["h100-80gb", "h100-80gb-renewed"])
 @pytest.mark.slow
 def test_no_verdict_on_the_shipped_h100_sets_names_a_cell_that_contradicts_it(data):
-    results, not_run, source = findings.read(data)
-    found = findings.report(results, findings.gpu_of(results), source=source, not_run=not_run)
+    found = shipped_findings(data)
     assert {c["claim"]: contradictions(c) for c in found.claims} == {c["claim"]: [] for c in found.claims}
     assert all(c["scope"] and c["verdict"] in findings.VERDICTS for c in found.claims)
     assert found.claims[2]["verdict"] == findings.NOT_MEASURED  # no MIG on the lent H100s: partitions stand in

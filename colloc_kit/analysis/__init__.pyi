@@ -25,6 +25,7 @@ from .summaries import (
     noise as noise,
     run_summary as run_summary,
     summarize as summarize,
+    summarize_runs as summarize_runs,
     with_baselines as with_baselines,
     workload_label as workload_label,
 )

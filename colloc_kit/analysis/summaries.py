@@ -36,8 +36,8 @@ from colloc_kit.statuses import COMPLETE
 
 __all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
            "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
-           "data_name", "run_summary", "summarize", "job_summary", "noise", "impossible_gain", "memory_fit",
-           "job_mix_label"]
+           "data_name", "run_summary", "summarize", "summarize_runs", "job_summary", "noise", "impossible_gain",
+           "memory_fit", "job_mix_label"]
 
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -102,7 +102,11 @@ def summarize(results: Results, reference: pd.DataFrame | None = None) -> pd.Dat
 
     >>> summarize(colloc_kit.load("runs"))[["mode_label", "copies", "aggregate_images_per_s_mean"]]   # doctest: +SKIP
     """
-    runs = run_summary(results, reference)
+    return summarize_runs(run_summary(results, reference))
+
+
+def summarize_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """`summarize` of runs already summarized (`run_summary`'s rows): for a caller that needs both."""
     stat_columns = [f"{m}_{s}" for m in RUN_METRICS for s in ("mean", "std")] + [f"{m}_ci" for m in WITH_CI] \
         + ["baseline", *attribution.SUMMARY_COLUMNS]
     if runs.empty:

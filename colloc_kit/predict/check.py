@@ -112,8 +112,8 @@ def cells(results: Results, lone_from: Results | None = None, lone_experiment: s
     """Every collocated configuration (two jobs or more at once) of `results` with its measured gain, predicted
     from the lone runs of its own experiment (or of `lone_experiment` in `lone_from`)."""
     reference = None if lone_from is None else lone_from.jobs
-    summary = analysis.summarize(results, reference=reference)
     per_run = analysis.run_summary(results, reference=reference)
+    summary = analysis.summarize_runs(per_run)
     out, lone_of = [], {}
     for row in summary.itertuples(index=False):
         runs = per_run[(per_run["experiment"] == row.experiment) & (per_run["mode_label"] == row.mode_label)
