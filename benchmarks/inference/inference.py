@@ -42,6 +42,7 @@ import colloc_kit
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
+from peer_beside import kit_vs_peer, peer_experiment  # a sibling: on sys.path when this file runs as a script
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
+    p.add_argument("--no-peer", action="store_true", help="leave out the plain PyTorch peer's cells")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
@@ -206,22 +208,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost_only:
         return 0
     rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
-    parts = []
+    parts, peer_rows = [], []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
         results = colloc_kit.run_spec(spec, out=runs, progress=False)
         parts.append(serve_advise.frontier(results))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
-        write_summary(out, cost, table, args, time.monotonic() - started)
+        if not args.no_peer:  # the plain PyTorch peer in the same cells (peer_serve.py), right after the kit's
+            peer_rows += peer_experiment(spec, parts[-1], out / "peer")
+        against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None
+        if against is not None:
+            against.to_csv(out / "kit_vs_peer.csv", index=False)
+        write_summary(out, cost, table, against, args, time.monotonic() - started)
     if args.confirm and time.monotonic() - started < args.budget_s:
         confirm(args, out, runs, experiments(args, rates)[:1], table)
     print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
     return 0
 
 
-def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argparse.Namespace, seconds: float
-                  ) -> None:
+def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: pd.DataFrame | None,
+                  args: argparse.Namespace, seconds: float) -> None:
     machine = colloc_kit.machine.describe()
     gpu = next(iter(machine.get("gpus") or []), {}).get("name", "no GPU (CPU run)")
     lines = [f"# Inference beside training ({'TINY CPU models, not the issue figures' if args.tiny else gpu})", "",
@@ -232,6 +239,12 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argp
              "```", table[["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
                     "latency_p99_ms_hi", "requests_per_s", "slo_share", "train_images_per_s", "within_slo"]]
              .to_string(index=False, float_format="%.2f"), "```", ""]
+    if against is not None:
+        lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
+                  against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
+                           "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "peer_queue_p50_ms",
+                           "peer_host_p50_ms", "peer_device_p50_ms", "within_10pct", "overloaded"]]
+                  .to_string(index=False, float_format="%.3f"), "```", ""]
     for served, rows in table.groupby("served"):
         best = rows[rows["within_slo"] & rows["shared"]].sort_values("train_images_per_s")
         pick = best.iloc[-1] if len(best) else None

@@ -1,0 +1,97 @@
+"""Issue 51: the inference benchmark's plain PyTorch peer (benchmarks/inference/peer_serve.py) and the table that holds
+the kit against it (peer_beside.py). The peer imports nothing of the kit, batches as it says, serves Poisson requests
+on the CPU writing each request's times, and its training loop starts and stops when told."""
+
+import ast
+import doctest
+import importlib.util
+import json
+import queue
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "inference"
+PEER = FOLDER / "peer_serve.py"
+TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32"]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, FOLDER / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def peer():
+    return load("peer_serve")
+
+
+def test_the_peer_imports_no_kit_code():
+    tree = ast.parse(PEER.read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "torch" in imported and not any(name.split(".")[0] == "colloc_kit" for name in imported)
+
+
+def test_the_peer_modules_examples_hold(peer):
+    for module in (peer, load("peer_beside")):
+        failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert tried > 0 and failed == 0, module.__name__
+
+
+def test_a_batch_takes_what_is_queued_up_to_its_size_and_waits_at_most_the_delay(peer):
+    requests = queue.Queue()
+    for arrival in (0.1, 0.2, 0.3):
+        requests.put(arrival)
+    t0 = time.perf_counter()
+    assert peer.take_batch(requests, 0.0, t0, max_batch=2, max_delay_s=0.0) == [0.0, 0.1]
+    first = requests.get()
+    assert peer.take_batch(requests, first, t0, max_batch=4, max_delay_s=0.0) == [0.2, 0.3]  # no wait: what is there
+    waited = time.perf_counter()
+    assert peer.take_batch(requests, 0.0, waited, max_batch=4, max_delay_s=0.05) == [0.0]
+    assert 0.04 <= time.perf_counter() - waited < 1.0
+
+
+@pytest.mark.slow
+def test_the_peer_serves_poisson_requests_on_the_cpu_and_writes_each_requests_times(peer, tmp_path):
+    out = tmp_path / "serve.json"
+    subprocess.run([sys.executable, str(PEER), "serve", *TINY, "--rate", "40", "--seconds", "2", "--seed", "3",
+                    "--out", str(out)], check=True, capture_output=True, timeout=120)
+    result = json.loads(out.read_text())
+    assert result["columns"] == ["arrival_s", "start_s", "done_s", "device_ms", "batch_requests"]
+    assert result["device_time"] == "cpu forward wall time"
+    rows = result["requests"]
+    assert len(rows) + len(result["unanswered"]) == len(peer.poisson_arrivals(40.0, 2.0, 3)) > 40
+    assert all(arrival <= start <= done and 0 < device_ms <= 1000 * (done - start) + 1e-6
+               for arrival, start, done, device_ms, _ in rows)
+    assert [row[0] for row in rows] == sorted(row[0] for row in rows)  # served in order of arrival
+    assert 0 < result["p50_ms"] <= result["p99_ms"]
+    figures = load("peer_beside").peer_figures({**result, "train_images_per_s": None})
+    assert figures["peer_p50_ms"] == pytest.approx(result["p50_ms"], abs=1e-3)  # the kit's rule, the peer's p50
+    assert figures["peer_p99_ms_lo"] <= figures["peer_p99_ms"]
+    assert figures["peer_queue_p50_ms"] >= 0 and figures["peer_device_p50_ms"] > 0
+
+
+@pytest.mark.slow
+def test_the_peer_training_loop_starts_on_go_and_stops_on_stop(tmp_path):
+    out = tmp_path / "train.json"
+    proc = subprocess.Popen([sys.executable, str(PEER), "train", *TINY, "--batch-size", "8", "--seconds", "120",
+                             "--gate", "--out", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        time.sleep(1.0)
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    result = json.loads(out.read_text())
+    assert result["steps"] > 0 and result["images_per_s"] > 0
+    assert 0.9 <= result["window_s"] < 60  # from go to stop, not the 120-s limit
