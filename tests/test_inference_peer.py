@@ -12,7 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "inference"
 PEER = FOLDER / "peer_serve.py"
@@ -95,3 +98,38 @@ def test_the_peer_training_loop_starts_on_go_and_stops_on_stop(tmp_path):
     result = json.loads(out.read_text())
     assert result["steps"] > 0 and result["images_per_s"] > 0
     assert 0.9 <= result["window_s"] < 60  # from go to stop, not the 120-s limit
+
+
+def test_a_cell_answered_short_of_its_rate_is_not_compared():
+    kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "rate_per_s": 100.0, "requests_per_s": 99.0,
+                         "latency_p50_ms": 10.0, "latency_p99_ms": 30.0, "train_images_per_s": 90.0}])
+    peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "peer_requests_per_s": 50.0,
+                          "peer_p50_ms": 10.0, "peer_p99_ms": 30.0}])
+    row = load("peer_beside").kit_vs_peer(kit, peer).iloc[0]
+    assert row["answered_short"] and pd.isna(row["within_10pct"])
+
+
+def test_each_setting_gets_its_closed_loop_capacity_and_a_rate_above_it_is_overloaded(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", rate_per_s=50.0, max_batch=4, slo="40ms")
+    spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn", device="cpu")], name="serve-smallcnn-beside-x")
+    closed = inference.capacity_spec(spec)
+    assert closed.name == "capacity-smallcnn-beside-x" and closed.jobs[1] == spec.jobs[1]
+    assert closed.jobs[0].rate_per_s is None and closed.jobs[0].concurrency == 8
+    frontier = pd.DataFrame({"mode_label": ["exclusive", "naive"], "rate_per_s": [50.0, 50.0]})
+    capacity = pd.DataFrame({"mode_label": ["naive", "exclusive"], "requests_per_s": [40.0, 200.0]})
+    table = inference.with_capacity(frontier, capacity)
+    assert list(table["capacity_per_s"]) == [200.0, 40.0] and list(table["overloaded"]) == [False, True]
+
+
+@pytest.mark.slow
+def test_a_peer_cell_serves_beside_a_training_loop_started_and_stopped_with_it(tmp_path):
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", image_size=32, rate_per_s=20.0, seconds=1.5,
+                    max_batch=2, max_delay_ms=1.0)
+    train = JobSpec(model="smallcnn", device="cpu", image_size=32, batch_size=8)
+    result = load("peer_beside").peer_cell(serve, train, 1, ModeSpec("naive"), tmp_path)
+    assert result["requests"] and result["max_batch"] == 2 and result["rate"] == 20.0
+    assert result["train_images_per_s"] > 0
+    trained = json.loads((tmp_path / "train-0.json").read_text())
+    assert trained["window_s"] < 30  # stopped when the server was done, not at its own limit

@@ -12,9 +12,9 @@ the job like any other: `interval` events count images served (`interval_images`
 the interval as `requests`: [arrival, done] pairs on the kit's clock, and beside each its `request_parts`: [start of
 its batch, its batch's device time in ms] (CUDA events from the copy in to the classes; on the CPU the forward's wall
 time), from which `analysis.latency` splits a latency into queueing, host and device time; `warmup_steps` counts
-served batches; the
-budget (`seconds` or `steps`) is the measured window. `end` adds `unserved` (arrival times still queued when told to
-stop) and `dropped` (open-loop arrivals past `serving.MAX_QUEUE`). The figures are `colloc_kit.analysis.latency`'s.
+served batches; the budget (`seconds` or `steps`) is the measured window. `end` adds `unserved` (arrival times still
+queued when told to stop) and `dropped` (open-loop arrivals past `serving.MAX_QUEUE`). The figures are
+`colloc_kit.analysis.latency`'s.
 
 The scheduling is plain Python on a clock it is handed, so it runs on a fake one::
 
