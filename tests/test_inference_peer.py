@@ -2,6 +2,7 @@
 the kit against it (peer_beside.py). The peer imports nothing of the kit, batches as it says, serves Poisson requests
 on the CPU writing each request's times, and its training loop starts and stops when told."""
 
+import argparse
 import ast
 import doctest
 import importlib.util
@@ -133,3 +134,18 @@ def test_a_peer_cell_serves_beside_a_training_loop_started_and_stopped_with_it(t
     assert result["train_images_per_s"] > 0
     trained = json.loads((tmp_path / "train-0.json").read_text())
     assert trained["window_s"] < 30  # stopped when the server was done, not at its own limit
+
+
+def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_ratios_ci(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    calls = []
+    plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
+    monkeypatch.setattr(inference, "plain_p50_ms", lambda *a: (calls.append("plain"), next(plain))[1])
+    monkeypatch.setattr(inference, "kit_alone_p50_ms", lambda *a: (calls.append("kit"), next(kit))[1])
+    args = argparse.Namespace(cost_rounds=4, tiny=True, seconds=1.0)
+    cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
+    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
+    rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
+    assert list(rounds["first"]) == ["plain", "kit"] * 2
