@@ -10,8 +10,8 @@ device time. On a GPU the device time is the CUDA-event span from the copy in to
 any gap waiting for the host's launches); on the CPU it is the forward's wall time (`device_time` says which).
 Requests still queued `--drain-s` after the window count with their wait so far (`unanswered`).
 
-`train`: a plain training loop (SGD, random images kept on the device) until `--seconds` pass or a line `stop`
-arrives on stdin; its images/s over that window.
+`train`: a plain training loop (SGD, a batch of random images copied in from pinned host memory each step) until
+`--seconds` pass or a line `stop` arrives on stdin; its images/s over that window.
 
 With `--gate`, each prints `ready` once warm and waits for a line `go` on stdin (the benchmark starts the server and
 its training neighbours together). A tiny CPU check:
@@ -191,13 +191,14 @@ def train(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
     model = build(args.model, args.image_size).to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images = torch.rand(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    cuda = device.type == "cuda"
+    images = torch.rand(args.batch_size, 3, args.image_size, args.image_size, pin_memory=cuda)
     labels = torch.randint(0, 1000, (args.batch_size,), device=device)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        with autocast(device, args.amp):
-            loss = nn.functional.cross_entropy(model(images), labels)
+        with autocast(device, args.amp):  # each batch copied in from the host, as from a loader
+            loss = nn.functional.cross_entropy(model(images.to(device, non_blocking=True)), labels)
         loss.backward()
         optimizer.step()
 
