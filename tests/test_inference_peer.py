@@ -149,3 +149,23 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
     rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
     assert list(rounds["first"]) == ["plain", "kit"] * 2
+
+
+def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the_others(monkeypatch, tmp_path):
+    beside = load("peer_beside")
+
+    def peer_cell(serve, train, copies, mode, folder, placement):
+        if mode.name == "mps":
+            raise RuntimeError("the peer did not get ready")
+        return {"requests": [[0.0, 0.0, 0.01, 5.0, 1]], "unanswered": [], "ended_s": 1.0, "requests_per_s": 1.0,
+                "device_time": "cpu forward wall time", "train_images_per_s": 10.0}
+
+    monkeypatch.setattr(beside, "peer_cell", peer_cell)
+    serve = JobSpec(model="smallcnn", role="serve", rate_per_s=1.0)  # on a GPU (the spec is only read here)
+    spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn")], modes=[ModeSpec("naive"), ModeSpec("mps")])
+    kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "copies": 1,
+                        "rate_per_s": 1.0, "requests_per_s": 1.0, "latency_p50_ms": 10.0, "latency_p99_ms": 10.0,
+                        "train_images_per_s": 10.0})
+    table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
+    assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
+    assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])

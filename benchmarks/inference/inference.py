@@ -291,12 +291,14 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
                                           "within_slo"])
              .to_string(index=False, float_format="%.2f"), "```", ""]
     if against is not None:
+        timed_by = next(iter(against["peer_device_time"].dropna()), "none recorded")
         lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
                   against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
-                           "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short"]]
+                           "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short",
+                           "peer_error"]]
                   .to_string(index=False, float_format="%.3f"), "```", "",
                   "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
-                  f"over the requests at or above the kit's p99; device time: {against['peer_device_time'].iloc[0]}):",
+                  f"over the requests at or above the kit's p99; device time: {timed_by}):",
                   "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS
                                                                        for who in ("", "peer_")),
                                        *(f"tail_{name}_ms" for name in PARTS)]]

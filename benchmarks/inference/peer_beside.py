@@ -39,6 +39,8 @@ __all__ = ["PEER", "kit_vs_peer", "peer_cell", "peer_experiment", "peer_figures"
 
 PEER = Path(__file__).resolve().with_name("peer_serve.py")
 AGREE = 0.10  # the issue's target: the kit's p50 and p99 within 10 % of the peer's
+PEER_COLUMNS = ["peer_p50_ms", "peer_p99_ms", "peer_requests_per_s", "peer_device_time",
+                *(f"peer_{name}_p50_ms" for name in PARTS), "peer_error"]  # every row has them (NaN: the cell failed)
 
 
 def _command(role: str, job: JobSpec, out: Path, seconds: float) -> list[str]:
@@ -94,14 +96,20 @@ def peer_cell(serve: JobSpec, train: JobSpec, copies: int, mode: ModeSpec, folde
 
 def peer_experiment(spec: ExperimentSpec, kit_rows: pd.DataFrame, folder: Path) -> list[dict]:
     """The peer's cell for each of the kit's cells of one experiment (its rows of `serve_advise.frontier`): the same
-    served job and training job, copies and mode; a row per cell, keyed as the kit's."""
+    served job and training job, copies and mode; a row per cell, keyed as the kit's (a cell that failed says why in
+    `peer_error`, and the benchmark goes on)."""
     serve, train = spec.jobs
     modes = {mode.label: mode for mode in spec.modes}
     rows = []
     for i, row in enumerate(kit_rows.itertuples()):
-        result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], folder / f"{spec.name}-{i}",
-                           spec.placement)
-        rows.append({"served": row.served, "mix": row.mix, "mode_label": row.mode_label, **peer_figures(result)})
+        keys = {"served": row.served, "mix": row.mix, "mode_label": row.mode_label}
+        try:
+            result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], folder / f"{spec.name}-{i}",
+                               spec.placement)
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
+            rows.append({**keys, "peer_error": f"{type(error).__name__}: {error}"})
+            continue
+        rows.append({**keys, **peer_figures(result)})
     return rows
 
 
@@ -138,7 +146,7 @@ def kit_vs_peer(kit: pd.DataFrame, peer: pd.DataFrame) -> pd.DataFrame:
              or column.startswith("tail_")]  # the kit's latency parts, where the frontier carries them
     table = kit[[*keys, "rate_per_s", "requests_per_s", "latency_p50_ms", "latency_p99_ms", "train_images_per_s",
                  *parts]]
-    table = table.merge(peer, on=keys)
+    table = table.merge(peer.reindex(columns=[*dict.fromkeys([*peer.columns, *PEER_COLUMNS])]), on=keys)
     for q in (50, 99):
         table[f"p{q}_kit_over_peer"] = table[f"latency_p{q}_ms"] / table[f"peer_p{q}_ms"] - 1
     answered = table[["requests_per_s", "peer_requests_per_s"]].min(axis=1)
