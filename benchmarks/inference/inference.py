@@ -1,4 +1,5 @@
-"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes.
+"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes (issue 51's
+peer and capacity cells about double that; `--no-peer --no-capacity` leave them out).
 
 1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
    PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), the two
@@ -22,7 +23,8 @@ rounds: the ratio kit / plain is taken per round, plain then kit, and its mean g
 with --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
 writes them, for `colloc-kit show` and the reference set `h100-inference`).
 
-    python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 8 minutes)
+    python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
+    python benchmarks/inference/inference.py --served resnet50 --mixes resnet50x1 --out $OUT/r50   # one model, mix
     python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
 
