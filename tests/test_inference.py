@@ -70,6 +70,22 @@ def test_latency_figures_from_known_latencies():
     assert figures["requests_per_s"] == pytest.approx(91.0)  # answered inside the 1-s window: the last 9 after it
 
 
+def test_a_latency_splits_into_queueing_host_and_device_time_and_the_tail_shows_what_a_p99_is_made_of():
+    clock = FakeClock()
+    server = Server(Arrivals.fixed([0.0, 0.001, 0.5]), max_batch=1, max_delay_s=0.0, clock=clock)
+    stream = [{"type": "interval", "requests": [], "request_parts": []}]
+    for _ in range(3):  # each request: 10 ms of service, 6 of them on the device
+        served = server.serve_once(lambda n: (clock.advance(0.010), 6.0)[1])
+        stream[0]["requests"] += [list(pair) for pair in served]
+        stream[0]["request_parts"] += [list(server.last_batch)] * len(served)
+    figures = latency.job_figures(stream, (0.0, 1.0), {"role": "serve", "device": "cpu", "rate_per_s": 3.0})
+    assert figures["device_p50_ms"] == pytest.approx(6.0) and figures["host_p50_ms"] == pytest.approx(4.0)
+    assert figures["queue_p50_ms"] == pytest.approx(0.0)  # the 1st and 3rd wait for nothing
+    assert figures["latency_p99_ms"] == pytest.approx(19.0)  # the 2nd: 9 ms behind the 1st, then its 10
+    assert figures["tail_queue_ms"] == pytest.approx(9.0) and figures["tail_device_ms"] == pytest.approx(6.0)
+    assert figures["device_time"] == "cpu forward wall time"
+
+
 def test_a_request_still_queued_counts_with_its_wait_so_far():
     pairs = [(0.1, 0.105)]
     values = latency.latencies_ms(stream_of(pairs, 2.0, unserved=[0.5]), (0.0, 1.0))
@@ -137,6 +153,9 @@ def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
     assert list(results.jobs["role"]) == ["serve", "train"]  # the serve group once, the training group per copy
     assert jobs.loc["serve", "requests_in_window"] > 0
     assert 0 < jobs.loc["serve", "latency_p50_ms"] <= jobs.loc["serve", "latency_p99_ms"]
+    assert jobs.loc["serve", "device_p50_ms"] > 0 and jobs.loc["serve", "queue_p50_ms"] >= 0  # its parts recorded
+    parts = [jobs.loc["serve", f"tail_{name}_ms"] for name in latency.PARTS]
+    assert sum(parts) >= jobs.loc["serve", "latency_p99_ms"] - 1e-6  # the tail's parts add up to its latencies
     assert results.runs["train_images_per_s"].iloc[0] > 0
 
 

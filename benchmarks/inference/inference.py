@@ -1,4 +1,5 @@
-"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes.
+"""Issue 42's targets: an inference job beside training jobs, on one GPU (an H100), in about 8 minutes (issue 51's
+peer and capacity cells about double that; `--no-peer --no-capacity` leave them out).
 
 1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
    PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), the two
@@ -11,12 +12,19 @@
    driver 550+; `gpu.txt` records the driver) and MPS in MIG-shaped partitions (3g serving, 4g training).
 3. The frontier per model for its SLO: training images/s against the inference p99, the settings within the SLO.
 
-Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
-p99's CI, requests/s, share within the SLO), `plain_vs_kit.csv` (and its rounds), `summary.md`, with --confirm
-`confirm.md` and `confirm.csv`, and the runs themselves (`runs/`, as the kit writes them, for `colloc-kit show` and
-the reference set `h100-inference`).
+Issue 51 adds, per cell: the plain PyTorch peer (`peer_serve.py`, no kit code: its server at the same rate beside its
+own training loops, under the same mode; `peer_beside.py`), the kit's p50/p99 against the peer's (target: within
+10 %); each latency's parts (queueing, host, device time; `analysis.latency`); and the setting's capacity (the
+same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`.
 
-    python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 8 minutes)
+Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
+p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
+rounds: the ratio kit / plain is taken per round, plain then kit, and its mean given with its 95 % CI), `summary.md`,
+with --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
+writes them, for `colloc-kit show` and the reference set `h100-inference`).
+
+    python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
+    python benchmarks/inference/inference.py --served resnet50 --mixes resnet50x1 --out $OUT/r50   # one model, mix
     python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
 
@@ -34,14 +42,17 @@ import math
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 import colloc_kit
+from colloc_kit.analysis.latency import PARTS
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
+from peer_beside import kit_vs_peer, peer_experiment  # a sibling: on sys.path when this file runs as a script
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -94,8 +105,8 @@ def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple
     """(served model, mix, spec) for every experiment: per model one exclusive run (serve + one training job, one
     after another: both lone baselines), then per mix its shared settings; `rates`: requests/s per served model."""
     device = "cpu" if args.tiny else "cuda"
-    mixes = TINY_MIXES if args.tiny else MIXES
-    served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in (TINY if args.tiny else SERVED).items()}
+    mixes = {name: mix for name, mix in (TINY_MIXES if args.tiny else MIXES).items() if name in (args.mixes or [name])}
+    served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in served_here(args).items()}
     out = []
     for name, served in served_models.items():
         serve = serve_job(served, device, args.seconds, args.tiny)
@@ -105,6 +116,35 @@ def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple
             out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
                                                   name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
     return out
+
+
+def capacity_spec(spec: ExperimentSpec) -> ExperimentSpec:
+    """`spec` with its inference job closed-loop at twice `max_batch` clients (full batches, never idle): its
+    requests/s in each setting is what the server can answer there, alone (exclusive) and beside training."""
+    serve = spec.jobs[0]
+    closed = replace(serve, rate_per_s=None, concurrency=2 * serve.max_batch)
+    return replace(spec, jobs=[closed, *spec.jobs[1:]], name=spec.name.replace("serve-", "capacity-", 1))
+
+
+def with_capacity(frontier: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
+    """The frontier's rows with `capacity_per_s` (the same setting's closed-loop requests/s) and `overloaded`: offered
+    more than that, so its latencies are a growing queue's, not the server's."""
+    answered = capacity.set_index("mode_label")["requests_per_s"]
+    table = frontier.assign(capacity_per_s=frontier["mode_label"].map(answered))
+    return table.assign(overloaded=table["rate_per_s"] > table["capacity_per_s"])
+
+
+def with_latency_parts(frontier: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """The frontier's rows with their inference job's latency parts (`analysis.latency`: each part's median and the
+    p99 tail's make-up; NaN for runs that did not record them)."""
+    columns = ["device_time", *(f"{name}_p50_ms" for name in PARTS), *(f"tail_{name}_ms" for name in PARTS)]
+    serving = jobs[jobs["role"] == "serve"].reindex(columns=["run_id", *columns]).drop_duplicates("run_id")
+    return frontier.merge(serving, on="run_id", how="left")
+
+
+def served_here(args: argparse.Namespace) -> dict[str, dict]:
+    """The served models this invocation measures: the tiny one, or those of `--served` (all by default)."""
+    return TINY if args.tiny else {name: s for name, s in SERVED.items() if name in (args.served or [name])}
 
 
 def plain_p50_ms(served: dict, tiny: bool, seconds: float) -> float:
@@ -144,15 +184,20 @@ def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, round_:
 
 
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
-    """The kit's own cost per served model: the plain loop and the kit's job alone, interleaved round by round (a
-    host that slows for a while slows both arms alike); per model the medians of the rounds' p50s and the mean
-    ratio kit / plain over the rounds with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every arm."""
+    """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
+    that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
+    neither always meets the host's state first; per model the medians of the rounds' p50s and the mean of the
+    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every round."""
     rounds: list[dict] = []
     for round_ in range(args.cost_rounds):
-        for name, served in (TINY if args.tiny else SERVED).items():
-            rounds.append({"model": name, "round": round_,
-                           "plain_p50_ms": plain_p50_ms(served, args.tiny, args.seconds)})
-            rounds[-1]["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+        for name, served in served_here(args).items():
+            row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
+            if row["first"] == "kit":
+                row["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+            row["plain_p50_ms"] = plain_p50_ms(served, args.tiny, args.seconds)
+            if row["first"] == "plain":
+                row["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+            rounds.append(row)
             pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
@@ -194,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
+    p.add_argument("--served", nargs="+", choices=sorted(SERVED), help="only these served models (a GPU run)")
+    p.add_argument("--mixes", nargs="+", choices=sorted(MIXES),
+                   help="only these training mixes (a GPU run; the first gets the exclusive run and extra settings)")
+    p.add_argument("--no-capacity", action="store_true", help="leave out each setting's closed-loop capacity run")
+    p.add_argument("--no-peer", action="store_true", help="leave out the plain PyTorch peer's cells")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
@@ -206,22 +256,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost_only:
         return 0
     rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
-    parts = []
+    parts, peer_rows = [], []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
         results = colloc_kit.run_spec(spec, out=runs, progress=False)
-        parts.append(serve_advise.frontier(results))
+        parts.append(with_latency_parts(serve_advise.frontier(results), results.jobs))
+        if not args.no_capacity:
+            closed = colloc_kit.run_spec(capacity_spec(spec), out=runs, progress=False)
+            parts[-1] = with_capacity(parts[-1], serve_advise.frontier(closed))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
-        write_summary(out, cost, table, args, time.monotonic() - started)
+        if not args.no_peer:  # the plain PyTorch peer in the same cells (peer_serve.py), right after the kit's
+            peer_rows += peer_experiment(spec, parts[-1], out / "peer")
+        against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None
+        if against is not None:
+            against.to_csv(out / "kit_vs_peer.csv", index=False)
+        write_summary(out, cost, table, against, args, time.monotonic() - started)
     if args.confirm and time.monotonic() - started < args.budget_s:
         confirm(args, out, runs, experiments(args, rates)[:1], table)
     print(f"done in {time.monotonic() - started:.0f} s; {out}/summary.md")
     return 0
 
 
-def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argparse.Namespace, seconds: float
-                  ) -> None:
+def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: pd.DataFrame | None,
+                  args: argparse.Namespace, seconds: float) -> None:
     machine = colloc_kit.machine.describe()
     gpu = next(iter(machine.get("gpus") or []), {}).get("name", "no GPU (CPU run)")
     lines = [f"# Inference beside training ({'TINY CPU models, not the issue figures' if args.tiny else gpu})", "",
@@ -229,9 +287,24 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, args: argp
              f"host {machine['host']['hostname']};"
              f" {seconds:.0f} s.", "", "## The kit's own cost (inference job alone vs a plain PyTorch loop, p50)", "",
              "```", cost.to_string(index=False), "```", "", "## p99 per model, mix and setting", "",
-             "```", table[["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
-                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "train_images_per_s", "within_slo"]]
+             "```", table.reindex(columns=["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms",
+                                          "latency_p99_ms_lo", "latency_p99_ms_hi", "rate_per_s", "requests_per_s",
+                                          "capacity_per_s", "overloaded", "slo_share", "train_images_per_s",
+                                          "within_slo"])
              .to_string(index=False, float_format="%.2f"), "```", ""]
+    if against is not None:
+        timed_by = next(iter(against["peer_device_time"].dropna()), "none recorded")
+        lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
+                  against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
+                           "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short",
+                           "peer_error"]]
+                  .to_string(index=False, float_format="%.3f"), "```", "",
+                  "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
+                  f"over the requests at or above the kit's p99; device time: {timed_by}):",
+                  "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS
+                                                                       for who in ("", "peer_")),
+                                       *(f"tail_{name}_ms" for name in PARTS)]]
+                  .to_string(index=False, float_format="%.3f"), "```", ""]
     for served, rows in table.groupby("served"):
         best = rows[rows["within_slo"] & rows["shared"]].sort_values("train_images_per_s")
         pick = best.iloc[-1] if len(best) else None

@@ -11,6 +11,11 @@ The rules:
   approximation), which treats requests as independent, so, like every within-run CI of the kit, it is a lower
   bound on the run-to-run spread; where the upper rank passes n (too few requests for that tail) the upper bound
   is NaN and `latency_note` says how many requests the tail needs.
+- **Parts of a latency** (where the job recorded them, `request_parts`): queueing (from arrival to its batch's
+  start), device time (its batch's: CUDA events from the copy in to the classes; on the CPU the forward's wall time:
+  `device_time` says which) and host time (the rest of its batch's service). `queue_p50_ms`, `host_p50_ms`,
+  `device_p50_ms` are each part's median; `tail_queue_ms`, `tail_host_ms`, `tail_device_ms` each part's mean over the
+  answered requests at or above the p99: what a p99 is made of.
 - **Requests per second**: requests answered inside the window over its length.
 - **Share within the SLO**: of the requests that arrived in the window, those answered within the job's `slo`
   (unanswered ones miss it).
@@ -37,10 +42,11 @@ import pandas as pd
 from colloc_kit import events
 from colloc_kit.serving import SERVE, TRAIN, slo_ms
 
-__all__ = ["PERCENTILES", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE", "job_figures", "latencies_ms", "per_run",
-           "percentile_ci", "run_latency", "with_lone_latency"]
+__all__ = ["PARTS", "PERCENTILES", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE", "job_figures", "latencies_ms",
+           "per_run", "percentile_ci", "request_parts_ms", "run_latency", "with_lone_latency"]
 
 PERCENTILES = (50, 95, 99)
+PARTS = ("queue", "host", "device")  # a latency's parts, in the order a request meets them
 Z95 = 1.959964
 STARVED_SERVED_SHARE = 0.9  # an open-loop job answering less than this share of its asked rate is starved
 RUN_COLUMNS = ["train_images_per_s", "serve_p99_ms", "serve_starved"]  # the columns `per_run` adds to `load().runs`
@@ -56,6 +62,37 @@ def latencies_ms(stream: Sequence[dict], window: tuple[float, float]) -> list[fl
     last = next((e for e in reversed(stream) if e.get("type") == events.END), None)
     waiting = [last["t"] - arrival for arrival in last.get("unserved") or () if start <= arrival < end] if last else []
     return [1000.0 * s for s in answered + waiting]
+
+
+def request_parts_ms(stream: Sequence[dict], window: tuple[float, float]) -> list[tuple[float, float, float, float]]:
+    """(latency, queueing, host, device time), in ms, of each answered request that arrived inside `window` and has
+    its parts recorded (`request_parts`, beside `requests`).
+
+    >>> stream = [{"type": "interval", "requests": [[1.0, 1.010]], "request_parts": [[1.002, 6.0]]}]
+    >>> [round(v, 3) for v in request_parts_ms(stream, (0.0, 2.0))[0]]
+    [10.0, 2.0, 2.0, 6.0]
+    """
+    found = []
+    for e in stream:
+        if e.get("type") != events.INTERVAL:
+            continue
+        for (arrival, done), (began, device_ms) in zip(e.get("requests") or (), e.get("request_parts") or ()):
+            if window[0] <= arrival < window[1]:
+                found.append((1000 * (done - arrival), 1000 * (began - arrival), 1000 * (done - began) - device_ms,
+                              device_ms))
+    return found
+
+
+def _parts_figures(parts: list[tuple[float, float, float, float]], p99: float, device: Any) -> dict:
+    """Each part's median and its mean over the requests at or above the p99 (see the rules); {} without parts."""
+    if not parts:
+        return {}
+    tail = [row for row in parts if row[0] >= p99]  # none: the p99 is a request still queued at the end
+    row: dict[str, Any] = {"device_time": "cuda events" if str(device).startswith("cuda") else "cpu forward wall time"}
+    for i, name in enumerate(PARTS, start=1):
+        row[f"{name}_p50_ms"] = percentile_ci([p[i] for p in parts], 0.5)[0]
+        row[f"tail_{name}_ms"] = sum(p[i] for p in tail) / len(tail) if tail else math.nan
+    return row
 
 
 def percentile_ci(values: Sequence[float], q: float) -> tuple[float, float, float]:
@@ -91,6 +128,7 @@ def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec
                  for _, done in e.get("requests") or () if window[0] <= done < window[1])
     row["requests_per_s"] = served / (window[1] - window[0])
     row["requests_in_window"] = len(values)
+    row.update(_parts_figures(request_parts_ms(stream, window), row["latency_p99_ms"], spec.get("device")))
     row["slo_share"] = sum(v <= slo for v in values) / len(values) if slo is not None and values else None
     needed = math.ceil(1.0 / (1 - PERCENTILES[-1] / 100) * 4)
     row["latency_note"] = (f"{len(values)} requests: p99's upper bound needs about {needed} or more"

@@ -9,9 +9,12 @@ classes copied back.
 
 Events follow the training worker's contract (colloc_kit.events), so the launcher's barrier and common window treat
 the job like any other: `interval` events count images served (`interval_images`) and carry the requests answered in
-the interval as `requests`: [arrival, done] pairs on the kit's clock; `warmup_steps` counts served batches; the
-budget (`seconds` or `steps`) is the measured window. `end` adds `unserved` (arrival times still queued when told to
-stop) and `dropped` (open-loop arrivals past `serving.MAX_QUEUE`). The figures are `colloc_kit.analysis.latency`'s.
+the interval as `requests`: [arrival, done] pairs on the kit's clock, and beside each its `request_parts`: [start of
+its batch, its batch's device time in ms] (CUDA events from the copy in to the classes; on the CPU the forward's wall
+time), from which `analysis.latency` splits a latency into queueing, host and device time; `warmup_steps` counts
+served batches; the budget (`seconds` or `steps`) is the measured window. `end` adds `unserved` (arrival times still
+queued when told to stop) and `dropped` (open-loop arrivals past `serving.MAX_QUEUE`). The figures are
+`colloc_kit.analysis.latency`'s.
 
 The scheduling is plain Python on a clock it is handed, so it runs on a fake one::
 
@@ -116,7 +119,7 @@ class Arrivals:
 
 class Server:
     """The queue and its batching: `serve_once` waits for a batch as the rules say, serves it, and returns each
-    request's (arrival, done)."""
+    request's (arrival, done); `last_batch` is the batch's (start, what `run` returned: its device time)."""
 
     def __init__(self, arrivals: Arrivals, max_batch: int, max_delay_s: float, clock: Any = time):
         self.arrivals, self.max_batch, self.max_delay_s = arrivals, max_batch, max_delay_s
@@ -124,6 +127,7 @@ class Server:
         self.sleep: Callable[[float], None] = clock.sleep
         self.queue: deque[float] = deque()
         self.dropped = 0
+        self.last_batch: tuple[float, Any] = (0.0, None)
 
     def _admit(self) -> None:
         for t in self.arrivals.take(self.now()):
@@ -152,7 +156,8 @@ class Server:
             self.sleep(min(max(until - self.now(), 0.0), IDLE_SLEEP_S))
             count = self.ready_batch()
         batch = [self.queue.popleft() for _ in range(count)]
-        run(count)
+        start = self.now()
+        self.last_batch = (start, run(count))
         done = self.now()
         self.arrivals.answered(done, count)
         return [(t, done) for t in batch]
@@ -170,9 +175,20 @@ def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device
     built = {"build_s": events.now() - timing["imported_t"], "image_size": side,
              "params": sum(p.numel() for p in model.parameters())}  # what `ready` says of the model
 
-    def run(n_requests: int) -> Any:
-        images = host[:n_requests * spec.batch_size].to(device, non_blocking=True)
-        return model(images).argmax(1).cpu()  # the classes back on the host: the device is synchronised
+    marks: list[Any] = [torch.cuda.Event(enable_timing=True) if cuda else None for _ in range(2)]
+    began, ended = marks  # the device time's two ends on a GPU
+
+    def run(n_requests: int) -> float:
+        """Serve `n_requests`: copy in, classify, classes back on the host (the device synchronised); the device
+        time in ms (CUDA events around the copy in and the forward; on the CPU the wall time)."""
+        t0 = time.perf_counter()
+        if cuda:
+            began.record()
+        classes = model(host[:n_requests * spec.batch_size].to(device, non_blocking=True)).argmax(1)
+        if cuda:
+            ended.record()
+        classes.cpu()  # the classes back on the host: the device synchronised
+        return began.elapsed_time(ended) if cuda else 1000 * (time.perf_counter() - t0)
 
     # one inference and autocast context for the whole service, entered once as a server (and the benchmark's plain
     # loop) holds it, not per request
@@ -207,7 +223,7 @@ def _prime_and_serve(spec: JobSpec, writer: events.EventWriter, torch: Any, devi
         if launcher.gone.is_set():
             return 3
         idle_done = lambda: launcher.gone.is_set() or (meter.measured and launcher.said_stop.is_set())  # noqa: E731
-        meter.add(server.serve_once(run, give_up=idle_done), time.perf_counter())
+        meter.add(server.serve_once(run, give_up=idle_done), time.perf_counter(), server.last_batch)
     meter.flush(time.perf_counter())
     writer.emit(events.END, **meter.window, steps=meter.batches, images=meter.images, train_s=meter.last - meter.t0,
                 held_s=meter.last - meter.window_end, dropped=server.dropped,
@@ -224,6 +240,7 @@ class _ServeMeter:
         self.t0 = self.last = self.interval_t0 = time.perf_counter()
         self.batches = self.images = self.interval_images = 0
         self.requests: list[list[float]] = []
+        self.parts: list[list[float]] = []  # beside each request: [its batch's start on the kit's clock, device ms]
         self.steady_t0: float | None = self.t0 if spec.warmup_steps == 0 else None
         self.steady_images, self.window_end, self.measured = 0, self.t0, False
         self.window: dict[str, Any] = {}  # the measured window's figures, once measured
@@ -231,13 +248,14 @@ class _ServeMeter:
     def kit(self, t: float) -> float:
         return round(t + self.offset, 6)
 
-    def add(self, served: list[tuple[float, float]], now: float) -> None:
+    def add(self, served: list[tuple[float, float]], now: float, batch: tuple[float, Any]) -> None:
         if served:
             self.batches += 1
             images = len(served) * self.spec.batch_size
             self.images += images
             self.interval_images += images
             self.requests += [[self.kit(a), self.kit(d)] for a, d in served]
+            self.parts += [[self.kit(batch[0]), round(batch[1], 4)]] * len(served)
         warmup_end = self.steady_t0 is None and self.batches >= self.spec.warmup_steps
         if warmup_end or now - self.interval_t0 >= self.spec.interval_s:
             self.flush(now)
@@ -266,5 +284,6 @@ class _ServeMeter:
             return
         self.writer.emit(events.INTERVAL, step=self.batches, images=self.images,
                          warmup=self.steady_t0 is None, held=self.measured, interval_s=now - self.interval_t0,
-                         interval_images=self.interval_images, step_time_s=None, requests=self.requests)
-        self.interval_t0, self.interval_images, self.requests = now, 0, []
+                         interval_images=self.interval_images, step_time_s=None, requests=self.requests,
+                         request_parts=self.parts)
+        self.interval_t0, self.interval_images, self.requests, self.parts = now, 0, [], []

@@ -1,0 +1,171 @@
+"""Issue 51: the inference benchmark's plain PyTorch peer (benchmarks/inference/peer_serve.py) and the table that holds
+the kit against it (peer_beside.py). The peer imports nothing of the kit, batches as it says, serves Poisson requests
+on the CPU writing each request's times, and its training loop starts and stops when told."""
+
+import argparse
+import ast
+import doctest
+import importlib.util
+import json
+import queue
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "inference"
+PEER = FOLDER / "peer_serve.py"
+TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "32"]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, FOLDER / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def peer():
+    return load("peer_serve")
+
+
+def test_the_peer_imports_no_kit_code():
+    tree = ast.parse(PEER.read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert "torch" in imported and not any(name.split(".")[0] == "colloc_kit" for name in imported)
+
+
+def test_the_peer_modules_examples_hold(peer):
+    for module in (peer, load("peer_beside")):
+        failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert tried > 0 and failed == 0, module.__name__
+
+
+def test_a_batch_takes_what_is_queued_up_to_its_size_and_waits_at_most_the_delay(peer):
+    requests = queue.Queue()
+    for arrival in (0.1, 0.2, 0.3):
+        requests.put(arrival)
+    t0 = time.perf_counter()
+    assert peer.take_batch(requests, 0.0, t0, max_batch=2, max_delay_s=0.0) == [0.0, 0.1]
+    first = requests.get()
+    assert peer.take_batch(requests, first, t0, max_batch=4, max_delay_s=0.0) == [0.2, 0.3]  # no wait: what is there
+    waited = time.perf_counter()
+    assert peer.take_batch(requests, 0.0, waited, max_batch=4, max_delay_s=0.05) == [0.0]
+    assert 0.04 <= time.perf_counter() - waited < 1.0
+
+
+@pytest.mark.slow
+def test_the_peer_serves_poisson_requests_on_the_cpu_and_writes_each_requests_times(peer, tmp_path):
+    out = tmp_path / "serve.json"
+    subprocess.run([sys.executable, str(PEER), "serve", *TINY, "--rate", "40", "--seconds", "2", "--seed", "3",
+                    "--out", str(out)], check=True, capture_output=True, timeout=120)
+    result = json.loads(out.read_text())
+    assert result["columns"] == ["arrival_s", "start_s", "done_s", "device_ms", "batch_requests"]
+    assert result["device_time"] == "cpu forward wall time"
+    rows = result["requests"]
+    assert len(rows) + len(result["unanswered"]) == len(peer.poisson_arrivals(40.0, 2.0, 3)) > 40
+    assert all(arrival <= start <= done and 0 < device_ms <= 1000 * (done - start) + 1e-6
+               for arrival, start, done, device_ms, _ in rows)
+    assert [row[0] for row in rows] == sorted(row[0] for row in rows)  # served in order of arrival
+    assert 0 < result["p50_ms"] <= result["p99_ms"]
+    figures = load("peer_beside").peer_figures({**result, "train_images_per_s": None})
+    assert figures["peer_p50_ms"] == pytest.approx(result["p50_ms"], abs=1e-3)  # the kit's rule, the peer's p50
+    assert figures["peer_p99_ms_lo"] <= figures["peer_p99_ms"]
+    assert figures["peer_queue_p50_ms"] >= 0 and figures["peer_device_p50_ms"] > 0
+
+
+@pytest.mark.slow
+def test_the_peer_training_loop_starts_on_go_and_stops_on_stop(tmp_path):
+    out = tmp_path / "train.json"
+    proc = subprocess.Popen([sys.executable, str(PEER), "train", *TINY, "--batch-size", "8", "--seconds", "120",
+                             "--gate", "--out", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        time.sleep(1.0)
+        proc.stdin.write("stop\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    result = json.loads(out.read_text())
+    assert result["steps"] > 0 and result["images_per_s"] > 0
+    assert 0.9 <= result["window_s"] < 60  # from go to stop, not the 120-s limit
+
+
+def test_a_cell_answered_short_of_its_rate_is_not_compared():
+    kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "rate_per_s": 100.0, "requests_per_s": 99.0,
+                         "latency_p50_ms": 10.0, "latency_p99_ms": 30.0, "train_images_per_s": 90.0}])
+    peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "peer_requests_per_s": 50.0,
+                          "peer_p50_ms": 10.0, "peer_p99_ms": 30.0}])
+    row = load("peer_beside").kit_vs_peer(kit, peer).iloc[0]
+    assert row["answered_short"] and pd.isna(row["within_10pct"])
+
+
+def test_each_setting_gets_its_closed_loop_capacity_and_a_rate_above_it_is_overloaded(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", rate_per_s=50.0, max_batch=4, slo="40ms")
+    spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn", device="cpu")], name="serve-smallcnn-beside-x")
+    closed = inference.capacity_spec(spec)
+    assert closed.name == "capacity-smallcnn-beside-x" and closed.jobs[1] == spec.jobs[1]
+    assert closed.jobs[0].rate_per_s is None and closed.jobs[0].concurrency == 8
+    frontier = pd.DataFrame({"mode_label": ["exclusive", "naive"], "rate_per_s": [50.0, 50.0]})
+    capacity = pd.DataFrame({"mode_label": ["naive", "exclusive"], "requests_per_s": [40.0, 200.0]})
+    table = inference.with_capacity(frontier, capacity)
+    assert list(table["capacity_per_s"]) == [200.0, 40.0] and list(table["overloaded"]) == [False, True]
+
+
+@pytest.mark.slow
+def test_a_peer_cell_serves_beside_a_training_loop_started_and_stopped_with_it(tmp_path):
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", image_size=32, rate_per_s=20.0, seconds=1.5,
+                    max_batch=2, max_delay_ms=1.0)
+    train = JobSpec(model="smallcnn", device="cpu", image_size=32, batch_size=8)
+    result = load("peer_beside").peer_cell(serve, train, 1, ModeSpec("naive"), tmp_path)
+    assert result["requests"] and result["max_batch"] == 2 and result["rate"] == 20.0
+    assert result["train_images_per_s"] > 0
+    trained = json.loads((tmp_path / "train-0.json").read_text())
+    assert trained["window_s"] < 30  # stopped when the server was done, not at its own limit
+
+
+def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_ratios_ci(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    calls = []
+    plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
+    monkeypatch.setattr(inference, "plain_p50_ms", lambda *a: (calls.append("plain"), next(plain))[1])
+    monkeypatch.setattr(inference, "kit_alone_p50_ms", lambda *a: (calls.append("kit"), next(kit))[1])
+    args = argparse.Namespace(cost_rounds=4, tiny=True, seconds=1.0)
+    cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
+    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
+    rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
+    assert list(rounds["first"]) == ["plain", "kit"] * 2
+
+
+def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the_others(monkeypatch, tmp_path):
+    beside = load("peer_beside")
+
+    def peer_cell(serve, train, copies, mode, folder, placement):
+        if mode.name == "mps":
+            raise RuntimeError("the peer did not get ready")
+        return {"requests": [[0.0, 0.0, 0.01, 5.0, 1]], "unanswered": [], "ended_s": 1.0, "requests_per_s": 1.0,
+                "device_time": "cpu forward wall time", "train_images_per_s": 10.0}
+
+    monkeypatch.setattr(beside, "peer_cell", peer_cell)
+    serve = JobSpec(model="smallcnn", role="serve", rate_per_s=1.0)  # on a GPU (the spec is only read here)
+    spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn")], modes=[ModeSpec("naive"), ModeSpec("mps")])
+    kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "copies": 1,
+                        "rate_per_s": 1.0, "requests_per_s": 1.0, "latency_p50_ms": 10.0, "latency_p99_ms": 10.0,
+                        "train_images_per_s": 10.0})
+    table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
+    assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
+    assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])
