@@ -54,14 +54,14 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
                  [job.data_root for spec in specs for job in spec.jobs if job.data_root])
     with one_scan():  # every check before the first cell, on one reading of the machine's MPS daemons
         runners = [executor_for(spec, out, progress=progress) for spec in specs]
+    waits_for = [{j for j in range(i) if _runs_alone(specs[j], spec)} for i, spec in enumerate(specs)]
     waiting = list(range(len(specs)))  # indices into specs
     running: dict[int, SpecRun] = {}
     parts: dict[int, Results] = {}  # the ended experiments' results
     tally = Tally()
     with kept_lanes(), supervise.sigterm_as_interrupt():  # over several GPUs: the experiments' cells share the lanes
         while waiting or running:
-            for i in [i for i in waiting if not any(_runs_alone(specs[j], specs[i]) for j in [*waiting, *running]
-                                                    if j < i)]:
+            for i in [i for i in waiting if not waits_for[i] & {*waiting, *running}]:
                 waiting.remove(i)
                 fitting = _fitting(folder, specs[i], card, [part.jobs for part in parts.values()])
                 if fitting:
