@@ -43,7 +43,7 @@ def test_the_peer_imports_no_kit_code():
 
 
 def test_the_peer_modules_examples_hold(peer):
-    for module in (peer, load("peer_beside")):
+    for module in (peer, load("peer_beside"), load("host_state")):
         failed, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert tried > 0 and failed == 0, module.__name__
 
@@ -140,15 +140,49 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     monkeypatch.syspath_prepend(str(FOLDER))
     inference = load("inference")
     calls = []
+
+    def requests(ms: float) -> list[list[float]]:  # 2 s of requests of `ms` each
+        return [[i * 0.05, i * 0.05 + ms / 1000] for i in range(40)]
+
     plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
-    monkeypatch.setattr(inference, "plain_p50_ms", lambda *a: (calls.append("plain"), next(plain))[1])
-    monkeypatch.setattr(inference, "kit_alone_p50_ms", lambda *a: (calls.append("kit"), next(kit))[1])
+    monkeypatch.setattr(inference, "plain_requests", lambda *a: (calls.append("plain"), requests(next(plain)))[1])
+    monkeypatch.setattr(inference, "kit_alone",
+                        lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
     args = argparse.Namespace(cost_rounds=4, tiny=True, seconds=1.0)
     cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
     assert calls == ["plain", "kit", "kit", "plain"] * 2
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
+    assert cost["plain_p50_ms"] == pytest.approx(15.0)
     rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
     assert list(rounds["first"]) == ["plain", "kit"] * 2
+    # within the host's state: the slow rounds (20 and 22 ms) are slow, the others fast, each compared with its like
+    states = pd.read_csv(tmp_path / "plain_vs_kit_states.csv").set_index("state")
+    assert states.loc["fast", "rounds_compared"] == 2 and states.loc["slow", "rounds_compared"] == 2
+    assert states.loc["fast", "plain_p50_ms"] == pytest.approx(10.0)
+    assert states.loc["slow", "kit_p50_ms"] == pytest.approx(22.0)
+    assert states.loc["fast", "kit_over_plain"] == pytest.approx(0.10) and states.loc["fast", "plain_share"] == 0.5
+    assert len(json.loads((tmp_path / "plain_vs_kit_requests.json").read_text())) == 4
+
+
+def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_often_each_arm_was_slow():
+    host_state = load("host_state")
+
+    def requests(*ms: float) -> list[list[float]]:  # a second of requests at each latency in turn
+        return [[second + i * 0.02, second + i * 0.02 + latency / 1000] for second, latency in enumerate(ms)
+                for i in range(50)]
+
+    # the kit 2 % slower in each state, but slow twice as often: its plain p50 ratio would say +50 %
+    rounds = [{"model": "m", "round": r, "plain": requests(4.0, 4.0, 4.0, 8.0), "kit": requests(4.08, 8.16, 8.16, 4.08)}
+              for r in range(3)]
+    table = host_state.state_table(rounds).set_index("state")
+    assert table.loc["fast", "kit_over_plain"] == pytest.approx(0.02)
+    assert table.loc["slow", "kit_over_plain"] == pytest.approx(0.02)
+    assert table.loc["fast", "plain_share"] == 0.75 and table.loc["fast", "kit_share"] == 0.5
+    assert table.loc["fast", "fast_below_ms"] == pytest.approx(5.6)
+    # a state one arm never met is not compared: no rounds, no ratio
+    only_fast = [{"model": "m", "round": 0, "plain": requests(4.0, 4.0), "kit": requests(4.0, 4.0)}]
+    slow = host_state.state_table(only_fast).set_index("state").loc["slow"]
+    assert slow["rounds_compared"] == 0 and pd.isna(slow["kit_over_plain"])
 
 
 def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the_others(monkeypatch, tmp_path):
@@ -169,3 +203,31 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
     assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
     assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])
+
+
+def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_the_first_mix_gets_the_extras(
+        monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    parser = argparse.ArgumentParser()
+    args = argparse.Namespace(rate=["resnet50=61.5"], served=["resnet50"], tiny=False, cost_only=False,
+                              mixes=["resnet50x2", "vit_b_16x1"], seconds=3.0)
+    rates = inference.given_rates(parser, args)
+    assert rates == {"resnet50": 61.5}
+    labels = {mix: [m.label for m in spec.modes] for _, mix, spec in inference.experiments(args, rates)}
+    assert list(labels) == ["resnet50x2", "vit_b_16x1"]
+    assert all("exclusive" not in modes and len(modes) == 3 for modes in labels.values())
+    rate = {spec.jobs[0].rate_per_s for _, _, spec in inference.experiments(args, rates)}
+    assert rate == {61.5}
+    first = inference.experiments(argparse.Namespace(**{**vars(args), "mixes": None}), rates)[0][2]
+    assert first.modes[0].label == "exclusive" and len(first.modes) == 7
+
+
+@pytest.mark.parametrize("given, says", [(["resnet50=fast"], "give MODEL=REQUESTS_PER_S"),
+                                         (["resnet50=61"], "vit_b_16 missing")])
+def test_a_rate_given_wrongly_exits_2_saying_what_to_give(monkeypatch, capsys, given, says):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    with pytest.raises(SystemExit) as exited:
+        inference.main(["--rate", *given, "--out", "/nonexistent/never-made"])
+    assert exited.value.code == 2 and says in capsys.readouterr().err

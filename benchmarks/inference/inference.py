@@ -52,7 +52,8 @@ from colloc_kit.analysis.latency import PARTS
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
-from peer_beside import kit_vs_peer, peer_experiment  # a sibling: on sys.path when this file runs as a script
+from host_state import FAST_FACTOR, state_table  # siblings: on sys.path when this file runs as a script
+from peer_beside import kit_vs_peer, peer_experiment
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -67,14 +68,15 @@ TINY = {"smallcnn": {"model": "smallcnn", "batch_size": 1, "slo": "40ms"}}
 TINY_MIXES = {"smallcnnx1": ("smallcnn", 1)}
 
 
-def settings(mix_index: int, cuda: bool) -> list[ModeSpec]:
-    """naive, MPS and MPS with the training at a share (the inference job, listed first, keeps 100 %); exclusive runs
-    once per model (the lone baselines). On the CPU: naive only (MPS needs a GPU)."""
+def settings(first_mix: bool, cuda: bool) -> list[ModeSpec]:
+    """naive, MPS and MPS with the training at a share (the inference job, listed first, keeps 100 %); beside the
+    first mix of `MIXES` also the frontier's shares, a client priority and partitions. On the CPU: naive only (MPS
+    needs a GPU)."""
     if not cuda:
         return [ModeSpec("naive")]
-    shares = (TRAIN_SHARE, *FRONTIER_SHARES) if mix_index == 0 else (TRAIN_SHARE,)
+    shares = (TRAIN_SHARE, *FRONTIER_SHARES) if first_mix else (TRAIN_SHARE,)
     first_only = [ModeSpec("mps", {"client_priority": [0, *[1] * 8]}),  # driver 550+
-                  ModeSpec("mps", {"partitions": ["3g", "4g"]})] if mix_index == 0 else []  # MIG-shaped: 3/7 serves
+                  ModeSpec("mps", {"partitions": ["3g", "4g"]})] if first_mix else []  # MIG-shaped: 3/7 serves
     return [ModeSpec("naive"), ModeSpec("mps"), *first_only,
             *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]}) for share in shares)]
 
@@ -102,17 +104,19 @@ def offered_rate(kit_p50_ms: float) -> float:
 
 
 def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple[str, str, ExperimentSpec]]:
-    """(served model, mix, spec) for every experiment: per model one exclusive run (serve + one training job, one
-    after another: both lone baselines), then per mix its shared settings; `rates`: requests/s per served model."""
+    """(served model, mix, spec) for every experiment: per model and mix its shared settings, beside the first mix
+    of `MIXES` also one exclusive run (serve + one training job, one after another: both lone baselines); `rates`:
+    requests/s per served model."""
     device = "cpu" if args.tiny else "cuda"
     mixes = {name: mix for name, mix in (TINY_MIXES if args.tiny else MIXES).items() if name in (args.mixes or [name])}
     served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in served_here(args).items()}
     out = []
     for name, served in served_models.items():
         serve = serve_job(served, device, args.seconds, args.tiny)
-        for i, (mix, (model, copies)) in enumerate(mixes.items()):
+        for mix, (model, copies) in mixes.items():
             train = train_job(model, device, args.seconds, args.tiny)
-            modes = ([ModeSpec("exclusive")] if i == 0 else []) + settings(i, not args.tiny)
+            first = mix == next(iter(TINY_MIXES if args.tiny else MIXES))
+            modes = ([ModeSpec("exclusive")] if first else []) + settings(first, not args.tiny)
             out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
                                                   name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
     return out
@@ -147,9 +151,10 @@ def served_here(args: argparse.Namespace) -> dict[str, dict]:
     return TINY if args.tiny else {name: s for name, s in SERVED.items() if name in (args.served or [name])}
 
 
-def plain_p50_ms(served: dict, tiny: bool, seconds: float) -> float:
-    """p50 of a plain PyTorch loop serving the same requests one at a time for `seconds` after 20 warm ones, in a
-    process of its own (CUDA stays out of the benchmark's process, as it stays out of the kit's)."""
+def plain_requests(served: dict, tiny: bool, seconds: float) -> list[list[float]]:
+    """[start, answered] (seconds) of each request of a plain PyTorch loop serving the same requests one at a time for
+    `seconds` after 20 warm ones, in a process of its own (CUDA stays out of the benchmark's process, as it stays out
+    of the kit's)."""
     code = f"""
 import json, time, torch
 from colloc_kit.worker.models import build_model
@@ -158,7 +163,7 @@ device = torch.device('cuda' if cuda else 'cpu')
 side = {32 if tiny else 224}
 model = build_model({served['model']!r}, 1000, side).to(device).eval()
 host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
-times = []
+requests = []
 with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
     for i in range(20):
         model(host.to(device, non_blocking=True)).argmax(1).cpu()
@@ -166,39 +171,63 @@ with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, e
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         model(host.to(device, non_blocking=True)).argmax(1).cpu()
-        times.append(time.perf_counter() - t0)
-times = sorted(times)
-print(json.dumps(1000 * times[len(times) // 2]))
+        requests.append([t0, time.perf_counter()])
+print(json.dumps(requests))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def kit_alone_p50_ms(served: dict, args: argparse.Namespace, runs: Path, round_: int) -> float:
-    """p50 of the kit's inference job alone, closed loop with one client: each latency is one request's service."""
+def median_ms(requests: list[list[float]]) -> float:
+    """The p50 (ms) of requests' latencies, the upper median (as the plain loop always reported it).
+
+    >>> median_ms([[0.0, 0.004], [1.0, 1.006]])
+    6.0
+    """
+    latencies = sorted(answered - start for start, answered in requests)
+    return 1000 * latencies[len(latencies) // 2]
+
+
+def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -> tuple[float, list[list[float]]]:
+    """The kit's inference job alone, closed loop with one client (each latency is one request's service): its p50
+    (ms, NaN if the run failed) and its measured window's requests ([arrival, answered] seconds)."""
     device = "cpu" if args.tiny else "cuda"
     job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1)
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-round{round_}")
     results = colloc_kit.run_spec(spec, out=runs, progress=False)
-    return float(results.jobs["latency_p50_ms"].iloc[0]) if "latency_p50_ms" in results.jobs else math.nan  # failed
+    if "latency_p50_ms" not in results.jobs:
+        return math.nan, []
+    requests = [request for events_file in Path(results.runs["run_dir"].iloc[0]).glob("jobs/*.events.jsonl")
+                for event in map(json.loads, events_file.read_text().splitlines())
+                if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
+                for request in event.get("requests") or ()]
+    return float(results.jobs["latency_p50_ms"].iloc[0]), requests
 
 
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
     that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
     neither always meets the host's state first; per model the medians of the rounds' p50s and the mean of the
-    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every round."""
+    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every round; the same
+    rounds compared within the host's state (`host_state`) in `plain_vs_kit_states.csv`, their requests in
+    `plain_vs_kit_requests.json`."""
     rounds: list[dict] = []
+    requests: list[dict] = []
     for round_ in range(args.cost_rounds):
         for name, served in served_here(args).items():
             row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
+            arms = {"model": name, "round": round_}
             if row["first"] == "kit":
-                row["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
-            row["plain_p50_ms"] = plain_p50_ms(served, args.tiny, args.seconds)
+                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
+            arms["plain"] = plain_requests(served, args.tiny, args.seconds)
+            row["plain_p50_ms"] = median_ms(arms["plain"])
             if row["first"] == "plain":
-                row["kit_p50_ms"] = kit_alone_p50_ms(served, args, runs, round_)
+                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
             rounds.append(row)
+            requests.append(arms)
             pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
+    (out / "plain_vs_kit_requests.json").write_text(json.dumps(requests))
+    state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
     for name, part in table.groupby("model", sort=False):
@@ -231,6 +260,22 @@ def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table
     repeated.to_csv(out / "confirm.csv", index=False)
 
 
+def given_rates(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, float]:
+    """`--rate`'s requests/s per served model: none, or one for each model this call serves (else exit 2)."""
+    rates = {}
+    for given in args.rate:
+        model, _, rate = given.partition("=")
+        try:
+            rates[model] = float(rate)
+        except ValueError:
+            parser.error(f"--rate {given}: give MODEL=REQUESTS_PER_S, e.g. --rate resnet50=61.2")
+    missing = sorted(set(served_here(args)) - set(rates))
+    if rates and (missing or args.cost_only):
+        parser.error(f"--rate: give one for every served model ({', '.join(missing)} missing), or none to measure "
+                     "the kit's cost first" if missing else "--rate with --cost-only measures nothing: leave one out")
+    return rates
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="benchmarks/inference/results/h100")
@@ -244,18 +289,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="only these training mixes (a GPU run; the first gets the exclusive run and extra settings)")
     p.add_argument("--no-capacity", action="store_true", help="leave out each setting's closed-loop capacity run")
     p.add_argument("--no-peer", action="store_true", help="leave out the plain PyTorch peer's cells")
+    p.add_argument("--rate", nargs="+", default=[], metavar="MODEL=PER_S",
+                   help="offer these requests/s (an earlier call's, from its summary) instead of measuring the kit's "
+                        "cost first; one per served model")
     p.add_argument("--budget-s", type=float, default=420.0, help="skip --confirm past this many seconds")
     args = p.parse_args(argv)
+    given = given_rates(p, args)
     args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
     out = Path(args.out)
     runs = out / "runs"
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    cost = kit_cost(args, out, runs)
-    print(cost.to_string(index=False), flush=True)
+    cost = pd.DataFrame() if given else kit_cost(args, out, runs)
+    print(cost.to_string(index=False) if len(cost) else f"rates given: {given}", flush=True)
     if args.cost_only:
         return 0
-    rates = {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
+    rates = given or {row.model: offered_rate(row.kit_p50_ms) for row in cost.itertuples()}
     parts, peer_rows = [], []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
@@ -278,6 +327,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def state_lines(out: Path) -> list[str]:
+    """The summary's lines on the cost within the host's state (`host_state`), if the rounds were run here."""
+    states = out / "plain_vs_kit_states.csv"
+    if not states.exists():
+        return []
+    table = pd.read_csv(states)
+    return [f"The same rounds within the host's state (`host_state.py`: a 0.5-s slice is fast when its p50 is at "
+            f"most {FAST_FACTOR:g} x the fastest slices'; `*_share`: the state's share of each arm's slices):", "",
+            "```", table.drop(columns="fast_below_ms").to_string(index=False, float_format="%.3f"), "```", ""]
+
+
 def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: pd.DataFrame | None,
                   args: argparse.Namespace, seconds: float) -> None:
     machine = colloc_kit.machine.describe()
@@ -286,7 +346,9 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
              f"Command: `python benchmarks/inference/inference.py {' '.join(sys.argv[1:])}`; "
              f"host {machine['host']['hostname']};"
              f" {seconds:.0f} s.", "", "## The kit's own cost (inference job alone vs a plain PyTorch loop, p50)", "",
-             "```", cost.to_string(index=False), "```", "", "## p99 per model, mix and setting", "",
+             *(["```", cost.to_string(index=False), "```", ""] if len(cost) else
+               ["Not measured in this call: the rates offered were given (`--rate`, an earlier call's).", ""]),
+             *state_lines(out), "## p99 per model, mix and setting", "",
              "```", table.reindex(columns=["served", "mix", "mode_label", "latency_p50_ms", "latency_p99_ms",
                                           "latency_p99_ms_lo", "latency_p99_ms_hi", "rate_per_s", "requests_per_s",
                                           "capacity_per_s", "overloaded", "slo_share", "train_images_per_s",
