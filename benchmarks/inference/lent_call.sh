@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Issue 51, one call on a lent GPU machine, from the checkout: the inference benchmark with the given arguments,
 # its folder under $OUT (the runs packed), the log beside it, and any MPS daemon left behind quit.
-#   bash benchmarks/inference/lent_call.sh NAME ARGS...     # e.g. r50 --served resnet50 --seconds 6 --cost-rounds 8
+#   LIMIT=560 bash benchmarks/inference/lent_call.sh NAME ARGS...   # e.g. r50 --served resnet50 --seconds 6 --cost-rounds 8
 set -uo pipefail
 name=$1; shift
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 t0=$(date +%s)
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > $OUT/$name-gpu.txt; nproc >> $OUT/$name-gpu.txt
 D=/tmp/inference-$name
-python3 benchmarks/inference/inference.py --out $D "$@" 2>&1 | tee $OUT/$name.log
+timeout -k 10 ${LIMIT:-560} python3 benchmarks/inference/inference.py --out $D "$@" 2>&1 | tee $OUT/$name.log
 echo "rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a $OUT/$name.log
 for pid in $(pgrep -f nvidia-cuda-mps-control); do
   pipe=$(tr '\0' '\n' < /proc/$pid/environ | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
