@@ -5,6 +5,12 @@
 set -uo pipefail
 name=$1; shift
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+# the zygote needs setproctitle (without it every job starts a fresh Python: 9-10 s of imports on an H200 host);
+# carry its wheel: carry [".whl/setproctitle-1.3.8-cp312-cp312-manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64.whl"]
+if ls .whl/setproctitle-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/setproctitle-*.whl
+  export PYTHONPATH=$PWD:/tmp/site
+fi
 t0=$(date +%s)
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > $OUT/$name-gpu.txt; nproc >> $OUT/$name-gpu.txt
 D=/tmp/inference-$name
