@@ -2,7 +2,9 @@
 inference job (its p99 grows and the run names it), bad input refused with exit 2 before anything starts, and one
 real CPU cell with an inference job read back by `load`."""
 
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -144,7 +146,8 @@ def test_slo_text_needs_units_and_serving_options_need_role_serve():
 @pytest.mark.slow
 def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
     serve = {"model": "smallcnn", "role": "serve", "device": "cpu", "batch_size": 1, "image_size": 32,
-             "rate_per_s": 20.0, "slo": "500ms", "seconds": 2, "warmup_steps": 2, "interval_s": 0.5}
+             "rate_per_s": 20.0, "slo": "500ms", "seconds": 2, "warmup_steps": 2, "interval_s": 0.5, "max_batch": 3,
+             "max_delay_ms": 1.0}
     train = {"model": "smallcnn", "device": "cpu", "batch_size": 16, "image_size": 32, "seconds": 2,
              "warmup_steps": 2, "workers": 0, "interval_s": 0.5}
     results = colloc_kit.run([serve, train], mode="naive", copies=1, out=tmp_path, name="beside", progress=False,
@@ -157,6 +160,10 @@ def test_an_inference_job_beside_training_on_the_cpu(tmp_path):
     parts = [jobs.loc["serve", f"tail_{name}_ms"] for name in latency.PARTS]
     assert sum(parts) >= jobs.loc["serve", "latency_p99_ms"] - 1e-6  # the tail's parts add up to its latencies
     assert results.runs["train_images_per_s"].iloc[0] > 0
+    # every batch size the server can form was served once before `ready` (a size's first batch is slow)
+    serving = next(Path(results.runs["run_dir"].iloc[0]).glob("jobs/j0-*.events.jsonl"))  # the serve job, listed first
+    ready = next(e for e in map(json.loads, serving.read_text().splitlines()) if e["type"] == "ready")
+    assert ready["primed_batches"] == [1, 2, 3]
 
 
 def frontier_table(rows):

@@ -135,8 +135,8 @@ def serve(args: argparse.Namespace) -> dict:
         def forward(n: int) -> Any:
             return model(host[:n * args.batch_size].to(device, non_blocking=True)).argmax(1)
 
-        for i in range(WARM_FORWARDS):
-            timed(partial(forward, 1 if i % 2 else args.max_batch))
+        for i in range(WARM_FORWARDS):  # every batch size it can form, each several times (a size's first is slow)
+            timed(partial(forward, 1 + i % args.max_batch))
         gate(args.gate)
         requests: queue.Queue = queue.Queue()
         t0 = time.perf_counter()

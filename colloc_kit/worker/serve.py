@@ -39,7 +39,7 @@ from colloc_kit.worker.datasets import NUM_CLASSES, image_side
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.process import peak_rss_mb
 
-__all__ = ["Arrivals", "FakeClock", "Server", "serve_requests"]
+__all__ = ["Arrivals", "FakeClock", "Server", "prime_batches", "serve_requests"]
 
 IDLE_SLEEP_S = 0.0005  # the longest nap while waiting for a request (a coarse nap would add to every latency)
 
@@ -196,19 +196,33 @@ def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device
         return _prime_and_serve(spec, writer, torch, device, begin, {**timing, **built}, run)
 
 
+def prime_batches(run: Callable[[int], Any], max_batch: int) -> list[int]:
+    """Serve one batch of every size the server can form (1 to `max_batch` requests) before the window: the first
+    batch of a size is slow (cuDNN's autotuning of its shapes, kernels loaded on first use; an H200 took 0.8-2.1 s for
+    ResNet-50's first batch of 2 and of 3 requests, every served p99 of issue 51's first runs); returns the sizes.
+
+    >>> sizes = []
+    >>> prime_batches(sizes.append, 3)
+    [1, 2, 3]
+    """
+    sizes = list(range(1, max_batch + 1))
+    for n in sizes:
+        run(n)
+    return sizes
+
+
 def _prime_and_serve(spec: JobSpec, writer: events.EventWriter, torch: Any, device: Any, begin: Callable[[], Any],
                      built: dict, run: Callable[[int], Any]) -> int:
     """Long: prime, report `ready`, wait at the barrier, then serve until the measured window is over and the launcher
     says stop, emitting intervals with the requests answered; returns the exit code."""
     cuda = device.type == "cuda"
     prime_t0 = time.perf_counter()
-    for n in sorted({1, spec.max_batch}):
-        run(n)
+    primed = prime_batches(run, spec.max_batch)
     writer.emit(events.READY, launched_at=built["launched_at"], imports_s=built["imported_t"] - built["launched_at"],
                 build_s=built["build_s"], primed_s=time.perf_counter() - prime_t0, model=spec.model, role="serve",
                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
                 image_size=built["image_size"], amp=spec.amp, max_batch=spec.max_batch, params=built["params"],
-                warmup_steps=spec.warmup_steps, torch=torch.__version__)
+                warmup_steps=spec.warmup_steps, primed_batches=primed, torch=torch.__version__)
     launcher = begin()
     if launcher is None:
         return 3  # the launcher went away at the barrier (train.EXIT_LAUNCHER_GONE)
