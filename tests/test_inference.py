@@ -70,6 +70,7 @@ def test_latency_figures_from_known_latencies():
     assert math.isnan(figures["latency_p99_ms_hi"]) and "requests" in figures["latency_note"]  # too few for p99
     assert figures["slo_share"] == pytest.approx(0.5)
     assert figures["requests_per_s"] == pytest.approx(91.0)  # answered inside the 1-s window: the last 9 after it
+    assert figures["answered_share"] == pytest.approx(0.91)  # of the 100 that arrived in it
 
 
 def test_a_latency_splits_into_queueing_host_and_device_time_and_the_tail_shows_what_a_p99_is_made_of():

@@ -140,8 +140,10 @@ def with_capacity(frontier: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFram
 
 def with_latency_parts(frontier: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     """The frontier's rows with their inference job's latency parts (`analysis.latency`: each part's median and the
-    p99 tail's make-up; NaN for runs that did not record them)."""
-    columns = ["device_time", *(f"{name}_p50_ms" for name in PARTS), *(f"tail_{name}_ms" for name in PARTS)]
+    p99 tail's make-up; NaN for runs that did not record them) and its answered share (of the requests that arrived
+    in the window)."""
+    columns = ["device_time", "answered_share", *(f"{name}_p50_ms" for name in PARTS),
+               *(f"tail_{name}_ms" for name in PARTS)]
     serving = jobs[jobs["role"] == "serve"].reindex(columns=["run_id", *columns]).drop_duplicates("run_id")
     return frontier.merge(serving, on="run_id", how="left")
 

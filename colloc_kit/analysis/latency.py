@@ -16,7 +16,9 @@ The rules:
   `device_time` says which) and host time (the rest of its batch's service). `queue_p50_ms`, `host_p50_ms`,
   `device_p50_ms` are each part's median; `tail_queue_ms`, `tail_host_ms`, `tail_device_ms` each part's mean over the
   answered requests at or above the p99: what a p99 is made of.
-- **Requests per second**: requests answered inside the window over its length.
+- **Requests per second**: requests answered inside the window over its length; `answered_share`: those over the
+  requests that arrived inside it (a Poisson draw of a few seconds may hold 10 % fewer or more than the rate offered:
+  what was asked, not the rate's nominal value).
 - **Share within the SLO**: of the requests that arrived in the window, those answered within the job's `slo`
   (unanswered ones miss it).
 - **Latency slowdown**: the job's p99 over the p99 of the same serving workload alone in the same experiment (its
@@ -128,6 +130,7 @@ def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec
                  for _, done in e.get("requests") or () if window[0] <= done < window[1])
     row["requests_per_s"] = served / (window[1] - window[0])
     row["requests_in_window"] = len(values)
+    row["answered_share"] = served / len(values) if values else None
     row.update(_parts_figures(request_parts_ms(stream, window), row["latency_p99_ms"], spec.get("device")))
     row["slo_share"] = sum(v <= slo for v in values) / len(values) if slo is not None and values else None
     needed = math.ceil(1.0 / (1 - PERCENTILES[-1] / 100) * 4)
