@@ -105,7 +105,8 @@ class Wave:
     `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
     started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
     `placement` says how they sit on the host's cores (`host_shares`). With `keep`, jobs that complete their window
-    stay alive, paused and primed (`kept`), for `again` (a warm repeat's next window), until `close`.
+    stay alive, paused (training on, held) and primed (`kept`), for `again` (a warm repeat's next window), until
+    `close`.
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
@@ -115,6 +116,8 @@ class Wave:
         self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
         self.on_event, self.on_start, self.zygote, self.keep = on_event, on_start, zygote, keep
         self.released_at: float | None = None
+        self.ended_at: float | None = None  # when its last window ended (every job's `end` in, or gone)
+        self.held_before_s = 0.0  # a warm repeat's window (`again`): from the last window's end to its release
         self.oom_kills = supervise.oom_kills()  # the machine's count, to tell the OOM killer's SIGKILL from others'
         self.outcomes: list[JobOutcome] = []
         self.kept = False  # every job alive, paused after a complete window: `again` may run another
@@ -155,6 +158,7 @@ class Wave:
         self.oom_kills = supervise.oom_kills()
         try:
             self.released_at = events.now()
+            self.held_before_s = self.released_at - (self.ended_at or self.released_at)
             _tell_all(self._jobs, events.GO)
             _wait_until_done(self._jobs, self.time_limit_s, pause=True)
             ended = True
@@ -169,6 +173,10 @@ class Wave:
         """{pid: job id} of the wave's jobs."""
         return {job.proc.pid: job.item.job_id for job in self._jobs}
 
+    def whole(self) -> bool:
+        """Whether every job still runs (a kept one may fail as it trains on, held, between windows)."""
+        return all(job.alive() for job in self._jobs)
+
     def close(self) -> None:
         """End kept jobs: their stdin closed (each leaves, exit 0), then whatever still runs is stopped."""
         for job in self._jobs:
@@ -182,6 +190,7 @@ class Wave:
 
     def _settle(self, ended: bool) -> None:
         """After a window: the jobs kept where asked and each completed it alive, else stopped; outcomes noted."""
+        self.ended_at = events.now()
         self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
         if not self.kept:
             _stop_all(self._jobs)
