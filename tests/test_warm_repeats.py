@@ -3,10 +3,12 @@ one launch of its jobs, on real CPU workers (processes, loaders, the stdin proto
 stand-in GPUs (the simulated NVML)."""
 
 import contextlib
+import io
 import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -17,7 +19,8 @@ from colloc_kit import events
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
-from colloc_kit.pipeline.executors.dispatcher import _LaneProcess, _next_for
+from colloc_kit.pipeline.entry import RELEASE_KEPT
+from colloc_kit.pipeline.executors.dispatcher import Dispatcher, _LaneProcess, _next_for
 from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.pipeline.warm import Kept, Launch
 from colloc_kit.spec import ExperimentSpec, JobSpec
@@ -230,3 +233,22 @@ def test_an_idle_lane_takes_the_next_repeat_of_its_series_else_one_no_other_lane
     assert todo[_next_for(a, todo, [a, b])].label == "naive-x2-r1"
     c = lane(None)
     assert todo[_next_for(c, todo, [a, b, c])].label == "naive-x1-r0", "x3 and x2 belong to the other lanes"
+
+
+def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once():
+    """At the queue's end an idle lane keeps no launch: its jobs would train on, held, beside the other lanes' cells
+    (their host CPU shared); it is told once."""
+    class Proc:
+        stdin = io.BytesIO()
+
+        def poll(self):
+            return None
+
+    cell = cells(ExperimentSpec(jobs=[JobSpec(**TINY)], warm_repeats=True))[0]
+    dispatcher = Dispatcher([SimpleNamespace(gpu=0)], [None], None)  # type: ignore[arg-type]
+    lane = _LaneProcess("GPU 0", None, Proc(), None, None, last=cell)  # type: ignore[arg-type]
+    dispatcher.lanes = [lane]
+    dispatcher.pump()
+    dispatcher.pump()
+    assert [json.loads(line) for line in Proc.stdin.getvalue().splitlines()] == [{RELEASE_KEPT: True}]
+    assert lane.last is None

@@ -126,7 +126,8 @@ class Dispatcher:
         return not self.todo and all(lane is None or lane.cell is None for lane in self.lanes)
 
     def pump(self) -> None:
-        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell."""
+        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell, or where
+        none waits closes the launch it may keep (its jobs would train on, held, beside the other lanes' cells)."""
         for slot, lane in enumerate(self.lanes):
             if lane is not None and _heard(lane, self.codes, self.board) and self.todo:
                 lane = None  # it died: a fresh one takes its place
@@ -135,6 +136,9 @@ class Dispatcher:
                 cell, order = self.todo.pop(_next_for(lane, [c for c, _ in self.todo], self.lanes))
                 lane.hand(cell, order)
                 self.board.show(lane.label, f"{cell.label}: starting")
+            elif lane is not None and lane.cell is None and lane.last is not None:
+                lane.tell({RELEASE_KEPT: True})  # answered as `release_kept` answers it
+                lane.last = None  # nothing kept: no series to keep to
 
     def wait(self, handles: list[LaneCell]) -> None:
         """Drive the lanes until every cell of `handles` has ended."""
