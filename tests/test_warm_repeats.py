@@ -20,7 +20,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
 from colloc_kit.pipeline.entry import RELEASE_KEPT
-from colloc_kit.pipeline.executors.dispatcher import Dispatcher, _LaneProcess, _next_for
+from colloc_kit.pipeline.executors.dispatcher import KEPT_IDLE_S, Dispatcher, _LaneProcess, _next_for
 from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.pipeline.warm import Kept, Launch
 from colloc_kit.spec import ExperimentSpec, JobSpec
@@ -235,9 +235,9 @@ def test_an_idle_lane_takes_the_next_repeat_of_its_series_else_one_no_other_lane
     assert todo[_next_for(c, todo, [a, b, c])].label == "naive-x1-r0", "x3 and x2 belong to the other lanes"
 
 
-def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once():
-    """At the queue's end an idle lane keeps no launch: its jobs would train on, held, beside the other lanes' cells
-    (their host CPU shared); it is told once."""
+def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once_after_a_grace():
+    """At the queue's end an idle lane keeps no launch for long: its jobs would train on, held, beside the other
+    lanes' cells (their host CPU shared); it is told once, after KEPT_IDLE_S (a lone baseline's repeat may come)."""
     class Proc:
         stdin = io.BytesIO()
 
@@ -248,6 +248,9 @@ def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once():
     dispatcher = Dispatcher([SimpleNamespace(gpu=0)], [None], None)  # type: ignore[arg-type]
     lane = _LaneProcess("GPU 0", None, Proc(), None, None, last=cell)  # type: ignore[arg-type]
     dispatcher.lanes = [lane]
+    dispatcher.pump()
+    assert Proc.stdin.getvalue() == b"" and lane.last is cell, "kept through the grace"
+    lane.idle_since -= KEPT_IDLE_S
     dispatcher.pump()
     dispatcher.pump()
     assert [json.loads(line) for line in Proc.stdin.getvalue().splitlines()] == [{RELEASE_KEPT: True}]
