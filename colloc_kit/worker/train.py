@@ -304,11 +304,14 @@ class _Launcher:
     def _listen(self) -> None:
         for line in sys.stdin:
             said = line.strip()
-            if said in (events.STOP, events.PAUSE):  # paused or not before the window ends on said_stop
-                (self.paused.set if said == events.PAUSE else self.paused.clear)()  # stop, also after a pause: leave
-                self.said_stop.set()
+            if said == events.PAUSE:
+                self.paused.set()  # before said_stop: the window it ends leads into the hold
+            elif said == events.STOP:
+                self.paused.clear()  # stop, also after a pause: leave
             elif said == events.GO:
                 self.said_go.set()
+            if said in (events.STOP, events.PAUSE):
+                self.said_stop.set()
         self.gone.set()
         self.said_stop.set()
 
