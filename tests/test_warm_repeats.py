@@ -3,11 +3,14 @@ one launch of its jobs, on real CPU workers (processes, loaders, the stdin proto
 stand-in GPUs (the simulated NVML)."""
 
 import contextlib
+import importlib.util
 import io
 import json
 import subprocess
 import sys
 import time
+from collections import Counter
+from pathlib import Path
 from types import SimpleNamespace
 
 import psutil
@@ -38,6 +41,15 @@ def windows(path):
         found[run.path.name.split("-", 2)[2]] = (manifest, {e.job: read_events(run.events_path(e.job))
                                                              for e in manifest.jobs})
     return found
+
+
+def cell_phases_module():
+    """benchmarks/scaling/cell_phases.py, which reads an experiment's runs."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling" / "cell_phases.py"
+    spec = importlib.util.spec_from_file_location("cell_phases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def ready_of(stream):
@@ -177,6 +189,10 @@ def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_
                 assert bool(warmup_intervals(stream)) == (window == 0), "warm-up in the launch's first window only"
     assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
                for _, jobs in found.values() for stream in jobs.values() for pid in [ready_of(stream)["pid"]])
+    phases = cell_phases_module().cell_phases(find_runs(tmp_path)[0].path.parent)
+    assert Counter((row["jobs"], row["launch"]) for row in phases) == {
+        (1, "warm, first"): 1, (1, "warm, later"): 2, (2, "warm, first"): 1, (2, "warm, later"): 2}
+    assert all(row["primed_s"] == 0 for row in phases if row["launch"] == "warm, later")
     cold = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3)
     warm = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3, warm_repeats=True)
     assert not {c.cell_id for c in cells(cold)} & {c.cell_id for c in cells(warm)}, "warm cells never pass as cold"
