@@ -9,7 +9,9 @@ monitor samples on, so events and GPU samples align). Types and their fields:
               torch; about 0 when forked), `build_s` (CUDA, model, data, first batch), `primed_s`. Also: model,
               dataset, dataset_label, device, batch_size, image_size, amp, channels_last, params, num_classes,
               steps_per_epoch, warmup_steps, threads, torch, pid.
-- `start`:    released from the barrier; training begins.
+- `start`:    released from the barrier; training begins. A warm repeat's later window (`ready` and `start`):
+              `warm_window`, `warmup_steps` 0 (the job trained on, held, since its last window's `end`: its
+              steady state never stopped), `held_before_s` and `held_steps` of that held training.
 - `interval`: periodic progress: `step`, `images`, `loss`, `step_time_s` (mean over the interval), `data_wait_s`
               (time spent waiting for the loader in the interval), `warmup` (true while in warm-up), `held`
               (true past the job's budget, while it trains on until every job of the run has its window),
@@ -24,7 +26,8 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 - `error`:    `kind` (an `ErrorKind` a worker reports: out_of_memory, cuda_error, bad_input, other), `message`.
 
 The other way, the kit writes lines to a worker's stdin: `GO` opens the start barrier, `STOP` ends its measured
-training once every job of the run has its window (then it reports `end`). A worker whose stdin closes leaves.
+training once every job of the run has its window (then it reports `end`). `PAUSE` ends it alike, then the worker
+trains on, held, until `GO` (a warm repeat's next window) or `STOP`. A worker whose stdin closes leaves.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
     >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP

@@ -1,7 +1,7 @@
-"""Child processes, supervised once for the whole kit: the host's cores split into blocks, a child's output pumped
-line by line, and stopping that always ends (a signal to each child's process group, a grace period, then SIGKILL for
-the group and everything below it). The launcher supervises its job workers with it, the GPU executor its cell
-processes.
+"""Child processes, supervised once for the whole kit: the host's cores split into blocks (a job's share of them,
+`host_shares`, and the threads it runs there, `thread_env`), a child's output pumped line by line, and stopping that
+always ends (a signal to each child's process group, a grace period, then SIGKILL for the group and everything below
+it). The launcher supervises its job workers with it, the GPU executor its cell processes.
 
     >>> split_cores([0, 1, 2, 3, 4, 5, 6, 7], 2)
     [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -24,8 +24,8 @@ from typing import IO, Callable, Iterable, Iterator, Protocol
 
 import psutil
 
-__all__ = ["Child", "die_with_parent", "host_cores", "kill_tree", "pump_lines", "sigterm_as_interrupt", "signal_group",
-           "oom_kills", "split_cores", "stop_all", "suspended", "unreaped_exit_codes"]
+__all__ = ["Child", "die_with_parent", "host_cores", "host_shares", "kill_tree", "pump_lines", "sigterm_as_interrupt",
+           "signal_group", "oom_kills", "split_cores", "stop_all", "suspended", "thread_env", "unreaped_exit_codes"]
 
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 VMSTAT = "/proc/vmstat"  # its `oom_kill`: the processes the kernel's out-of-memory killer killed since boot
@@ -57,6 +57,30 @@ def split_cores(cores: list[int], n: int) -> list[list[int]]:
     size, larger = divmod(len(cores), n)
     starts = [i * size + min(i, larger) for i in range(n + 1)]
     return [cores[starts[i]:starts[i + 1]] for i in range(n)]
+
+
+def host_shares(n_concurrent: int, placement: str = "pinned") -> list[list[int] | None]:
+    """Where each of `n_concurrent` jobs may run on the host (`spec.PLACEMENTS`). `pinned`: disjoint blocks that
+    together hold every core of this process (the first blocks one core larger where the cores do not divide), so
+    jobs neither oversubscribe the host nor wander across it and no core idles; `unpinned`: None each, no affinity
+    (the jobs and their loader workers go where the OS schedules them, as the seed study ran).
+
+    >>> host_shares(2, "unpinned")
+    [None, None]
+    >>> {core for block in host_shares(3) for core in block} == set(host_cores())
+    True
+    """
+    if placement == "unpinned":
+        return [None] * n_concurrent
+    return list(split_cores(host_cores(), n_concurrent))
+
+
+def thread_env(cores: list[int] | None) -> dict[str, str]:
+    """Intra-op threads matching a job's block of cores; none set for an unpinned job (torch's own default)."""
+    if cores is None:
+        return {}
+    threads = str(len(cores))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
 
 def pump_lines(stream: IO[bytes], on_line: Callable[[str], None], name: str) -> threading.Thread:

@@ -2,9 +2,16 @@
 one launch of its jobs, on real CPU workers (processes, loaders, the stdin protocol), in this process and over
 stand-in GPUs (the simulated NVML)."""
 
+import contextlib
+import importlib.util
+import io
 import json
 import subprocess
 import sys
+import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -15,8 +22,10 @@ from colloc_kit import events
 from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
-from colloc_kit.pipeline.executors.dispatcher import _LaneProcess, _next_for
+from colloc_kit.pipeline.entry import RELEASE_KEPT
+from colloc_kit.pipeline.executors.dispatcher import KEPT_IDLE_S, Dispatcher, _LaneProcess, _next_for
 from colloc_kit.pipeline.executors.gpus import kept_lanes
+from colloc_kit.pipeline.warm import Kept, Launch
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 
@@ -34,45 +43,123 @@ def windows(path):
     return found
 
 
+def cell_phases_module():
+    """benchmarks/scaling/cell_phases.py, which reads an experiment's runs."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "scaling" / "cell_phases.py"
+    spec = importlib.util.spec_from_file_location("cell_phases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def ready_of(stream):
     return next(event for event in stream if event["type"] == events.READY)
 
 
-@pytest.mark.slow
-def test_a_paused_worker_measures_another_window_on_go_and_leaves_on_eof():
-    """The stdin protocol: `pause` ends the window like `stop`, then the worker waits primed; `go` gives another
-    window, announced by a `ready` that says which window and that nothing was set up for it; EOF: it leaves, exit 0."""
-    command = [sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu", "--image-size",
-               "32", "--steps", "5", "--warmup-steps", "1", "--dataset", "synthetic", "--job-id", "w",
-               "--barrier", "stdin"]
-    worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+class Worker:
+    """A worker behind the stdin barrier, as the launcher talks to it: `say` a line, read its events `until` one."""
 
-    def until(kind):
+    def __init__(self, *flags):
+        command = [sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
+                   "--image-size", "32", "--steps", "5", "--warmup-steps", "1", "--dataset", "synthetic",
+                   "--job-id", "w", "--barrier", "stdin", *flags]
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def until(self, kind):
         seen = []
-        for line in worker.stdout:
+        for line in self.proc.stdout:
             seen.append(json.loads(line))
             if seen[-1]["type"] == kind:
                 return seen
         raise AssertionError(f"the worker ended before a {kind} event: {seen}")
 
-    def say(line):
-        worker.stdin.write(line + "\n")
-        worker.stdin.flush()
+    def say(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
-    first = until(events.READY)[-1]
-    say(events.GO)
-    until(events.MEASURED)
-    say(events.PAUSE)
-    assert until(events.END)[-1]["steps"] >= 6
-    say(events.GO)
-    again = until(events.READY)[-1]
-    assert first["primed_s"] > 0 and "warm_window" not in first
+
+def warmup_intervals(stream):
+    return [e for e in stream if e["type"] == events.INTERVAL and e["warmup"]]
+
+
+@pytest.mark.slow
+def test_a_paused_worker_trains_on_held_and_measures_another_window_without_warm_up_on_go_and_leaves_on_eof():
+    """The stdin protocol: `pause` ends the window like `stop`, then the worker trains on, held, reporting nothing;
+    `go` gives another window at once, announced by a `ready` (and a `start`) that says which window, that nothing was
+    set up for it, no warm-up, and the training held before it; EOF: it leaves, exit 0."""
+    worker = Worker()
+    first = worker.until(events.READY)[-1]
+    worker.say(events.GO)
+    window0 = worker.until(events.MEASURED)
+    worker.say(events.PAUSE)
+    assert worker.until(events.END)[-1]["steps"] >= 6
+    time.sleep(0.5)  # held between windows
+    worker.say(events.GO)
+    held = worker.until(events.READY)
+    again, start = held[-1], worker.until(events.START)[-1]
+    assert [e["type"] for e in held] == [events.READY], "nothing reported while held between windows"
+    assert first["primed_s"] > 0 and "warm_window" not in first and first["warmup_steps"] == 1
     assert again["warm_window"] == 1 and again["primed_s"] == 0 and again["pid"] == first["pid"]
-    assert [e["type"] for e in until(events.MEASURED)][0] == events.START
-    say(events.PAUSE)
-    until(events.END)
-    worker.stdin.close()
-    assert worker.wait(timeout=30) == 0, "paused and then EOF: it leaves, its windows complete"
+    for said in (again, start):
+        assert said["warmup_steps"] == 0 and said["held_steps"] > 0 and said["held_before_s"] >= 0.5, said
+    window1 = worker.until(events.MEASURED)
+    assert warmup_intervals(window0) and not warmup_intervals(window1), "warm-up in the launch's first window only"
+    assert window1[-1]["steps"] == 5, "the later window's budget with no warm-up steps before it"
+    worker.say(events.PAUSE)
+    worker.until(events.END)
+    worker.proc.stdin.close()
+    assert worker.proc.wait(timeout=30) == 0, "paused and then EOF: it leaves, its windows complete"
+
+
+@pytest.mark.slow
+def test_a_worker_told_to_stop_while_held_between_windows_leaves_at_once():
+    worker = Worker()
+    worker.until(events.READY)
+    worker.say(events.GO)
+    worker.until(events.MEASURED)
+    worker.say(events.PAUSE)
+    worker.until(events.END)
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    worker.say(events.STOP)
+    assert worker.proc.wait(timeout=30) == 0 and time.monotonic() - t0 < 5, "stop while held: it leaves, exit 0"
+    assert worker.proc.stdout.read() == "", "and reports nothing more"
+    worker.proc.stdin.close()
+
+
+@pytest.mark.slow
+def test_a_worker_that_fails_while_held_between_windows_reports_its_error_and_exits():
+    """Held training is training: a fault in it (here at step 60, after a 6-step window) is an `error` event after
+    the window's `end`, and exit code 1, without the launcher saying anything."""
+    worker = Worker("--fail-at-step", "60", "--fail-kind", "cuda_error", "--batch-size", "8")
+    worker.until(events.READY)
+    worker.say(events.GO)
+    worker.until(events.MEASURED)
+    worker.say(events.PAUSE)
+    assert worker.until(events.END)[-1]["steps"] < 60
+    error = worker.until(events.ERROR)[-1]
+    assert error["kind"] == "cuda_error" and "step 60" in error["message"]
+    assert worker.proc.wait(timeout=30) == 1
+    worker.proc.stdin.close()
+
+
+def test_a_kept_launch_whose_job_died_since_is_closed_not_taken():
+    """A kept job may fail as it trains on between windows: its launch is not taken for the next repeat (which starts
+    afresh) but closed; a whole one is taken."""
+
+    class Jobs:
+        def __init__(self, whole):
+            self.whole, self.closed = lambda: whole, False
+
+        def close(self):
+            self.closed = True
+
+    for whole in (True, False):
+        launch = Launch("naive-x1-abc", None, contextlib.ExitStack(), Jobs(whole), [], "run0")
+        kept = Kept()
+        kept.keep(launch)
+        assert (kept.take("naive-x1-abc") is launch) == whole and launch.wave.closed != whole
+        assert kept.launch is None
 
 
 @pytest.mark.slow
@@ -90,14 +177,22 @@ def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_
         assert [(m.warm.launch, m.warm.window) for m, _ in launch] == [(first_run, w) for w in range(3)]
         pids = [{job: ready_of(stream)["pid"] for job, stream in jobs.items()} for _, jobs in launch]
         assert pids[0] == pids[1] == pids[2] and len(pids[0]) == copies, "one launch's processes measured each"
-        for window, (_, jobs) in enumerate(launch):
+        for window, (manifest, jobs) in enumerate(launch):
+            warm = manifest.warm
+            assert (warm.warmup_steps, warm.held_before_s is not None) == ((0, True) if window else (None, False))
+            assert not window or warm.held_before_s > 0, "a later window: no warm-up, after held training"
             for stream in jobs.values():
                 ready = ready_of(stream)
                 assert ready.get("warm_window") == (window or None)
                 assert (ready["primed_s"] > 0) == (window == 0), "primed once, in the launch's first window"
                 assert [e["type"] for e in stream].count(events.MEASURED) == 1
+                assert bool(warmup_intervals(stream)) == (window == 0), "warm-up in the launch's first window only"
     assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
                for _, jobs in found.values() for stream in jobs.values() for pid in [ready_of(stream)["pid"]])
+    phases = cell_phases_module().cell_phases(find_runs(tmp_path)[0].path.parent)
+    assert Counter((row["jobs"], row["launch"]) for row in phases) == {
+        (1, "warm, first"): 1, (1, "warm, later"): 2, (2, "warm, first"): 1, (2, "warm, later"): 2}
+    assert all(row["primed_s"] == 0 for row in phases if row["launch"] == "warm, later")
     cold = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3)
     warm = ExperimentSpec(jobs=[JobSpec(**TINY)], copies=[1, 2], repeats=3, warm_repeats=True)
     assert not {c.cell_id for c in cells(cold)} & {c.cell_id for c in cells(warm)}, "warm cells never pass as cold"
@@ -154,3 +249,25 @@ def test_an_idle_lane_takes_the_next_repeat_of_its_series_else_one_no_other_lane
     assert todo[_next_for(a, todo, [a, b])].label == "naive-x2-r1"
     c = lane(None)
     assert todo[_next_for(c, todo, [a, b, c])].label == "naive-x1-r0", "x3 and x2 belong to the other lanes"
+
+
+def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once_after_a_grace():
+    """At the queue's end an idle lane keeps no launch for long: its jobs would train on, held, beside the other
+    lanes' cells (their host CPU shared); it is told once, after KEPT_IDLE_S (a lone baseline's repeat may come)."""
+    class Proc:
+        stdin = io.BytesIO()
+
+        def poll(self):
+            return None
+
+    cell = cells(ExperimentSpec(jobs=[JobSpec(**TINY)], warm_repeats=True))[0]
+    dispatcher = Dispatcher([SimpleNamespace(gpu=0)], [None], None)  # type: ignore[arg-type]
+    lane = _LaneProcess("GPU 0", None, Proc(), None, None, last=cell)  # type: ignore[arg-type]
+    dispatcher.lanes = [lane]
+    dispatcher.pump()
+    assert Proc.stdin.getvalue() == b"" and lane.last is cell, "kept through the grace"
+    lane.idle_since -= KEPT_IDLE_S
+    dispatcher.pump()
+    dispatcher.pump()
+    assert [json.loads(line) for line in Proc.stdin.getvalue().splitlines()] == [{RELEASE_KEPT: True}]
+    assert lane.last is None

@@ -34,7 +34,7 @@ import pandas as pd
 
 from colloc_kit.analysis.latency import PARTS, STARVED_SERVED_SHARE, percentile_ci
 from colloc_kit.modes import make_mode
-from colloc_kit.pipeline.launcher import host_shares, thread_env
+from colloc_kit.supervise import host_shares, thread_env
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 
 __all__ = ["PEER", "kit_vs_peer", "peer_cell", "peer_experiment", "peer_figures"]

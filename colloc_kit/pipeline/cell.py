@@ -168,9 +168,9 @@ def _warm_window(spec: ExperimentSpec, cell: Cell, placement: Placement, run: Ru
                  planned: list[tuple[str, int, JobSpec]], launch: Launch, kept: Kept) -> Manifest:
     """A warm repeat: the next window of `launch` (its jobs paused after its last window) into `run`; the launch kept
     again after a complete window, else closed (jobs stopped, mode left)."""
-    mode = launch.mode
+    mode, warm = launch.mode, WarmWindow(launch.first_run, launch.windows, warmup_steps=0)
     manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),
-                        sequential=mode.sequential, warm=WarmWindow(launch.first_run, launch.windows))
+                        sequential=mode.sequential, warm=warm)
     manifest = replace(manifest, mode_state=mode.state(), jobs=[
         replace(entry, slot=slot) for entry, slot in zip(manifest.jobs, launch.slots)])
     run.write_manifest(manifest)
@@ -181,6 +181,7 @@ def _warm_window(spec: ExperimentSpec, cell: Cell, placement: Placement, run: Ru
         with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
             watch(launch.wave.pids())
             launch.wave.again(run.jobs_dir)
+        manifest = replace(manifest, warm=replace(warm, held_before_s=round(launch.wave.held_before_s, 3)))
         problems = mode.problems()
         status = COMPLETE if all(o.status == COMPLETE for o in launch.wave.outcomes) else FAILED_JOBS
         if launch.wave.kept:

@@ -37,7 +37,7 @@ from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
 from colloc_kit.worker.zygote import ForkedWorker, Zygote
 
-__all__ = ["LaunchItem", "Wave", "host_shares", "thread_env", "worker_command"]
+__all__ = ["LaunchItem", "Wave", "worker_command"]
 
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
@@ -74,38 +74,15 @@ def worker_command(item: LaunchItem) -> list[str]:
             "--job-id", item.job_id, "--barrier", "stdin"]
 
 
-def host_shares(n_concurrent: int, placement: str = "pinned") -> list[list[int] | None]:
-    """Where each of `n_concurrent` jobs may run on the host (`spec.PLACEMENTS`). `pinned`: disjoint blocks that
-    together hold every core of this process (the first blocks one core larger where the cores do not divide), so
-    jobs neither oversubscribe the host nor wander across it and no core idles; `unpinned`: None each, no affinity
-    (the jobs and their loader workers go where the OS schedules them, as the seed study ran).
-
-    >>> host_shares(2, "unpinned")
-    [None, None]
-    >>> {core for block in host_shares(3) for core in block} == set(supervise.host_cores())
-    True
-    """
-    if placement == "unpinned":
-        return [None] * n_concurrent
-    return list(supervise.split_cores(supervise.host_cores(), n_concurrent))
-
-
-def thread_env(cores: list[int] | None) -> dict[str, str]:
-    """Intra-op threads matching a job's block of cores; none set for an unpinned job (torch's own default)."""
-    if cores is None:
-        return {}
-    threads = str(len(cores))
-    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-
-
 class Wave:
     """Jobs that start together behind one barrier. `run()` fills `outcomes` (one per item, in order), also when
     an interrupt cuts it short, so the caller can record what was measured before the interrupt propagates.
 
     `on_event` sees every event as it arrives (progress display); `on_start` gets {pid: job_id} once all are
     started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
-    `placement` says how they sit on the host's cores (`host_shares`). With `keep`, jobs that complete their window
-    stay alive, paused and primed (`kept`), for `again` (a warm repeat's next window), until `close`.
+    `placement` says how they sit on the host's cores (`supervise.host_shares`). With `keep`, jobs that complete
+    their window stay alive, paused (training on, held) and primed (`kept`), for `again` (a warm repeat's next
+    window), until `close`.
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
@@ -115,6 +92,8 @@ class Wave:
         self.items, self.jobs_dir, self.time_limit_s, self.placement = items, jobs_dir, time_limit_s, placement
         self.on_event, self.on_start, self.zygote, self.keep = on_event, on_start, zygote, keep
         self.released_at: float | None = None
+        self.ended_at: float | None = None  # when its last window ended (every job's `end` in, or gone)
+        self.held_before_s = 0.0  # a warm repeat's window (`again`): from the last window's end to its release
         self.oom_kills = supervise.oom_kills()  # the machine's count, to tell the OOM killer's SIGKILL from others'
         self.outcomes: list[JobOutcome] = []
         self.kept = False  # every job alive, paused after a complete window: `again` may run another
@@ -129,7 +108,7 @@ class Wave:
         jobs = self._jobs
         ended = False
         try:
-            for item, cores in zip(self.items, host_shares(len(self.items), self.placement)):
+            for item, cores in zip(self.items, supervise.host_shares(len(self.items), self.placement)):
                 jobs.append(_start(item, self.jobs_dir, cores, self.on_event, self.zygote))
             if self.on_start:
                 self.on_start(self.pids())
@@ -155,6 +134,7 @@ class Wave:
         self.oom_kills = supervise.oom_kills()
         try:
             self.released_at = events.now()
+            self.held_before_s = self.released_at - (self.ended_at or self.released_at)
             _tell_all(self._jobs, events.GO)
             _wait_until_done(self._jobs, self.time_limit_s, pause=True)
             ended = True
@@ -169,6 +149,10 @@ class Wave:
         """{pid: job id} of the wave's jobs."""
         return {job.proc.pid: job.item.job_id for job in self._jobs}
 
+    def whole(self) -> bool:
+        """Whether every job still runs (a kept one may fail as it trains on, held, between windows)."""
+        return all(job.alive() for job in self._jobs)
+
     def close(self) -> None:
         """End kept jobs: their stdin closed (each leaves, exit 0), then whatever still runs is stopped."""
         for job in self._jobs:
@@ -182,6 +166,7 @@ class Wave:
 
     def _settle(self, ended: bool) -> None:
         """After a window: the jobs kept where asked and each completed it alive, else stopped; outcomes noted."""
+        self.ended_at = events.now()
         self.kept = self.keep and ended and all(job.alive() and events.END in job.last for job in self._jobs)
         if not self.kept:
             _stop_all(self._jobs)
@@ -198,7 +183,7 @@ def _mark_interrupted(jobs: list[_Job]) -> None:
 def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event: Callable[[dict], None] | None,
            zygote: Zygote | None) -> _Job:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
-    env = {**inherited, **thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
+    env = {**inherited, **supervise.thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
     try:
         proc: subprocess.Popen[bytes] | ForkedWorker | None = (

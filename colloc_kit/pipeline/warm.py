@@ -1,8 +1,9 @@
 """Warm repeats (`ExperimentSpec.warm_repeats`): a cell's repeats measured as consecutive windows of one launch of its
 jobs, which build, load and prime (cuDNN's autotuning) once. The lane keeps the launch of its last cell (`Kept`):
-its mode entered, its jobs paused after a complete window; the next repeat of the same cell (`Cell.series`) takes it
-over (`Wave.again`), any other cell, a failed window or the lane's end closes it (jobs stopped, mode left). Each window
-is a run of its own, whose manifest says which launch and window it was (`store.manifest.WarmWindow`).
+its mode entered, its jobs paused after a complete window, training on (held) so that the next window needs no
+warm-up; the next repeat of the same cell (`Cell.series`) takes it over (`Wave.again`), any other cell, a failed
+window, a job that failed since or the lane's end closes it (jobs stopped, mode left). Each window is a run of its
+own, whose manifest says which launch and window it was (`store.manifest.WarmWindow`).
 
     >>> kept = Kept()
     >>> kept.take("naive-x2-0123456789") is None       # nothing kept yet: the cell starts a launch of its own
@@ -52,10 +53,10 @@ class Kept:
         self.launch: Launch | None = None
 
     def take(self, series: str) -> Launch | None:
-        """The kept launch if it serves `series` (taken: the caller keeps it again, or closes it); any other is
-        closed first, so the GPU is free for the cell."""
+        """The kept launch if it serves `series` and its jobs all still run (taken: the caller keeps it again, or
+        closes it); any other is closed first, so the GPU is free for the cell."""
         launch, self.launch = self.launch, None
-        if launch is not None and launch.series != series:
+        if launch is not None and (launch.series != series or not launch.wave.whole()):
             launch.close()
             return None
         return launch

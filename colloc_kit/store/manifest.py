@@ -125,10 +125,14 @@ class HostCpu(_Record):
 @dataclass(frozen=True)
 class WarmWindow(_Record):
     """A warm repeat's place (`ExperimentSpec.warm_repeats`): the run whose launch primed the jobs that measured this
-    run (its own id for the launch's first window) and which window of that launch this run is (0: the first)."""
+    run (its own id for the launch's first window) and which window of that launch this run is (0: the first). A
+    later window ran no warm-up (`warmup_steps` 0, whatever its jobs' specs say): its jobs trained on, held, from the
+    end of the launch's last window until its release, `held_before_s` (each job's `start` event says its own)."""
 
     launch: str | None = None
     window: int = 0
+    warmup_steps: int | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})  # None: the jobs' specs say
+    held_before_s: float | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 

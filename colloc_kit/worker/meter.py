@@ -1,6 +1,7 @@
 """A job's measured window: steps counted against its budget, intervals, epochs and the window reported as events
 (`Meter`, which the worker's training loop drives). A warm repeat (`ExperimentSpec.warm_repeats`) starts a fresh
-`Meter` for each window of one launch.
+`Meter` for each window of one launch; after the first, without warm-up: between windows the job trained on with the
+last window's meter, its steps held.
 
     >>> from colloc_kit.spec import JobSpec
     >>> meter = Meter(JobSpec(model="smallcnn", device="cpu", steps=2, warmup_steps=0), 10, events.EventWriter("j0"))
@@ -27,11 +28,11 @@ class Meter:
 
     The budget counts the measured window only: `steps` and `seconds` start after warm-up; `epochs` are whole
     passes over the data, warm-up included. Past the budget (`measured`), steps are *held*: the job trains on, under
-    the same sharing, until the launcher says stop; held intervals carry `held: true` and never count for the job's own
-    throughput. With `until_ci`, a `seconds` window ends early, after `min_seconds`, once its intervals' images/s
-    have a 95 % CI no wider than that share (stats.relative_ci95, the CI `figures` reports for a job alone). The
-    `measured` event says why the window ended (`ended_by`: precision, seconds, steps or epochs). The device is
-    synchronised only where a time is read (`count_step` says when).
+    the same sharing, until the launcher says stop (or, paused, until its next window); held intervals carry
+    `held: true` and never count for the job's own throughput. With `until_ci`, a `seconds` window ends early, after
+    `min_seconds`, once its intervals' images/s have a 95 % CI no wider than that share (stats.relative_ci95, the CI
+    `figures` reports for a job alone). The `measured` event says why the window ended (`ended_by`: precision,
+    seconds, steps or epochs). The device is synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):

@@ -8,8 +8,11 @@ event.
 The budget (`--steps`, `--seconds`, `--epochs`) counts the measured window, after warm-up. With `--barrier stdin`
 the worker, once its window is measured (`measured` event), trains on until the launcher writes `stop` (every job of
 the run has its window then, so the jobs' windows overlap), and stops at once if stdin closes (the launcher died).
-`pause` in place of `stop` ends the window the same way, then the worker waits, primed, for `go` (another window: a
-warm repeat, whose `ready` event says `warm_window`) or EOF (it leaves, exit 0).
+`pause` in place of `stop` ends the window the same way, then the worker trains on, held (its steps counted for
+nothing, as past its budget), until `go`: another window (a warm repeat), which starts at once without warm-up, its
+steady state never having stopped (its `ready` and `start` events say `warm_window`, `warmup_steps` 0 and the
+`held_before_s` and `held_steps` trained since the last window's `end`); `stop` or EOF in place of `go`: it leaves,
+exit 0.
 
     python -m colloc_kit.worker --model smallcnn --device cpu --image-size 32 --steps 50 --job-id demo
 """
@@ -180,21 +183,27 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     if launcher is None:
         return EXIT_LAUNCHER_GONE
     stream = _stream(first, batches, feed.epoch)
+
+    def trained(meter: Meter) -> Any:
+        """One training step on the next batch, its wait for the batch on `meter`; the loss."""
+        wait_t0 = time.perf_counter()
+        images, labels = next(stream)
+        meter.data_wait_s += time.perf_counter() - wait_t0
+        if meter.step + 1 == spec.fail_at_step:
+            _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
+        return train_step(images, labels)
+
+    after_hold: dict[str, Any] = {}  # a later window's: no warm-up, and the held training before it
     for window in itertools.count():
         if window:  # a warm repeat's window: nothing was set up for it (its launch's set-up is in its first run)
             writer.emit(events.READY, **{**ready, "imports_s": 0.0, "build_s": 0.0, "primed_s": 0.0,
-                                         "feed_s": 0.0, "model_s": 0.0, "first_batch_s": 0.0}, warm_window=window)
-        writer.emit(events.START)
-        meter = Meter(spec, feed.steps_per_epoch, writer)
+                                         "feed_s": 0.0, "model_s": 0.0, "first_batch_s": 0.0, **after_hold})
+        writer.emit(events.START, **after_hold)
+        meter = Meter(spec.with_(warmup_steps=0) if window else spec, feed.steps_per_epoch, writer)
         while not (meter.measured and launcher.said_stop.is_set()):
             if launcher.gone.is_set():
                 return EXIT_LAUNCHER_GONE
-            wait_t0 = time.perf_counter()
-            images, labels = next(stream)
-            meter.data_wait_s += time.perf_counter() - wait_t0
-            if meter.step + 1 == spec.fail_at_step:
-                _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
-            loss = train_step(images, labels)
+            loss = trained(meter)
             if meter.count_step(stopping=launcher.said_stop.is_set()):
                 sync()
                 meter.report(loss)
@@ -206,8 +215,15 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                     peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
                     peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
                     peak_rss_mb=peak_rss_mb(), cores_ran_on=sorted(meter.cores_ran_on))
+        hold_t0, hold_step0 = time.perf_counter(), meter.step
+        while launcher.holding():  # held steps of the measured meter, as past its budget; nothing reported
+            trained(meter)
+            meter.count_step()
         if not launcher.again():
             break
+        sync()  # the next window starts on a settled device, as a window after warm-up does
+        after_hold = dict(warm_window=window + 1, warmup_steps=0, held_before_s=time.perf_counter() - hold_t0,
+                          held_steps=meter.step - hold_step0)
     return EXIT_OK
 
 
@@ -259,8 +275,8 @@ def _begin(barrier: bool) -> "_Launcher | None":
 
 
 class _Launcher:
-    """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, then wait
-    for `go`: a warm repeat's next window) or EOF when the launcher is gone.
+    """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, train on
+    held until `go`: a warm repeat's next window, or until `stop`) or EOF when the launcher is gone.
 
     Without a launcher (`listen=False`) the job stops as soon as its window is measured.
     """
@@ -272,14 +288,14 @@ class _Launcher:
             return
         threading.Thread(target=self._listen, name="launcher-stdin", daemon=True).start()
 
+    def holding(self) -> bool:
+        """After a window's end: whether the job is paused, not yet told what next (it trains on, held, meanwhile)."""
+        return self.paused.is_set() and not (self.said_go.is_set() or self.gone.is_set())
+
     def again(self) -> bool:
-        """After a window's end: whether the launcher asks for another (it paused the job and then said go);
+        """After the hold: whether the launcher asked for another window (it paused the job and then said go);
         False where it said stop or went away (the job leaves, its windows complete)."""
-        if not self.paused.is_set():
-            return False
-        while not (self.said_go.is_set() or self.gone.is_set()):
-            self.said_go.wait(0.05)
-        if not self.said_go.is_set():
+        if not (self.paused.is_set() and self.said_go.is_set()):
             return False
         for said in (self.said_stop, self.paused, self.said_go):
             said.clear()
@@ -289,11 +305,13 @@ class _Launcher:
         for line in sys.stdin:
             said = line.strip()
             if said == events.PAUSE:
-                self.paused.set()
-            if said in (events.STOP, events.PAUSE):
-                self.said_stop.set()
+                self.paused.set()  # before said_stop: the window it ends leads into the hold
+            elif said == events.STOP:
+                self.paused.clear()  # stop, also after a pause: leave
             elif said == events.GO:
                 self.said_go.set()
+            if said in (events.STOP, events.PAUSE):
+                self.said_stop.set()
         self.gone.set()
         self.said_stop.set()
 

@@ -42,6 +42,8 @@ LANE_ENTRY = "colloc_kit.pipeline.entry"  # what each lane process runs (`python
 STATUS_OF_CODE = {code: status for status, code in EXIT_CODES.items()}
 POLL_S = 0.05
 STOP_TIMEOUT_S = 120.0  # a cell's jobs stop within seconds; an MPS daemon's quit is bounded at about 30 s
+KEPT_IDLE_S = 5.0  # an idle lane with no cell waiting keeps its launch this long (for a lone baseline's next repeat,
+                   # queued once its experiment's cells are read back), then closes it (`Dispatcher.pump`)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class _LaneProcess:
     pump: threading.Thread
     cell: Cell | None = None
     last: Cell | None = None  # the cell it was handed last
+    idle_since: float = field(default_factory=time.monotonic)  # when its last cell ended
     ended: "queue.Queue[tuple[str, int]]" = field(default_factory=queue.Queue)  # (cell id, code) per CELL_ENDED line
     released: threading.Event = field(default_factory=threading.Event)  # it closed its kept launch, as told
 
@@ -126,7 +129,9 @@ class Dispatcher:
         return not self.todo and all(lane is None or lane.cell is None for lane in self.lanes)
 
     def pump(self) -> None:
-        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell."""
+        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell, or where
+        none has waited for KEPT_IDLE_S closes the launch it may keep (its jobs would train on, held, beside the other
+        lanes' cells)."""
         for slot, lane in enumerate(self.lanes):
             if lane is not None and _heard(lane, self.codes, self.board) and self.todo:
                 lane = None  # it died: a fresh one takes its place
@@ -135,6 +140,10 @@ class Dispatcher:
                 cell, order = self.todo.pop(_next_for(lane, [c for c, _ in self.todo], self.lanes))
                 lane.hand(cell, order)
                 self.board.show(lane.label, f"{cell.label}: starting")
+            elif (lane is not None and lane.cell is None and lane.last is not None
+                  and time.monotonic() - lane.idle_since > KEPT_IDLE_S):
+                lane.tell({RELEASE_KEPT: True})  # answered as `release_kept` answers it
+                lane.last = None  # nothing kept: no series to keep to
 
     def wait(self, handles: list[LaneCell]) -> None:
         """Drive the lanes until every cell of `handles` has ended."""
@@ -287,7 +296,7 @@ def _ended(lane: _LaneProcess, code: int, board: GpuBoard) -> None:
         board.write(f"{lane.label}: cell {lane.cell.label} ended with code {code}: {said} (all of it: {lane.log})")
     board.show(lane.label, f"{lane.cell.label} done" if status == COMPLETE else
                f"{lane.cell.label} {'failed jobs' if status == FAILED_JOBS else status}")
-    lane.cell = None
+    lane.cell, lane.idle_since = None, time.monotonic()
 
 
 def _last_line(path: Path) -> str:
