@@ -11,6 +11,7 @@ import queue
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -121,6 +122,88 @@ def test_a_cell_answered_short_of_what_arrived_is_not_compared_and_a_short_poiss
     assert not row["answered_short"] and row["within_10pct"]
 
 
+def test_each_setting_gets_its_closed_loop_capacity_and_a_rate_above_it_is_overloaded(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", rate_per_s=50.0, max_batch=4, slo="40ms")
+    spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn", device="cpu")], name="serve-smallcnn-beside-x")
+    closed = inference.capacity_spec(spec)
+    assert closed.name == "capacity-smallcnn-beside-x" and closed.jobs[1] == spec.jobs[1]
+    assert closed.jobs[0].rate_per_s is None and closed.jobs[0].concurrency == 8
+    frontier = pd.DataFrame({"mode_label": ["exclusive", "naive"], "rate_per_s": [50.0, 50.0]})
+    capacity = pd.DataFrame({"mode_label": ["naive", "exclusive"], "requests_per_s": [40.0, 200.0]})
+    table = inference.with_capacity(frontier, capacity)
+    assert list(table["capacity_per_s"]) == [200.0, 40.0] and list(table["overloaded"]) == [False, True]
+
+
+@pytest.mark.slow
+def test_a_peer_cell_serves_beside_a_training_loop_started_and_stopped_with_it(tmp_path):
+    serve = JobSpec(model="smallcnn", role="serve", device="cpu", image_size=32, rate_per_s=20.0, seconds=1.5,
+                    max_batch=2, max_delay_ms=1.0)
+    train = JobSpec(model="smallcnn", device="cpu", image_size=32, batch_size=8)
+    result = load("peer_beside").peer_cell(serve, train, 1, ModeSpec("naive"), tmp_path)
+    assert result["requests"] and result["max_batch"] == 2 and result["rate"] == 20.0
+    assert result["train_images_per_s"] > 0
+    trained = json.loads((tmp_path / "train-0.json").read_text())
+    assert trained["window_s"] < 30  # stopped when the server was done, not at its own limit
+
+
+def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_ratios_ci(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    calls = []
+
+    def requests(ms: float) -> list[list[float]]:  # 2 s of requests of `ms` each
+        return [[i * 0.05, i * 0.05 + ms / 1000] for i in range(40)]
+
+    plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
+    monkeypatch.setattr(inference, "plain_requests", lambda *a: (calls.append("plain"), requests(next(plain)))[1])
+    monkeypatch.setattr(inference, "kit_alone",
+                        lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
+    args = argparse.Namespace(cost_rounds=4, tiny=True, seconds=1.0)
+    cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
+    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
+    assert cost["plain_p50_ms"] == pytest.approx(15.0)
+    rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
+    assert list(rounds["first"]) == ["plain", "kit"] * 2
+    # within the host's state: the slow rounds (20 and 22 ms) are slow, the others fast, each compared with its like
+    states = pd.read_csv(tmp_path / "plain_vs_kit_states.csv").set_index("state")
+    assert states.loc["fast", "rounds_compared"] == 2 and states.loc["slow", "rounds_compared"] == 2
+    assert states.loc["fast", "plain_p50_ms"] == pytest.approx(10.0)
+    assert states.loc["slow", "kit_p50_ms"] == pytest.approx(22.0)
+    assert states.loc["fast", "kit_over_plain"] == pytest.approx(0.10) and states.loc["fast", "plain_share"] == 0.5
+    assert len(json.loads((tmp_path / "plain_vs_kit_requests.json").read_text())) == 4
+    # the folder resumed: the rounds that ran are read, not run again; a longer window runs them anew
+    calls.clear()
+    again = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
+    assert calls == [] and again.equals(cost)
+    plain, kit = iter([10.0, 20.0] * 2), iter([11.0, 22.0] * 2)
+    inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, seconds=2.0), tmp_path, tmp_path / "runs")
+    assert calls == ["plain", "kit", "kit", "plain"] * 2
+
+
+def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_often_each_arm_was_slow():
+    host_state = load("host_state")
+
+    def requests(*ms: float) -> list[list[float]]:  # a second of requests at each latency in turn
+        return [[second + i * 0.02, second + i * 0.02 + latency / 1000] for second, latency in enumerate(ms)
+                for i in range(50)]
+
+    # the kit 2 % slower in each state, but slow twice as often: its plain p50 ratio would say +50 %
+    rounds = [{"model": "m", "round": r, "plain": requests(4.0, 4.0, 4.0, 8.0), "kit": requests(4.08, 8.16, 8.16, 4.08)}
+              for r in range(3)]
+    table = host_state.state_table(rounds).set_index("state")
+    assert table.loc["fast", "kit_over_plain"] == pytest.approx(0.02)
+    assert table.loc["slow", "kit_over_plain"] == pytest.approx(0.02)
+    assert table.loc["fast", "plain_share"] == 0.75 and table.loc["fast", "kit_share"] == 0.5
+    assert table.loc["fast", "fast_below_ms"] == pytest.approx(5.6)
+    # a state one arm never met is not compared: no rounds, no ratio
+    only_fast = [{"model": "m", "round": 0, "plain": requests(4.0, 4.0), "kit": requests(4.0, 4.0)}]
+    slow = host_state.state_table(only_fast).set_index("state").loc["slow"]
+    assert slow["rounds_compared"] == 0 and pd.isna(slow["kit_over_plain"])
+
+
 def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the_others(monkeypatch, tmp_path):
     beside = load("peer_beside")
 
@@ -139,6 +222,19 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
     assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
     assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])
+    # resumed: the cell that ran is read from its folder, the failed one runs again; another rate runs anew
+    ran = []
+
+    def counted(serve, train, copies, mode, *rest):
+        ran.append(mode.label)
+        return peer_cell(serve, train, copies, mode, *rest)
+
+    monkeypatch.setattr(beside, "peer_cell", counted)
+    again = pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path)).set_index("mode_label")
+    assert ran == ["mps"] and again.loc["naive", "peer_p50_ms"] == table.loc["naive", "peer_p50_ms"]
+    faster = ExperimentSpec(jobs=[replace(serve, rate_per_s=2.0), JobSpec(model="smallcnn")], modes=spec.modes)
+    beside.peer_experiment(faster, kit, tmp_path)
+    assert ran == ["mps", "naive", "mps"]
 
 
 def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_the_first_mix_gets_the_extras(

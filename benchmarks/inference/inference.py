@@ -210,15 +210,24 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
     that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
     neither always meets the host's state first; per model the medians of the rounds' p50s and the mean of the
-    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` is written after every round; the same
-    rounds compared within the host's state (`host_state`) in `plain_vs_kit_states.csv`, their requests in
-    `plain_vs_kit_requests.json`."""
+    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
+    (`plain_vs_kit_requests.json`) are written after every round, and a folder resumed reads the rounds it holds
+    that ran with the same window; the same rounds compared within the host's state (`host_state`) in
+    `plain_vs_kit_states.csv`."""
     rounds: list[dict] = []
     requests: list[dict] = []
+    done = out / "plain_vs_kit_requests.json"
+    earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
+               if r.get("seconds") == args.seconds}  # a folder resumed: rounds that ran as asked are read
     for round_ in range(args.cost_rounds):
         for name, served in served_here(args).items():
+            if (name, round_) in earlier:
+                arms = earlier[(name, round_)]
+                rounds.append(arms["row"])
+                requests.append(arms)
+                continue
             row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
-            arms = {"model": name, "round": round_}
+            arms = {"model": name, "round": round_, "seconds": args.seconds, "row": row}
             if row["first"] == "kit":
                 row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
             arms["plain"] = plain_requests(served, args.tiny, args.seconds)
@@ -228,7 +237,8 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
             rounds.append(row)
             requests.append(arms)
             pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
-    (out / "plain_vs_kit_requests.json").write_text(json.dumps(requests))
+            others = [r for (model, _), r in earlier.items() if model not in served_here(args)]
+            done.write_text(json.dumps([*requests, *others]))
     state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []

@@ -99,18 +99,26 @@ def peer_cell(serve: JobSpec, train: JobSpec, copies: int, mode: ModeSpec, folde
 def peer_experiment(spec: ExperimentSpec, kit_rows: pd.DataFrame, folder: Path) -> list[dict]:
     """The peer's cell for each of the kit's cells of one experiment (its rows of `serve_advise.frontier`): the same
     served job and training job, copies and mode; a row per cell, keyed as the kit's (a cell that failed says why in
-    `peer_error`, and the benchmark goes on)."""
+    `peer_error`, and the benchmark goes on). A cell whose `cell.json` under `folder` says it ran as asked is read,
+    not run again: the benchmark resumes a folder carried from an earlier call."""
     serve, train = spec.jobs
     modes = {mode.label: mode for mode in spec.modes}
     rows = []
     for i, row in enumerate(kit_rows.itertuples()):
         keys = {"served": row.served, "mix": row.mix, "mode_label": row.mode_label}
+        cell = folder / f"{spec.name}-{i}"
+        asked = {**keys, "copies": int(row.copies), "rate_per_s": serve.rate_per_s, "seconds": serve.seconds}
+        done = cell / "cell.json"
+        if done.exists() and json.loads(done.read_text())["asked"] == asked:  # a run resumed: this cell ran
+            rows.append({**keys, **peer_figures(json.loads(done.read_text())["result"])})
+            continue
         try:
-            result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], folder / f"{spec.name}-{i}",
-                               spec.placement)
+            result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], cell, spec.placement)
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
             rows.append({**keys, "peer_error": f"{type(error).__name__}: {error}"})
             continue
+        cell.mkdir(parents=True, exist_ok=True)
+        done.write_text(json.dumps({"asked": asked, "result": result}))
         rows.append({**keys, **peer_figures(result)})
     return rows
 
