@@ -14,6 +14,9 @@ fi
 t0=$(date +%s)
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > $OUT/$name-gpu.txt; nproc >> $OUT/$name-gpu.txt
 D=/tmp/inference-$name
+# a folder from an earlier call resumes (its cost rounds, kit and peer cells read, not run again): on a warm machine
+# it is still in /tmp; else carry NAME-folder.tgz from that call's $OUT as .carry/NAME-folder.tgz
+if [ ! -d $D ] && [ -f .carry/$name-folder.tgz ]; then mkdir -p $D && tar xzf .carry/$name-folder.tgz -C $D; fi
 timeout -k 10 ${LIMIT:-560} python3 benchmarks/inference/inference.py --out $D "$@" 2>&1 | tee $OUT/$name.log
 echo "rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a $OUT/$name.log
 for pid in $(pgrep -f nvidia-cuda-mps-control); do
@@ -21,3 +24,4 @@ for pid in $(pgrep -f nvidia-cuda-mps-control); do
   echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 20 nvidia-cuda-mps-control && echo "quit a left MPS daemon ($pipe)"
 done
 tar czf $OUT/$name-results.tgz -C $D --exclude runs . && tar czf $OUT/$name-runs.tgz -C $D runs
+tar czf $OUT/$name-folder.tgz -C $D .   # the whole folder, to carry into the next call
