@@ -112,6 +112,15 @@ def test_a_starved_inference_job_shows_its_p99_grow_and_is_named():
     assert pd.isna(runs.loc["alone", "serve_starved"])
     assert "j0-resnet50 starved" in runs.loc["beside", "serve_starved"]
     assert "> SLO 20 ms" in runs.loc["beside", "serve_starved"]
+    assert "answered 67% of the requests that arrived" in runs.loc["beside", "serve_starved"]  # 15 ms each: 200 of 300
+    # a Poisson draw short of the rate offered, every request answered: not starved (246 arrived at 55.1/s for 5 s)
+    drawn = [i * 5.0 / 246 for i in range(246)]
+    pairs, _ = served(Arrivals.fixed(drawn), service_s=0.002, until=5.0)
+    figures = latency.job_figures(stream_of(pairs, 5.0), (0.0, 5.0), {**spec, "rate_per_s": 55.1})
+    assert figures["answered_share"] == 1.0
+    short = latency.per_run(pd.DataFrame([{"run_id": "r", "job": "j0", "images_per_s": 1.0,
+                                           "images_per_s_overlap": None, **figures}]))
+    assert pd.isna(short["serve_starved"].iloc[0])
     assert runs.loc["beside", "train_images_per_s"] == pytest.approx(250.0)
 
 

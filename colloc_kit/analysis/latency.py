@@ -24,7 +24,8 @@ The rules:
 - **Latency slowdown**: the job's p99 over the p99 of the same serving workload alone in the same experiment (its
   lone baseline; NaN without one).
 - **Starved**: an inference job whose p99 misses its SLO, or that answered less than `STARVED_SERVED_SHARE` of the
-  requests asked of it (open loop); each run names its starved jobs (`serve_starved`). A run's training throughput
+  requests that arrived in its window (`answered_share`, open loop); each run names its starved jobs
+  (`serve_starved`). A run's training throughput
   beside it (`train_images_per_s`) is the sum of its training jobs' images/s in the common window.
 
     >>> stream = [{"type": "interval", "t": 10.0, "interval_s": 10.0, "interval_images": 3, "warmup": False,
@@ -201,9 +202,9 @@ def _starved(row: Mapping[str, Any]) -> str | None:
     p99, slo = row.get("latency_p99_ms"), row.get("slo_ms")
     if _known(p99) and _known(slo) and p99 > slo:
         why.append(f"p99 {p99:.1f} ms > SLO {slo:g} ms")
-    asked, served = row.get("rate_per_s"), row.get("requests_per_s")
-    if _known(asked) and _known(served) and served < STARVED_SERVED_SHARE * asked:
-        why.append(f"answered {served:.1f} of {asked:g} requests/s")
+    share = row.get("answered_share")
+    if _known(row.get("rate_per_s")) and _known(share) and share < STARVED_SERVED_SHARE:
+        why.append(f"answered {share:.0%} of the requests that arrived")
     return f"{row['job']} starved: {', '.join(why)}" if why else None
 
 
