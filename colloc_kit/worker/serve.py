@@ -198,7 +198,7 @@ def serve_requests(spec: JobSpec, writer: events.EventWriter, torch: Any, device
 
 def prime_batches(run: Callable[[int], Any], max_batch: int) -> list[int]:
     """Serve one batch of every size the server can form (1 to `max_batch` requests) before the window: the first
-    batch of a size is slow (cuDNN's autotuning of its shapes, kernels loaded on first use; an H200 took 0.8-2.1 s for
+    batch of a size is slow (cuDNN's autotuning of its shapes, kernels loaded on first use; an H200 took 0.75-2.9 s for
     ResNet-50's first batch of 2 and of 3 requests, every served p99 of issue 51's first runs); returns the sizes.
 
     >>> sizes = []
