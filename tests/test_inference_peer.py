@@ -160,7 +160,7 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     monkeypatch.setattr(inference, "plain_requests", lambda *a: (calls.append("plain"), requests(next(plain)))[1])
     monkeypatch.setattr(inference, "kit_alone",
                         lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
-    args = argparse.Namespace(cost_rounds=4, tiny=True, seconds=1.0)
+    args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=1.0)
     cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
     assert calls == ["plain", "kit", "kit", "plain"] * 2
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
@@ -179,7 +179,7 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     again = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
     assert calls == [] and again.equals(cost)
     plain, kit = iter([10.0, 20.0] * 2), iter([11.0, 22.0] * 2)
-    inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, seconds=2.0), tmp_path, tmp_path / "runs")
+    inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=2.0), tmp_path, tmp_path / "runs")
     assert calls == ["plain", "kit", "kit", "plain"] * 2
 
 

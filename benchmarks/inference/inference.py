@@ -194,7 +194,7 @@ def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -
     """The kit's inference job alone, closed loop with one client (each latency is one request's service): its p50
     (ms, NaN if the run failed) and its measured window's requests ([arrival, answered] seconds)."""
     device = "cpu" if args.tiny else "cuda"
-    job = serve_job({**served, "concurrency": 1}, device, args.seconds, args.tiny, max_batch=1)
+    job = serve_job({**served, "concurrency": 1}, device, args.cost_seconds, args.tiny, max_batch=1)
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-round{round_}")
     results = colloc_kit.run_spec(spec, out=runs, progress=False)
     if "latency_p50_ms" not in results.jobs:
@@ -218,7 +218,7 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     requests: list[dict] = []
     done = out / "plain_vs_kit_requests.json"
     earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
-               if r.get("seconds") == args.seconds}  # a folder resumed: rounds that ran as asked are read
+               if r.get("seconds") == args.cost_seconds}  # a folder resumed: rounds that ran as asked are read
     for round_ in range(args.cost_rounds):
         for name, served in served_here(args).items():
             if (name, round_) in earlier:
@@ -227,10 +227,10 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
                 requests.append(arms)
                 continue
             row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
-            arms = {"model": name, "round": round_, "seconds": args.seconds, "row": row}
+            arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
             if row["first"] == "kit":
                 row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-            arms["plain"] = plain_requests(served, args.tiny, args.seconds)
+            arms["plain"] = plain_requests(served, args.tiny, args.cost_seconds)
             row["plain_p50_ms"] = median_ms(arms["plain"])
             if row["first"] == "plain":
                 row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
     p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
+    p.add_argument("--cost-seconds", type=float, default=None,
+                   help="each cost round's window per arm (default --seconds; 3 s hold about 600 requests of 5 ms)")
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
     p.add_argument("--served", nargs="+", choices=sorted(SERVED), help="only these served models (a GPU run)")
@@ -308,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     given = given_rates(p, args)
     args.seconds = args.seconds or (2.0 if args.tiny else 4.0)
+    args.cost_seconds = args.cost_seconds or args.seconds
     out = Path(args.out)
     runs = out / "runs"
     started = time.monotonic()
