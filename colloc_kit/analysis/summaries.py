@@ -141,12 +141,14 @@ def summarize_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 
-def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+def job_summary(results: Results, reference: pd.DataFrame | None = None,
+                runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per job of each run configuration whose jobs shared the device, over its repeats (a job is matched
     across repeats by its id, e.g. 'j1-resnet26'): its workload (model, precision) and slot,
     `relative_throughput_mean/_std`, its slowdown `epoch_time_growth_mean`, its configured share beside the share it
     had (`share_asked_pct`, `share_had_pct_mean`, `colloc_kit.analysis.fairness`), and its configuration's
     `fairness_index_mean`. What `plots.who_lost` draws; baselines as in `summarize` (`reference=` borrows them).
+    `runs`: `run_summary(results, reference)`'s rows, for a caller that made them already (summarized once).
 
     >>> job_summary(colloc_kit.load("runs"))[["jobs_label", "job", "epoch_time_growth_mean"]]   # doctest: +SKIP
     """
@@ -157,7 +159,8 @@ def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     jobs = results.jobs if trusted else fairness.with_shares(with_baselines(results.jobs, reference))
     if jobs.empty:
         return pd.DataFrame(columns=columns)
-    runs = run_summary(results, reference)[["run_id", "jobs_label", "workloads", "fairness_index"]]
+    runs = (run_summary(results, reference) if runs is None else runs)[["run_id", "jobs_label", "workloads",
+                                                                         "fairness_index"]]
     shared = jobs[~jobs["sequential"].astype(bool) & in_figures(jobs)].merge(runs, on="run_id")
     if shared.empty:
         return pd.DataFrame(columns=columns)
