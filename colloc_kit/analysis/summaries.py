@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Iterable
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -39,7 +39,7 @@ from colloc_kit.statuses import COMPLETE
 __all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
            "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
            "data_name", "run_summary", "summarize", "summarize_runs", "job_summary", "noise", "impossible_gain",
-           "memory_fit", "job_mix_label", "mix_of"]
+           "memory_fit", "job_mix_label", "workloads_by_run", "mix_of"]
 
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -69,7 +69,7 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     rows = []
-    labels = dict(list(jobs.apply(workload_label, axis=1).groupby(jobs["run_id"], sort=False)))  # all jobs at once
+    labels = workloads_by_run(jobs)
     for run_id, run in jobs.groupby("run_id", sort=False):
         counted = run[in_figures(run)]
         rel = counted["relative_throughput"]
@@ -284,8 +284,14 @@ def job_mix_label(run: pd.DataFrame) -> str:
     return mix_of(run.apply(workload_label, axis=1))
 
 
+def workloads_by_run(jobs: pd.DataFrame) -> dict[Any, list[str]]:
+    """Each run's jobs' workload labels (`workload_label`), in job order, by run id: every job labelled at once."""
+    return {run_id: list(labels) for run_id, labels in
+            jobs.apply(workload_label, axis=1).groupby(jobs["run_id"], sort=False)} if len(jobs) else {}
+
+
 def mix_of(labels: Iterable[str]) -> str:
-    """`job_mix_label` of a run's jobs' workload labels, in job order: for a caller that labelled all its jobs at once.
+    """`job_mix_label` of a run's jobs' workload labels, in job order (`workloads_by_run`).
 
     >>> mix_of(["resnet18 bs64", "resnet50 bs64", "resnet18 bs64"])
     '2 x resnet18 bs64 + resnet50 bs64'

@@ -203,11 +203,11 @@ def _without_superseded(results: Results) -> tuple[Results, int]:
 def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
     """Per run: its cell's keys, what it trained (model and dataset of one-workload runs, the mix in study terms),
     and the evidence figures."""
-    rows = []
+    rows, labels = [], analysis.workloads_by_run(results.jobs)
     for run_id, run in results.jobs.groupby("run_id", sort=False):
         names = Counter(name_of(m, models) for m in run["model"])
         first = run.iloc[0]
-        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
+        rows.append({"run_id": run_id, "jobs_label": analysis.mix_of(labels[run_id]), "mix": mix_label(names),
                      "model": first["model"], "dataset": first["dataset"], "amp": first["amp"],
                      "data": analysis.data_name(first["dataset"], first.get("data_root")),
                      "batch_size": first["batch_size"],
