@@ -138,7 +138,12 @@ def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jo
 
 def _tasks(jobs: pd.DataFrame) -> dict[Any, str]:
     """What each run's jobs compute, by run id, whatever data they read or workers they had: its GPU-only twin has
-    the same."""
+    the same.
+
+    >>> _tasks(pd.DataFrame({"run_id": ["a", "a", "b"], "model": ["m2", "m1", "m1"], "batch_size": 8, "amp": "off",
+    ...                      "image_size": 32, "device": "cpu"}))
+    {'a': 'm1 8 off None 32 cpu + m2 8 off None 32 cpu', 'b': 'm1 8 off None 32 cpu'}
+    """
     keys = ["model", "batch_size", "amp", "recipe", "image_size", "device"]
     each = [" ".join(str(job.get(k)) for k in keys)  # (a key the frame lacks reads None)
             for job in jobs[[k for k in keys if k in jobs]].to_dict("records")]
