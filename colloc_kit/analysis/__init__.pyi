@@ -21,6 +21,7 @@ from .summaries import (
     job_summary as job_summary,
     measured_rate as measured_rate,
     memory_fit as memory_fit,
+    mix_of as mix_of,
     impossible_gain as impossible_gain,
     noise as noise,
     run_summary as run_summary,
@@ -28,5 +29,6 @@ from .summaries import (
     summarize_runs as summarize_runs,
     with_baselines as with_baselines,
     workload_label as workload_label,
+    workloads_by_run as workloads_by_run,
 )
 

@@ -68,7 +68,9 @@ def per_run(runs: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
         lambda v: v.mode().iloc[0] if v.notna().any() else None).rename("lone_bound_by") if len(alone) else None
     base = baselines(jobs).set_index(BASELINE_KEYS)
     base = (base.join(verdicts) if verdicts is not None else base.assign(lone_bound_by=None)).reset_index()
-    rows = [_split(run, jobs[jobs["run_id"] == run["run_id"]], base) for _, run in runs.iterrows()]
+    of_run, tasks = dict(list(jobs.groupby("run_id", sort=False))), _tasks(jobs)  # each run's, found once
+    rows = [_split(run, of_run.get(run["run_id"], jobs[:0]), base, tasks.get(run["run_id"], ""))
+            for _, run in runs.iterrows()]
     out = pd.concat([runs.reset_index(drop=True), pd.DataFrame(rows, columns=_SPLIT_ROW)], axis=1)
     out["gpu_only_gain"], out["gpu_only_gain_ci"] = zip(*[_twin(run, out) for _, run in out.iterrows()]) \
         if len(out) else ([], [])
@@ -79,10 +81,10 @@ _SPLIT_ROW = ["study_gain", "study_gain_ci", "gpu_part", "gpu_part_ci", "host_pa
               "gpu_part_base_rel", "host_part_base_rel", "attribution_note", "task"]
 
 
-def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame) -> dict:
+def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame, task: str) -> dict:
     """One run's split (`split_of`) with its CIs and notes; NaN for a lone, sequential or baseline run."""
     counted = jobs[in_figures(jobs)]
-    out = dict.fromkeys(_SPLIT_ROW, math.nan) | {"attribution_note": None, "task": _task(jobs),
+    out = dict.fromkeys(_SPLIT_ROW, math.nan) | {"attribution_note": None, "task": task,
                                                  "study_gain": run["normalized_throughput"],
                                                  "study_gain_ci": run["normalized_throughput_ci"]}
     if isinstance(run["baseline"], str) or len(jobs) < 2 or bool(jobs["sequential"].iloc[0]) or counted.empty:
@@ -134,10 +136,19 @@ def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jo
     return "; ".join(notes) or None
 
 
-def _task(jobs: pd.DataFrame) -> str:
-    """What a run's jobs compute, whatever data they read or workers they had: its GPU-only twin has the same."""
+def _tasks(jobs: pd.DataFrame) -> dict[Any, str]:
+    """What each run's jobs compute, by run id, whatever data they read or workers they had: its GPU-only twin has
+    the same.
+
+    >>> _tasks(pd.DataFrame({"run_id": ["a", "a", "b"], "model": ["m2", "m1", "m1"], "batch_size": 8, "amp": "off",
+    ...                      "image_size": 32, "device": "cpu"}))
+    {'a': 'm1 8 off None 32 cpu + m2 8 off None 32 cpu', 'b': 'm1 8 off None 32 cpu'}
+    """
     keys = ["model", "batch_size", "amp", "recipe", "image_size", "device"]
-    return " + ".join(sorted(" ".join(str(job.get(k)) for k in keys) for _, job in jobs.iterrows()))
+    each = [" ".join(str(job.get(k)) for k in keys)  # (a key the frame lacks reads None)
+            for job in jobs[[k for k in keys if k in jobs]].to_dict("records")]
+    return {run_id: " + ".join(sorted(task))
+            for run_id, task in pd.Series(each, jobs.index, dtype=object).groupby(jobs["run_id"], sort=False)}
 
 
 def _twin(run: pd.Series, runs: pd.DataFrame) -> tuple[float, float]:

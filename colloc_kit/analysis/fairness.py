@@ -113,7 +113,7 @@ def run_fairness(run: pd.DataFrame) -> dict:
     if run.empty or bool(run["sequential"].iloc[0]):  # one after another: each job had the device alone
         return out
     counted = run[in_figures(run)]
-    slow = counted.set_index("job")["epoch_time_growth"].astype(float).dropna() if len(counted) else pd.Series()
+    slow = counted["epoch_time_growth"].astype(float).set_axis(counted["job"]).dropna() if len(counted) else pd.Series()
     if len(slow):
         out.update(slowdown_min=float(slow.min()), slowdown_max=float(slow.max()), least_served=str(slow.idxmax()),
                    slowdowns=", ".join(f"{job} {value:.2f}x" for job, value in slow.sort_index().items()))

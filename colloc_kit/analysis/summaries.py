@@ -15,6 +15,8 @@ one job alone; the seed study's "up to 4x" is 4.0).
 from __future__ import annotations
 
 import math
+from collections import Counter
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -37,7 +39,7 @@ from colloc_kit.statuses import COMPLETE
 __all__ = ["RUN_KEYS", "GROUP_KEYS", "UTILIZATION", "WITH_CI", "RUN_METRICS", "NOISE_LIMIT", "COMPLETE", "WORKLOAD",
            "BASELINE_KEYS", "complete", "measured_rate", "in_figures", "baselines", "with_baselines", "workload_label",
            "data_name", "run_summary", "summarize", "summarize_runs", "job_summary", "noise", "impossible_gain",
-           "memory_fit", "job_mix_label"]
+           "memory_fit", "job_mix_label", "workloads_by_run", "mix_of"]
 
 RUN_KEYS = ["run_id", "experiment", "mode", "mode_label", "copies", "repeat"]
 GROUP_KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label", "workloads"]  # a run configuration
@@ -67,14 +69,15 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     if jobs.empty:
         return pd.DataFrame(columns=columns)
     rows = []
+    labels = workloads_by_run(jobs)
     for run_id, run in jobs.groupby("run_id", sort=False):
         counted = run[in_figures(run)]
         rel = counted["relative_throughput"]
         normalized = _combined(rel, counted, bool(run["sequential"].iloc[0])) if len(rel) and rel.notna().all() \
             else math.nan
         rows.append({
-            "run_id": run_id, "jobs_label": job_mix_label(run),
-            "workloads": " + ".join(sorted(set(run.apply(workload_label, axis=1)))),
+            "run_id": run_id, "jobs_label": mix_of(labels[run_id]),
+            "workloads": " + ".join(sorted(set(labels[run_id]))),
             "normalized_throughput": normalized, "baseline_rel_ci": _mean_of(counted, "baseline_rel_ci"),
             "epoch_time_growth": counted["epoch_time_growth"].mean(),
             "steady_gpu_memory_mb_sum": run["steady_gpu_memory_mb"].sum(min_count=1)
@@ -141,12 +144,14 @@ def summarize_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return summary.sort_values(["experiment", "mode_label", "copies"], ignore_index=True)
 
 
-def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
+def job_summary(results: Results, reference: pd.DataFrame | None = None,
+                runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per job of each run configuration whose jobs shared the device, over its repeats (a job is matched
     across repeats by its id, e.g. 'j1-resnet26'): its workload (model, precision) and slot,
     `relative_throughput_mean/_std`, its slowdown `epoch_time_growth_mean`, its configured share beside the share it
     had (`share_asked_pct`, `share_had_pct_mean`, `colloc_kit.analysis.fairness`), and its configuration's
     `fairness_index_mean`. What `plots.who_lost` draws; baselines as in `summarize` (`reference=` borrows them).
+    `runs`: `run_summary(results, reference)`'s rows, for a caller that made them already (summarized once).
 
     >>> job_summary(colloc_kit.load("runs"))[["jobs_label", "job", "epoch_time_growth_mean"]]   # doctest: +SKIP
     """
@@ -157,7 +162,8 @@ def job_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
     jobs = results.jobs if trusted else fairness.with_shares(with_baselines(results.jobs, reference))
     if jobs.empty:
         return pd.DataFrame(columns=columns)
-    runs = run_summary(results, reference)[["run_id", "jobs_label", "workloads", "fairness_index"]]
+    runs = (run_summary(results, reference) if runs is None else runs)[["run_id", "jobs_label", "workloads",
+                                                                         "fairness_index"]]
     shared = jobs[~jobs["sequential"].astype(bool) & in_figures(jobs)].merge(runs, on="run_id")
     if shared.empty:
         return pd.DataFrame(columns=columns)
@@ -275,7 +281,22 @@ def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFr
 
 def job_mix_label(run: pd.DataFrame) -> str:
     """What a run trained, e.g. '2 x resnet18 bs64' or 'resnet152 bs32 + resnet50 bs64'."""
-    counts = run.apply(workload_label, axis=1).value_counts(sort=False)
+    return mix_of(run.apply(workload_label, axis=1))
+
+
+def workloads_by_run(jobs: pd.DataFrame) -> dict[Any, list[str]]:
+    """Each run's jobs' workload labels (`workload_label`), in job order, by run id: every job labelled at once."""
+    return {run_id: list(labels) for run_id, labels in
+            jobs.apply(workload_label, axis=1).groupby(jobs["run_id"], sort=False)} if len(jobs) else {}
+
+
+def mix_of(labels: Iterable[str]) -> str:
+    """`job_mix_label` of a run's jobs' workload labels, in job order (`workloads_by_run`).
+
+    >>> mix_of(["resnet18 bs64", "resnet50 bs64", "resnet18 bs64"])
+    '2 x resnet18 bs64 + resnet50 bs64'
+    """
+    counts = Counter(labels)  # in the order first seen
     return " + ".join(f"{n} x {label}" if n > 1 else label for label, n in counts.items())
 
 

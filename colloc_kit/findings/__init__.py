@@ -68,8 +68,10 @@ from colloc_kit.findings.read import (
     layout_key,
     mix_label,
     name_of,
+    Part,
     part_of,
     read,
+    summarized,
 )
 from colloc_kit.findings.missing import OUT_OF_MEMORY, PREDICTED, missing_cells, with_margin
 from colloc_kit.findings.sharing import MIG_CLAIM, MPS_CLAIM, NOT_MIG, comparable, judge_mig, judge_mps
@@ -93,7 +95,8 @@ from colloc_kit.findings.render import (
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "PREDICTED",
            "OUT_OF_MEMORY", "with_margin", "read", "gpu_of",
-           "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "missing_cells", "as_run",
+           "kind_of", "layout_key", "name_of", "configurations", "Part", "part_of", "summarized", "mix_label",
+           "missing_cells", "as_run",
            "AGREES", "PARTLY", "DISAGREES", "CANNOT_TELL", "NOT_MEASURED", "VERDICTS", "Cell", "Decision", "ahead",
            "settle", "verdict", "listed", "grouped",
            "CLAIMED_GAIN", "GAIN_RULE", "short_name", "gain_outcome", "judge_cells", "judge_gain", "attribution",

@@ -10,12 +10,13 @@ It reads `read`'s runs; `render` writes what `fairness_findings` returns as a se
 from __future__ import annotations
 
 from collections import Counter
+from typing import Mapping
 
 import pandas as pd
 
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results
-from colloc_kit.findings.read import MIX_MODELS, MPS, NAIVE, kind_of, mix_label, name_of, part_of
+from colloc_kit.findings.read import MIX_MODELS, MPS, NAIVE, Part, kind_of, mix_label, name_of, summarized
 
 __all__ = ["FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
            "fairness_findings"]
@@ -33,13 +34,15 @@ KEYS = ["experiment", "mode", "mode_label", "copies", "jobs_label"]  # one run c
 TIE = 0.01  # Jain indexes closer than this are not told apart in the findings
 
 
-def shared_jobs(results: Results, experiment: str, models: dict[str, str] | None = None) -> pd.DataFrame:
+def shared_jobs(results: Results, experiment: str, models: dict[str, str] | None = None,
+                part: Part | None = None) -> pd.DataFrame:
     """One row per job of each cell of `experiment` whose jobs shared the card (`analysis.job_summary`, baselines as
     `read.configurations` takes them) with its kind and layout, its model's name in the study (`name`, e.g. 'R26')
     and its `cell` in the study's words: the mix ('R152 + R26 as 1+2'), else the workload and its jobs ('R26 bf16 x3').
+    `part`: `read.summarized(results, experiment)` where the caller has it.
     """
-    part, reference, _ = part_of(results, experiment)
-    jobs = analysis.job_summary(part, reference)
+    part = summarized(results, experiment) if part is None else part
+    jobs = analysis.job_summary(part.results, part.reference, part.runs)
     if jobs.empty:
         return jobs.assign(kind=pd.Series(dtype=str), layout="", name="", cell="")
     models = models or MIX_MODELS
@@ -112,11 +115,14 @@ def shares_table(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def fairness_findings(results: Results, models: dict[str, str] | None = None,
-                      experiments: tuple[str, ...] = ("seed-33", "seed-37")) -> dict | None:
+                      experiments: tuple[str, ...] = ("seed-33", "seed-37"),
+                      summaries: Mapping[str, Part] | None = None) -> dict | None:
     """The section's content: `shows` (one line), `evidence` (naive against MPS in each cell where either left a job
-    behind, index under 1 - `TIE`; one line for the rest), `least_fair` and `shares` (tables, for reading); None
-    where no run of `experiments` shared the card with baselines for its jobs."""
-    parts = [shared_jobs(results, e, models) for e in experiments if e in set(results.runs.get("experiment", []))]
+    behind, index under 1 - `TIE`; one line for the rest), `least_fair` and `shares` (tables, for reading), `jobs`
+    (`shared_jobs` of `experiments`, for a figure); None where no run of `experiments` shared the card with baselines
+    for its jobs. `summaries`: `read.summarized` of experiments, where the caller has them."""
+    parts = [shared_jobs(results, e, models, (summaries or {}).get(e)) for e in experiments
+             if e in set(results.runs.get("experiment", []))]
     parts = [p for p in parts if len(p)]
     jobs = pd.concat(parts, ignore_index=True) if parts else None
     if jobs is None or jobs["fairness_index_mean"].isna().all():
@@ -136,4 +142,4 @@ def fairness_findings(results: Results, models: dict[str, str] | None = None,
         low = min(naive[~at_stake].min(), mps[~at_stake].min())
         evidence.append(f"the other {int((~at_stake).sum())} cells kept an index of at least {low:.3f} under both")
     shown = worst.assign(**{"Jain index": worst["Jain index"].map("{:.3f}".format)})
-    return {"shows": shows, "evidence": evidence, "least_fair": shown, "shares": shares_table(jobs)}
+    return {"shows": shows, "evidence": evidence, "least_fair": shown, "shares": shares_table(jobs), "jobs": jobs}

@@ -15,6 +15,7 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -26,7 +27,8 @@ from colloc_kit.gpu.mig_catalogue import gpu_model, model_for_device
 from colloc_kit.statuses import COMPLETE
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE",
-           "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "part_of", "mix_label", "as_run"]
+           "read", "gpu_of", "kind_of", "layout_key", "name_of", "configurations", "Part", "part_of", "summarized",
+           "mix_label", "as_run"]
 
 ALONE, NAIVE, MPS, PARTITION, MIG = "alone", "naive", "MPS", seed.PARTITION_LABEL, "MIG"
 KINDS = (NAIVE, MPS, PARTITION, MIG)  # the ways of sharing, in the order tables show them
@@ -119,23 +121,34 @@ def name_of(model: str, models: dict[str, str]) -> str | None:
     return None
 
 
-def configurations(results: Results, experiment: str,
-                   models: dict[str, str] | None = None) -> tuple[pd.DataFrame, str | None]:
+class Part(NamedTuple):
+    """One experiment's runs as the findings read them (`part_of`) and their `analysis.run_summary` rows: what
+    `configurations` (its cells) and `fairness.shared_jobs` (its jobs) both start from, summarized once."""
+
+    results: Results
+    reference: pd.DataFrame | None
+    note: str | None
+    runs: pd.DataFrame
+
+
+def configurations(results: Results, experiment: str, models: dict[str, str] | None = None,
+                   part: Part | None = None) -> tuple[pd.DataFrame, str | None]:
     """One row per cell of `experiment` (`analysis.summarize`'s columns) with its kind and layout, the workload or
     mix it trained in the study's terms (`models`: {'R26': model, ...}, the study's timm models by default), and
     the evidence beside summarize's SM activity: input wait share, host CPU, jobs, failed jobs and jobs out of memory
     (`<figure>_mean/_std`). Baselines come from the experiment's own lone runs; where a workload has none there they
-    are borrowed from the other experiments of `results`, and the note says so (else None).
+    are borrowed from the other experiments of `results`, and the note says so (else None). `part`:
+    `summarized(results, experiment)` where the caller has it.
     """
     models = models or MIX_MODELS
-    part = results.of_experiments([experiment])
-    if part.runs.empty:
-        columns = [*analysis.summarize(part).columns, "mix", "model", "dataset", "data", "amp", "batch_size",
+    own = results.of_experiments([experiment])
+    if own.runs.empty:
+        columns = [*analysis.summarize(own).columns, "mix", "model", "dataset", "data", "amp", "batch_size",
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
-    part, reference, note = part_of(results, experiment)
-    summary = analysis.summarize(part, reference)
-    per_run = _run_evidence(part, models)
+    part = summarized(results, experiment) if part is None else part
+    summary = analysis.summarize_runs(part.runs)
+    per_run = _run_evidence(part.results, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
     stats = per_run.groupby(keys, dropna=False).agg(
         mix=("mix", "first"), model=("model", "first"), dataset=("dataset", "first"), data=("data", "first"),
@@ -146,7 +159,13 @@ def configurations(results: Results, experiment: str,
     kinds = [kind_of(m, label) for m, label in zip(out["mode"], out["mode_label"])]
     out["kind"] = [k for k, _ in kinds]
     out["layout"] = [layout or "" for _, layout in kinds]  # "" where the kind has no layout
-    return out, note
+    return out, part.note
+
+
+def summarized(results: Results, experiment: str) -> Part:
+    """The runs of `experiment` the findings read (`part_of`), summarized (`analysis.run_summary`)."""
+    part, reference, note = part_of(results, experiment)
+    return Part(part, reference, note, analysis.run_summary(part, reference))
 
 
 def part_of(results: Results, experiment: str) -> tuple[Results, pd.DataFrame | None, str | None]:
@@ -184,11 +203,11 @@ def _without_superseded(results: Results) -> tuple[Results, int]:
 def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
     """Per run: its cell's keys, what it trained (model and dataset of one-workload runs, the mix in study terms),
     and the evidence figures."""
-    rows = []
+    rows, labels = [], analysis.workloads_by_run(results.jobs)
     for run_id, run in results.jobs.groupby("run_id", sort=False):
         names = Counter(name_of(m, models) for m in run["model"])
         first = run.iloc[0]
-        rows.append({"run_id": run_id, "jobs_label": analysis.job_mix_label(run), "mix": mix_label(names),
+        rows.append({"run_id": run_id, "jobs_label": analysis.mix_of(labels[run_id]), "mix": mix_label(names),
                      "model": first["model"], "dataset": first["dataset"], "amp": first["amp"],
                      "data": analysis.data_name(first["dataset"], first.get("data_root")),
                      "batch_size": first["batch_size"],

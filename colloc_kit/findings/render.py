@@ -24,7 +24,7 @@ from colloc_kit.findings.charts import TITLES
 from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from colloc_kit.findings.missing import missing_cells
-from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations
+from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, summarized
 from colloc_kit.findings.verdict import grouped, listed
 from colloc_kit.gpu.mig_catalogue import gpu_model
 from colloc_kit.predict import check as predict_check
@@ -67,9 +67,11 @@ class Report:
 def report(results: Results, gpu: str, models: dict[str, str] | None = None, source: str = "",
            not_run: pd.DataFrame | None = None) -> Report:
     """The findings of `results` on `gpu`'s MIG tables: the cells, the claims judged, and what the appendix shows."""
-    all33, note33 = configurations(results, "seed-33", models)
+    ran = set(results.runs.get("experiment", []))
+    parts = {e: summarized(results, e) for e in ("seed-33", "seed-37") if e in ran}  # for the cells and fairness both
+    all33, note33 = configurations(results, "seed-33", models, parts.get("seed-33"))
     cells33, variant33 = as_run(all33)
-    cells37, note37 = configurations(results, "seed-37", models)
+    cells37, note37 = configurations(results, "seed-37", models, parts.get("seed-37"))
     placements = mig_placements([gpu, STUDY_GPU])
     fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
         if len(results.jobs) else pd.DataFrame(columns=["workload", "capacity", "copies_fit", "steady_gpu_memory_mb"])
@@ -82,7 +84,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
     return Report(gpu, source or "the runs given", [n for n in (note33, note37) if n],
                   cells33, variant33, cells37, fit, placements, not_run,
                   claims(cells33, cells37, placements, fit, gpu, not_run, variant33, like33), like33,
-                  prediction_errors(), fairness_findings(results, models), noise)
+                  prediction_errors(), fairness_findings(results, models, summaries=parts), noise)
 
 
 def verdicts(found: Report) -> pd.DataFrame:

@@ -114,11 +114,13 @@ def cells(results: Results, lone_from: Results | None = None, lone_experiment: s
     reference = None if lone_from is None else lone_from.jobs
     per_run = analysis.run_summary(results, reference=reference)
     summary = analysis.summarize_runs(per_run)
+    keys = ["experiment", "mode_label", "copies", "jobs_label"]
+    first_run = {tuple(key): run_id for *key, run_id in per_run.drop_duplicates(keys)[[*keys, "run_id"]].itertuples(
+        index=False, name=None)}  # each configuration's first run, and every run's jobs: found once
+    jobs_of = dict(list(results.jobs.groupby("run_id", sort=False)))
     out, lone_of = [], {}
     for row in summary.itertuples(index=False):
-        runs = per_run[(per_run["experiment"] == row.experiment) & (per_run["mode_label"] == row.mode_label)
-                       & (per_run["copies"] == row.copies) & (per_run["jobs_label"] == row.jobs_label)]
-        first = results.jobs[results.jobs["run_id"] == runs["run_id"].iloc[0]].sort_values("job")
+        first = jobs_of[first_run[row.experiment, row.mode_label, row.copies, row.jobs_label]].sort_values("job")
         if len(first) < 2 or bool(first["sequential"].iloc[0]) or row.normalized_throughput_mean != \
                 row.normalized_throughput_mean:
             continue
