@@ -19,12 +19,16 @@ same cell with the inference job closed-loop: `capacity_per_s`), a rate above it
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
 p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
-rounds: the ratio kit / plain is taken per round, plain then kit, and its mean given with its 95 % CI), `summary.md`,
-with --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
-writes them, for `colloc-kit show` and the reference set `h100-inference`).
+rounds: the ratio kit / plain is taken per round, plain then kit, and its mean given with its 95 % CI; the same
+rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with --confirm
+`confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit writes them,
+for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out resumes it: cost
+rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one call of a lent
+machine runs over several, `lent_call.sh`).
 
     python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
     python benchmarks/inference/inference.py --served resnet50 --mixes resnet50x1 --out $OUT/r50   # one model, mix
+    python benchmarks/inference/inference.py --served resnet50 --rate resnet50=55.1 --out $OUT/r50  # an earlier rate
     python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
 
