@@ -58,6 +58,22 @@ def test_the_split_multiplies_to_the_study_gain_and_names_the_ceiling():
     assert row["gpu_only_gain_mean"] == pytest.approx(240 / 200)  # the synthetic twin against the synthetic lone job
 
 
+def test_each_run_takes_the_gpu_only_twin_that_computes_what_it_computes():
+    """Two workloads in one experiment, mode and copy count: each run's GPU-only gain is its own synthetic twin's (the
+    same task: model, batch, precision, image size, device), never a mean over both twins (1.35 here)."""
+    def other(rows):
+        return [{**row, "model": "other"} for row in rows]
+
+    rows = [*STUDY, *other(_rows("lone2", "exclusive", 1, [50.0], 4)),
+            *other(_rows("hm2", "exclusive", 1, [75.0], 12, "host-matched-y")),
+            *other(_rows("mps3b", "mps", 3, [30.0, 30.0, 30.0], 4)),
+            *other(_rows("g1b", "exclusive", 1, [100.0], 4, "gpu-only-c", "synthetic")),
+            *other(_rows("g3b", "mps", 3, [50.0, 50.0, 50.0], 4, "gpu-only-d", "synthetic"))]
+    runs = summaries.run_summary(_results(rows)).set_index("run_id")
+    assert runs.loc["mps3", "gpu_only_gain"] == pytest.approx(240 / 200)
+    assert runs.loc["mps3b", "gpu_only_gain"] == pytest.approx(150 / 100)
+
+
 def test_a_mix_is_split_against_each_job_alone_with_the_whole_cells_workers():
     parts = attribution.split_of(rates=[50.0, 30.0], configured=[100.0, 40.0], host_matched=[125.0, 60.0])
     assert parts["study_gain"] == pytest.approx(0.5 + 0.75)
