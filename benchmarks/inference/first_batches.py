@@ -10,13 +10,15 @@ autotuning of its shapes, kernels loaded on first use): `worker.serve.prime_batc
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+from colloc_kit.analysis.latency import percentile_ci
+from colloc_kit.store.rundir import read_events
 
 __all__ = ["first_batches", "main", "unprimed_tail"]
 
@@ -62,8 +64,7 @@ def _batches(events: list[dict]) -> tuple[dict[int, list[tuple[float, float]]], 
     requests = [(arrival, done) for done, (_, arrivals) in batches.items() for arrival in arrivals]
     if not requests:
         return {}, []
-    latencies = sorted(done - arrival for arrival, done in requests)
-    p99 = latencies[math.ceil(0.99 * len(latencies)) - 1]
+    p99 = percentile_ci([done - arrival for arrival, done in requests], 0.99)[0]
     by_size: dict[int, list] = {}
     for done in sorted(batches):
         by_size.setdefault(len(batches[done][1]), []).append((done, batches[done][0]))
@@ -84,8 +85,7 @@ def main(argv: list[str]) -> int:
             with tarfile.open(source) as packed:
                 packed.extractall(folder, filter="data")
             source = Path(folder)
-        streams = {f"{f.parents[1].parent.name}/{f.parents[1].name}": [json.loads(line) for line in
-                                                                       f.read_text().splitlines()]
+        streams = {f"{f.parents[1].parent.name}/{f.parents[1].name}": read_events(f)
                    for f in sorted(source.glob("**/jobs/j0-*.events.jsonl"))}
         print("Per run: the requests at or above its p99 in or behind the first batch of a size the server had not "
               "primed (the `ready` event's `primed_batches`; before them 1 and `max_batch` requests)\n")

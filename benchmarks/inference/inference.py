@@ -56,6 +56,7 @@ from colloc_kit.analysis.latency import PARTS
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
+from colloc_kit.store.rundir import read_events
 from host_state import FAST_FACTOR, state_table  # siblings: on sys.path when this file runs as a script
 from peer_beside import kit_vs_peer, peer_experiment
 
@@ -204,7 +205,7 @@ def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -
     if "latency_p50_ms" not in results.jobs:
         return math.nan, []
     requests = [request for events_file in Path(results.runs["run_dir"].iloc[0]).glob("jobs/*.events.jsonl")
-                for event in map(json.loads, events_file.read_text().splitlines())
+                for event in read_events(events_file)
                 if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
                 for request in event.get("requests") or ()]
     return float(results.jobs["latency_p50_ms"].iloc[0]), requests
@@ -223,6 +224,7 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     done = out / "plain_vs_kit_requests.json"
     earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
                if r.get("seconds") == args.cost_seconds}  # a folder resumed: rounds that ran as asked are read
+    others = [r for (model, _), r in earlier.items() if model not in served_here(args)]  # kept in the file as read
     for round_ in range(args.cost_rounds):
         for name, served in served_here(args).items():
             if (name, round_) in earlier:
@@ -241,7 +243,6 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
             rounds.append(row)
             requests.append(arms)
             pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
-            others = [r for (model, _), r in earlier.items() if model not in served_here(args)]
             done.write_text(json.dumps([*requests, *others]))
     state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])

@@ -109,8 +109,9 @@ def peer_experiment(spec: ExperimentSpec, kit_rows: pd.DataFrame, folder: Path) 
         cell = folder / f"{spec.name}-{i}"
         asked = {**keys, "copies": int(row.copies), "rate_per_s": serve.rate_per_s, "seconds": serve.seconds}
         done = cell / "cell.json"
-        if done.exists() and json.loads(done.read_text())["asked"] == asked:  # a run resumed: this cell ran
-            rows.append({**keys, **peer_figures(json.loads(done.read_text())["result"])})
+        ran = json.loads(done.read_text()) if done.exists() else {}
+        if ran.get("asked") == asked:  # a run resumed: this cell ran
+            rows.append({**keys, **peer_figures(ran["result"])})
             continue
         try:
             result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], cell, spec.placement)
