@@ -19,8 +19,8 @@ from colloc_kit.paths import absolute
 from colloc_kit.spec.checks import excerpt, is_int, is_positive_number, listed, require
 from colloc_kit.serving import check_serving
 
-__all__ = ["AMP_CHOICES", "BUDGETS", "DEVICE_CHOICES", "FAULTS", "FAULT_CHOICES", "JobSpec", "RECIPE_CHOICES",
-           "RECIPE_DEFAULTS", "with_changes"]
+__all__ = ["AMP_CHOICES", "BUDGETS", "DEVICE_CHOICES", "FAULTS", "FAULT_CHOICES", "FEED_FIELDS", "JobSpec",
+           "RECIPE_CHOICES", "RECIPE_DEFAULTS", "with_changes"]
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
@@ -33,6 +33,7 @@ RECIPE_CHOICES = ("kit", "seed")
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
 BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
+FEED_FIELDS = ("workers", "dataset", "data_root", "image_size")  # where its batches come from: what a feed swap changes
 
 
 def with_changes(job: Mapping[str, Any], changes: Mapping[str, Any]) -> dict:
