@@ -170,6 +170,14 @@ class JobSpec:
         """
         return dataclasses.replace(self, **changes)
 
+    def feed_changes(self, to: "JobSpec") -> dict[str, Any]:
+        """The feed fields (`FEED_FIELDS`) in which `to` differs from this job: what a feed swap tells its worker.
+
+        >>> JobSpec(model="resnet18", dataset="cifar10").feed_changes(JobSpec(model="resnet18", image_size=32))
+        {'dataset': 'synthetic', 'image_size': 32}
+        """
+        return {name: getattr(to, name) for name in FEED_FIELDS if getattr(to, name) != getattr(self, name)}
+
     def to_argv(self) -> list[str]:
         """Command-line options for `python -m colloc_kit.worker` that rebuild this spec."""
         argv: list[str] = []

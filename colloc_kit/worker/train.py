@@ -33,7 +33,6 @@ import re
 import resource
 import signal
 import sys
-import threading
 import time
 import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
@@ -50,6 +49,7 @@ from colloc_kit.worker.process import peak_rss_mb, quick_start, started_at
 from colloc_kit.worker.reasons import out_of_host_memory, reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
+from colloc_kit.worker.stdin import begin
 
 __all__ = ["CUDA_WORDS", "EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_LAUNCHER_GONE", "EXIT_OK",
            "MESSAGE_CHARS", "error_kind", "leave", "main", "parser"]
@@ -162,7 +162,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     torch.backends.cudnn.benchmark = cuda and spec.cudnn_autotune == "study"  # off: another workload (JobSpec)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     if spec.role == SERVE:  # an inference job: its own loop, the same events and barrier
-        return serve_requests(spec, writer, torch, device, lambda: _begin(barrier),
+        return serve_requests(spec, writer, torch, device, lambda: begin(barrier),
                               {"launched_at": launched_at, "imported_t": imported_t})
 
     feed = build_feed(spec, device)
@@ -185,7 +185,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                  primed_s=time.perf_counter() - prime_t0, feed_s=fed_t - imported_t, model_s=modelled_t - fed_t,
                  first_batch_s=built_t - modelled_t, quick_start=early, **_described(torch, spec, feed, model, device))
     writer.emit(events.READY, **ready)
-    launcher = _begin(barrier)
+    launcher = begin(barrier)
     if launcher is None:
         return EXIT_LAUNCHER_GONE
     stream = _stream(first, batches, feed.epoch)
@@ -306,64 +306,6 @@ def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]])
     yield from rest
     while True:
         yield from epoch()
-
-
-def _begin(barrier: bool) -> "_Launcher | None":
-    """Wait at the start barrier (with one); the launcher's side of stdin from then on, or None if it went away."""
-    if barrier and not sys.stdin.readline():
-        return None
-    return _Launcher(listen=barrier)
-
-
-class _Launcher:
-    """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, train on
-    held until `go`: a warm repeat's next window, or until `stop`), `feed {json}` (while held: a feed swap, taken by
-    `take_feed`) or EOF when the launcher is gone.
-
-    Without a launcher (`listen=False`) the job stops as soon as its window is measured.
-    """
-
-    def __init__(self, listen: bool):
-        self.said_stop, self.paused, self.said_go, self.gone = (threading.Event() for _ in range(4))
-        self.asked_feed: str | None = None  # a `feed` line's JSON, until taken
-        if not listen:
-            self.said_stop.set()
-            return
-        threading.Thread(target=self._listen, name="launcher-stdin", daemon=True).start()
-
-    def holding(self) -> bool:
-        """After a window's end: whether the job is paused, not yet told what next (it trains on, held, meanwhile)."""
-        return self.paused.is_set() and not (self.said_go.is_set() or self.gone.is_set())
-
-    def take_feed(self) -> str | None:
-        """The JSON of a `feed` line said since the last call, if any (taken: said once, swapped once)."""
-        asked, self.asked_feed = self.asked_feed, None
-        return asked
-
-    def again(self) -> bool:
-        """After the hold: whether the launcher asked for another window (it paused the job and then said go);
-        False where it said stop or went away (the job leaves, its windows complete)."""
-        if not (self.paused.is_set() and self.said_go.is_set()):
-            return False
-        for said in (self.said_stop, self.paused, self.said_go):
-            said.clear()
-        return True
-
-    def _listen(self) -> None:
-        for line in sys.stdin:
-            said = line.strip()
-            if said == events.PAUSE:
-                self.paused.set()  # before said_stop: the window it ends leads into the hold
-            elif said == events.STOP:
-                self.paused.clear()  # stop, also after a pause: leave
-            elif said == events.GO:
-                self.said_go.set()
-            elif said.startswith(f"{events.FEED} "):
-                self.asked_feed = said.removeprefix(events.FEED).strip()
-            if said in (events.STOP, events.PAUSE):
-                self.said_stop.set()
-        self.gone.set()
-        self.said_stop.set()
 
 
 def _device(torch: Any, kind: str) -> Any:
