@@ -2,15 +2,28 @@
 twin, the feed replaced in the same worker processes (`feed {json}` on a held worker's stdin), on real CPU workers
 (processes, loader workers, the stdin protocol) and fake CIFAR-10 files on disk."""
 
+import dataclasses
 import json
 import subprocess
 import sys
+from collections import Counter
+from pathlib import Path
 
 import psutil
 import pytest
 from fake_datasets import write_cifar10
+from processes import kit_processes_below_us
+from test_warm_repeats import TINY, cell_phases_module, ready_of, windows
 
 from colloc_kit import events
+from colloc_kit.experiments import seed as study
+from colloc_kit.pipeline.api import run_spec
+from colloc_kit.pipeline.cell import Placement
+from colloc_kit.pipeline.cells import cells, warm_launches, warm_order
+from colloc_kit.pipeline.executors.dispatcher import _LaneProcess, _next_for
+from colloc_kit.pipeline.lane import Lane
+from colloc_kit.pipeline.progress import Progress
+from colloc_kit.spec import ExperimentSpec, JobSpec
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +109,130 @@ def test_a_swap_the_model_was_not_built_for_is_refused_and_the_worker_leaves_wit
     assert error["kind"] == "bad_input" and says in error["message"], error
     assert worker.proc.wait(timeout=30) == 2 and gone(loaders)
     worker.proc.stdin.close()
+
+
+def swapping(cifar, **fields):
+    """Two copies of a tiny job on CIFAR-10 files (two loader workers each), warm repeats with feed swaps, the
+    GPU-only twins as baselines."""
+    job = JobSpec(**{**TINY, "dataset": "cifar10", "data_root": str(cifar), "workers": 2})
+    return ExperimentSpec(jobs=[job], copies=[2], repeats=2, warm_repeats=True, feed_swaps=True,
+                          baselines=["gpu-only"], monitor=False, **fields)
+
+
+def loaders_of(pids):
+    return [child for pid in pids for child in psutil.Process(pid).children(recursive=True)]
+
+
+@pytest.fixture
+def lane(tmp_path):
+    placement = Placement(gpu=0, gpu_uuid=None, gpu_name=None, hostname="here", machine_file=tmp_path / "m.json")
+
+    def started(spec):
+        return Lane(spec, placement, tmp_path, Progress(total_runs=1, enabled=False))
+    return started
+
+
+@pytest.mark.slow
+def test_a_twin_measures_its_cells_launch_its_feed_swapped_the_old_loader_processes_ended(cifar, tmp_path, lane):
+    """After the cell's last repeat, its GPU-only twin's first repeat takes the kept launch: the same worker
+    processes, their loader workers ended (none left), a window that says which run's feed it replaced and warms up
+    again; the twin's next repeat is a plain later window; a twin with no cell of its own launches afresh."""
+    spec = swapping(cifar)
+    order = warm_order(cells(spec))
+    assert [c.label for c in order] == ["naive-x2-r0", "naive-x2-r1", "gpu-only-naive-x2-r0", "gpu-only-naive-x2-r1",
+                                        "gpu-only-exclusive-x1-r0", "gpu-only-exclusive-x1-r1"]
+    with lane(spec) as running:
+        for cell in order[:2]:
+            running.run(cell)
+        workers = sorted(running.kept.launch.wave.pids())
+        loaders = loaders_of(workers)
+        assert len(loaders) == 4, "two loader workers per job, alive while held"
+        running.run(order[2])
+        assert sorted(running.kept.launch.wave.pids()) == workers, "the same launch"
+        assert not [p for p in loaders if psutil.pid_exists(p.pid)] and loaders_of(workers) == []
+        for cell in order[3:]:
+            running.run(cell)
+    found = windows(tmp_path / spec.name)
+    study_r0, study_r1 = found["naive-x2-r0"][0], found["naive-x2-r1"][0]
+    swapped, later = found["gpu-only-naive-x2-r0"], found["gpu-only-naive-x2-r1"]
+    assert {m.status.value for m, _ in found.values()} == {"complete"}
+    assert (swapped[0].warm.launch, swapped[0].warm.window, swapped[0].warm.feed_from) == (
+        study_r0.run_id, 2, study_r1.run_id)
+    assert swapped[0].warm.warmup_steps is None, "the jobs' specs' warm-up, on the new feed"
+    assert (later[0].warm.window, later[0].warm.feed_from, later[0].warm.warmup_steps) == (3, None, 0)
+    for stream in swapped[1].values():
+        ready = ready_of(stream)
+        assert ready["feed_swap"] and ready["pid"] in workers and ready["dataset"] == "synthetic"
+        assert ready["num_classes"] == 10, "the model's head kept: synthetic labels of its classes"
+        assert [e for e in stream if e["type"] == events.INTERVAL and e["warmup"]]
+    assert all(entry.spec["dataset"] == "synthetic" for entry in swapped[0].jobs)
+    assert found["gpu-only-exclusive-x1-r0"][0].warm.window == 0, "no cell to swap from: a launch of its own"
+    assert Counter(row["launch"] for row in cell_phases_module().cell_phases(tmp_path / spec.name)) == {
+        "warm, first": 2, "warm, later": 3, "warm, swapped": 1}
+    assert kit_processes_below_us() == []
+
+
+@pytest.mark.slow
+def test_a_swap_that_fails_fails_its_window_and_closes_the_launch(cifar, tmp_path, lane):
+    """A twin whose feed the model was not built for (another image size): each job refuses the swap (bad input), the
+    window's run fails with that reason, its launch is closed (no process left) and the next cell starts afresh."""
+    spec = swapping(cifar)
+    order = warm_order(cells(spec))
+    wrong = dataclasses.replace(order[2], jobs=tuple(job.with_(image_size=64) for job in order[2].jobs))
+    with lane(spec) as running:
+        running.run(order[0])
+        workers = running.kept.launch.wave.pids()
+        running.run(wrong)
+        assert running.kept.launch is None and not [pid for pid in workers if psutil.pid_exists(pid)]
+        running.run(order[3])
+    found = windows(tmp_path / spec.name)
+    failed, _ = found["gpu-only-naive-x2-r0"]
+    assert failed.status.value == "failed_jobs" and failed.warm.feed_from == found["naive-x2-r0"][0].run_id
+    assert {(j.outcome.error_kind, "built for 10 classes at 32 px" in j.outcome.error) for j in failed.jobs} == {
+        ("bad_input", True)}
+    assert found["gpu-only-naive-x2-r1"][0].warm.window == 0, "the next repeat: a launch of its own"
+    assert kit_processes_below_us() == []
+
+
+@pytest.mark.slow
+def test_run_spec_runs_each_twin_on_its_cells_launch_under_an_id_of_its_own(cifar, tmp_path):
+    """The whole path (`run_spec`, one lane): every cell complete, each swapped twin's id apart from one launched
+    afresh (a warm spec without feed swaps), the cells of the spec's jobs shared."""
+    spec = swapping(cifar)
+    results = run_spec(spec, out=tmp_path, progress=False)
+    assert len(results.runs) == 6 and set(results.runs["status"]) == {"complete"}
+    feed_from = {m.cell_id: m.warm.feed_from for m, _ in windows(tmp_path / spec.name).values()}
+    assert [cell_id.split("-r")[0] for cell_id, run in feed_from.items() if run] == ["gpu-only-naive-x2"]
+    plain = {c.cell_id for c in cells(dataclasses.replace(spec, feed_swaps=False))}
+    assert {c.cell_id for c in cells(spec) if c.feed_from} & plain == set(), "a swapped twin never passes as fresh"
+    assert {c.cell_id for c in cells(spec) if not c.feed_from} <= plain
+    assert kit_processes_below_us() == []
+
+
+def test_seed_33_fp32_under_feed_swaps_launches_39_fewer_of_87():
+    """The design's count: 261 cells, 87 series (launches under warm repeats), 39 of them twins of a cell of their
+    own experiment (13 per workload)."""
+    def planned(feed_swaps):
+        seed = study.SeedSpec(33, amp="off", repeats=3, warm_repeats=True, feed_swaps=feed_swaps)
+        every = {c.cell_id: c for s in study.experiments(seed, study.Card.planned("H100-80GB")) for c in cells(s)}
+        return [c for c in every.values() if c.repeat < seed.repeats]
+    assert [(len(cells_), warm_launches(cells_)) for cells_ in (planned(False), planned(True))] == [(261, 87),
+                                                                                                  (261, 48)]
+
+
+def test_an_idle_lane_takes_its_cells_twin_after_its_repeats_and_no_lane_takes_another_lanes_twin():
+    spec = swapping(Path("/d"))
+    by_label = {c.label: c for c in cells(spec)}
+
+    def lane(last):
+        return _LaneProcess("GPU", None, None, None, None, last=last)  # type: ignore[arg-type]
+
+    todo = [by_label[label] for label in ("gpu-only-exclusive-x1-r0", "gpu-only-naive-x2-r0", "gpu-only-naive-x2-r1")]
+    a, b = lane(by_label["naive-x2-r1"]), lane(None)
+    assert todo[_next_for(a, todo, [a, b])].label == "gpu-only-naive-x2-r0"
+    assert todo[_next_for(b, todo, [a, b])].label == "gpu-only-exclusive-x1-r0", "naive x2's twin: lane a's"
+
+
+def test_feed_swaps_need_warm_repeats():
+    with pytest.raises(Exception, match="give it with warm_repeats"):
+        ExperimentSpec(jobs=[JobSpec(**TINY)], feed_swaps=True)
