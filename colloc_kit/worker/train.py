@@ -246,7 +246,7 @@ def _swap_feed(asked: str, spec: JobSpec, feed: Any, build: Callable[[JobSpec, i
     classes)`), the batches from its first, loaded, and the seconds the build and first batch took; the old feed's
     loader processes ended. BadInput where the swap asks other fields, or a feed the model was not built for.
 
-        spec, feed, stream, swap_s = _swap_feed('{"dataset": "synthetic"}', spec, feed, build)  # doctest: +SKIP
+        spec, feed, stream, swap_s = _swap_feed('{"dataset": "synthetic", "data_root": null}', spec, feed, build)
     """
     t0 = events.now()
     try:
@@ -255,8 +255,8 @@ def _swap_feed(asked: str, spec: JobSpec, feed: Any, build: Callable[[JobSpec, i
         delta = None
     if not isinstance(delta, dict) or not delta or set(delta) - set(FEED_FIELDS):
         raise BadInput(f"a feed swap gives some of the fields {', '.join(FEED_FIELDS)} as a JSON object; got {asked}")
-    swapped = spec.with_(**delta)
-    new = build(swapped, feed.num_classes)
+    fed = spec.with_(**delta)
+    new = build(fed, feed.num_classes)
     if (new.num_classes, new.image_size) != (feed.num_classes, feed.image_size):
         raise BadInput(f"a feed swap keeps the model, built for {feed.num_classes} classes at {feed.image_size} px; "
                        f"{new.label} has {new.num_classes} at {new.image_size} px: launch the job afresh for it")
@@ -264,8 +264,7 @@ def _swap_feed(asked: str, spec: JobSpec, feed: Any, build: Callable[[JobSpec, i
     feed.close()
     batches = new.epoch()
     first = next(batches)
-    return swapped, new, _stream(first, batches, new.epoch), {"feed_s": fed_t - t0,
-                                                              "first_batch_s": events.now() - fed_t}
+    return fed, new, _stream(first, batches, new.epoch), {"feed_s": fed_t - t0, "first_batch_s": events.now() - fed_t}
 
 
 def _step_function(torch: Any, spec: JobSpec, model: Any, device: Any) -> Callable[[Any, Any], Any]:
