@@ -16,6 +16,7 @@ from processes import kit_processes_below_us
 from test_warm_repeats import TINY, cell_phases_module, ready_of, windows
 
 from colloc_kit import events
+from colloc_kit.cli.main import main
 from colloc_kit.experiments import seed as study
 from colloc_kit.pipeline.api import run_spec
 from colloc_kit.pipeline.cell import Placement
@@ -209,15 +210,18 @@ def test_run_spec_runs_each_twin_on_its_cells_launch_under_an_id_of_its_own(cifa
     assert kit_processes_below_us() == []
 
 
-def test_seed_33_fp32_under_feed_swaps_launches_39_fewer_of_87():
-    """The design's count: 261 cells, 87 series (launches under warm repeats), 39 of them twins of a cell of their
-    own experiment (13 per workload)."""
-    def planned(feed_swaps):
-        seed = study.SeedSpec(33, amp="off", repeats=3, warm_repeats=True, feed_swaps=feed_swaps)
-        every = {c.cell_id: c for s in study.experiments(seed, study.Card.planned("H100-80GB")) for c in cells(s)}
-        return [c for c in every.values() if c.repeat < seed.repeats]
-    assert [(len(cells_), warm_launches(cells_)) for cells_ in (planned(False), planned(True))] == [(261, 87),
-                                                                                                  (261, 48)]
+def test_the_plan_of_seed_33_fp32_under_feed_swaps_counts_39_launches_fewer_of_87(capsys, monkeypatch, tmp_path):
+    """The design's count through `--plan`: 261 cells, 87 series (launches under warm repeats), 39 of them twins of a
+    cell of their own experiment (13 per workload); the count for any cells (`warm_launches`) without swaps."""
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))  # planned on the H100
+    assert main(["run", "seed-33", "--amp", "off", "--repeats", "3", "--warm-repeats", "--feed-swaps", "--plan",
+                 "--out", str(tmp_path)]) == 0
+    assert "launches: 48 for 261 cells (warm repeats), 39 fewer by feed swaps" in capsys.readouterr().out
+    seed = study.SeedSpec(33, amp="off", repeats=3, warm_repeats=True)
+    every = {c.cell_id: c for s in study.experiments(seed, study.Card.planned("H100-80GB")) for c in cells(s)}
+    assert warm_launches([c for c in every.values() if c.repeat < 3]) == 87
+    assert main(["run", "seed-33", "--feed-swaps", "--plan", "--out", str(tmp_path)]) == 2, "not without warm repeats"
+    assert "give it with warm_repeats" in capsys.readouterr().err
 
 
 def test_an_idle_lane_takes_its_cells_twin_after_its_repeats_and_no_lane_takes_another_lanes_twin():
@@ -231,8 +235,3 @@ def test_an_idle_lane_takes_its_cells_twin_after_its_repeats_and_no_lane_takes_a
     a, b = lane(by_label["naive-x2-r1"]), lane(None)
     assert todo[_next_for(a, todo, [a, b])].label == "gpu-only-naive-x2-r0"
     assert todo[_next_for(b, todo, [a, b])].label == "gpu-only-exclusive-x1-r0", "naive x2's twin: lane a's"
-
-
-def test_feed_swaps_need_warm_repeats():
-    with pytest.raises(Exception, match="give it with warm_repeats"):
-        ExperimentSpec(jobs=[JobSpec(**TINY)], feed_swaps=True)
