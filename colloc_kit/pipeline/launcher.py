@@ -294,8 +294,8 @@ def _release(jobs: list[_Job]) -> float:
 
 
 def _tell_all(jobs: list[_Job], line: str) -> None:
-    """Write one line of the stdin protocol (`events.GO`, `events.STOP`) to every live job (one that just died is
-    skipped)."""
+    """Write one line of the stdin protocol (`events.GO`, `events.STOP`, a `feed` line) to every live job (one that
+    just died is skipped)."""
     for job in jobs:
         if job.alive():
             assert job.proc.stdin is not None  # a pipe
