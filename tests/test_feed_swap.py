@@ -18,6 +18,8 @@ from test_warm_repeats import TINY, cell_phases_module, ready_of, windows
 from colloc_kit import events
 from colloc_kit.cli.main import main
 from colloc_kit.experiments import seed as study
+from colloc_kit.gpu import nvml
+from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.api import run_spec
 from colloc_kit.pipeline.cell import Placement
 from colloc_kit.pipeline.cells import cells, warm_launches, warm_order
@@ -207,6 +209,24 @@ def test_run_spec_runs_each_twin_on_its_cells_launch_under_an_id_of_its_own(cifa
     plain = {c.cell_id for c in cells(dataclasses.replace(spec, feed_swaps=False))}
     assert {c.cell_id for c in cells(spec) if c.feed_from} & plain == set(), "a swapped twin never passes as fresh"
     assert {c.cell_id for c in cells(spec) if not c.feed_from} <= plain
+    assert kit_processes_below_us() == []
+
+
+@pytest.mark.slow
+def test_over_two_gpus_a_twin_swaps_on_the_lane_that_ran_its_cell(cifar, tmp_path):
+    """Over two stand-in GPUs (lane processes, the simulated NVML) a lane that ran a repeat of a cell takes its twin
+    next and swaps it on the launch it keeps (each lane may: the other lane, idle, took the cell's second repeat): a
+    swapped window on the GPU and in the processes of the run it swapped from."""
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = run_spec(swapping(cifar, gpus="all"), out=tmp_path, progress=False)
+    assert set(results.runs["status"]) == {"complete"}
+    found = {m.run_id: (m, jobs) for m, jobs in windows(tmp_path / "experiment").values()}
+    swapped = [(m, jobs) for m, jobs in found.values() if m.warm.feed_from]
+    assert swapped and {m.cell_id.split("-r")[0] for m, _ in swapped} == {"gpu-only-naive-x2"}
+    for twin, twin_jobs in swapped:
+        cell, cell_jobs = found[twin.warm.feed_from]
+        assert twin.gpu == cell.gpu and {ready_of(s)["pid"] for s in twin_jobs.values()} == {
+            ready_of(s)["pid"] for s in cell_jobs.values()}
     assert kit_processes_below_us() == []
 
 
