@@ -27,7 +27,9 @@ monitor samples on, so events and GPU samples align). Types and their fields:
 
 The other way, the kit writes lines to a worker's stdin: `GO` opens the start barrier, `STOP` ends its measured
 training once every job of the run has its window (then it reports `end`). `PAUSE` ends it alike, then the worker
-trains on, held, until `GO` (a warm repeat's next window) or `STOP`. A worker whose stdin closes leaves.
+trains on, held, until `GO` (a warm repeat's next window) or `STOP`. `FEED {json}` while held (a feed swap,
+`worker.train`): the worker replaces its feed by the one those JobSpec fields (`spec.FEED_FIELDS`) describe, says
+`ready` again and trains on, held, on the new feed until `GO`. A worker whose stdin closes leaves.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
     >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP
@@ -46,12 +48,13 @@ from typing import IO, Any, Mapping, NamedTuple
 
 from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT, Status
 
-__all__ = ["END", "EPOCH", "ERROR", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES", "ErrorKind",
-           "EventWriter", "Outcome", "job_outcome", "now", "parse", "readable"]
+__all__ = ["END", "EPOCH", "ERROR", "FEED", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES",
+           "ErrorKind", "EventWriter", "Outcome", "job_outcome", "now", "parse", "readable"]
 
 READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
 TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
 GO, STOP, PAUSE = "go", "stop", "pause"  # the kit's lines to a worker's stdin (pause: stop, then wait for go)
+FEED = "feed"  # a line `feed {json}`, while held: swap the worker's feed (`spec.FEED_FIELDS`)
 
 
 class ErrorKind(str, Enum):

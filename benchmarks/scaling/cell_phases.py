@@ -1,7 +1,8 @@
 """Where a cell's wall time goes, from an experiment folder's runs: per number of jobs, the median wall time and when
 the last job was ready (its build and its priming: cuDNN autotuning in the first step), started, and measured, in
 seconds from the cell's start; with the window each job measured; cold runs apart from warm repeats' first and later
-windows (`ExperimentSpec.warm_repeats`: a later window's jobs were built and primed by its launch's first).
+windows (`ExperimentSpec.warm_repeats`: a later window's jobs were built and primed by its launch's first), and a
+window whose feed was swapped (`ExperimentSpec.feed_swaps`: its jobs fed anew, warmed up again) apart from both.
 `lane_phases`: where each lane's (GPU's) time went over a pass of several experiments: its start, its cells' phases,
 the gaps between them, its idle end.
 
@@ -35,9 +36,11 @@ def cell_phases(experiment: Path) -> list[dict]:
             for line in events.read_text().splitlines():
                 event = json.loads(line)
                 last[event["type"]].append(event)
-        window = (manifest.get("warm") or {}).get("window")  # a warm repeat's window of its launch (0: its first)
+        warm = manifest.get("warm") or {}
+        window = warm.get("window")  # a warm repeat's window of its launch (0: its first)
         rows.append({"jobs": len(last["ready"]), "gpu": manifest.get("gpu"), "wall_s": manifest["ended_at"] - t0,
-                     "launch": "cold" if window is None else "warm, first" if window == 0 else "warm, later",
+                     "launch": "cold" if window is None else "warm, first" if window == 0 else
+                     "warm, swapped" if warm.get("feed_from") else "warm, later",
                      "ready_s": max(e["t"] for e in last["ready"]) - t0,
                      "build_s": max(e["build_s"] for e in last["ready"]),
                      "primed_s": max(e["primed_s"] for e in last["ready"]),

@@ -238,10 +238,10 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     """`colloc-kit run seed-NN`: the seed study's experiment NN as it runs on this GPU (`experiments/seed.py`)."""
     flags = {k: v for k, v in vars(args).items() if v is not None and v is not False}
     takes = {"data_root", "seconds", "until_ci", "min_seconds", "warmup_steps", "amp", "repeats", "name", "gpu", "gpus",
-             "placement", "mlflow", "warm_repeats"}
+             "placement", "mlflow", "warm_repeats", "feed_swaps"}
     given = set(flags) & ({f.name for f in fields(JobSpec)} | mode_option_names()
                           | {o.name for o in SlurmOptions.flags()}
-                          | {"copies", "gpus", "time_limit_s", "placement", "warm_repeats"})
+                          | {"copies", "gpus", "time_limit_s", "placement", "warm_repeats", "feed_swaps"})
     if given - takes:
         raise BadInput(f"{args.spec} runs the study's own jobs and modes; it takes only "
                        f"{', '.join('--' + k.replace('_', '-') for k in sorted(takes))}, not "

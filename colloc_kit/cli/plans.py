@@ -13,13 +13,13 @@ from colloc_kit.analysis.results import load
 from colloc_kit.cli.skipped import name_damaged
 from colloc_kit.experiments import seed as study
 from colloc_kit.pipeline import estimate
-from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.pipeline.cells import Cell, cells, warm_launches
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 
-__all__ = ["budget_line", "print_plan", "print_seed_plan", "seed_seconds"]
+__all__ = ["budget_line", "launches_line", "print_plan", "print_seed_plan", "seed_seconds"]
 
 
 def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | None) -> str:
@@ -43,6 +43,22 @@ def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | N
     if planned <= budget_min:
         return f"{head} fits unless every lone repeat is needed {said}"
     return f"{head} does not fit {said}: fewer --repeats or shorter windows"
+
+
+def launches_line(planned: list[Cell]) -> str:
+    """What `--plan` says of the launches warm repeats make of the `planned` cells (`cells.warm_launches`), and how
+    many fewer feed swaps make (a GPU-only twin measured on its cell's launch).
+
+    >>> from colloc_kit.spec import ExperimentSpec, JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2, warm_repeats=True,
+    ...                       baselines=["gpu-only"], feed_swaps=True)
+    >>> launches_line(cells(spec))
+    'launches: 2 for 8 cells (warm repeats), 2 fewer by feed swaps'
+    """
+    launches = warm_launches(planned)
+    saved = len({c.series for c in planned}) - launches
+    return f"launches: {launches} for {len(planned)} cells (warm repeats)" + (
+        f", {saved} fewer by feed swaps" if saved else "")
 
 
 def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = None) -> int:
@@ -72,6 +88,8 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
           f"them baselines'), up to {len(repeats)} lone repeats while a baseline misses its precision target "
           f"({len(every) - len(todo)} complete, skipped); about {planned_s / 60:.1f} min, {at_most_s / 60:.1f} at "
           f"most, on {lanes} GPU(s) ({source})")
+    if seed.warm_repeats:
+        print(launches_line(planned))
     if budget_min is not None:
         print(budget_line(budget_min, planned_s, at_most_s))
     return 0
@@ -93,7 +111,7 @@ def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell],
     """
     measured = estimate.lane_times(runs) if runs is not None and len(runs) else {}
     if not measured:  # a warm repeat's later window: set up by its launch's first (seed.WARM_OVERHEAD_S)
-        later = len(planned) - len({c.series for c in planned}) if seed.warm_repeats else 0
+        later = len(planned) - warm_launches(planned) if seed.warm_repeats else 0
         cold_s = (study.RUN_OVERHEAD_S + seed.seconds) / lanes
         planned_s = cold_s * (len(planned) - later) + (study.WARM_OVERHEAD_S + seed.seconds) / lanes * later
         warm = f", {study.WARM_OVERHEAD_S:.1f} s for a warm repeat's later window (two H200s)" if later else ""
@@ -121,6 +139,8 @@ def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) 
     extras, baseline = sum(c.repeat >= spec.repeats for c in every), sum(bool(c.baseline) for c in every)
     print(f"\n{spec.name}: {todo} of {len(every) - extras} cells to run under {out}/{safe_name(spec.name)} ({baseline} "
           f"of them baselines' cells); up to {extras} more lone runs while a baseline misses its precision target")
+    if spec.warm_repeats:
+        print(launches_line([c for c in every if c.repeat < spec.repeats]))
     print(estimate.plan_line(spec, out))
     if budget_min is not None:
         print(budget_line(budget_min, *estimate.plan_seconds(spec, out)))

@@ -55,6 +55,10 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--warm-repeats", dest="warm_repeats", action="store_true", default=None,
                      help="measure a cell's repeats as consecutive windows of one launch of its jobs (built, loaded "
                           "and primed once; its cells are not the cold ones: they never mix)")
+    run.add_argument("--feed-swaps", dest="feed_swaps", action="store_true", default=None,
+                     help="with --warm-repeats: measure each GPU-only twin on its cell's launch, its feed swapped in "
+                          "the same jobs (model, optimizer and cuDNN's choices kept; its cells never mix with twins "
+                          "launched afresh)")
     run.add_argument("--mlflow", metavar="URI", help="also log each cell, as it completes, to this MLflow tracking "
                      "server (pip install 'colloc-kit[mlflow]'); one it cannot reach is a warning, the runs go on")
     run.add_argument("--gpus", type=_gpus,
@@ -116,7 +120,8 @@ def experiment_from_args(args: argparse.Namespace, data: dict | None = None) -> 
     job_fields = {f.name for f in fields(JobSpec)}
     job_flags = {k: v for k, v in vars(args).items() if k in job_fields}
     top = {k: getattr(args, k) for k in ("copies", "repeats", "name", "gpu", "time_limit_s", "monitor",
-                                        "monitor_interval_s", "gpus", "placement", "mlflow", "warm_repeats")
+                                        "monitor_interval_s", "gpus", "placement", "mlflow", "warm_repeats",
+                                        "feed_swaps")
            if getattr(args, k) is not None}
     slurm = {o.name: getattr(args, o.name) for o in SlurmOptions.flags() if getattr(args, o.name) is not None}
     option_names = mode_option_names()

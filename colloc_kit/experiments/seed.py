@@ -77,6 +77,7 @@ class SeedSpec:
     monitor_interval_s: float = 0.15
     mlflow: str | None = None  # also log each cell to this MLflow tracking URI
     warm_repeats: bool = False  # a cell's repeats as windows of one launch (ExperimentSpec.warm_repeats)
+    feed_swaps: bool = False  # a GPU-only twin on its cell's launch, its feed swapped (ExperimentSpec.feed_swaps)
     baselines: tuple[str, ...] = BASELINES  # every gain split into the GPU's and the host's part (docs/attribution.md)
     baseline_precision: dict = field(default_factory=lambda: dict(SEED_PRECISION))  # +-5 % / +-10 % (issue 38)
     baseline_max_repeats: int = 6  # the most lone runs of one baseline to reach its target
@@ -182,7 +183,8 @@ def experiments(seed: SeedSpec, card: Card) -> list[ExperimentSpec]:
     return [ExperimentSpec.from_mapping({
         "name": seed.experiment, "jobs": jobs, "copies": [copies], "repeats": seed.repeats, "gpu": seed.gpu,
         "gpus": seed.gpus, "placement": seed.placement, "monitor_interval_s": seed.monitor_interval_s,
-        "mlflow": seed.mlflow, "warm_repeats": seed.warm_repeats, **baseline_keys(seed),
+        "mlflow": seed.mlflow, "warm_repeats": seed.warm_repeats,
+        "feed_swaps": seed.feed_swaps, **baseline_keys(seed),
         "modes": [{"name": m.name, **m.options} for m in modes]})
         for jobs, by_copies in groups.values() for copies, modes in by_copies.items()]
 

@@ -105,10 +105,11 @@ def run_cell(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir
     interrupt or an error of the kit is recorded (interrupted, error) and propagates. With a `zygote`, the jobs are
     forked from it. A baseline's cell runs its own jobs (`Cell.spec_of`). With `kept` (a lane's, for a spec with
     `warm_repeats`: `pipeline.warm`), the cell measures the next window of the launch kept from its last repeat where
-    there is one, and keeps its own launch after it (a sequential mode's several jobs always start afresh)."""
+    there is one (or of its cell's launch, its feed swapped: `Cell.feed_from`), and keeps its own launch after it (a
+    sequential mode's several jobs always start afresh)."""
     spec = cell.spec_of(spec)
     planned = plan_jobs(spec, cell.copies)
-    launch = kept.take(cell.series) if kept is not None else None
+    launch = kept.take(cell.series, cell.feed_from) if kept is not None else None
     if launch is not None:
         assert kept is not None  # (a launch is only taken from one)
         return _warm_window(spec, cell, placement, run, bar, planned, launch, kept)
@@ -166,27 +167,32 @@ def _waves(planned: list[tuple[str, int, JobSpec]], slots: list[Slot], sequentia
 
 def _warm_window(spec: ExperimentSpec, cell: Cell, placement: Placement, run: RunDir, bar: Progress,
                  planned: list[tuple[str, int, JobSpec]], launch: Launch, kept: Kept) -> Manifest:
-    """A warm repeat: the next window of `launch` (its jobs paused after its last window) into `run`; the launch kept
+    """A warm repeat: the next window of `launch` (its jobs paused after its last window) into `run`, on the feed of
+    `cell`'s jobs where the launch served another series (a feed swap: the window warms up again); the launch kept
     again after a complete window, else closed (jobs stopped, mode left)."""
-    mode, warm = launch.mode, WarmWindow(launch.first_run, launch.windows, warmup_steps=0)
+    swap = launch.series != cell.series
+    mode, warm = launch.mode, WarmWindow(launch.first_run, launch.windows, warmup_steps=None if swap else 0,
+                                         feed_from=(launch.last_run or launch.first_run) if swap else None)
     manifest = _started(spec, cell, placement, run, planned, alone=mode.alone(len(planned)),
                         sequential=mode.sequential, warm=warm)
     manifest = replace(manifest, mode_state=mode.state(), jobs=[
         replace(entry, slot=slot) for entry, slot in zip(manifest.jobs, launch.slots)])
     run.write_manifest(manifest)
-    bar.run_started(f"{cell.mode.label} x{cell.copies} r{cell.repeat} (warm)", len(planned))
+    bar.run_started(f"{cell.mode.label} x{cell.copies} r{cell.repeat} ({'fed anew' if swap else 'warm'})",
+                    len(planned))
+    launch.series = cell.series
     status, problems, cpu_s = INTERRUPTED, [], None
     cpu_before = jobs_cpu_s(launch.wave.pids())
     try:
         with _monitor(spec, run, placement.gpu, bar.gpu_sample) as watch:
             watch(launch.wave.pids())
-            launch.wave.again(run.jobs_dir)
+            launch.wave.again(run.jobs_dir, [job for _, _, job in planned] if swap else None)
         manifest = replace(manifest, warm=replace(warm, held_before_s=round(launch.wave.held_before_s, 3)))
         problems = mode.problems()
         status = COMPLETE if all(o.status == COMPLETE for o in launch.wave.outcomes) else FAILED_JOBS
         if launch.wave.kept:
             cpu_s = round(jobs_cpu_s(launch.wave.pids()) - cpu_before, 3)
-            launch.windows += 1
+            launch.windows, launch.last_run = launch.windows + 1, run.run_id
             kept.keep(launch)
     except Exception as exc:  # a KeyboardInterrupt keeps the status INTERRUPTED set above
         status, problems = RUN_ERROR, problems + [f"{type(exc).__name__}: {exc}"]

@@ -29,7 +29,8 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
-__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cells", "jobs_fingerprint", "lone_mode", "warm_order"]
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cells", "jobs_fingerprint", "lone_mode", "warm_launches",
+           "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
@@ -44,6 +45,7 @@ class Cell:
     cell_id: str
     jobs: tuple[JobSpec, ...] | None = None  # a baseline cell's own jobs (more workers, synthetic data); None: spec's
     baseline: str | None = None  # host-matched or gpu-only for such a cell (`spec.baselines`)
+    feed_from: str | None = None  # with feed swaps: the series whose kept launch this twin takes, its feed swapped
 
     @property
     def label(self) -> str:
@@ -63,13 +65,15 @@ class Cell:
         return spec if self.jobs is None else dataclasses.replace(spec, jobs=list(self.jobs))
 
 
-def jobs_fingerprint(spec: ExperimentSpec) -> str:
+def jobs_fingerprint(spec: ExperimentSpec, feed_swap: bool = False) -> str:
     """Ten hex digits that change whenever anything a job does changes (model, budget, batch size, ...), where it
     sits on the host (`placement`) or how its repeats are launched (`warm_repeats`: windows of one launch, never taken
-    for cold repeats; left out while off, so cold cells keep their ids)."""
+    for cold repeats; `feed_swap`: a twin measured on its cell's launch, never taken for one launched afresh; each
+    left out while off, so other cells keep their ids)."""
     warm = {"warm_repeats": True} if spec.warm_repeats else {}
-    text = json.dumps({"jobs": [_fingerprinted(job) for job in spec.jobs], "placement": spec.placement, **warm},
-                      sort_keys=True, default=str)
+    swap = {"feed_swap": True} if feed_swap else {}
+    text = json.dumps({"jobs": [_fingerprinted(job) for job in spec.jobs], "placement": spec.placement, **warm,
+                       **swap}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -99,12 +103,15 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
     """The cells the spec's `baselines` add to one repeat (docs/attribution.md): `configured`, one job alone as
     configured where the spec has no such cell; `host-matched`, one job alone with the loader workers of each
     collocated cell's jobs together (a mix: each of its jobs alone with the whole cell's); `gpu-only`, the spec's
-    jobs on device-resident synthetic data at the same image size, alone and in every mode and copies. A lone cell is
-    `exclusive` x1 (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only."""
+    jobs on device-resident synthetic data at the same image size, alone and in every mode and copies (with
+    `feed_swaps`, each on the launch of its cell of the spec's jobs, `Cell.feed_from`). A lone cell is `exclusive` x1
+    (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only."""
     lone, extra = lone_mode(spec), repeat >= spec.repeats
     out = []
+    fed = {(m.label, c) for m in spec.modes for c in spec.copies} if not extra else set()  # cells of the spec's jobs
     if "configured" in spec.baselines and (lone is None or extra):
         out.append(_cell(spec, lone or EXCLUSIVE, 1, repeat))
+        fed.add(((lone or EXCLUSIVE).label, 1))
     if "host-matched" in spec.baselines:
         for copies in sorted({c for c in spec.copies if c * len(spec.jobs) > 1}):
             more = copies * sum(job.workers for job in spec.jobs)
@@ -115,24 +122,43 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
                            image_size=image_side(job.dataset, job.image_size, job.model, job.device))
                  for job in spec.jobs]
         runs = [(lone or EXCLUSIVE, 1)] + [(m, c) for m in spec.modes for c in spec.copies if (m, c) != (lone, 1)]
-        out += [_cell(spec, mode, copies, repeat, twins, "gpu-only") for mode, copies in runs
-                if copies == 1 or not extra]
+        out += [_cell(spec, mode, copies, repeat, twins, "gpu-only",
+                      _cell(spec, mode, copies, repeat).series if spec.feed_swaps and (mode.label, copies) in fed
+                      else None)
+                for mode, copies in runs if copies == 1 or not extra]
     return out
 
 
 def warm_order(cells: list[Cell]) -> list[Cell]:
-    """`cells` with each cell's repeats after each other (warm repeats: one launch measures them all), the series of
-    more copies first, else in their order.
+    """`cells` with each cell's repeats after each other (warm repeats: one launch measures them all), a twin's
+    (`Cell.feed_from`) after those of the series it swaps from, the series of more copies first, else in their order.
 
     >>> from colloc_kit.spec import JobSpec
-    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2, warm_repeats=True)
-    >>> [c.label for c in warm_order(cells(spec))]
-    ['naive-x3-r0', 'naive-x3-r1', 'naive-x1-r0', 'naive-x1-r1']
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2, warm_repeats=True,
+    ...                       baselines=["gpu-only"], feed_swaps=True)
+    >>> [c.label for c in warm_order(cells(spec))]                          # doctest: +NORMALIZE_WHITESPACE
+    ['naive-x3-r0', 'naive-x3-r1', 'gpu-only-naive-x3-r0', 'gpu-only-naive-x3-r1',
+     'naive-x1-r0', 'naive-x1-r1', 'gpu-only-naive-x1-r0', 'gpu-only-naive-x1-r1']
     """
     first: dict[str, int] = {}
     for index, cell in enumerate(cells):
         first.setdefault(cell.series, index)
-    return sorted(cells, key=lambda cell: (-cell.copies, first[cell.series], cell.repeat))
+    return sorted(cells, key=lambda cell: (-cell.copies, first.get(cell.feed_from or "", first[cell.series]),
+                                           cell.feed_from in first, cell.repeat))
+
+
+def warm_launches(cells: list[Cell]) -> int:
+    """The launches warm repeats make of `cells`, run in `warm_order` on one lane: one per series, less one per twin
+    whose feed is swapped on the launch of a series among them (`Cell.feed_from`).
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 3], repeats=2, warm_repeats=True,
+    ...                       baselines=["gpu-only"], feed_swaps=True)
+    >>> warm_launches(cells(spec)), warm_launches(cells(dataclasses.replace(spec, feed_swaps=False)))
+    (2, 4)
+    """
+    series = {cell.series for cell in cells}
+    return len(series) - len({cell.series for cell in cells if cell.feed_from in series})
 
 
 def lone_mode(spec: ExperimentSpec) -> ModeSpec | None:
@@ -142,12 +168,12 @@ def lone_mode(spec: ExperimentSpec) -> ModeSpec | None:
 
 
 def _cell(spec: ExperimentSpec, mode: ModeSpec, copies: int, repeat: int, jobs: list[JobSpec] | None = None,
-          baseline: str | None = None) -> Cell:
-    """A cell whose id fingerprints the jobs it runs (its own, or the spec's)."""
+          baseline: str | None = None, feed_from: str | None = None) -> Cell:
+    """A cell whose id fingerprints the jobs it runs (its own, or the spec's) and whether its feed is swapped."""
     ran = spec if jobs is None else dataclasses.replace(spec, jobs=jobs)
-    cell_id = f"{safe_name(mode.label)}-x{copies}-r{repeat}-{jobs_fingerprint(ran)}"
+    cell_id = f"{safe_name(mode.label)}-x{copies}-r{repeat}-{jobs_fingerprint(ran, feed_from is not None)}"
     return Cell(mode, copies, repeat, f"{baseline}-{cell_id}" if baseline else cell_id,
-                None if jobs is None else tuple(jobs), baseline)
+                None if jobs is None else tuple(jobs), baseline, feed_from)
 
 
 @dataclass(frozen=True)

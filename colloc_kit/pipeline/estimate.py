@@ -68,14 +68,15 @@ def lane_spans(runs: pd.DataFrame) -> pd.DataFrame:
 
 def wall_s(cells: list[Cell], lanes: int, per_cell_s: dict[LaneKey, float], warm: bool = False) -> float | None:
     """The wall time of `cells` over `lanes` lanes that take the next cell as they free up; with `warm` (warm
-    repeats), a cell after the first of its series is a later window of its launch. A cell whose kind of window was
+    repeats), a cell after the first of its series is a later window of its launch, as is a twin whose feed is swapped
+    on the launch of its cell (`Cell.feed_from`) once that ran. A cell whose kind of window was
     not measured takes its mode and copies' other kind; one of a mode and copies not measured, the mean of those
     measured. None where nothing was measured."""
     if not per_cell_s:
         return None
     free_at, seen = [0.0] * max(1, lanes), set()
     for cell in dispatch_order(cells):
-        key = (cell.mode.label, cell.copies, warm and cell.series in seen)
+        key = (cell.mode.label, cell.copies, warm and (cell.series in seen or cell.feed_from in seen))
         seen.add(cell.series)
         heapq.heappush(free_at, heapq.heappop(free_at) + cell_seconds(key, per_cell_s))
     return max(free_at)

@@ -17,13 +17,14 @@ out of memory, overruns its time limit or is killed is recorded with its reason;
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -82,7 +83,7 @@ class Wave:
     started (the monitor uses it to attribute GPU memory to jobs). With a `zygote`, workers are forked from it;
     `placement` says how they sit on the host's cores (`supervise.host_shares`). With `keep`, jobs that complete
     their window stay alive, paused (training on, held) and primed (`kept`), for `again` (a warm repeat's next
-    window), until `close`.
+    window, on a new feed where asked), until `close`.
     """
 
     def __init__(self, items: list[LaunchItem], jobs_dir: Path, time_limit_s: float | None = None,
@@ -123,9 +124,12 @@ class Wave:
             self._settle(ended)
         return self.outcomes
 
-    def again(self, jobs_dir: Path) -> list[JobOutcome]:
+    def again(self, jobs_dir: Path, feeds: list[JobSpec] | None = None) -> list[JobOutcome]:
         """A warm repeat: the kept jobs' next window, released together, its events into `jobs_dir` (another run's;
-        their stderr stays in the first run's folder); one JobOutcome per job, as `run` returns them."""
+        their stderr stays in the first run's folder); one JobOutcome per job, as `run` returns them. With `feeds`
+        (one spec per job), each job's feed is swapped to its spec's first (`feed {json}`) and waited for until it
+        is ready on it: a job that fails its swap holds no one up, as at a launch's barrier (the window then fails,
+        and the wave is not kept)."""
         assert self.kept, "again() needs the jobs kept after a complete window"
         jobs_dir.mkdir(parents=True, exist_ok=True)
         for job in self._jobs:
@@ -133,6 +137,12 @@ class Wave:
         ended = False
         self.oom_kills = supervise.oom_kills()
         try:
+            for job, spec in zip(self._jobs, feeds or []):
+                job.ready.clear()
+                _tell_all([job], f"{events.FEED} {json.dumps(job.item.spec.feed_changes(spec))}")
+                job.item = replace(job.item, spec=spec)
+            if feeds:
+                _wait_until_ready(self._jobs, self.time_limit_s)
             self.released_at = events.now()
             self.held_before_s = self.released_at - (self.ended_at or self.released_at)
             _tell_all(self._jobs, events.GO)
@@ -284,8 +294,8 @@ def _release(jobs: list[_Job]) -> float:
 
 
 def _tell_all(jobs: list[_Job], line: str) -> None:
-    """Write one line of the stdin protocol (`events.GO`, `events.STOP`) to every live job (one that just died is
-    skipped)."""
+    """Write one line of the stdin protocol (`events.GO`, `events.STOP`, a `feed` line) to every live job (one that
+    just died is skipped)."""
     for job in jobs:
         if job.alive():
             assert job.proc.stdin is not None  # a pipe

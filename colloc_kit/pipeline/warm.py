@@ -1,9 +1,11 @@
 """Warm repeats (`ExperimentSpec.warm_repeats`): a cell's repeats measured as consecutive windows of one launch of its
 jobs, which build, load and prime (cuDNN's autotuning) once. The lane keeps the launch of its last cell (`Kept`):
 its mode entered, its jobs paused after a complete window, training on (held) so that the next window needs no
-warm-up; the next repeat of the same cell (`Cell.series`) takes it over (`Wave.again`), any other cell, a failed
-window, a job that failed since or the lane's end closes it (jobs stopped, mode left). Each window is a run of its
-own, whose manifest says which launch and window it was (`store.manifest.WarmWindow`).
+warm-up; the next repeat of the same cell (`Cell.series`) takes it over (`Wave.again`), and with feed swaps
+(`ExperimentSpec.feed_swaps`) so does the GPU-only twin of its cell (`Cell.feed_from`), its jobs' feed swapped; any
+other cell, a failed window, a job that failed since or the lane's end closes it (jobs stopped, mode left). Each
+window is a run of its own, whose manifest says which launch and window it was, and the run whose feed a swap
+replaced (`store.manifest.WarmWindow`).
 
     >>> kept = Kept()
     >>> kept.take("naive-x2-0123456789") is None       # nothing kept yet: the cell starts a launch of its own
@@ -28,7 +30,7 @@ __all__ = ["Kept", "Launch", "jobs_cpu_s"]
 @dataclass
 class Launch:
     """One launch of a cell's jobs: the series it serves, its mode (entered: `stack` leaves it), its wave of jobs,
-    the slots they sit in, its first run and how many windows it measured."""
+    the slots they sit in, its first run, how many windows it measured and its last window's run (None: the first)."""
 
     series: str
     mode: SharingMode
@@ -37,6 +39,7 @@ class Launch:
     slots: list[SlotRecord]
     first_run: str
     windows: int = 1
+    last_run: str | None = None
 
     def close(self) -> None:
         """Its jobs ended (stdin closed, then stopped), then its mode left."""
@@ -52,11 +55,12 @@ class Kept:
     def __init__(self) -> None:
         self.launch: Launch | None = None
 
-    def take(self, series: str) -> Launch | None:
-        """The kept launch if it serves `series` and its jobs all still run (taken: the caller keeps it again, or
-        closes it); any other is closed first, so the GPU is free for the cell."""
+    def take(self, series: str, feed_from: str | None = None) -> Launch | None:
+        """The kept launch if it serves `series` or `feed_from` (the series a cell may take over, its feed swapped:
+        `Cell.feed_from`), and its jobs all still run (taken: the caller keeps it again, or closes it); any other is
+        closed first, so the GPU is free for the cell."""
         launch, self.launch = self.launch, None
-        if launch is not None and (launch.series != series or not launch.wave.whole()):
+        if launch is not None and (launch.series not in (series, feed_from) or not launch.wave.whole()):
             launch.close()
             return None
         return launch

@@ -28,7 +28,7 @@ A YAML spec::
 """
 
 from colloc_kit.spec.experiment import MAX_JOBS_PER_RUN, PLACEMENTS, ExperimentSpec, ModeSpec
-from colloc_kit.spec.job import AMP_CHOICES, RECIPE_DEFAULTS, JobSpec, with_changes
+from colloc_kit.spec.job import AMP_CHOICES, FEED_FIELDS, RECIPE_DEFAULTS, JobSpec, with_changes
 
-__all__ = ["AMP_CHOICES", "ExperimentSpec", "JobSpec", "MAX_JOBS_PER_RUN", "ModeSpec", "PLACEMENTS", "RECIPE_DEFAULTS",
-           "with_changes"]
+__all__ = ["AMP_CHOICES", "ExperimentSpec", "FEED_FIELDS", "JobSpec", "MAX_JOBS_PER_RUN", "ModeSpec", "PLACEMENTS",
+           "RECIPE_DEFAULTS", "with_changes"]

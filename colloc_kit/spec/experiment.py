@@ -76,6 +76,7 @@ class ExperimentSpec(BaselineKeys):
     placement: str = "pinned"  # pinned: each job its own block of cores; unpinned: as the OS schedules (the study)
     mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
     warm_repeats: bool = False  # a cell's repeats as consecutive windows of one launch of its jobs (pipeline/warm.py)
+    feed_swaps: bool = False  # with warm_repeats: a GPU-only twin measured on its cell's launch, its feed swapped
 
     def __post_init__(self) -> None:
         super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (`baselines`)
@@ -102,6 +103,9 @@ class ExperimentSpec(BaselineKeys):
         require(isinstance(self.monitor, bool), f"monitor must be true or false, got {excerpt(self.monitor)}")
         require(isinstance(self.warm_repeats, bool),
                 f"warm_repeats must be true or false, got {excerpt(self.warm_repeats)}")
+        require(isinstance(self.feed_swaps, bool), f"feed_swaps must be true or false, got {excerpt(self.feed_swaps)}")
+        require(self.warm_repeats or not self.feed_swaps,
+                "feed_swaps swaps the feed of a launch kept between windows: give it with warm_repeats")
         require(is_positive_number(self.monitor_interval_s),
                 f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:

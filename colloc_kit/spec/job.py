@@ -19,8 +19,8 @@ from colloc_kit.paths import absolute
 from colloc_kit.spec.checks import excerpt, is_int, is_positive_number, listed, require
 from colloc_kit.serving import check_serving
 
-__all__ = ["AMP_CHOICES", "BUDGETS", "DEVICE_CHOICES", "FAULTS", "FAULT_CHOICES", "JobSpec", "RECIPE_CHOICES",
-           "RECIPE_DEFAULTS", "with_changes"]
+__all__ = ["AMP_CHOICES", "BUDGETS", "DEVICE_CHOICES", "FAULTS", "FAULT_CHOICES", "FEED_FIELDS", "JobSpec",
+           "RECIPE_CHOICES", "RECIPE_DEFAULTS", "with_changes"]
 
 AMP_CHOICES = ("off", "bf16", "fp16")
 DEVICE_CHOICES = ("cuda", "cpu")
@@ -33,6 +33,7 @@ RECIPE_CHOICES = ("kit", "seed")
 # no pinned memory); `seed` also changes the transform, loss and optimizer (colloc_kit/worker/recipes.py)
 RECIPE_DEFAULTS = {"seed": {"image_size": 224, "workers": 4, "pin_memory": False}}
 BUDGETS = ("epochs", "steps", "seconds")  # a job gives at most one
+FEED_FIELDS = ("workers", "dataset", "data_root", "image_size")  # where its batches come from: what a feed swap changes
 
 
 def with_changes(job: Mapping[str, Any], changes: Mapping[str, Any]) -> dict:
@@ -168,6 +169,14 @@ class JobSpec:
         32
         """
         return dataclasses.replace(self, **changes)
+
+    def feed_changes(self, to: "JobSpec") -> dict[str, Any]:
+        """The feed fields (`FEED_FIELDS`) in which `to` differs from this job: what a feed swap tells its worker.
+
+        >>> JobSpec(model="resnet18", dataset="cifar10").feed_changes(JobSpec(model="resnet18", image_size=32))
+        {'dataset': 'synthetic', 'image_size': 32}
+        """
+        return {name: getattr(to, name) for name in FEED_FIELDS if getattr(to, name) != getattr(self, name)}
 
     def to_argv(self) -> list[str]:
         """Command-line options for `python -m colloc_kit.worker` that rebuild this spec."""

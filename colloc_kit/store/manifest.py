@@ -127,12 +127,15 @@ class WarmWindow(_Record):
     """A warm repeat's place (`ExperimentSpec.warm_repeats`): the run whose launch primed the jobs that measured this
     run (its own id for the launch's first window) and which window of that launch this run is (0: the first). A
     later window ran no warm-up (`warmup_steps` 0, whatever its jobs' specs say): its jobs trained on, held, from the
-    end of the launch's last window until its release, `held_before_s` (each job's `start` event says its own)."""
+    end of the launch's last window until its release, `held_before_s` (each job's `start` event says its own). A
+    window whose jobs' feed was swapped (`ExperimentSpec.feed_swaps`) names the run whose feed it replaced,
+    `feed_from`, and ran its jobs' warm-up on the new feed."""
 
     launch: str | None = None
     window: int = 0
     warmup_steps: int | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})  # None: the jobs' specs say
     held_before_s: float | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
+    feed_from: str | None = field(default=None, metadata={WRITTEN_WHEN_SET: True})
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
 

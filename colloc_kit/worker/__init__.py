@@ -2,6 +2,7 @@
 
     process      the worker's command line and its life: barrier, events, the end (`python -m colloc_kit.worker`)
     train        the training loop that emits the events
+    stdin        the launcher's side of the worker's stdin: the barrier, then stop, pause, go, feed, EOF
     meter        the measured window: steps against the budget, intervals, epochs, why the window ended
     serve        an inference job's loop (`role: serve`): requests served in order, each one's latency in the events
     models       the models (torchvision, timm, tiny CPU ones), built by name

@@ -1,10 +1,12 @@
 """Batches for the worker: real torchvision loaders for data on disk, and device-resident synthetic data.
 
-A Feed hands out one epoch at a time as an iterator of (images, labels) already on the device::
+A Feed hands out one epoch at a time as an iterator of (images, labels) already on the device, and `close()` ends
+its loader worker processes (a feed swap, `worker.train`)::
 
     >>> feed = build_feed(JobSpec(model="smallcnn", device="cpu", batch_size=32), torch.device("cpu"))  # doctest: +SKIP
     >>> feed.label, feed.steps_per_epoch                                                                # doctest: +SKIP
     ('synthetic (random tensors made once on the device, 2048 images per epoch)', 64)
+    >>> feed.close()                                                                                    # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -36,22 +38,25 @@ IMAGENET64_SIDE = 64
 
 @dataclass
 class Feed:
-    """Where a job's batches come from: `epoch()` gives one pass as (images, labels) on the device."""
+    """Where a job's batches come from: `epoch()` gives one pass as (images, labels) on the device; `close()` ends
+    its loader worker processes (none for synthetic data)."""
 
     epoch: Callable[[], Iterator[tuple[torch.Tensor, torch.Tensor]]]
     steps_per_epoch: int
     num_classes: int
     image_size: int
     label: str
+    close: Callable[[], None] = lambda: None
 
 
-def build_feed(spec: JobSpec, device: torch.device) -> Feed:
-    """The Feed for `spec.dataset`; BadInput if the data is absent, malformed, or smaller than one batch."""
+def build_feed(spec: JobSpec, device: torch.device, synthetic_classes: int = NUM_CLASSES["synthetic"]) -> Feed:
+    """The Feed for `spec.dataset` (synthetic labels drawn from `synthetic_classes`: a swapped feed keeps the model's
+    head); BadInput if the data is absent, malformed, or smaller than one batch."""
     folder = locate(spec.dataset, spec.data_root)
     size = image_side(spec.dataset, spec.image_size, spec.model, spec.device)
     memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
     if folder is None:
-        return _synthetic(spec, size, device, memory_format)
+        return _synthetic(spec, size, device, memory_format, synthetic_classes)
     transform = _train_transform(spec.recipe, spec.dataset, size)
     dataset: CIFAR10Files | ImageNet64 | ImageFolder
     if spec.dataset == "cifar10":
@@ -87,13 +92,23 @@ def build_feed(spec: JobSpec, device: torch.device) -> Feed:
         batches = iter(loader)  # now, not at the first batch: its workers start loading as soon as an epoch is asked
         return ((to_device(images), labels.to(device, non_blocking=True)) for images, labels in batches)
 
+    def close() -> None:
+        """Its persistent loader workers shut down as the DataLoader shuts them down at its end, and reaped."""
+        iterator: Any = loader._iterator  # only persistent workers outlive an epoch's iterator
+        if iterator is not None:
+            iterator._shutdown_workers()
+            for process in iterator._workers:
+                process.join()
+            loader._iterator = None
+
     num_classes = NUM_CLASSES.get(spec.dataset) or len(cast(ImageFolder, dataset).classes)  # no table entry: a folder
-    return Feed(epoch, len(loader), num_classes, size, label)
+    return Feed(epoch, len(loader), num_classes, size, label, close)
 
 
-def _synthetic(spec: JobSpec, size: int, device: torch.device, memory_format: torch.memory_format) -> Feed:
-    """One batch of random images and labels, made once on the device and reused: no input pipeline at all."""
-    num_classes = NUM_CLASSES["synthetic"]
+def _synthetic(spec: JobSpec, size: int, device: torch.device, memory_format: torch.memory_format,
+               num_classes: int) -> Feed:
+    """One batch of random images and labels (of `num_classes`), made once on the device and reused: no input
+    pipeline at all."""
     generator = torch.Generator(device).manual_seed(spec.seed)
     images = torch.randn(spec.batch_size, 3, size, size, device=device, generator=generator)
     images = images.contiguous(memory_format=memory_format)

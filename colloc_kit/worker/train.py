@@ -12,7 +12,12 @@ the run has its window then, so the jobs' windows overlap), and stops at once if
 nothing, as past its budget), until `go`: another window (a warm repeat), which starts at once without warm-up, its
 steady state never having stopped (its `ready` and `start` events say `warm_window`, `warmup_steps` 0 and the
 `held_before_s` and `held_steps` trained since the last window's `end`); `stop` or EOF in place of `go`: it leaves,
-exit 0.
+exit 0. `feed {json}` while held (a feed swap: `spec.FEED_FIELDS`, such as `{"dataset": "synthetic", "data_root":
+null}`) replaces the feed and keeps the model, optimizer and cuDNN's choices: the old feed's loader processes end, the
+new feed's first batch loads, a `ready` says `feed_swap`, its `feed_s`, `first_batch_s` and the new data; the job trains
+on, held, on the new feed, and its next window runs the spec's warm-up again (the new feed's steady state is not
+reached yet). A swap that would change the model's classes or image size is refused (bad input, exit 2); synthetic
+labels are drawn from the model's classes.
 
     python -m colloc_kit.worker --model smallcnn --device cpu --image-size 32 --steps 50 --job-id demo
 """
@@ -21,13 +26,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import multiprocessing
 import os
 import re
 import resource
 import signal
 import sys
-import threading
 import time
 import traceback
 from typing import IO, Any, Callable, Iterator, NoReturn
@@ -36,7 +41,7 @@ from colloc_kit import events
 from colloc_kit.errors import BadInput
 from colloc_kit.events import ErrorKind
 from colloc_kit.serving import SERVE
-from colloc_kit.spec import JobSpec
+from colloc_kit.spec import FEED_FIELDS, JobSpec
 from colloc_kit.worker import check_job
 from colloc_kit.worker.meter import Meter
 from colloc_kit.worker.models import build_model
@@ -44,6 +49,7 @@ from colloc_kit.worker.process import peak_rss_mb, quick_start, started_at
 from colloc_kit.worker.reasons import out_of_host_memory, reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
+from colloc_kit.worker.stdin import begin
 
 __all__ = ["CUDA_WORDS", "EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_LAUNCHER_GONE", "EXIT_OK",
            "MESSAGE_CHARS", "error_kind", "leave", "main", "parser"]
@@ -156,7 +162,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     torch.backends.cudnn.benchmark = cuda and spec.cudnn_autotune == "study"  # off: another workload (JobSpec)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     if spec.role == SERVE:  # an inference job: its own loop, the same events and barrier
-        return serve_requests(spec, writer, torch, device, lambda: _begin(barrier),
+        return serve_requests(spec, writer, torch, device, lambda: begin(barrier),
                               {"launched_at": launched_at, "imported_t": imported_t})
 
     feed = build_feed(spec, device)
@@ -179,7 +185,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                  primed_s=time.perf_counter() - prime_t0, feed_s=fed_t - imported_t, model_s=modelled_t - fed_t,
                  first_batch_s=built_t - modelled_t, quick_start=early, **_described(torch, spec, feed, model, device))
     writer.emit(events.READY, **ready)
-    launcher = _begin(barrier)
+    launcher = begin(barrier)
     if launcher is None:
         return EXIT_LAUNCHER_GONE
     stream = _stream(first, batches, feed.epoch)
@@ -193,13 +199,14 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
             _inject_fault(torch, spec.fail_kind, meter.step + 1, device)
         return train_step(images, labels)
 
-    after_hold: dict[str, Any] = {}  # a later window's: no warm-up, and the held training before it
+    after_hold: dict[str, Any] = {}  # a later window's: no warm-up (unless fed anew), and the held training before it
+    nothing_set_up = dict.fromkeys(("imports_s", "build_s", "primed_s", "feed_s", "model_s", "first_batch_s"), 0.0)
+    swapped = False  # the feed swapped while held: its `ready` said so, and the next window warms up again
     for window in itertools.count():
-        if window:  # a warm repeat's window: nothing was set up for it (its launch's set-up is in its first run)
-            writer.emit(events.READY, **{**ready, "imports_s": 0.0, "build_s": 0.0, "primed_s": 0.0,
-                                         "feed_s": 0.0, "model_s": 0.0, "first_batch_s": 0.0, **after_hold})
+        if window and not swapped:  # a warm repeat's window: nothing was set up for it (its launch's first run did)
+            writer.emit(events.READY, **{**ready, **nothing_set_up, **after_hold})
         writer.emit(events.START, **after_hold)
-        meter = Meter(spec.with_(warmup_steps=0) if window else spec, feed.steps_per_epoch, writer)
+        meter = Meter(spec.with_(warmup_steps=0) if window and not swapped else spec, feed.steps_per_epoch, writer)
         while not (meter.measured and launcher.said_stop.is_set()):
             if launcher.gone.is_set():
                 return EXIT_LAUNCHER_GONE
@@ -215,16 +222,49 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
                     peak_allocated_mb=torch.cuda.max_memory_allocated(device) / mib if cuda else None,
                     peak_reserved_mb=torch.cuda.max_memory_reserved(device) / mib if cuda else None,
                     peak_rss_mb=peak_rss_mb(), cores_ran_on=sorted(meter.cores_ran_on))
-        hold_t0, hold_step0 = time.perf_counter(), meter.step
+        hold_t0, hold_step0, swapped = time.perf_counter(), meter.step, False
         while launcher.holding():  # held steps of the measured meter, as past its budget; nothing reported
+            asked = launcher.take_feed()
+            if asked is not None:
+                spec, feed, stream, swap_s = _swap_feed(asked, spec, feed, lambda s, n: build_feed(s, device, n))
+                ready, swapped = {**ready, **_described(torch, spec, feed, model, device)}, True
+                writer.emit(events.READY, **{**ready, **nothing_set_up, **swap_s, "warm_window": window + 1,
+                                             "feed_swap": True})
             trained(meter)
             meter.count_step()
         if not launcher.again():
             break
         sync()  # the next window starts on a settled device, as a window after warm-up does
-        after_hold = dict(warm_window=window + 1, warmup_steps=0, held_before_s=time.perf_counter() - hold_t0,
-                          held_steps=meter.step - hold_step0)
+        after_hold = dict(warm_window=window + 1, warmup_steps=spec.warmup_steps if swapped else 0,
+                          held_before_s=time.perf_counter() - hold_t0, held_steps=meter.step - hold_step0)
     return EXIT_OK
+
+
+def _swap_feed(asked: str, spec: JobSpec, feed: Any, build: Callable[[JobSpec, int], Any]
+               ) -> tuple[JobSpec, Any, Iterator[Any], dict[str, float]]:
+    """A feed swap (`feed {json}`, held): the job's spec with the asked feed fields, its new feed (`build(spec,
+    classes)`), the batches from its first, loaded, and the seconds the build and first batch took; the old feed's
+    loader processes ended. BadInput where the swap asks other fields, or a feed the model was not built for.
+
+        spec, feed, stream, swap_s = _swap_feed('{"dataset": "synthetic", "data_root": null}', spec, feed, build)
+    """
+    t0 = events.now()
+    try:
+        delta = json.loads(asked)
+    except ValueError:
+        delta = None
+    if not isinstance(delta, dict) or not delta or set(delta) - set(FEED_FIELDS):
+        raise BadInput(f"a feed swap gives some of the fields {', '.join(FEED_FIELDS)} as a JSON object; got {asked}")
+    fed = spec.with_(**delta)
+    new = build(fed, feed.num_classes)
+    if (new.num_classes, new.image_size) != (feed.num_classes, feed.image_size):
+        raise BadInput(f"a feed swap keeps the model, built for {feed.num_classes} classes at {feed.image_size} px; "
+                       f"{new.label} has {new.num_classes} at {new.image_size} px: launch the job afresh for it")
+    fed_t = events.now()
+    feed.close()
+    batches = new.epoch()
+    first = next(batches)
+    return fed, new, _stream(first, batches, new.epoch), {"feed_s": fed_t - t0, "first_batch_s": events.now() - fed_t}
 
 
 def _step_function(torch: Any, spec: JobSpec, model: Any, device: Any) -> Callable[[Any, Any], Any]:
@@ -265,55 +305,6 @@ def _stream(first: Any, rest: Iterator[Any], epoch: Callable[[], Iterator[Any]])
     yield from rest
     while True:
         yield from epoch()
-
-
-def _begin(barrier: bool) -> "_Launcher | None":
-    """Wait at the start barrier (with one); the launcher's side of stdin from then on, or None if it went away."""
-    if barrier and not sys.stdin.readline():
-        return None
-    return _Launcher(listen=barrier)
-
-
-class _Launcher:
-    """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, train on
-    held until `go`: a warm repeat's next window, or until `stop`) or EOF when the launcher is gone.
-
-    Without a launcher (`listen=False`) the job stops as soon as its window is measured.
-    """
-
-    def __init__(self, listen: bool):
-        self.said_stop, self.paused, self.said_go, self.gone = (threading.Event() for _ in range(4))
-        if not listen:
-            self.said_stop.set()
-            return
-        threading.Thread(target=self._listen, name="launcher-stdin", daemon=True).start()
-
-    def holding(self) -> bool:
-        """After a window's end: whether the job is paused, not yet told what next (it trains on, held, meanwhile)."""
-        return self.paused.is_set() and not (self.said_go.is_set() or self.gone.is_set())
-
-    def again(self) -> bool:
-        """After the hold: whether the launcher asked for another window (it paused the job and then said go);
-        False where it said stop or went away (the job leaves, its windows complete)."""
-        if not (self.paused.is_set() and self.said_go.is_set()):
-            return False
-        for said in (self.said_stop, self.paused, self.said_go):
-            said.clear()
-        return True
-
-    def _listen(self) -> None:
-        for line in sys.stdin:
-            said = line.strip()
-            if said == events.PAUSE:
-                self.paused.set()  # before said_stop: the window it ends leads into the hold
-            elif said == events.STOP:
-                self.paused.clear()  # stop, also after a pause: leave
-            elif said == events.GO:
-                self.said_go.set()
-            if said in (events.STOP, events.PAUSE):
-                self.said_stop.set()
-        self.gone.set()
-        self.said_stop.set()
 
 
 def _device(torch: Any, kind: str) -> Any:

@@ -252,12 +252,15 @@ def dispatch_order(cells: list[Cell]) -> list[Cell]:
 
 def _next_for(lane: _LaneProcess, todo: list[Cell], lanes: list[_LaneProcess | None]) -> int:
     """Where in `todo` the idle `lane`'s next cell is: the next repeat of the series it ran last (its launch may be
-    kept warm: `pipeline.warm`), else the first cell of a series no other lane runs, else the first (a repeat of
-    another lane's series, started afresh: no lane idles while cells wait)."""
+    kept warm: `pipeline.warm`), else a twin that swaps its feed on that launch (`Cell.feed_from`), else the first
+    cell of a series no other lane runs nor swaps from, else the first (a repeat of another lane's series, started
+    afresh: no lane idles while cells wait)."""
     others = {other.last.series for other in lanes if other not in (None, lane) and other.last is not None}
-    mine = [i for i, cell in enumerate(todo) if lane.last is not None and cell.series == lane.last.series]
-    free = [i for i, cell in enumerate(todo) if cell.series not in others]
-    return (mine or free or [0])[0]
+    last = lane.last.series if lane.last is not None else None
+    mine = [i for i, cell in enumerate(todo) if last is not None and cell.series == last]
+    twins = [i for i, cell in enumerate(todo) if last is not None and cell.feed_from == last]
+    free = [i for i, cell in enumerate(todo) if cell.series not in others and cell.feed_from not in others]
+    return (mine or twins or free or [0])[0]
 
 
 def _child_setup(cores: list[int] | None, dispatcher: int) -> None:
