@@ -4,8 +4,6 @@ twin, the feed replaced in the same worker processes (`feed {json}` on a held wo
 
 import dataclasses
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import psutil
 import pytest
 from fake_datasets import write_cifar10
 from processes import kit_processes_below_us
+import test_warm_repeats as warm_repeats
 from test_warm_repeats import TINY, cell_phases_module, ready_of, windows
 
 from colloc_kit import events
@@ -34,26 +33,12 @@ def cifar(tmp_path_factory):
     return write_cifar10(tmp_path_factory.mktemp("cifar"), images_per_batch=16)
 
 
-class Worker:
+class Worker(warm_repeats.Worker):
     """A worker behind the stdin barrier on CIFAR-10 files with two loader workers, as the launcher talks to it."""
 
     def __init__(self, cifar):
-        command = [sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
-                   "--steps", "5", "--warmup-steps", "2", "--batch-size", "8", "--dataset", "cifar10",
-                   "--data-root", str(cifar), "--workers", "2", "--job-id", "w", "--barrier", "stdin"]
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def until(self, kind):
-        seen = []
-        for line in self.proc.stdout:
-            seen.append(json.loads(line))
-            if seen[-1]["type"] == kind:
-                return seen
-        raise AssertionError(f"the worker ended before a {kind} event: {seen}")
-
-    def say(self, line):
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
+        super().__init__(feed=("--warmup-steps", "2", "--batch-size", "8", "--dataset", "cifar10",
+                               "--data-root", str(cifar), "--workers", "2"))
 
     def held(self):
         """Its first window measured and ended: held, its loader workers running; their pids."""

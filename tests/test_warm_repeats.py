@@ -59,10 +59,9 @@ def ready_of(stream):
 class Worker:
     """A worker behind the stdin barrier, as the launcher talks to it: `say` a line, read its events `until` one."""
 
-    def __init__(self, *flags):
+    def __init__(self, *flags, feed=("--image-size", "32", "--warmup-steps", "1", "--dataset", "synthetic")):
         command = [sys.executable, "-m", "colloc_kit.worker", "--model", "smallcnn", "--device", "cpu",
-                   "--image-size", "32", "--steps", "5", "--warmup-steps", "1", "--dataset", "synthetic",
-                   "--job-id", "w", "--barrier", "stdin", *flags]
+                   "--steps", "5", *feed, "--job-id", "w", "--barrier", "stdin", *flags]
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def until(self, kind):
