@@ -219,7 +219,11 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "copies": 1,
                         "rate_per_s": 1.0, "requests_per_s": 1.0, "answered_share": 1.0, "latency_p50_ms": 10.0,
                         "latency_p99_ms": 10.0, "train_images_per_s": 10.0})
-    table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
+
+    def peer_rows(spec: ExperimentSpec) -> pd.DataFrame:
+        return pd.DataFrame([beside.peer_setting(spec, index, tmp_path) for index in range(len(spec.modes))])
+
+    table = beside.kit_vs_peer(kit, peer_rows(spec)).set_index("mode_label")
     assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
     assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])
     # resumed: the cell that ran is read from its folder, the failed one runs again; another rate runs anew
@@ -230,11 +234,58 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
         return peer_cell(serve, train, copies, mode, *rest)
 
     monkeypatch.setattr(beside, "peer_cell", counted)
-    again = pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path)).set_index("mode_label")
+    again = peer_rows(spec).set_index("mode_label")
     assert ran == ["mps"] and again.loc["naive", "peer_p50_ms"] == table.loc["naive", "peer_p50_ms"]
-    faster = ExperimentSpec(jobs=[replace(serve, rate_per_s=2.0), JobSpec(model="smallcnn")], modes=spec.modes)
-    beside.peer_experiment(faster, kit, tmp_path)
+    peer_rows(ExperimentSpec(jobs=[replace(serve, rate_per_s=2.0), JobSpec(model="smallcnn")], modes=spec.modes))
     assert ran == ["mps", "naive", "mps"]
+
+
+def test_each_settings_kit_and_peer_cells_run_together_the_first_alternating(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    ran = []
+
+    def kit_setting(spec, mode, runs):
+        ran.append(("kit", mode.label))
+        return pd.DataFrame([{"mode_label": mode.label}])
+
+    def peer_setting(spec, index, folder):
+        ran.append(("peer", spec.modes[index].label))
+        return {"mode_label": spec.modes[index].label}
+
+    monkeypatch.setattr(inference, "kit_setting", kit_setting)
+    monkeypatch.setattr(inference, "peer_setting", peer_setting)
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", role="serve", rate_per_s=1.0), JobSpec(model="smallcnn")],
+                          modes=[ModeSpec("exclusive"), ModeSpec("naive"), ModeSpec("mps")])
+    kit, peer = inference.paired_settings(spec, tmp_path / "runs", tmp_path / "peer")
+    assert ran == [("kit", "exclusive"), ("peer", "exclusive"), ("peer", "naive"), ("kit", "naive"),
+                   ("kit", "mps"), ("peer", "mps")]
+    assert list(kit["mode_label"]) == ["exclusive", "naive", "mps"]
+    ran.clear()
+    kit, peer = inference.paired_settings(spec, tmp_path / "runs", None)  # --no-peer: the kit's cells only
+    assert ran == [("kit", "exclusive"), ("kit", "naive"), ("kit", "mps")] and peer == []
+
+
+@pytest.mark.slow
+def test_a_tiny_run_starts_each_settings_kit_and_peer_cells_together_the_first_alternating_and_resumes_them(
+        monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    argv = ["--tiny", "--rate", "smallcnn=20", "--seconds", "1", "--no-capacity", "--out", str(tmp_path)]
+    assert inference.main(argv) == 0
+    table = pd.read_csv(tmp_path / "kit_vs_peer.csv")
+    assert list(table["mode_label"]) == ["exclusive", "naive"] and list(table["first"]) == ["kit", "peer"]
+    started = sorted((row[column], who, row["mode_label"]) for _, row in table.iterrows()
+                     for who, column in (("kit", "started_at"), ("peer", "peer_started_at")))
+    assert [cell for _, *cell in started] == [["kit", "exclusive"], ["peer", "exclusive"], ["peer", "naive"],
+                                              ["kit", "naive"]]  # each setting's two cells next to each other
+    assert "with each order" in (tmp_path / "summary.md").read_text()
+    # resumed: every cell that ran is read, none run again
+    cells = sorted(path.name for path in (tmp_path / "runs").glob("*/2*"))
+    assert inference.main(argv) == 0
+    assert sorted(path.name for path in (tmp_path / "runs").glob("*/2*")) == cells
+    again = pd.read_csv(tmp_path / "kit_vs_peer.csv")
+    assert again[["started_at", "peer_started_at", "first"]].equals(table[["started_at", "peer_started_at", "first"]])
 
 
 def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_the_first_mix_gets_the_extras(

@@ -15,16 +15,19 @@ peer and capacity cells about double that; `--no-peer --no-capacity` leave them 
 Issue 51 adds, per cell: the plain PyTorch peer (`peer_serve.py`, no kit code: its server at the same rate beside its
 own training loops, under the same mode; `peer_beside.py`), the kit's p50/p99 against the peer's (target: within
 10 %); each latency's parts (queueing, host, device time; `analysis.latency`); and the setting's capacity (the
-same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`.
+same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`. Each
+setting's kit cell and peer cell run one right after the other, the one that goes first alternating from setting to
+setting (`first` in `kit_vs_peer.csv`, from the two cells' start times; the summary gives the kit's over the peer's
+with each order); an experiment's capacity cells run after its pairs.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
 p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
-rounds: the ratio kit / plain is taken per round, plain then kit, and its mean given with its 95 % CI; the same
-rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with --confirm
-`confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit writes them,
-for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out resumes it: cost
-rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one call of a lent
-machine runs over several, `lent_call.sh`).
+rounds: the ratio kit / plain is taken per round, the arm that goes first alternating, and its mean given with its
+95 % CI; the same rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
+--confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
+writes them, for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out
+resumes it: cost rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
+call of a lent machine runs over several, `lent_call.sh`).
 
     python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
     python benchmarks/inference/inference.py --served resnet50 --mixes resnet50x1 --out $OUT/r50   # one model, mix
@@ -58,7 +61,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
 from colloc_kit.store.rundir import read_events
 from host_state import FAST_FACTOR, state_table  # siblings: on sys.path when this file runs as a script
-from peer_beside import kit_vs_peer, peer_experiment
+from peer_beside import by_order, kit_vs_peer, peer_setting
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -151,6 +154,32 @@ def with_latency_parts(frontier: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFra
                *(f"tail_{name}_ms" for name in PARTS)]
     serving = jobs[jobs["role"] == "serve"].reindex(columns=["run_id", *columns]).drop_duplicates("run_id")
     return frontier.merge(serving, on="run_id", how="left")
+
+
+def kit_setting(spec: ExperimentSpec, mode: ModeSpec, runs: Path) -> pd.DataFrame:
+    """The kit's cell of `spec` under `mode`: `run_spec` of the spec with that mode only (the cell's id names its
+    mode, copies, repeat and jobs, not the spec's other modes: a folder resumed reads the cell), its frontier row
+    with the latency parts and `started_at` (Unix time, the run's manifest)."""
+    results = colloc_kit.run_spec(replace(spec, modes=[mode]), out=runs, progress=False)
+    started = results.runs.set_index("run_id")["started_at"]
+    rows = with_latency_parts(serve_advise.frontier(results), results.jobs)
+    return rows.assign(started_at=rows["run_id"].map(started))
+
+
+def paired_settings(spec: ExperimentSpec, runs: Path, peer: Path | None) -> tuple[pd.DataFrame, list[dict]]:
+    """Each setting of `spec` by the kit (`kit_setting`) and by the plain PyTorch peer (`peer_setting`, into `peer`;
+    None: no peer) one right after the other, the one that goes first alternating from setting to setting (the kit
+    in the 1st, 3rd, ...), so that neither always meets the GPU's state second; the kit's frontier rows and the
+    peer's rows."""
+    kit, peer_rows = [], []
+    for index, mode in enumerate(spec.modes):
+        order = ("kit", "peer") if index % 2 == 0 else ("peer", "kit")
+        for arm in order if peer else ("kit",):
+            if arm == "kit":
+                kit.append(kit_setting(spec, mode, runs))
+            elif peer:
+                peer_rows.append(peer_setting(spec, index, peer))
+    return pd.concat(kit, ignore_index=True), peer_rows
 
 
 def served_here(args: argparse.Namespace) -> dict[str, dict]:
@@ -328,15 +357,14 @@ def main(argv: list[str] | None = None) -> int:
     parts, peer_rows = [], []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
-        results = colloc_kit.run_spec(spec, out=runs, progress=False)
-        parts.append(with_latency_parts(serve_advise.frontier(results), results.jobs))
+        kit, peer = paired_settings(spec, runs, None if args.no_peer else out / "peer")
+        parts.append(kit)
+        peer_rows += peer
         if not args.no_capacity:
             closed = colloc_kit.run_spec(capacity_spec(spec), out=runs, progress=False)
             parts[-1] = with_capacity(parts[-1], serve_advise.frontier(closed))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
-        if not args.no_peer:  # the plain PyTorch peer in the same cells (peer_serve.py), right after the kit's
-            peer_rows += peer_experiment(spec, parts[-1], out / "peer")
         against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None
         if against is not None:
             against.to_csv(out / "kit_vs_peer.csv", index=False)
@@ -379,8 +407,12 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
         lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
                   against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
                            "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short",
-                           "peer_error"]]
+                           "first", "peer_error"]]
                   .to_string(index=False, float_format="%.3f"), "```", "",
+                  "The kit's over the peer's with each order (`first`: which of a setting's two cells ran first, "
+                  "alternating from setting to setting; the mean over the settings compared, with its 95 % CI): a "
+                  "difference that follows the order is the GPU's state from one cell to the next, not the program.",
+                  "", "```", by_order(against).to_string(index=False, float_format="%.3f"), "```", "",
                   "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
                   f"over the requests at or above the kit's p99; device time: {timed_by}):",
                   "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS
