@@ -157,12 +157,28 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
         return [[i * 0.05, i * 0.05 + ms / 1000] for i in range(40)]
 
     plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
-    monkeypatch.setattr(inference, "plain_requests", lambda *a: (calls.append("plain"), requests(next(plain)))[1])
+    started = []
+
+    class PlainLoop:  # one process per model for all its rounds
+        def __init__(self, served, tiny):
+            started.append(served["model"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            calls.append("closed")
+
+        def window(self, seconds):
+            calls.append("plain")
+            return requests(next(plain))
+
+    monkeypatch.setattr(inference, "PlainLoop", PlainLoop)
     monkeypatch.setattr(inference, "kit_alone",
                         lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
     args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=1.0)
     cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"] and started == ["smallcnn"]
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
     assert cost["plain_p50_ms"] == pytest.approx(15.0)
     rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
@@ -177,10 +193,24 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     # the folder resumed: the rounds that ran are read, not run again; a longer window runs them anew
     calls.clear()
     again = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == [] and again.equals(cost)
+    assert calls == [] and again.equals(cost) and started == ["smallcnn"]  # no plain process started
     plain, kit = iter([10.0, 20.0] * 2), iter([11.0, 22.0] * 2)
     inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=2.0), tmp_path, tmp_path / "runs")
-    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"]
+
+
+@pytest.mark.slow
+def test_the_plain_loop_serves_window_after_window_from_one_process(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    with inference.PlainLoop(inference.TINY["smallcnn"], tiny=True) as plain:
+        first, second = plain.window(0.3), plain.window(0.3)
+        process = plain.process
+    assert process.returncode == 0  # ended when closed
+    for window in (first, second):
+        assert len(window) > 5 and all(start < answered for start, answered in window)
+        assert 0.25 <= window[-1][1] - window[0][0] < 1.0
+    assert second[0][0] > first[-1][1]  # one after the other, the same process
 
 
 def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_often_each_arm_was_slow():

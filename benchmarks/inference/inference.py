@@ -44,6 +44,7 @@ The H100 runs ship as the reference set `h100-inference` (notebook 10, course sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import subprocess
@@ -187,31 +188,69 @@ def served_here(args: argparse.Namespace) -> dict[str, dict]:
     return TINY if args.tiny else {name: s for name, s in SERVED.items() if name in (args.served or [name])}
 
 
-def plain_requests(served: dict, tiny: bool, seconds: float) -> list[list[float]]:
-    """[start, answered] (seconds) of each request of a plain PyTorch loop serving the same requests one at a time for
-    `seconds` after 20 warm ones, in a process of its own (CUDA stays out of the benchmark's process, as it stays out
-    of the kit's)."""
-    code = f"""
-import json, time, torch
+# the plain loop's process: `ready` once built, then for each line in (a window's seconds) a line out, `requests
+# [[start, answered], ...]`
+PLAIN_LOOP = """
+import json, sys, time, torch
 from colloc_kit.worker.models import build_model
-cuda = {not tiny}
+cuda = {cuda}
 device = torch.device('cuda' if cuda else 'cpu')
-side = {32 if tiny else 224}
-model = build_model({served['model']!r}, 1000, side).to(device).eval()
-host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
-requests = []
+model = build_model({model!r}, 1000, {side}).to(device).eval()
+host = torch.rand({batch_size}, 3, {side}, {side}, pin_memory=cuda)
+print('ready', flush=True)
 with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-    for i in range(20):
-        model(host.to(device, non_blocking=True)).argmax(1).cpu()
-    end = time.perf_counter() + {seconds}
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        model(host.to(device, non_blocking=True)).argmax(1).cpu()
-        requests.append([t0, time.perf_counter()])
-print(json.dumps(requests))
+    for line in sys.stdin:
+        for i in range(20):
+            model(host.to(device, non_blocking=True)).argmax(1).cpu()
+        requests = []
+        end = time.perf_counter() + float(line)
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            model(host.to(device, non_blocking=True)).argmax(1).cpu()
+            requests.append([t0, time.perf_counter()])
+        print('requests', json.dumps(requests), flush=True)
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class PlainLoop:
+    """A plain PyTorch loop serving the kit's requests one at a time, in a process of its own (CUDA stays out of the
+    benchmark's process, as it stays out of the kit's), started once per served model and kept for all its cost
+    rounds: each `window` costs its seconds, not a Python start and a model build.
+
+        with PlainLoop(TINY["smallcnn"], tiny=True) as plain:
+            requests = plain.window(3.0)   # [start, answered] (seconds) of each request after 20 warm ones
+    """
+
+    def __init__(self, served: dict, tiny: bool) -> None:
+        code = PLAIN_LOOP.format(cuda=not tiny, model=served["model"], side=32 if tiny else 224,
+                                 batch_size=served["batch_size"])
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        self._said("ready")  # built before any arm runs: its start never overlaps the kit's
+
+    def window(self, seconds: float) -> list[list[float]]:
+        """[start, answered] (seconds) of each request served for `seconds`, after 20 warm ones."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{seconds}\n")
+        self.process.stdin.flush()
+        return json.loads(self._said("requests "))
+
+    def _said(self, word: str) -> str:
+        """The rest of the process's next line that starts with `word` (other lines, a library's notices, passed
+        over)."""
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(word):
+                return line.removeprefix(word)
+        raise RuntimeError(f"the plain loop ended (exit code {self.process.wait()})")
+
+    def __enter__(self) -> PlainLoop:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # its loop ends at EOF
+        self.process.wait(timeout=60)
 
 
 def median_ms(requests: list[list[float]]) -> float:
@@ -243,8 +282,9 @@ def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
     that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
-    neither always meets the host's state first; per model the medians of the rounds' p50s and the mean of the
-    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
+    neither always meets the host's state first; the plain loop's process started once per model (`PlainLoop`: a
+    round costs the kit's launch and the two windows); per model the medians of the rounds' p50s and the mean of
+    the rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
     (`plain_vs_kit_requests.json`) are written after every round, and a folder resumed reads the rounds it holds
     that ran with the same window; the same rounds compared within the host's state (`host_state`) in
     `plain_vs_kit_states.csv`."""
@@ -254,25 +294,29 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
                if r.get("seconds") == args.cost_seconds}  # a folder resumed: rounds that ran as asked are read
     others = [r for (model, _), r in earlier.items() if model not in served_here(args)]  # kept in the file as read
-    for round_ in range(args.cost_rounds):
-        for name, served in served_here(args).items():
-            if (name, round_) in earlier:
-                arms = earlier[(name, round_)]
-                rounds.append(arms["row"])
+    with contextlib.ExitStack() as stack:
+        plain: dict[str, PlainLoop] = {}  # per model, started for its first round that runs
+        for round_ in range(args.cost_rounds):
+            for name, served in served_here(args).items():
+                if (name, round_) in earlier:
+                    arms = earlier[(name, round_)]
+                    rounds.append(arms["row"])
+                    requests.append(arms)
+                    continue
+                if name not in plain:
+                    plain[name] = stack.enter_context(PlainLoop(served, args.tiny))
+                row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
+                arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
+                if row["first"] == "kit":
+                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
+                arms["plain"] = plain[name].window(args.cost_seconds)
+                row["plain_p50_ms"] = median_ms(arms["plain"])
+                if row["first"] == "plain":
+                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
+                rounds.append(row)
                 requests.append(arms)
-                continue
-            row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
-            arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
-            if row["first"] == "kit":
-                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-            arms["plain"] = plain_requests(served, args.tiny, args.cost_seconds)
-            row["plain_p50_ms"] = median_ms(arms["plain"])
-            if row["first"] == "plain":
-                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-            rounds.append(row)
-            requests.append(arms)
-            pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
-            done.write_text(json.dumps([*requests, *others]))
+                pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
+                done.write_text(json.dumps([*requests, *others]))
     state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
