@@ -448,6 +448,7 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
              .to_string(index=False, float_format="%.2f"), "```", ""]
     if against is not None:
         timed_by = next(iter(against["peer_device_time"].dropna()), "none recorded")
+        order = by_order(against)
         lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
                   against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
                            "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short",
@@ -456,7 +457,8 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
                   "The kit's over the peer's with each order (`first`: which of a setting's two cells ran first, "
                   "alternating from setting to setting; the mean over the settings compared, with its 95 % CI): a "
                   "difference that follows the order is the GPU's state from one cell to the next, not the program.",
-                  "", "```", by_order(against).to_string(index=False, float_format="%.3f"), "```", "",
+                  "", *(["```", order.to_string(index=False, float_format="%.3f"), "```"] if len(order) else
+                        ["None compared: every setting answered short, or ran before the order was recorded."]), "",
                   "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
                   f"over the requests at or above the kit's p99; device time: {timed_by}):",
                   "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS
