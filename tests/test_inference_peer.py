@@ -157,12 +157,28 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
         return [[i * 0.05, i * 0.05 + ms / 1000] for i in range(40)]
 
     plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
-    monkeypatch.setattr(inference, "plain_requests", lambda *a: (calls.append("plain"), requests(next(plain)))[1])
+    started = []
+
+    class PlainLoop:  # one process per model for all its rounds
+        def __init__(self, served, tiny):
+            started.append(served["model"])
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_):
+            calls.append("closed")
+
+        def window(self, seconds):
+            calls.append("plain")
+            return requests(next(plain))
+
+    monkeypatch.setattr(inference, "PlainLoop", PlainLoop)
     monkeypatch.setattr(inference, "kit_alone",
                         lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
     args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=1.0)
     cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"] and started == ["smallcnn"]
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
     assert cost["plain_p50_ms"] == pytest.approx(15.0)
     rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
@@ -177,10 +193,24 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     # the folder resumed: the rounds that ran are read, not run again; a longer window runs them anew
     calls.clear()
     again = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == [] and again.equals(cost)
+    assert calls == [] and again.equals(cost) and started == ["smallcnn"]  # no plain process started
     plain, kit = iter([10.0, 20.0] * 2), iter([11.0, 22.0] * 2)
     inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=2.0), tmp_path, tmp_path / "runs")
-    assert calls == ["plain", "kit", "kit", "plain"] * 2
+    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"]
+
+
+@pytest.mark.slow
+def test_the_plain_loop_serves_window_after_window_from_one_process(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    with inference.PlainLoop(inference.TINY["smallcnn"], tiny=True) as plain:
+        first, second = plain.window(0.3), plain.window(0.3)
+        process = plain.process
+    assert process.returncode == 0  # ended when closed
+    for window in (first, second):
+        assert len(window) > 5 and all(start < answered for start, answered in window)
+        assert 0.25 <= window[-1][1] - window[0][0] < 1.0
+    assert second[0][0] > first[-1][1]  # one after the other, the same process
 
 
 def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_often_each_arm_was_slow():
@@ -219,7 +249,11 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "copies": 1,
                         "rate_per_s": 1.0, "requests_per_s": 1.0, "answered_share": 1.0, "latency_p50_ms": 10.0,
                         "latency_p99_ms": 10.0, "train_images_per_s": 10.0})
-    table = beside.kit_vs_peer(kit, pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path))).set_index("mode_label")
+
+    def peer_rows(spec: ExperimentSpec) -> pd.DataFrame:
+        return pd.DataFrame([beside.peer_setting(spec, index, tmp_path) for index in range(len(spec.modes))])
+
+    table = beside.kit_vs_peer(kit, peer_rows(spec)).set_index("mode_label")
     assert table.loc["naive", "within_10pct"] and pd.isna(table.loc["naive", "peer_error"])
     assert "did not get ready" in table.loc["mps", "peer_error"] and pd.isna(table.loc["mps", "peer_p50_ms"])
     # resumed: the cell that ran is read from its folder, the failed one runs again; another rate runs anew
@@ -230,11 +264,58 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
         return peer_cell(serve, train, copies, mode, *rest)
 
     monkeypatch.setattr(beside, "peer_cell", counted)
-    again = pd.DataFrame(beside.peer_experiment(spec, kit, tmp_path)).set_index("mode_label")
+    again = peer_rows(spec).set_index("mode_label")
     assert ran == ["mps"] and again.loc["naive", "peer_p50_ms"] == table.loc["naive", "peer_p50_ms"]
-    faster = ExperimentSpec(jobs=[replace(serve, rate_per_s=2.0), JobSpec(model="smallcnn")], modes=spec.modes)
-    beside.peer_experiment(faster, kit, tmp_path)
+    peer_rows(ExperimentSpec(jobs=[replace(serve, rate_per_s=2.0), JobSpec(model="smallcnn")], modes=spec.modes))
     assert ran == ["mps", "naive", "mps"]
+
+
+def test_each_settings_kit_and_peer_cells_run_together_the_first_alternating(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    ran = []
+
+    def kit_setting(spec, mode, runs):
+        ran.append(("kit", mode.label))
+        return pd.DataFrame([{"mode_label": mode.label}])
+
+    def peer_setting(spec, index, folder):
+        ran.append(("peer", spec.modes[index].label))
+        return {"mode_label": spec.modes[index].label}
+
+    monkeypatch.setattr(inference, "kit_setting", kit_setting)
+    monkeypatch.setattr(inference, "peer_setting", peer_setting)
+    spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", role="serve", rate_per_s=1.0), JobSpec(model="smallcnn")],
+                          modes=[ModeSpec("exclusive"), ModeSpec("naive"), ModeSpec("mps")])
+    kit, peer = inference.paired_settings(spec, tmp_path / "runs", tmp_path / "peer")
+    assert ran == [("kit", "exclusive"), ("peer", "exclusive"), ("peer", "naive"), ("kit", "naive"),
+                   ("kit", "mps"), ("peer", "mps")]
+    assert list(kit["mode_label"]) == ["exclusive", "naive", "mps"]
+    ran.clear()
+    kit, peer = inference.paired_settings(spec, tmp_path / "runs", None)  # --no-peer: the kit's cells only
+    assert ran == [("kit", "exclusive"), ("kit", "naive"), ("kit", "mps")] and peer == []
+
+
+@pytest.mark.slow
+def test_a_tiny_run_starts_each_settings_kit_and_peer_cells_together_the_first_alternating_and_resumes_them(
+        monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+    argv = ["--tiny", "--rate", "smallcnn=20", "--seconds", "1", "--no-capacity", "--out", str(tmp_path)]
+    assert inference.main(argv) == 0
+    table = pd.read_csv(tmp_path / "kit_vs_peer.csv")
+    assert list(table["mode_label"]) == ["exclusive", "naive"] and list(table["first"]) == ["kit", "peer"]
+    started = sorted((row[column], who, row["mode_label"]) for _, row in table.iterrows()
+                     for who, column in (("kit", "started_at"), ("peer", "peer_started_at")))
+    assert [cell for _, *cell in started] == [["kit", "exclusive"], ["peer", "exclusive"], ["peer", "naive"],
+                                              ["kit", "naive"]]  # each setting's two cells next to each other
+    assert "with each order" in (tmp_path / "summary.md").read_text()
+    # resumed: every cell that ran is read, none run again
+    cells = sorted(path.name for path in (tmp_path / "runs").glob("*/2*"))
+    assert inference.main(argv) == 0
+    assert sorted(path.name for path in (tmp_path / "runs").glob("*/2*")) == cells
+    again = pd.read_csv(tmp_path / "kit_vs_peer.csv")
+    assert again[["started_at", "peer_started_at", "first"]].equals(table[["started_at", "peer_started_at", "first"]])
 
 
 def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_the_first_mix_gets_the_extras(

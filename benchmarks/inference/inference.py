@@ -15,16 +15,19 @@ peer and capacity cells about double that; `--no-peer --no-capacity` leave them 
 Issue 51 adds, per cell: the plain PyTorch peer (`peer_serve.py`, no kit code: its server at the same rate beside its
 own training loops, under the same mode; `peer_beside.py`), the kit's p50/p99 against the peer's (target: within
 10 %); each latency's parts (queueing, host, device time; `analysis.latency`); and the setting's capacity (the
-same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`.
+same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`. Each
+setting's kit cell and peer cell run one right after the other, the one that goes first alternating from setting to
+setting (`first` in `kit_vs_peer.csv`, from the two cells' start times; the summary gives the kit's over the peer's
+with each order); an experiment's capacity cells run after its pairs.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
 p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
-rounds: the ratio kit / plain is taken per round, plain then kit, and its mean given with its 95 % CI; the same
-rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with --confirm
-`confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit writes them,
-for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out resumes it: cost
-rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one call of a lent
-machine runs over several, `lent_call.sh`).
+rounds: the ratio kit / plain is taken per round, the arm that goes first alternating, and its mean given with its
+95 % CI; the same rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
+--confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
+writes them, for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out
+resumes it: cost rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
+call of a lent machine runs over several, `lent_call.sh`).
 
     python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
     python benchmarks/inference/inference.py --served resnet50 --mixes resnet50x1 --out $OUT/r50   # one model, mix
@@ -41,6 +44,7 @@ The H100 runs ship as the reference set `h100-inference` (notebook 10, course sh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import subprocess
@@ -58,7 +62,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
 from colloc_kit.store.rundir import read_events
 from host_state import FAST_FACTOR, state_table  # siblings: on sys.path when this file runs as a script
-from peer_beside import kit_vs_peer, peer_experiment
+from peer_beside import by_order, kit_vs_peer, peer_setting
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -153,36 +157,100 @@ def with_latency_parts(frontier: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFra
     return frontier.merge(serving, on="run_id", how="left")
 
 
+def kit_setting(spec: ExperimentSpec, mode: ModeSpec, runs: Path) -> pd.DataFrame:
+    """The kit's cell of `spec` under `mode`: `run_spec` of the spec with that mode only (the cell's id names its
+    mode, copies, repeat and jobs, not the spec's other modes: a folder resumed reads the cell), its frontier row
+    with the latency parts and `started_at` (Unix time, the run's manifest)."""
+    results = colloc_kit.run_spec(replace(spec, modes=[mode]), out=runs, progress=False)
+    started = results.runs.set_index("run_id")["started_at"]
+    rows = with_latency_parts(serve_advise.frontier(results), results.jobs)
+    return rows.assign(started_at=rows["run_id"].map(started))
+
+
+def paired_settings(spec: ExperimentSpec, runs: Path, peer: Path | None) -> tuple[pd.DataFrame, list[dict]]:
+    """Each setting of `spec` by the kit (`kit_setting`) and by the plain PyTorch peer (`peer_setting`, into `peer`;
+    None: no peer) one right after the other, the one that goes first alternating from setting to setting (the kit
+    in the 1st, 3rd, ...), so that neither always meets the GPU's state second; the kit's frontier rows and the
+    peer's rows."""
+    kit, peer_rows = [], []
+    for index, mode in enumerate(spec.modes):
+        order = ("kit", "peer") if index % 2 == 0 else ("peer", "kit")
+        for arm in order if peer else ("kit",):
+            if arm == "kit":
+                kit.append(kit_setting(spec, mode, runs))
+            elif peer:
+                peer_rows.append(peer_setting(spec, index, peer))
+    return pd.concat(kit, ignore_index=True), peer_rows
+
+
 def served_here(args: argparse.Namespace) -> dict[str, dict]:
     """The served models this invocation measures: the tiny one, or those of `--served` (all by default)."""
     return TINY if args.tiny else {name: s for name, s in SERVED.items() if name in (args.served or [name])}
 
 
-def plain_requests(served: dict, tiny: bool, seconds: float) -> list[list[float]]:
-    """[start, answered] (seconds) of each request of a plain PyTorch loop serving the same requests one at a time for
-    `seconds` after 20 warm ones, in a process of its own (CUDA stays out of the benchmark's process, as it stays out
-    of the kit's)."""
-    code = f"""
-import json, time, torch
+# the plain loop's process: `ready` once built, then for each line in (a window's seconds) a line out, `requests
+# [[start, answered], ...]`
+PLAIN_LOOP = """
+import json, sys, time, torch
 from colloc_kit.worker.models import build_model
-cuda = {not tiny}
+cuda = {cuda}
 device = torch.device('cuda' if cuda else 'cpu')
-side = {32 if tiny else 224}
-model = build_model({served['model']!r}, 1000, side).to(device).eval()
-host = torch.rand({served['batch_size']}, 3, side, side, pin_memory=cuda)
-requests = []
+model = build_model({model!r}, 1000, {side}).to(device).eval()
+host = torch.rand({batch_size}, 3, {side}, {side}, pin_memory=cuda)
+print('ready', flush=True)
 with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-    for i in range(20):
-        model(host.to(device, non_blocking=True)).argmax(1).cpu()
-    end = time.perf_counter() + {seconds}
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        model(host.to(device, non_blocking=True)).argmax(1).cpu()
-        requests.append([t0, time.perf_counter()])
-print(json.dumps(requests))
+    for line in sys.stdin:
+        for i in range(20):
+            model(host.to(device, non_blocking=True)).argmax(1).cpu()
+        requests = []
+        end = time.perf_counter() + float(line)
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            model(host.to(device, non_blocking=True)).argmax(1).cpu()
+            requests.append([t0, time.perf_counter()])
+        print('requests', json.dumps(requests), flush=True)
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class PlainLoop:
+    """A plain PyTorch loop serving the kit's requests one at a time, in a process of its own (CUDA stays out of the
+    benchmark's process, as it stays out of the kit's), started once per served model and kept for all its cost
+    rounds: each `window` costs its seconds, not a Python start and a model build.
+
+        with PlainLoop(TINY["smallcnn"], tiny=True) as plain:
+            requests = plain.window(3.0)   # [start, answered] (seconds) of each request after 20 warm ones
+    """
+
+    def __init__(self, served: dict, tiny: bool) -> None:
+        code = PLAIN_LOOP.format(cuda=not tiny, model=served["model"], side=32 if tiny else 224,
+                                 batch_size=served["batch_size"])
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        text=True)
+        self._said("ready")  # built before any arm runs: its start never overlaps the kit's
+
+    def window(self, seconds: float) -> list[list[float]]:
+        """[start, answered] (seconds) of each request served for `seconds`, after 20 warm ones."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{seconds}\n")
+        self.process.stdin.flush()
+        return json.loads(self._said("requests "))
+
+    def _said(self, word: str) -> str:
+        """The rest of the process's next line that starts with `word` (other lines, a library's notices, passed
+        over)."""
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.startswith(word):
+                return line.removeprefix(word)
+        raise RuntimeError(f"the plain loop ended (exit code {self.process.wait()})")
+
+    def __enter__(self) -> PlainLoop:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()  # its loop ends at EOF
+        self.process.wait(timeout=60)
 
 
 def median_ms(requests: list[list[float]]) -> float:
@@ -214,8 +282,9 @@ def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
     that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
-    neither always meets the host's state first; per model the medians of the rounds' p50s and the mean of the
-    rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
+    neither always meets the host's state first; the plain loop's process started once per model (`PlainLoop`: a
+    round costs the kit's launch and the two windows); per model the medians of the rounds' p50s and the mean of
+    the rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
     (`plain_vs_kit_requests.json`) are written after every round, and a folder resumed reads the rounds it holds
     that ran with the same window; the same rounds compared within the host's state (`host_state`) in
     `plain_vs_kit_states.csv`."""
@@ -225,25 +294,29 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
                if r.get("seconds") == args.cost_seconds}  # a folder resumed: rounds that ran as asked are read
     others = [r for (model, _), r in earlier.items() if model not in served_here(args)]  # kept in the file as read
-    for round_ in range(args.cost_rounds):
-        for name, served in served_here(args).items():
-            if (name, round_) in earlier:
-                arms = earlier[(name, round_)]
-                rounds.append(arms["row"])
+    with contextlib.ExitStack() as stack:
+        plain: dict[str, PlainLoop] = {}  # per model, started for its first round that runs
+        for round_ in range(args.cost_rounds):
+            for name, served in served_here(args).items():
+                if (name, round_) in earlier:
+                    arms = earlier[(name, round_)]
+                    rounds.append(arms["row"])
+                    requests.append(arms)
+                    continue
+                if name not in plain:
+                    plain[name] = stack.enter_context(PlainLoop(served, args.tiny))
+                row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
+                arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
+                if row["first"] == "kit":
+                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
+                arms["plain"] = plain[name].window(args.cost_seconds)
+                row["plain_p50_ms"] = median_ms(arms["plain"])
+                if row["first"] == "plain":
+                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
+                rounds.append(row)
                 requests.append(arms)
-                continue
-            row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
-            arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
-            if row["first"] == "kit":
-                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-            arms["plain"] = plain_requests(served, args.tiny, args.cost_seconds)
-            row["plain_p50_ms"] = median_ms(arms["plain"])
-            if row["first"] == "plain":
-                row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-            rounds.append(row)
-            requests.append(arms)
-            pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
-            done.write_text(json.dumps([*requests, *others]))
+                pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
+                done.write_text(json.dumps([*requests, *others]))
     state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
     table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
@@ -328,15 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     parts, peer_rows = [], []
     for _, _, spec in experiments(args, rates):
         print(f"[{time.monotonic() - started:5.0f} s] {spec.name}: {[m.label for m in spec.modes]}", flush=True)
-        results = colloc_kit.run_spec(spec, out=runs, progress=False)
-        parts.append(with_latency_parts(serve_advise.frontier(results), results.jobs))
+        kit, peer = paired_settings(spec, runs, None if args.no_peer else out / "peer")
+        parts.append(kit)
+        peer_rows += peer
         if not args.no_capacity:
             closed = colloc_kit.run_spec(capacity_spec(spec), out=runs, progress=False)
             parts[-1] = with_capacity(parts[-1], serve_advise.frontier(closed))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
-        if not args.no_peer:  # the plain PyTorch peer in the same cells (peer_serve.py), right after the kit's
-            peer_rows += peer_experiment(spec, parts[-1], out / "peer")
         against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None
         if against is not None:
             against.to_csv(out / "kit_vs_peer.csv", index=False)
@@ -376,11 +448,17 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
              .to_string(index=False, float_format="%.2f"), "```", ""]
     if against is not None:
         timed_by = next(iter(against["peer_device_time"].dropna()), "none recorded")
+        order = by_order(against)
         lines += ["## The kit against the plain PyTorch peer (peer_serve.py), same cells and rates", "", "```",
                   against[["served", "mix", "mode_label", "latency_p50_ms", "peer_p50_ms", "p50_kit_over_peer",
                            "latency_p99_ms", "peer_p99_ms", "p99_kit_over_peer", "within_10pct", "answered_short",
-                           "peer_error"]]
+                           "first", "peer_error"]]
                   .to_string(index=False, float_format="%.3f"), "```", "",
+                  "The kit's over the peer's with each order (`first`: which of a setting's two cells ran first, "
+                  "alternating from setting to setting; the mean over the settings compared, with its 95 % CI): a "
+                  "difference that follows the order is the GPU's state from one cell to the next, not the program.",
+                  "", *(["```", order.to_string(index=False, float_format="%.3f"), "```"] if len(order) else
+                        ["None compared: every setting answered short, or ran before the order was recorded."]), "",
                   "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
                   f"over the requests at or above the kit's p99; device time: {timed_by}):",
                   "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS

@@ -28,21 +28,25 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
 from colloc_kit.analysis.latency import PARTS, STARVED_SERVED_SHARE, percentile_ci
 from colloc_kit.modes import make_mode
+from colloc_kit.predict.serve_advise import mix_label
 from colloc_kit.supervise import host_shares, thread_env
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.stats import ci95
 
-__all__ = ["PEER", "kit_vs_peer", "peer_cell", "peer_experiment", "peer_figures"]
+__all__ = ["PEER", "by_order", "kit_vs_peer", "peer_cell", "peer_figures", "peer_setting", "setting_keys"]
 
 PEER = Path(__file__).resolve().with_name("peer_serve.py")
 AGREE = 0.10  # the issue's target: the kit's p50 and p99 within 10 % of the peer's
 PEER_COLUMNS = ["peer_p50_ms", "peer_p99_ms", "peer_requests_per_s", "peer_answered_share", "peer_device_time",
-                *(f"peer_{name}_p50_ms" for name in PARTS), "peer_error"]  # every row has them (NaN: the cell failed)
+                *(f"peer_{name}_p50_ms" for name in PARTS), "peer_started_at",
+                "peer_error"]  # every row has them (NaN: the cell failed)
 
 
 def _command(role: str, job: JobSpec, out: Path, seconds: float) -> list[str]:
@@ -61,9 +65,11 @@ def peer_cell(serve: JobSpec, train: JobSpec, copies: int, mode: ModeSpec, folde
     """Run the peer's server beside `copies` training loops under `mode` (exclusive: the server alone), all started
     together once warm, each placed on the host's cores as the kit places its jobs (`placement`: pinned, a block of
     cores and as many intra-op threads each; unpinned: where the OS puts them); the server's JSON, with
-    `train_images_per_s` (the training loops' sum) added."""
+    `train_images_per_s` (the training loops' sum) and `started_at` (Unix time, before its processes start, as a kit
+    run's manifest has it) added."""
     folder.mkdir(parents=True, exist_ok=True)
     device = serve.device
+    started = time.time()
     with make_mode(mode, workdir=folder / "mode", gpu=0, device=device) as sharing:
         n_train = 0 if sharing.sequential else copies
         slots = sharing.slots(1 + n_train)
@@ -93,35 +99,43 @@ def peer_cell(serve: JobSpec, train: JobSpec, copies: int, mode: ModeSpec, folde
                     proc.kill()
     result = json.loads((folder / "serve.json").read_text())
     trained = [json.loads((folder / f"train-{i}.json").read_text())["images_per_s"] for i in range(n_train)]
-    return {**result, "train_images_per_s": sum(trained) if trained else None}
+    return {**result, "started_at": started, "train_images_per_s": sum(trained) if trained else None}
 
 
-def peer_experiment(spec: ExperimentSpec, kit_rows: pd.DataFrame, folder: Path) -> list[dict]:
-    """The peer's cell for each of the kit's cells of one experiment (its rows of `serve_advise.frontier`): the same
-    served job and training job, copies and mode; a row per cell, keyed as the kit's (a cell that failed says why in
-    `peer_error`, and the benchmark goes on). A cell whose `cell.json` under `folder` says it ran as asked is read,
-    not run again: the benchmark resumes a folder carried from an earlier call."""
+def setting_keys(spec: ExperimentSpec, mode: ModeSpec) -> dict:
+    """The keys of the kit's frontier row for `spec`'s cell under `mode` (its one copy count): served model, mix,
+    setting.
+
+    >>> serve = JobSpec(model="vit_b_16", role="serve", rate_per_s=40.0)
+    >>> spec = ExperimentSpec(jobs=[serve, JobSpec(model="resnet50")], copies=[2])
+    >>> setting_keys(spec, ModeSpec("mps"))
+    {'served': 'vit_b_16', 'mix': 'resnet50 x2', 'mode_label': 'mps'}
+    """
     serve, train = spec.jobs
-    modes = {mode.label: mode for mode in spec.modes}
-    rows = []
-    for i, row in enumerate(kit_rows.itertuples()):
-        keys = {"served": row.served, "mix": row.mix, "mode_label": row.mode_label}
-        cell = folder / f"{spec.name}-{i}"
-        asked = {**keys, "copies": int(row.copies), "rate_per_s": serve.rate_per_s, "seconds": serve.seconds}
-        done = cell / "cell.json"
-        ran = json.loads(done.read_text()) if done.exists() else {}
-        if ran.get("asked") == asked:  # a run resumed: this cell ran
-            rows.append({**keys, **peer_figures(ran["result"])})
-            continue
-        try:
-            result = peer_cell(serve, train, int(row.copies), modes[row.mode_label], cell, spec.placement)
-        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
-            rows.append({**keys, "peer_error": f"{type(error).__name__}: {error}"})
-            continue
-        cell.mkdir(parents=True, exist_ok=True)
-        done.write_text(json.dumps({"asked": asked, "result": result}))
-        rows.append({**keys, **peer_figures(result)})
-    return rows
+    return {"served": serve.model, "mix": mix_label([train.model] * spec.copies[0]), "mode_label": mode.label}
+
+
+def peer_setting(spec: ExperimentSpec, index: int, folder: Path) -> dict:
+    """The peer's cell for the kit's cell of `spec` under its `index`-th mode: the same served job and training job,
+    copies and mode; a row keyed as the kit's (a cell that failed says why in `peer_error`, and the benchmark goes
+    on). A cell whose `cell.json` under `folder` says it ran as asked is read, not run again: the benchmark resumes
+    a folder carried from an earlier call."""
+    serve, train = spec.jobs
+    mode = spec.modes[index]
+    keys = setting_keys(spec, mode)
+    cell = folder / f"{spec.name}-{index}"
+    asked = {**keys, "copies": spec.copies[0], "rate_per_s": serve.rate_per_s, "seconds": serve.seconds}
+    done = cell / "cell.json"
+    ran = json.loads(done.read_text()) if done.exists() else {}
+    if ran.get("asked") == asked:  # a run resumed: this cell ran
+        return {**keys, **peer_figures(ran["result"])}
+    try:
+        result = peer_cell(serve, train, spec.copies[0], mode, cell, spec.placement)
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
+        return {**keys, "peer_error": f"{type(error).__name__}: {error}"}
+    cell.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps({"asked": asked, "result": result}))
+    return {**keys, **peer_figures(result)}
 
 
 def _say(proc: subprocess.Popen, line: str) -> None:
@@ -149,23 +163,50 @@ def peer_figures(result: dict) -> dict:
     answered = sum(row[0] < window and row[2] < window for row in rows)
     figures["peer_answered_share"] = answered / arrived if arrived else float("nan")
     return {**figures, "peer_requests_per_s": result["requests_per_s"], "peer_unanswered": len(result["unanswered"]),
-            "peer_device_time": result["device_time"], "peer_train_images_per_s": result["train_images_per_s"]}
+            "peer_device_time": result["device_time"], "peer_train_images_per_s": result["train_images_per_s"],
+            "peer_started_at": result.get("started_at")}  # none in a cell run before it was recorded
 
 
 def kit_vs_peer(kit: pd.DataFrame, peer: pd.DataFrame) -> pd.DataFrame:
     """Per served model, mix and setting: the kit's p50/p99 and the peer's, the kit's over the peer's minus one,
-    whether either program answered short of the rate offered and, where neither did, whether both are within the
-    issue's 10 %."""
+    which of the two cells ran first (`first`, from their start times), whether either program answered short of
+    the rate offered and, where neither did, whether both are within the issue's 10 %."""
     keys = ["served", "mix", "mode_label"]
     parts = [column for column in kit if column.endswith("_p50_ms") and column.split("_")[0] in PARTS
              or column.startswith("tail_")]  # the kit's latency parts, where the frontier carries them
     table = kit.reindex(columns=[*keys, "rate_per_s", "requests_per_s", "answered_share", "latency_p50_ms",
-                                 "latency_p99_ms", "train_images_per_s", *parts])
+                                 "latency_p99_ms", "train_images_per_s", "started_at", *parts])
     table = table.merge(peer.reindex(columns=[*dict.fromkeys([*peer.columns, *PEER_COLUMNS])]), on=keys)
     for q in (50, 99):
         table[f"p{q}_kit_over_peer"] = table[f"latency_p{q}_ms"] / table[f"peer_p{q}_ms"] - 1
+    started = table[["started_at", "peer_started_at"]].astype(float)
+    table["first"] = (started["started_at"] < started["peer_started_at"]).map({True: "kit", False: "peer"}).where(
+        started.notna().all(axis=1))  # none for a cell whose start was not recorded
     answered = table.reindex(columns=["answered_share", "peer_answered_share"]).min(axis=1)
     table["answered_short"] = ~(answered >= STARVED_SERVED_SHARE)  # unknown counts as short: not compared
     ratios = table[["p50_kit_over_peer", "p99_kit_over_peer"]].abs().round(9)  # 11 / 10 - 1 is 0.1 and a bit
     table["within_10pct"] = (ratios <= AGREE).all(axis=1).astype(object).where(~table["answered_short"])
     return table
+
+
+def by_order(table: pd.DataFrame) -> pd.DataFrame:
+    """Per order of a setting's two cells (`first`: kit or peer; `kit_vs_peer`'s rows), over the settings compared
+    (neither answered short): how many, and the kit's p50 and p99 over the peer's (the mean of the settings' ratios,
+    minus 1) with its 95 % CI. A difference that changes sign with the order is the GPU's state from one cell to the
+    next, not the program.
+
+    >>> table = pd.DataFrame({"first": ["kit", "peer", "kit", "peer"], "answered_short": False,
+    ...                       "p50_kit_over_peer": [0.1, -0.1, 0.3, -0.3], "p99_kit_over_peer": 0.0})
+    >>> by_order(table)[["first", "settings", "p50_kit_over_peer"]].round(3)
+      first  settings  p50_kit_over_peer
+    0   kit         2                0.2
+    1  peer         2               -0.2
+    """
+    rows = []
+    for first, part in table[~table["answered_short"].astype(bool)].groupby("first"):
+        row: dict = {"first": first, "settings": len(part)}
+        for q in (50, 99):
+            row[f"p{q}_kit_over_peer"], row[f"p{q}_ci95"] = ci95(part[f"p{q}_kit_over_peer"])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["first", "settings", "p50_kit_over_peer", "p50_ci95", "p99_kit_over_peer",
+                                       "p99_ci95"])
