@@ -1,6 +1,6 @@
 """A result of the shipped sets kept on disk between processes: the reference cells (`check.reference_cells`, 2-4 s
-of summarizing) are asked for by every kernel of a notebook that judges or advises (08, 09, 10, course sheets 4 and
-5) and by each `colloc-kit advise`; the first computes them, the next read them back. The file is a pickle in
+of summarizing) are asked for by every kernel of 08 (its findings' held-out errors) and 09, and by each process that
+reports findings or advises; the first computes them, the next read them back. The file is a pickle in
 $COLLOC_KIT_CACHE (else $XDG_CACHE_HOME/colloc-kit, else ~/.cache/colloc-kit), named by a key of its inputs' bytes,
 the kit's own source and the versions of Python, numpy and pandas: a changed file, line or version is a new key,
 so what is read back is what would be computed. A folder that cannot be written or a file that cannot be read
