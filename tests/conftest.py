@@ -1,6 +1,6 @@
 """Shared test setup: the `gpu` marker skips tests on machines without a CUDA GPU, with the reason; the cpu-smoke batch
-that the batch and browser tests read, and each teacher copy's first run, are run once per session; SIGINT raises
-KeyboardInterrupt in every test, however the run was started and whatever the test before it did."""
+that the batch and browser tests read, each teacher copy's first run and one MLflow server are made once per session;
+SIGINT raises KeyboardInterrupt in every test, however the run was started and whatever the test before it did."""
 
 import json
 import shutil
@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mlflow_server import server
 
 from colloc_kit.batch import runner as batch
 
@@ -110,6 +111,15 @@ def teacher_first_runs(tmp_path_factory):
         return done[path]
 
     return first_run
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory):
+    """One real MLflow server for the session (its start takes about 15 s): tests/test_mlflow.py and
+    test_mlflow_browser.py write to it, each under experiment names of its own."""
+    pytest.importorskip("mlflow", reason="needs MLflow (pip install -e '.[mlflow]' or '.[dev]')")
+    with server(tmp_path_factory.mktemp("mlflow")) as uri:
+        yield uri
 
 
 @pytest.fixture

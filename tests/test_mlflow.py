@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from mlflow_server import free_port, server
+from mlflow_server import free_port
 
 import colloc_kit
 from colloc_kit import events, reference
@@ -35,17 +35,11 @@ CELL, JOB = "tags.`colloc_kit.kind` = 'cell'", "tags.`colloc_kit.kind` = 'job'"
 
 
 @pytest.fixture(scope="module")
-def uri(tmp_path_factory):
-    with server(tmp_path_factory.mktemp("mlflow")) as found:
-        yield found
-
-
-@pytest.fixture(scope="module")
-def live(uri, tmp_path_factory):
+def live(mlflow_uri, tmp_path_factory):
     """`colloc-kit run --mlflow`: naive x2, then naive x1 (the x2 cell's baseline runs after it), as a real process."""
     out = tmp_path_factory.mktemp("runs")
     done = subprocess.run([sys.executable, "-m", "colloc_kit.cli", "run", *TINY, "--mode", "naive", "--copies", "2,1",
-                           "--name", "live", "--out", str(out), "--mlflow", uri],
+                           "--name", "live", "--out", str(out), "--mlflow", mlflow_uri],
                           capture_output=True, text=True, timeout=600, env=os.environ)
     return done, out / "live"
 
@@ -55,10 +49,10 @@ def runs_of(client: MlflowClient, experiment: str, kind: str) -> list:
     return client.search_runs([found.experiment_id], kind, max_results=1000) if found else []
 
 
-def test_run_with_mlflow_logs_each_cell_as_it_completes_and_completes_it_at_the_end(live, uri):
+def test_run_with_mlflow_logs_each_cell_as_it_completes_and_completes_it_at_the_end(live, mlflow_uri):
     done, folder = live
     assert done.returncode == 0, done.stderr
-    client = MlflowClient(uri)
+    client = MlflowClient(mlflow_uri)
     cells, jobs = runs_of(client, "live", CELL), runs_of(client, "live", JOB)
     assert len(cells) == 2 and len(jobs) == 3
     assert "warning" not in done.stderr
@@ -70,11 +64,11 @@ def test_run_with_mlflow_logs_each_cell_as_it_completes_and_completes_it_at_the_
     assert all(c.data.tags[COMPLETE_TAG] == "true" and c.info.status == "FINISHED" for c in cells)
 
 
-def test_export_reads_back_through_mlflowclient_equal_to_load(live, uri, capsys):
+def test_export_reads_back_through_mlflowclient_equal_to_load(live, mlflow_uri, capsys):
     _, folder = live
-    assert main(["export", "mlflow", str(folder), "--tracking-uri", uri, "--experiment-name", "exported"]) == 0
+    assert main(["export", "mlflow", str(folder), "--tracking-uri", mlflow_uri, "--experiment-name", "exported"]) == 0
     assert "2 cells written (3 jobs)" in capsys.readouterr().out
-    client, results = MlflowClient(uri), colloc_kit.load(folder)
+    client, results = MlflowClient(mlflow_uri), colloc_kit.load(folder)
     cells, jobs = runs_of(client, "exported", CELL), runs_of(client, "exported", JOB)
     assert len(cells) == len(results.runs) == 2 and len(jobs) == len(results.jobs) == 3
     summary = analysis.run_summary(results).set_index("run_id")
@@ -111,10 +105,10 @@ def test_export_reads_back_through_mlflowclient_equal_to_load(live, uri, capsys)
         assert [a.path for a in client.list_artifacts(job.info.run_id)] == [f"{row.name[1]}.events.jsonl"]
 
 
-def test_a_second_export_adds_nothing(live, uri, capsys):
+def test_a_second_export_adds_nothing(live, mlflow_uri, capsys):
     _, folder = live
-    client = MlflowClient(uri)
-    argv = ["export", "mlflow", str(folder), "--tracking-uri", uri, "--experiment-name", "twice"]
+    client = MlflowClient(mlflow_uri)
+    argv = ["export", "mlflow", str(folder), "--tracking-uri", mlflow_uri, "--experiment-name", "twice"]
     assert main(argv) == 0
     before = {r.info.run_id: len(client.get_metric_history(r.info.run_id, "interval/images_per_s"))
               for r in runs_of(client, "twice", CELL) + runs_of(client, "twice", JOB)}
@@ -126,9 +120,9 @@ def test_a_second_export_adds_nothing(live, uri, capsys):
     assert after == before and len(after) == 5
 
 
-def test_an_export_that_fails_midway_leaves_no_run_looking_complete_and_is_replaced(live, uri, monkeypatch):
+def test_an_export_that_fails_midway_leaves_no_run_looking_complete_and_is_replaced(live, mlflow_uri, monkeypatch):
     _, folder = live
-    client, results = MlflowClient(uri), colloc_kit.load(folder)
+    client, results = MlflowClient(mlflow_uri), colloc_kit.load(folder)
     calls = []
 
     def fails_at_the_fourth_job(self, run_id, status=None, end_time=None):
@@ -140,25 +134,25 @@ def test_an_export_that_fails_midway_leaves_no_run_looking_complete_and_is_repla
     real = MlflowClient.set_terminated
     monkeypatch.setattr(MlflowClient, "set_terminated", fails_at_the_fourth_job)
     with pytest.raises(colloc_kit.CollocKitError, match="failed after .* export again: complete runs are skipped"):
-        mlflow_log.export(results, uri, "midway", workers=1)
+        mlflow_log.export(results, mlflow_uri, "midway", workers=1)
     monkeypatch.undo()
     torn = [c for c in runs_of(client, "midway", CELL) if c.data.tags.get(COMPLETE_TAG) != "true"]
     assert len(torn) == 1  # the cell being written when it failed: not marked complete
-    again = mlflow_log.export(results, uri, "midway")
+    again = mlflow_log.export(results, mlflow_uri, "midway")
     assert again.replaced == [torn[0].data.tags[RUN_TAG]] and len(again.skipped) == 1
     cells = runs_of(client, "midway", CELL)
     assert len(cells) == 2 and all(c.data.tags[COMPLETE_TAG] == "true" for c in cells)
     assert len(runs_of(client, "midway", JOB)) == 3  # the torn cell's jobs were replaced too, not doubled
 
 
-def test_a_reference_set_exports_from_its_tables(live, uri, tmp_path, capsys):
+def test_a_reference_set_exports_from_its_tables(live, mlflow_uri, tmp_path, capsys):
     _, folder = live
     shutil.copytree(folder, tmp_path / "gone")
     reference.export(tmp_path / "gone", "tiny-set", root=tmp_path / "sets")
     shutil.rmtree(tmp_path / "gone")  # as for a shipped set: the run folders are elsewhere
-    assert main(["export", "mlflow", str(tmp_path / "sets" / "tiny-set"), "--tracking-uri", uri,
+    assert main(["export", "mlflow", str(tmp_path / "sets" / "tiny-set"), "--tracking-uri", mlflow_uri,
                  "--experiment-name", "from-tables"]) == 0
-    client = MlflowClient(uri)
+    client = MlflowClient(mlflow_uri)
     cells = runs_of(client, "from-tables", CELL)
     assert len(cells) == 2 and all(c.data.metrics["aggregate_images_per_s"] > 0 for c in cells)
     assert all(client.list_artifacts(c.info.run_id) == [] for c in cells)  # no folders: no manifest, no histories
@@ -193,30 +187,30 @@ def test_an_unreachable_server_a_folder_without_runs_and_no_uri_are_refused_with
     assert "give the tracking server with --tracking-uri" in capsys.readouterr().err
 
 
-def test_a_broken_run_is_skipped_with_its_name_or_refused_whole_with_strict(live, uri, tmp_path, capsys):
+def test_a_broken_run_is_skipped_with_its_name_or_refused_whole_with_strict(live, mlflow_uri, tmp_path, capsys):
     _, folder = live
     copy = tmp_path / "live"
     shutil.copytree(folder, copy)
     broken = find_runs(copy)[0].path
     (broken / "manifest.json").write_text("{")
-    strict = ["export", "mlflow", str(copy), "--tracking-uri", uri, "--experiment-name", "broken", "--strict"]
+    strict = ["export", "mlflow", str(copy), "--tracking-uri", mlflow_uri, "--experiment-name", "broken", "--strict"]
     assert main(strict) == 2
     assert "is broken" in capsys.readouterr().err
-    assert MlflowClient(uri).get_experiment_by_name("broken") is None  # refused before anything was written
+    assert MlflowClient(mlflow_uri).get_experiment_by_name("broken") is None  # refused before anything was written
     assert main(strict[:-1]) == 1
     captured = capsys.readouterr()
     assert f"skipped the broken run {broken}" in captured.err and "1 cells written" in captured.out
-    assert len(runs_of(MlflowClient(uri), "broken", CELL)) == 1
+    assert len(runs_of(MlflowClient(mlflow_uri), "broken", CELL)) == 1
 
 
-def test_a_damaged_monitor_file_is_named(live, uri, tmp_path, capsys):
+def test_a_damaged_monitor_file_is_named(live, mlflow_uri, tmp_path, capsys):
     """Before: `export mlflow` named a broken run but passed over a damaged monitor file in silence (issue 53)."""
     _, folder = live
     copy = tmp_path / "live"
     shutil.copytree(folder, copy)
     damaged = find_runs(copy)[0].path / "monitor" / "samples_host.parquet"
     damaged.write_text("garbage, not Parquet")
-    assert main(["export", "mlflow", str(copy), "--tracking-uri", uri, "--experiment-name", "damaged"]) == 1
+    assert main(["export", "mlflow", str(copy), "--tracking-uri", mlflow_uri, "--experiment-name", "damaged"]) == 1
     captured = capsys.readouterr()
     said = f"the run {damaged.parent.parent} is read in part: "
     assert said in captured.err and "samples_host.parquet" in captured.err

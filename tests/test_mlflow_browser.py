@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from local_browser import CHROMIUM, NEEDS_CHROMIUM, local_only_page
-from mlflow_server import server
 
 import colloc_kit
 from colloc_kit.tracking import log as mlflow_log
@@ -31,8 +30,9 @@ pytestmark = [pytest.mark.slow, NEEDS_CHROMIUM]
 
 
 @pytest.fixture(scope="module")
-def two_cells(tmp_path_factory):
-    """The two cells (and their lone baseline) unpacked from the shipped runs, written to a real MLflow server."""
+def two_cells(tmp_path_factory, mlflow_uri):
+    """The two cells (and their lone baseline) unpacked from the shipped runs, written to the session's real MLflow
+    server."""
     tracking = pytest.importorskip("mlflow.tracking", reason="needs MLflow (pip install -e '.[mlflow]' or '.[dev]')")
     MlflowClient = tracking.MlflowClient
     root = tmp_path_factory.mktemp("mlflow-ui")
@@ -41,13 +41,12 @@ def two_cells(tmp_path_factory):
             tuple(f"runs/seed-33/{name}" for name in (BASELINE, *PAIR, "machines")))]
         archive.extractall(root, members=wanted, filter="data")
     results = colloc_kit.load(root / "runs" / "seed-33")
-    with server(root) as uri:
-        exported = mlflow_log.export(results, uri, "h100-naive-vs-mps", only=set(PAIR))
-        assert sorted(exported.created) == sorted(PAIR)
-        client, experiment = MlflowClient(uri), exported.experiments["h100-naive-vs-mps"]
-        for run, color in zip(client.search_runs([experiment], CELLS), COLORS):  # the UI's colour per run, as a user
-            client.set_tag(run.info.run_id, "mlflow.runColor", color)            # picks it (else a hash of its id)
-        yield uri, experiment, results.runs.set_index("run_id").loc[list(PAIR)]
+    exported = mlflow_log.export(results, mlflow_uri, "h100-naive-vs-mps", only=set(PAIR))
+    assert sorted(exported.created) == sorted(PAIR)
+    client, experiment = MlflowClient(mlflow_uri), exported.experiments["h100-naive-vs-mps"]
+    for run, color in zip(client.search_runs([experiment], CELLS), COLORS):  # the UI's colour per run, as a user
+        client.set_tag(run.info.run_id, "mlflow.runColor", color)            # picks it (else a hash of its id)
+    return mlflow_uri, experiment, results.runs.set_index("run_id").loc[list(PAIR)]
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, flags_of
 from colloc_kit.batch.parameters import check_contents, check_types
 from colloc_kit.batch.record import FAILED, INTERRUPTED, NOT_RUN, OK, BatchReport, NotebookOutcome, where, write_record
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu import nvml
 
 __all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
            "default_profile", "default_notebooks_dir", "load_profiles", "plan", "select", "run_batch",
@@ -56,9 +57,7 @@ KERNEL_LOG = "kernels.stderr.log"  # the kernels' own stderr, in the batch folde
 
 def default_profile() -> str:
     """gpu-quick where torch sees a CUDA GPU, else cpu-smoke."""
-    import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
-
-    return "gpu-quick" if torch.cuda.is_available() else "cpu-smoke"
+    return "gpu-quick" if nvml.cuda_available() else "cpu-smoke"
 
 
 def default_notebooks_dir() -> Path:

@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterator
 
 from colloc_kit.errors import BadInput, NvmlUnavailable
 
-__all__ = ["Device", "Reading", "backend", "describe_error", "device_uuid", "is_nvml_error", "optional",
-           "optional_named", "require_gpu_index", "session", "text", "use_backend"]
+__all__ = ["Device", "Reading", "backend", "cuda_available", "describe_error", "device_uuid", "is_nvml_error",
+           "optional", "optional_named", "require_gpu_index", "session", "text", "use_backend"]
 
 _lock = threading.RLock()
 _backend: Any = None  # None: import pynvml on first use
@@ -100,6 +100,22 @@ def require_gpu_index(index: int) -> None:
     if index >= count:
         raise BadInput(f"GPU {index} does not exist: this machine has {count} GPU(s), numbered from 0; "
                        f"give --gpu 0{f' to {count - 1}' if count > 1 else ''}")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU here. torch (seconds to import, in every notebook's kernel) is asked only where
+    NVML counts a GPU: where it counts none, or cannot start (no driver), torch sees none either."""
+    try:
+        with session() as lib:
+            if lib.nvmlDeviceGetCount() == 0:
+                return False
+    except Exception as exc:
+        if not isinstance(exc, NvmlUnavailable) and not is_nvml_error(exc):
+            raise
+        return False
+    import torch  # noqa: PLC0415 - heavy: only where NVML sees a GPU
+
+    return torch.cuda.is_available()
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import pandas as pd
 
 from colloc_kit.analysis.greying import greyed
 from colloc_kit.errors import BadInput, CollocKitError
+from colloc_kit.gpu import nvml
 from colloc_kit.notebook import background
 from colloc_kit.stats import plural
 from colloc_kit.views import plots
@@ -63,13 +64,11 @@ def prepare(device: str, models: list[str], job: dict, plotly_renderer: str = ""
     """Check the parameters (DEVICE, MODELS, COPIES where given: named as written, before anything runs), resolve
     DEVICE ("auto", "cuda", "cpu"), substitute the tiny CPU job where "auto" finds no GPU (saying MODELS is not run),
     set the renderer."""
-    import torch  # noqa: PLC0415 - heavy: only to see whether a GPU is here
-
     plots.use_renderer(plotly_renderer)
     install_notices()
     pd.set_option("display.float_format", number)
     check_parameters(device, models, copies)
-    gpu = torch.cuda.is_available()
+    gpu = nvml.cuda_available()
     if device == "auto" and not gpu:
         print("No CUDA GPU on this machine: running tiny CPU experiments instead of the parameters' "
               f"({', '.join(TINY_CPU_MODELS)} on synthetic 32x32 images, {TINY_CPU_JOB['steps']} steps). "

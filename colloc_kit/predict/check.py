@@ -21,6 +21,7 @@ from colloc_kit import reference
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
+from colloc_kit.predict import kept
 from colloc_kit.predict.model import (
     CALIBRATION,
     H100,
@@ -37,6 +38,7 @@ __all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "error_ba
 
 JOB_FIELDS = ("model", "dataset", "data_root", "batch_size", "amp", "recipe", "image_size", "device", "workers")
 HOLD_OUT = "seed-33"  # the experiment the constants are fitted on; every other one is held out
+REFERENCE_SETS = ("h100-80gb", "h100-matrix")  # the shipped sets the reference cells are measured in
 MATRIX_BASELINE = "single-job"  # h100-matrix: the lone runs of the other experiments
 GRID = {"naive_efficiency": [0.70 + 0.01 * i for i in range(41)], "mps_capacity": [0.70 + 0.01 * i for i in range(61)],
         "partition_capacity": [0.70 + 0.01 * i for i in range(61)], "sharpness": [2.0, 3.0, 4.0, 6.0, 8.0, 12.0]}
@@ -137,12 +139,16 @@ def cells(results: Results, lone_from: Results | None = None, lone_experiment: s
 
 @lru_cache(maxsize=1)
 def reference_cells() -> tuple[Cell, ...]:
-    """The collocated cells of the shipped sets h100-80gb and h100-matrix (the latter from its single-job runs)."""
+    """The collocated cells of the shipped sets h100-80gb and h100-matrix (the latter from its single-job runs),
+    computed once for every process of this kit (`kept`)."""
+    return kept.kept("reference-cells", [reference.folder(name) for name in REFERENCE_SETS], _reference_cells)
 
-    seed, matrix = reference.load("h100-80gb"), reference.load("h100-matrix")
+
+def _reference_cells() -> tuple[Cell, ...]:
+    (seed_name, seed), (matrix_name, matrix) = ((name, reference.load(name)) for name in REFERENCE_SETS)
     lone = matrix.of_experiments([MATRIX_BASELINE])
     others = matrix.of_experiments(sorted(set(matrix.runs["experiment"]) - {MATRIX_BASELINE}))
-    return tuple(cells(seed, source="h100-80gb") + cells(others, lone, MATRIX_BASELINE, source="h100-matrix"))
+    return tuple(cells(seed, source=seed_name) + cells(others, lone, MATRIX_BASELINE, source=matrix_name))
 
 
 def validate(cell_list: Iterable[Cell], calibration: Calibration = CALIBRATION, target: Target = H100) -> \

@@ -1,0 +1,46 @@
+"""The reference cells kept on disk between processes (`colloc_kit.predict.kept`): read back as computed, never
+stale (a changed input or line of the kit is a new key), computed where nothing can be kept."""
+
+import pandas as pd
+import pytest
+
+from colloc_kit.predict import check, kept
+
+
+@pytest.mark.slow
+def test_the_reference_cells_read_back_are_the_ones_computed(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path))
+    computed = check.reference_cells.__wrapped__()  # past this process's lru_cache: computed, then kept
+    (path,) = tmp_path.glob("reference-cells-*.pickle")
+    monkeypatch.setattr(check, "_reference_cells", lambda: pytest.fail("computed again instead of read back"))
+    read = check.reference_cells.__wrapped__()
+    assert repr(read) == repr(computed)  # every field of every cell (a NaN CI compares unequal to itself)
+    pd.testing.assert_frame_equal(check.validate(read), check.validate(computed))
+    assert sorted(tmp_path.iterdir()) == [path]
+
+
+def test_a_changed_line_of_the_kit_or_a_changed_input_is_a_new_key(tmp_path, monkeypatch):
+    code, data = tmp_path / "code", tmp_path / "data"
+    for folder, name in ((code, "module.py"), (data, "runs.parquet")):
+        folder.mkdir()
+        (folder / name).write_text("one")
+    monkeypatch.setattr(kept, "KIT", code)
+    before = kept.key([data])
+    (code / "module.py").write_text("two")
+    after_code = kept.key([data])
+    (data / "runs.parquet").write_text("two")
+    assert len({before, after_code, kept.key([data])}) == 3
+
+
+def test_an_unreadable_kept_file_is_computed_again_and_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path))
+    kept.kept("x", [], lambda: 1)
+    (path,) = tmp_path.glob("x-*.pickle")
+    path.write_bytes(b"half a file")
+    assert kept.kept("x", [], lambda: 2) == 2 and kept.kept("x", [], lambda: 3) == 2
+
+
+def test_where_nothing_can_be_kept_the_result_is_computed_each_time(tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path / "a-file" / "cache"))  # under a file: no folder there
+    assert kept.kept("x", [], lambda: 1) == 1 and kept.kept("x", [], lambda: 2) == 2
