@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.store.rundir import find_runs
 
 FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "inference"
 PEER = FOLDER / "peer_serve.py"
@@ -148,7 +149,8 @@ def test_a_peer_cell_serves_beside_a_training_loop_started_and_stopped_with_it(t
     assert trained["window_s"] < 30  # stopped when the server was done, not at its own limit
 
 
-def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_ratios_ci(monkeypatch, tmp_path):
+def test_the_kits_cost_takes_the_ratio_pair_by_pair_gives_its_ci_and_a_resumed_folder_reads_the_pairs(
+        monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(FOLDER))
     inference = load("inference")
     calls = []
@@ -156,12 +158,9 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
     def requests(ms: float) -> list[list[float]]:  # 2 s of requests of `ms` each
         return [[i * 0.05, i * 0.05 + ms / 1000] for i in range(40)]
 
-    plain, kit = iter([10.0, 20.0, 10.0, 20.0]), iter([11.0, 22.0, 11.0, 22.0])  # the host slows in rounds 1 and 3
-    started = []
-
-    class PlainLoop:  # one process per model for all its rounds
+    class PlainLoop:  # one process per model for all its windows
         def __init__(self, served, tiny):
-            started.append(served["model"])
+            calls.append(f"plain {served['model']}")
 
         def __enter__(self):
             return self
@@ -169,34 +168,61 @@ def test_the_kits_cost_pairs_each_round_alternates_the_first_arm_and_gives_the_r
         def __exit__(self, *_):
             calls.append("closed")
 
-        def window(self, seconds):
-            calls.append("plain")
-            return requests(next(plain))
+    def paired_windows(served, args, runs, plain):  # the host slows in pairs 1 and 3
+        calls.append(f"{args.cost_rounds} pairs")
+        return [{"first": first, "plain": requests(plain_ms), "kit": requests(1.1 * plain_ms)}
+                for first, plain_ms in zip(["plain", "kit"] * 2, [10.0, 20.0, 10.0, 20.0])]
 
     monkeypatch.setattr(inference, "PlainLoop", PlainLoop)
-    monkeypatch.setattr(inference, "kit_alone",
-                        lambda *a: (calls.append("kit"), (lambda ms: (ms, requests(ms)))(next(kit)))[1])
+    monkeypatch.setattr(inference, "paired_windows", paired_windows)
     args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=1.0)
     cost = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"] and started == ["smallcnn"]
+    assert calls == ["plain smallcnn", "4 pairs", "closed"]
     assert cost["rounds"] == 4 and cost["kit_over_plain"] == pytest.approx(0.10) and cost["ci95"] == pytest.approx(0)
     assert cost["plain_p50_ms"] == pytest.approx(15.0)
     rounds = pd.read_csv(tmp_path / "plain_vs_kit_rounds.csv")
-    assert list(rounds["first"]) == ["plain", "kit"] * 2
-    # within the host's state: the slow rounds (20 and 22 ms) are slow, the others fast, each compared with its like
+    assert list(rounds["first"]) == ["plain", "kit"] * 2 and list(rounds["round"]) == [0, 1, 2, 3]
+    # within the host's state: the slow pairs (20 and 22 ms) are slow, the others fast, each compared with its like
     states = pd.read_csv(tmp_path / "plain_vs_kit_states.csv").set_index("state")
     assert states.loc["fast", "rounds_compared"] == 2 and states.loc["slow", "rounds_compared"] == 2
     assert states.loc["fast", "plain_p50_ms"] == pytest.approx(10.0)
     assert states.loc["slow", "kit_p50_ms"] == pytest.approx(22.0)
     assert states.loc["fast", "kit_over_plain"] == pytest.approx(0.10) and states.loc["fast", "plain_share"] == 0.5
     assert len(json.loads((tmp_path / "plain_vs_kit_requests.json").read_text())) == 4
-    # the folder resumed: the rounds that ran are read, not run again; a longer window runs them anew
+    # the folder resumed: the pairs that ran are read, not run again; a longer window runs them anew
     calls.clear()
     again = inference.kit_cost(args, tmp_path, tmp_path / "runs").iloc[0]
-    assert calls == [] and again.equals(cost) and started == ["smallcnn"]  # no plain process started
-    plain, kit = iter([10.0, 20.0] * 2), iter([11.0, 22.0] * 2)
+    assert calls == [] and again.equals(cost)  # no process started
     inference.kit_cost(argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=2.0), tmp_path, tmp_path / "runs")
-    assert calls == ["plain", "kit", "kit", "plain"] * 2 + ["closed"]
+    assert calls == ["plain smallcnn", "4 pairs", "closed"]
+
+
+@pytest.mark.slow
+def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_the_first_alternating(
+        monkeypatch, tmp_path):
+    """The cost's pairs on a real tiny server: the kit's windows are one launch (one process, primed once) and the
+    plain loop's windows run between them while it is held, in the order plain, kit, kit, plain, plain, kit, ..."""
+    monkeypatch.syspath_prepend(str(FOLDER))
+    inference = load("inference")
+
+    class Plain:  # the plain loop's windows, when they ran
+        ran = []
+
+        def window(self, seconds):
+            self.ran.append(time.time())
+            time.sleep(0.2)
+            return [[0.0, 0.001]]
+
+    args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=0.5)
+    pairs = inference.paired_windows(inference.TINY["smallcnn"], args, tmp_path / "runs", Plain())
+    manifests = sorted((run.read_manifest() for run in find_runs(tmp_path / "runs")), key=lambda m: m.started_at)
+    assert [m.warm.window for m in manifests] == [0, 1, 2, 3] and len({m.warm.launch for m in manifests}) == 1
+    order = sorted([(t, "plain") for t in Plain.ran] + [(m.started_at, "kit") for m in manifests])
+    assert [arm for _, arm in order] == ["plain", "kit", "kit", "plain", "plain", "kit", "kit", "plain"]
+    ends = [m.ended_at for m in manifests]
+    assert all(not start < ended < start + 0.2 for start in Plain.ran for ended in ends), "never beside each other"
+    assert [pair["first"] for pair in pairs] == ["plain", "kit", "plain", "kit"]
+    assert all(len(pair["kit"]) > 10 and pair["plain"] == [[0.0, 0.001]] for pair in pairs)
 
 
 @pytest.mark.slow

@@ -199,6 +199,33 @@ def test_a_cells_repeats_are_windows_of_one_launch_and_every_window_is_a_run_of_
 
 
 @pytest.mark.slow
+def test_a_held_server_idles_between_windows_and_warms_up_again_in_each(tmp_path):
+    """A serve job's repeats as windows of one launch: one process serves them all, primed once; while held it idles
+    (no request arrives or is answered between one window's `end` and the next one's `start`, the GPU left to what
+    runs meanwhile); each window warms up again and measures its own latencies."""
+    serve = dict(model="smallcnn", role="serve", device="cpu", batch_size=1, image_size=32, concurrency=1,
+                 max_batch=1, seconds=0.5, warmup_steps=5, interval_s=0.1)
+    results = colloc_kit.run([serve], repeats=3, out=tmp_path, monitor=False, progress=False, warm_repeats=True)
+    assert len(results.runs) == 3 and set(results.runs["status"]) == {"complete"}
+    assert (results.jobs["latency_p50_ms"] > 0).all() and (results.jobs["requests_in_window"] >= 3).all()
+    launch = [found for _, found in sorted(windows(tmp_path).items())]
+    streams = [next(iter(jobs.values())) for _, jobs in launch]
+    assert len({ready_of(stream)["pid"] for stream in streams}) == 1, "one server measured each window"
+    assert [(m.warm.window, ready_of(s).get("warm_window")) for (m, _), s in zip(launch, streams)] == [
+        (0, None), (1, 1), (2, 2)]
+    assert [ready_of(stream)["primed_s"] > 0 for stream in streams] == [True, False, False], "primed once"
+    for earlier, later in zip(streams, streams[1:]):
+        start = next(e for e in later if e["type"] == events.START)
+        assert start["warmup_steps"] == 5 and start["held_before_s"] > 0
+        assert warmup_intervals(later), "a server that idled warms up again"
+        answered = [done for e in earlier if e["type"] == events.INTERVAL for _, done in e["requests"]]
+        arrived = [arrival for e in later if e["type"] == events.INTERVAL for arrival, _ in e["requests"]]
+        ended = next(e for e in earlier if e["type"] == events.END)["t"]
+        assert max(answered) <= ended < start["t"] <= min(arrived), "nothing served while held"
+    assert kit_processes_below_us() == []
+
+
+@pytest.mark.slow
 def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(tmp_path):
     """A job that fails (here in every window, at its fourth step) leaves no launch to keep: each repeat is the first
     window of a launch of its own, recorded so, and no process is left behind."""

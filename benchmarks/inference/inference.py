@@ -2,9 +2,10 @@
 peer and capacity cells about double that; `--no-peer --no-capacity` leave them out).
 
 1. The kit's own cost: the inference job alone (closed loop, one client, one request at a time) against a plain
-   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), the two
-   interleaved over `--cost-rounds` rounds: p50 within 5 %. The rates offered below are 30 % of each model's
-   capacity alone as measured here.
+   PyTorch loop timing the same model and request size (copy in, forward, classes back, synchronised), each one
+   process kept for all its windows and the two alternating in `--cost-rounds` pairs of `--cost-seconds` windows,
+   seconds apart (`paired_windows`): p50 within 5 %. The rates offered below are 30 % of each model's capacity alone
+   as measured here.
 2. 2 inference models (ResNet-50, 4 images a request; ViT-B/16 from torchvision, 1 image a request, 197 tokens)
    x 3 training mixes (ResNet-50 x1, ResNet-50 x2, ViT-B/16 x1) x 4 settings (exclusive, naive, MPS, MPS with the
    training jobs at a thread percentage), each with p99 and its CI; on the first mix also MPS with the training at
@@ -22,11 +23,11 @@ with each order); an experiment's capacity cells run after its pairs.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
 p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
-rounds: the ratio kit / plain is taken per round, the arm that goes first alternating, and its mean given with its
-95 % CI; the same rounds within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
+pairs: the ratio kit / plain is taken per pair, the arm that goes first alternating, and its mean given with its
+95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
 --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
 writes them, for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out
-resumes it: cost rounds, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
+resumes it: cost pairs, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
 call of a lent machine runs over several, `lent_call.sh`).
 
     python benchmarks/inference/inference.py --out $OUT/inference         # the H100 set (about 15-20 minutes)
@@ -44,9 +45,7 @@ The H100 runs ship as the reference set `h100-inference` (notebook 10, course sh
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import math
 import subprocess
 import sys
 import time
@@ -56,7 +55,8 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit.analysis.latency import PARTS
+from colloc_kit.analysis.latency import PARTS, percentile_ci
+from colloc_kit.pipeline.warm import between_windows
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
@@ -215,7 +215,7 @@ with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, e
 class PlainLoop:
     """A plain PyTorch loop serving the kit's requests one at a time, in a process of its own (CUDA stays out of the
     benchmark's process, as it stays out of the kit's), started once per served model and kept for all its cost
-    rounds: each `window` costs its seconds, not a Python start and a model build.
+    windows: each `window` costs its seconds, not a Python start and a model build.
 
         with PlainLoop(TINY["smallcnn"], tiny=True) as plain:
             requests = plain.window(3.0)   # [start, answered] (seconds) of each request after 20 warm ones
@@ -253,72 +253,82 @@ class PlainLoop:
         self.process.wait(timeout=60)
 
 
-def median_ms(requests: list[list[float]]) -> float:
-    """The p50 (ms) of requests' latencies, the upper median (as the plain loop always reported it).
+def p50_ms(requests: list[list[float]]) -> float:
+    """The p50 (ms) of requests' latencies ([arrival, answered] seconds), nearest-rank as the kit defines it
+    (`analysis.latency`), for both arms alike; NaN for none.
 
-    >>> median_ms([[0.0, 0.004], [1.0, 1.006]])
-    6.0
+    >>> p50_ms([[0.0, 0.004], [1.0, 1.006], [2.0, 2.005]])
+    5.0
     """
-    latencies = sorted(answered - start for start, answered in requests)
-    return 1000 * latencies[len(latencies) // 2]
+    return percentile_ci([1000.0 * (answered - arrival) for arrival, answered in requests], 0.5)[0]
 
 
-def kit_alone(served: dict, args: argparse.Namespace, runs: Path, round_: int) -> tuple[float, list[list[float]]]:
-    """The kit's inference job alone, closed loop with one client (each latency is one request's service): its p50
-    (ms, NaN if the run failed) and its measured window's requests ([arrival, answered] seconds)."""
-    device = "cpu" if args.tiny else "cuda"
-    job = serve_job({**served, "concurrency": 1}, device, args.cost_seconds, args.tiny, max_batch=1)
-    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], name=f"alone-{served['model']}-round{round_}")
-    results = colloc_kit.run_spec(spec, out=runs, progress=False)
-    if "latency_p50_ms" not in results.jobs:
-        return math.nan, []
-    requests = [request for events_file in Path(results.runs["run_dir"].iloc[0]).glob("jobs/*.events.jsonl")
-                for event in read_events(events_file)
-                if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
-                for request in event.get("requests") or ()]
-    return float(results.jobs["latency_p50_ms"].iloc[0]), requests
+def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: PlainLoop) -> list[dict]:
+    """`--cost-rounds` pairs of windows of `--cost-seconds`: the plain loop's (`plain`, one process) and the kit's
+    inference job alone (closed loop, one client: each latency one request's service) as one launch measured window
+    after window (warm repeats; the server idles, held, between them: `worker.serve`), the plain loop's windows run
+    between the kit's (`warm.between_windows`); the arm that goes first alternating, plain first in the 1st, 3rd, ...
+    pair (plain, kit, kit, plain, plain, kit, ...), so that neither always meets the host's state first and a pair's
+    two windows are seconds apart. Per pair: `first` and each arm's requests ([arrival, answered] seconds; the kit's
+    [] where its window failed)."""
+    seconds, pairs = args.cost_seconds, args.cost_rounds
+    job = serve_job({**served, "concurrency": 1}, "cpu" if args.tiny else "cuda", seconds, args.tiny, max_batch=1)
+    spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], repeats=pairs, warm_repeats=True,
+                          name=f"cost-{served['model']}")
+    plains: list[list[list[float]]] = []
+
+    def plain_around(window: int) -> None:  # before the kit's window `window`: the plain ones due by then
+        if window > 0 and window % 2 == 0:  # the last pair's, kit first
+            plains.append(plain.window(seconds))
+        if window % 2 == 0:  # this pair's, plain first
+            plains.append(plain.window(seconds))
+
+    plain_around(0)
+    with between_windows(plain_around):
+        results = colloc_kit.run_spec(spec, out=runs, progress=False, again=True)
+    if pairs % 2 == 0:
+        plains.append(plain.window(seconds))  # the last pair's, kit first
+    kit = results.runs.sort_values("started_at").tail(pairs)
+    return [{"first": "plain" if pair % 2 == 0 else "kit", "plain": plains[pair],
+             "kit": window_requests(Path(run.run_dir)) if run.status == "complete" else []}
+            for pair, run in enumerate(kit.itertuples())]
+
+
+def window_requests(run_dir: Path) -> list[list[float]]:
+    """[arrival, answered] (seconds, the kit's clock) of each request of a run's measured window."""
+    return [request for events_file in run_dir.glob("jobs/*.events.jsonl") for event in read_events(events_file)
+            if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
+            for request in event.get("requests") or ()]
 
 
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
-    """The kit's own cost per served model: the plain loop and the kit's job alone, paired round by round (a host
-    that slows for a while slows both arms of a round alike), the arm that goes first alternating (`first`), so that
-    neither always meets the host's state first; the plain loop's process started once per model (`PlainLoop`: a
-    round costs the kit's launch and the two windows); per model the medians of the rounds' p50s and the mean of
-    the rounds' ratios kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` and the rounds' requests
-    (`plain_vs_kit_requests.json`) are written after every round, and a folder resumed reads the rounds it holds
-    that ran with the same window; the same rounds compared within the host's state (`host_state`) in
+    """The kit's own cost per served model: its pairs of windows (`paired_windows`: the plain loop and the kit's job
+    alone, each one process for all its windows, one window right after the other: a host that slows for a while
+    slows both windows of a pair alike); per model the medians of the pairs' p50s and the mean of the pairs' ratios
+    kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` (a row per pair) and the pairs' requests
+    (`plain_vs_kit_requests.json`) are written after every model, and a folder resumed reads a model whose pairs it
+    holds, run with the same window; the same pairs compared within the host's state (`host_state`) in
     `plain_vs_kit_states.csv`."""
-    rounds: list[dict] = []
-    requests: list[dict] = []
     done = out / "plain_vs_kit_requests.json"
-    earlier = {(r["model"], r["round"]): r for r in (json.loads(done.read_text()) if done.exists() else ())
-               if r.get("seconds") == args.cost_seconds}  # a folder resumed: rounds that ran as asked are read
-    others = [r for (model, _), r in earlier.items() if model not in served_here(args)]  # kept in the file as read
-    with contextlib.ExitStack() as stack:
-        plain: dict[str, PlainLoop] = {}  # per model, started for its first round that runs
-        for round_ in range(args.cost_rounds):
-            for name, served in served_here(args).items():
-                if (name, round_) in earlier:
-                    arms = earlier[(name, round_)]
-                    rounds.append(arms["row"])
-                    requests.append(arms)
-                    continue
-                if name not in plain:
-                    plain[name] = stack.enter_context(PlainLoop(served, args.tiny))
-                row = {"model": name, "round": round_, "first": "plain" if round_ % 2 == 0 else "kit"}
-                arms = {"model": name, "round": round_, "seconds": args.cost_seconds, "row": row}
-                if row["first"] == "kit":
-                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-                arms["plain"] = plain[name].window(args.cost_seconds)
-                row["plain_p50_ms"] = median_ms(arms["plain"])
-                if row["first"] == "plain":
-                    row["kit_p50_ms"], arms["kit"] = kit_alone(served, args, runs, round_)
-                rounds.append(row)
-                requests.append(arms)
-                pd.DataFrame(rounds).to_csv(out / "plain_vs_kit_rounds.csv", index=False)
-                done.write_text(json.dumps([*requests, *others]))
-    state_table(requests).to_csv(out / "plain_vs_kit_states.csv", index=False)
-    table = pd.DataFrame(rounds).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
+    kept = [r for r in (json.loads(done.read_text()) if done.exists() else ())
+            if r.get("seconds") == args.cost_seconds]  # a folder resumed: pairs that ran as asked are read
+    requests = [r for r in kept if r["model"] not in served_here(args)]  # other models' pairs, kept in the file
+    for name, served in served_here(args).items():
+        mine = [r for r in kept if r["model"] == name]
+        if len(mine) < args.cost_rounds:
+            with PlainLoop(served, args.tiny) as plain:
+                pairs = paired_windows(served, args, runs, plain)
+            mine = [{"model": name, "round": index, "seconds": args.cost_seconds, **pair,
+                     "row": {"model": name, "round": index, "first": pair["first"], "plain_p50_ms":
+                             p50_ms(pair["plain"]), "kit_p50_ms": p50_ms(pair["kit"])}}
+                    for index, pair in enumerate(pairs)]
+        requests += mine
+        done.write_text(json.dumps(requests))
+        pd.DataFrame([r["row"] for r in requests if r["model"] in served_here(args)]).to_csv(
+            out / "plain_vs_kit_rounds.csv", index=False)
+    mine = [r for r in requests if r["model"] in served_here(args)]
+    state_table(mine).to_csv(out / "plain_vs_kit_states.csv", index=False)
+    table = pd.DataFrame([r["row"] for r in mine]).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
     for name, part in table.groupby("model", sort=False):
         ratio, half = ci95(part["ratio"].dropna())
@@ -371,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="benchmarks/inference/results/h100")
     p.add_argument("--seconds", type=float, default=None, help="each job's window (default 4 on a GPU, 2 --tiny)")
     p.add_argument("--tiny", action="store_true", help="CPU: smallcnn, naive only (not the issue's figures)")
-    p.add_argument("--cost-rounds", type=int, default=3, help="rounds of plain loop then kit, per served model")
+    p.add_argument("--cost-rounds", type=int, default=3,
+                   help="pairs of windows, the plain loop's and the kit's (the first alternating), per served model")
     p.add_argument("--cost-seconds", type=float, default=None,
                    help="each cost round's window per arm (default --seconds; 3 s hold about 600 requests of 5 ms)")
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
@@ -420,12 +431,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def state_lines(out: Path) -> list[str]:
-    """The summary's lines on the cost within the host's state (`host_state`), if the rounds were run here."""
+    """The summary's lines on the cost within the host's state (`host_state`), if the pairs were run here."""
     states = out / "plain_vs_kit_states.csv"
     if not states.exists():
         return []
     table = pd.read_csv(states)
-    return [f"The same rounds within the host's state (`host_state.py`: a 0.5-s slice is fast when its p50 is at "
+    return [f"The same pairs within the host's state (`host_state.py`: a 0.5-s slice is fast when its p50 is at "
             f"most {FAST_FACTOR:g} x the fastest slices'; `*_share`: the state's share of each arm's slices):", "",
             "```", table.drop(columns="fast_below_ms").to_string(index=False, float_format="%.3f"), "```", ""]
 

@@ -27,7 +27,7 @@ from colloc_kit.serving import SERVE
 from colloc_kit.pipeline.cells import Cell
 from colloc_kit.pipeline.launcher import LaunchItem, Wave
 from colloc_kit.pipeline.progress import Progress
-from colloc_kit.pipeline.warm import Kept, Launch, jobs_cpu_s
+from colloc_kit.pipeline.warm import Kept, Launch, jobs_cpu_s, run_between
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.manifest import (
@@ -169,7 +169,9 @@ def _warm_window(spec: ExperimentSpec, cell: Cell, placement: Placement, run: Ru
                  planned: list[tuple[str, int, JobSpec]], launch: Launch, kept: Kept) -> Manifest:
     """A warm repeat: the next window of `launch` (its jobs paused after its last window) into `run`, on the feed of
     `cell`'s jobs where the launch served another series (a feed swap: the window warms up again); the launch kept
-    again after a complete window, else closed (jobs stopped, mode left)."""
+    again after a complete window, else closed (jobs stopped, mode left). A `warm.between_windows` call runs first,
+    the jobs held."""
+    run_between(launch.windows)
     swap = launch.series != cell.series
     mode, warm = launch.mode, WarmWindow(launch.first_run, launch.windows, warmup_steps=None if swap else 0,
                                          feed_from=(launch.last_run or launch.first_run) if swap else None)

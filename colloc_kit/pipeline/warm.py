@@ -7,6 +7,10 @@ other cell, a failed window, a job that failed since or the lane's end closes it
 window is a run of its own, whose manifest says which launch and window it was, and the run whose feed a swap
 replaced (`store.manifest.WarmWindow`).
 
+A held server (`role: serve`) idles instead and warms up again in each window (`worker.serve`). Between a launch's
+windows, while its jobs are held, `between_windows` lets this process run something of its own (a benchmark's other
+arm, measured in the same host state seconds apart).
+
     >>> kept = Kept()
     >>> kept.take("naive-x2-0123456789") is None       # nothing kept yet: the cell starts a launch of its own
     True
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import psutil
 
@@ -24,7 +28,7 @@ from colloc_kit.modes.base import SharingMode
 from colloc_kit.pipeline.launcher import Wave
 from colloc_kit.store.manifest import SlotRecord
 
-__all__ = ["Kept", "Launch", "jobs_cpu_s"]
+__all__ = ["Kept", "Launch", "between_windows", "jobs_cpu_s", "run_between"]
 
 
 @dataclass
@@ -75,6 +79,32 @@ class Kept:
         launch, self.launch = self.launch, None
         if launch is not None:
             launch.close()
+
+
+_BETWEEN: list[Callable[[int], None]] = []  # the open `between_windows` blocks' calls, innermost last
+
+
+@contextlib.contextmanager
+def between_windows(call: Callable[[int], None]) -> Iterator[None]:
+    """Inside the block, `call(window)` runs before each later window of a launch (`window`: its index, 1 on) of the
+    lanes in this process, while the launch's jobs are held and before the window's run starts (lanes of several GPUs
+    run in processes of their own: not theirs). The inference benchmark times its plain loop so, between the kit's
+    server's windows.
+
+        with between_windows(lambda window: print("held before window", window)):
+            run_spec(ExperimentSpec(jobs=[JobSpec(model="smallcnn")], repeats=3, warm_repeats=True))
+    """
+    _BETWEEN.append(call)
+    try:
+        yield
+    finally:
+        _BETWEEN.remove(call)
+
+
+def run_between(window: int) -> None:
+    """The innermost `between_windows` call, if any, before the launch's window `window`."""
+    for call in _BETWEEN[-1:]:
+        call(window)
 
 
 def jobs_cpu_s(pids: Any) -> float:

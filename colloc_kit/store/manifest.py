@@ -126,8 +126,9 @@ class HostCpu(_Record):
 class WarmWindow(_Record):
     """A warm repeat's place (`ExperimentSpec.warm_repeats`): the run whose launch primed the jobs that measured this
     run (its own id for the launch's first window) and which window of that launch this run is (0: the first). A
-    later window ran no warm-up (`warmup_steps` 0, whatever its jobs' specs say): its jobs trained on, held, from the
-    end of the launch's last window until its release, `held_before_s` (each job's `start` event says its own). A
+    later window ran no warm-up for its training jobs (`warmup_steps` 0, whatever their specs say): they trained on,
+    held, from the end of the launch's last window until its release, `held_before_s` (each job's `start` event says
+    its own; a server idles while held and warms up again, as its `start` event says: `worker.serve`). A
     window whose jobs' feed was swapped (`ExperimentSpec.feed_swaps`) names the run whose feed it replaced,
     `feed_from`, and ran its jobs' warm-up on the new feed."""
 

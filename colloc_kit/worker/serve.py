@@ -16,6 +16,12 @@ served batches; the budget (`seconds` or `steps`) is the measured window. `end` 
 queued when told to stop) and `dropped` (open-loop arrivals past `serving.MAX_QUEUE`). The figures are
 `colloc_kit.analysis.latency`'s.
 
+Warm repeats (`ExperimentSpec.warm_repeats`) take the training worker's `pause` and `go`: after `pause` the server
+ends its window as after `stop`, then idles, held (no request drawn: the GPU is left to whatever runs meanwhile),
+until `go`, its next window, which warms up again (`warmup_steps` batches: the GPU may have clocked down while it
+idled) on a queue of its own, arrivals restarted; its `ready` and `start` events say `warm_window` and the
+`held_before_s` it idled.
+
 The scheduling is plain Python on a clock it is handed, so it runs on a fake one::
 
     >>> clock = FakeClock()
@@ -27,6 +33,7 @@ The scheduling is plain Python on a clock it is handed, so it runs on a fake one
 from __future__ import annotations
 
 import heapq
+import os
 import random
 import time
 from collections import deque
@@ -42,6 +49,7 @@ from colloc_kit.worker.process import peak_rss_mb
 __all__ = ["Arrivals", "FakeClock", "Server", "prime_batches", "serve_requests"]
 
 IDLE_SLEEP_S = 0.0005  # the longest nap while waiting for a request (a coarse nap would add to every latency)
+HOLD_NAP_S = 0.01  # the nap while held between warm windows (no request waits meanwhile)
 
 
 class FakeClock:
@@ -214,36 +222,62 @@ def prime_batches(run: Callable[[int], Any], max_batch: int) -> list[int]:
 def _prime_and_serve(spec: JobSpec, writer: events.EventWriter, torch: Any, device: Any, begin: Callable[[], Any],
                      built: dict, run: Callable[[int], Any]) -> int:
     """Long: prime, report `ready`, wait at the barrier, then serve until the measured window is over and the launcher
-    says stop, emitting intervals with the requests answered; returns the exit code."""
+    says stop, emitting intervals with the requests answered; after `pause`, idle until `go` (a warm repeat's next
+    window: `_serve_window` again) or `stop`. Returns the exit code."""
     cuda = device.type == "cuda"
     prime_t0 = time.perf_counter()
     primed = prime_batches(run, spec.max_batch)
-    writer.emit(events.READY, launched_at=built["launched_at"], imports_s=built["imported_t"] - built["launched_at"],
-                build_s=built["build_s"], primed_s=time.perf_counter() - prime_t0, model=spec.model, role="serve",
-                device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
-                image_size=built["image_size"], amp=spec.amp, max_batch=spec.max_batch, params=built["params"],
-                warmup_steps=spec.warmup_steps, primed_batches=primed, torch=torch.__version__)
+    ready = dict(launched_at=built["launched_at"], imports_s=built["imported_t"] - built["launched_at"],
+                 build_s=built["build_s"], primed_s=time.perf_counter() - prime_t0, model=spec.model, role="serve",
+                 device=torch.cuda.get_device_name(device) if cuda else "cpu", batch_size=spec.batch_size,
+                 image_size=built["image_size"], amp=spec.amp, max_batch=spec.max_batch, params=built["params"],
+                 warmup_steps=spec.warmup_steps, primed_batches=primed, torch=torch.__version__, pid=os.getpid(),
+                 ppid=os.getppid())
+    writer.emit(events.READY, **ready)
     launcher = begin()
     if launcher is None:
         return 3  # the launcher went away at the barrier (train.EXIT_LAUNCHER_GONE)
-    writer.emit(events.START)
     assert spec.concurrency or spec.rate_per_s  # serving.check_serve: one of them, above zero
     arrivals = (Arrivals.closed_loop(spec.concurrency) if spec.concurrency else
                 Arrivals.open_loop(spec.rate_per_s or 0.0, seed=spec.seed))
+    after_hold: dict[str, Any] = {}  # a later window's: how long the server idled, held, before it
+    window = 0
+    while True:
+        if window:  # a warm repeat's window: nothing was built or primed for it (its launch's first run did)
+            writer.emit(events.READY, **{**ready, "imports_s": 0.0, "build_s": 0.0, "primed_s": 0.0, **after_hold})
+        writer.emit(events.START, **after_hold)
+        if not _serve_window(spec, writer, torch, device, launcher, arrivals, run):
+            return 3
+        hold_t0 = time.perf_counter()
+        while launcher.holding():  # idle: no request drawn, the GPU left to whatever runs meanwhile
+            launcher.take_feed()  # (a server has no feed to swap: its requests are drawn here)
+            time.sleep(HOLD_NAP_S)
+        if not launcher.again():
+            return 0
+        window += 1
+        after_hold = dict(warm_window=window, warmup_steps=spec.warmup_steps,
+                          held_before_s=time.perf_counter() - hold_t0)
+
+
+def _serve_window(spec: JobSpec, writer: events.EventWriter, torch: Any, device: Any, launcher: Any,
+                  arrivals: Arrivals, run: Callable[[int], Any]) -> bool:
+    """One measured window, its warm-up first (`spec.warmup_steps` batches: a server that idled warms up again), on
+    a queue of its own, arrivals restarted now; its `end` event. False if the launcher went away."""
     server = Server(arrivals, spec.max_batch, spec.max_delay_ms / 1000)
     meter = _ServeMeter(spec, writer, offset=events.now() - time.perf_counter())
     arrivals.restart(time.perf_counter())
     while not (meter.measured and launcher.said_stop.is_set()):
         if launcher.gone.is_set():
-            return 3
+            return False
         idle_done = lambda: launcher.gone.is_set() or (meter.measured and launcher.said_stop.is_set())  # noqa: E731
         meter.add(server.serve_once(run, give_up=idle_done), time.perf_counter(), server.last_batch)
     meter.flush(time.perf_counter())
+    cuda = device.type == "cuda"
     writer.emit(events.END, **meter.window, steps=meter.batches, images=meter.images, train_s=meter.last - meter.t0,
                 held_s=meter.last - meter.window_end, dropped=server.dropped,
                 unserved=[meter.kit(t) for t in server.queue], peak_rss_mb=peak_rss_mb(),
                 peak_allocated_mb=torch.cuda.max_memory_allocated(device) / 2 ** 20 if cuda else None)
-    return 0
+    return True
 
 
 class _ServeMeter:
