@@ -221,7 +221,7 @@ CALLS = {"02_single_job_baseline": ["readings.rate_by_batch(done)", "readings.pe
          "06_mixed_workloads": ["readings.mix_totals(summary)"],
          "07_analysis": ["gains.by_mode(together)"],
          "08_seed_reproduction": ["gains.seed_cells(found.cells33, findings.all_missing(found))"],
-         "10_training_beside_inference": ["fits.slo_lines(table)", "fits.slo_lines(h100)"]}
+         "10_training_beside_inference": ["fits.slo_lines(table)", "fits.slo_lines(h200)"]}
 
 
 def parameters(name: str) -> dict:
@@ -332,9 +332,9 @@ def test_notebook_10s_reading_of_the_h200_set_says_what_the_set_measured():
     assert lines[0].endswith(", within the 25-ms target")
     assert lines[1].startswith("resnet50 at 38.5 requests/s beside training: 9 of 12 settings kept the p99 within the "
                                "target; the most training among them, ")
-    assert "(resnet50 x2, mps(thread_percentage=100+50+50))" in lines[1]
+    assert "(resnet50 x2, MPS, training at 50 %)" in lines[1]  # the setting as the table and the legend name it
     assert lines[3].startswith("vit_b_16 at 42.6 requests/s beside training: 12 of 12 settings kept")
-    assert "(resnet50 x2, mps)" in lines[3]
+    assert "(resnet50 x2, MPS)" in lines[3]
 
 
 def test_the_gain_at_the_most_copies_falls_or_grows_only_past_both_cis():

@@ -39,9 +39,9 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
         for label, points in rows.groupby("setting", sort=True):
             met = points["latency_p99_ms"] <= slo if pd.notna(slo) else points["within_slo"]
             symbols = [shape[str(mix)] + ("" if m else "-open") for mix, m in zip(points["mix"], met)]
-            ci = [f"{lo:.1f}-{hi:.1f}" if pd.notna(lo) and pd.notna(hi) else f"from {lo:.1f}; too few requests for its upper bound"
-                  if pd.notna(lo) else "not given" for lo, hi in zip(points["latency_p99_ms_lo"],
-                                                                      points["latency_p99_ms_hi"])]
+            ci = [f"{lo:.1f}-{hi:.1f}" if pd.notna(lo) and pd.notna(hi) else
+                  f"from {lo:.1f}; too few requests for its upper bound" if pd.notna(lo) else "not given"
+                  for lo, hi in zip(points["latency_p99_ms_lo"], points["latency_p99_ms_hi"])]
             fig.add_trace(go.Scatter(
                 x=points["latency_p99_ms"], y=points["train_images_per_s"], mode="markers", name=label,
                 legendgroup=label, showlegend=False,

@@ -19,10 +19,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "setting_words", "TOP_MARGIN_PX", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty",
+__all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TOP_MARGIN_PX", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty",
            "noisy",
            "error_bars", "say_clipped",
-           "short_label", "counted", "colours",
+           "short_label", "setting_words", "counted", "colours",
            "series", "facets", "grid", "where", "category", "in_order"]
 
 # Twelve colours a reader tells apart (Tableau 10 and two more); each sharing mode keeps its own in every figure
@@ -125,8 +125,10 @@ def setting_words(label: str) -> str:
     """A serving setting as a reader says it: the training jobs' equal MPS share or lower priority in words (the
     served job, listed first, keeps the whole GPU or normal priority), other labels as `short_label` writes them.
 
-    >>> setting_words("mps(thread_percentage=100+50+50+50+50+50+50+50+50)"), setting_words("mps(thread_percentage=100+25)")
-    ('MPS, training at 50 %', 'MPS, training at 25 %')
+    >>> setting_words("mps(thread_percentage=100+50+50+50+50+50+50+50+50)")
+    'MPS, training at 50 %'
+    >>> setting_words("mps(thread_percentage=100+25)")
+    'MPS, training at 25 %'
     >>> setting_words("mps(client_priority=0+1+1+1+1+1+1+1+1)"), setting_words("mps(partitions=3g+4g)")
     ('MPS, training at low priority', 'MPS partitions 3g+4g')
     >>> setting_words("mps(thread_percentage=60+30+10)"), setting_words("naive")
