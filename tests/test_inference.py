@@ -11,14 +11,16 @@ import pytest
 
 import colloc_kit
 from colloc_kit.analysis import latency
+from colloc_kit.cli import advise_serve
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
 from colloc_kit.modes.registry import validate_mode_spec
+from colloc_kit.notebook import fits
 from colloc_kit.predict import serve_advise
 from colloc_kit.serving import slo_ms
 from colloc_kit.spec import JobSpec, ModeSpec
 from colloc_kit.views.frontier import safe_share
-from colloc_kit.views.style import short_label
+from colloc_kit.views.style import setting_words, short_label
 from colloc_kit.worker.serve import Arrivals, FakeClock, Server
 
 
@@ -201,7 +203,10 @@ def test_advice_picks_the_most_training_within_the_slo_and_refuses_an_unmeasured
     with pytest.raises(BadInput, match="no measured run serves resnet50 at 300"):
         serve_advise.choose(table, "resnet50", 300, "25ms", "resnet50 x2")
     figure = safe_share(table)
-    assert len(figure.data) == 4 and {t.name for t in figure.data} == set(map(short_label, table["mode_label"][:4]))
+    points = [t for t in figure.data if t.hoverinfo != "skip"]  # the rest: the legend's keys, no point
+    assert len(points) == 4 and {t.name for t in points} == set(map(setting_words, table["mode_label"][:4]))
+    assert {t.name for t in figure.data if t.hoverinfo == "skip"} == {t.name for t in points}  # one mix: no shape key
+    assert [list(t.marker.symbol) for t in points if t.name == "MPS"] == [["circle-open"]]  # over the SLO: open
     # the SLO is said in the plot's title, never by an annotation on the log axis (plotly puts one at 10**x there)
     assert [a.xref for a in figure.layout.annotations] == ["paper"] and "SLO 25 ms" in figure.layout.annotations[0].text
 
@@ -219,16 +224,53 @@ def test_mps_client_priority_is_normal_or_below_normal():
 
 
 def test_advice_says_serve_alone_only_where_alone_meets_the_slo():
-    table = serve_advise.frontier(colloc_kit.reference.load("h100-inference"))
-    shared = table[table["shared"]].iloc[0]
-    served, rate, mix = shared["served"], float(shared["rate_per_s"]), shared["mix"]
-    alone = table[(table["served"] == served) & ~table["shared"] & (table["rate_per_s"] == rate)]["latency_p99_ms"]
-    tight = serve_advise.choose(table, served, rate, "25ms", mix)
-    assert tight.row is None and "serve alone" not in tight.text  # alone it is far above 25 ms too
-    assert f"nor serving alone: alone its p99 is {alone.mean():.1f} ms against 25 ms" in tight.text
-    loose = f"{alone.mean() * 1.01:.0f}ms"  # alone meets it; every shared setting at this rate is slower
-    met_alone = serve_advise.choose(table, served, rate, loose, mix)
+    table = serve_advise.frontier(colloc_kit.reference.load("h200-inference"))
+    shared = table[table["shared"] & (table["served"] == "resnet50") & (table["mix"] == "resnet50 x2")]
+    rate = float(shared["rate_per_s"].iloc[0])
+    alone = table[(table["served"] == "resnet50") & ~table["shared"] & (table["rate_per_s"] == rate)]["latency_p99_ms"]
+    best = shared["latency_p99_ms"].min()
+    assert len(shared) == 3 and len(alone) == 1 and alone.mean() < best  # beside two trainers none is as fast as alone
+    tight = serve_advise.choose(table, "resnet50", rate, "15ms", "resnet50 x2")
+    assert tight.row is None and "serve alone" not in tight.text  # alone it is above 15 ms too
+    assert f"nor serving alone: alone its p99 is {alone.mean():.1f} ms against 15 ms" in tight.text
+    loose = f"{(alone.mean() + best) / 2:.2f}ms"  # alone meets it; every shared setting at this rate is slower
+    met_alone = serve_advise.choose(table, "resnet50", rate, loose, "resnet50 x2")
     assert met_alone.row is None and "serve alone (alone its p99 is" in met_alone.text
+    at_slo = serve_advise.choose(table, "resnet50", rate, "25ms", "resnet50 x2")  # the set's own SLO
+    assert at_slo.row is not None and at_slo.row["latency_p99_ms"] <= 25
+    assert at_slo.row["train_images_per_s"] == shared.loc[shared["latency_p99_ms"] <= 25, "train_images_per_s"].max()
+
+
+def test_advise_serve_answers_from_the_shipped_h200_set_by_default(capsys):
+    assert advise_serve.REFERENCE == "h200-inference" and advise_serve.REFERENCE in colloc_kit.reference.available()
+    assert main(["advise", "--serve", "resnet50", "--rate", "38.5", "--slo", "25ms", "--beside", "resnet50 x2"]) == 0
+    out = capsys.readouterr().out
+    assert "chosen: mps(thread_percentage=" in out and "(measured)" in out
+    assert main(["advise", "--serve", "resnet50", "--rate", "150", "--slo", "25ms", "--beside", "resnet50 x2"]) == 2
+    assert "measured: resnet50 at 38.5/s beside resnet50 x1" in capsys.readouterr().err  # what the set holds
+
+
+def test_the_shipped_p99_table_marks_a_missing_bound_and_says_why_and_the_figure_tells_mixes_apart():
+    table = serve_advise.frontier(colloc_kit.reference.load("h200-inference"))
+    assert len(table) == 26 and (~table["shared"]).sum() == 2  # 2 served models x 3 mixes; exclusive on the first
+    shown, note = fits.p99_table(table)
+    text = shown.astype(str).to_string()
+    assert "nan" not in text.lower() and "none" not in text.lower()
+    bounds = shown["p99 95 % CI (ms)"]
+    short = table["latency_p99_ms_hi"].isna()
+    assert short.any() and (~short).any()  # the 6-s windows give no upper bound, the 12-s ones do
+    assert bounds[short.to_numpy()].str.endswith(f"– {fits.NO_BOUND}").all()
+    assert not bounds[~short.to_numpy()].str.contains(fits.NO_BOUND).any()
+    low, high = int(table.loc[short, "requests_in_window"].min()), int(table.loc[short, "requests_in_window"].max())
+    assert note == (f"{fits.NO_BOUND} : too few requests for the upper bound (6-s windows, {low}-{high} requests; a "
+                    "p99's upper bound needs about 400)")
+    assert high < 400 <= table.loc[~short, "requests_in_window"].min()
+    assert fits.p99_table(table[~short])[1] == ""  # every bound given: no footnote
+    figure = safe_share(table)
+    keys = {t.name: t.marker.symbol for t in figure.data if t.hoverinfo == "skip"}
+    assert {f"beside {mix}" for mix in table["mix"]} <= set(keys)
+    assert len({keys[f"beside {mix}"] for mix in table["mix"]}) == 3  # a shape per mix
+    assert "MPS, training at 50 %" in keys and not any("+8 x" in name for name in keys)
 
 
 def test_a_sweeps_thread_shares_are_one_per_job():

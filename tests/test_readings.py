@@ -221,7 +221,7 @@ CALLS = {"02_single_job_baseline": ["readings.rate_by_batch(done)", "readings.pe
          "06_mixed_workloads": ["readings.mix_totals(summary)"],
          "07_analysis": ["gains.by_mode(together)"],
          "08_seed_reproduction": ["gains.seed_cells(found.cells33, findings.all_missing(found))"],
-         "10_training_beside_inference": ["fits.slo_lines(table)", "fits.slo_lines(h100)"]}
+         "10_training_beside_inference": ["fits.slo_lines(table)", "fits.slo_lines(h200)"]}
 
 
 def parameters(name: str) -> dict:
@@ -285,9 +285,10 @@ def test_the_readings_of_03_04_05_07_08_and_10_state_only_relations_that_hold(su
     for card, shape in mig_catalogue.GPU_MODELS.items():
         if shape.compute_slices == 7:  # the page's layouts are of a seven-slice card (7g)
             record(stated, "05", card, sentences_05(card))
-    inference = predict.serve_advise.frontier(reference.load("h100-inference"))
-    record(stated, "10", "h100-inference", fits.slo_lines(inference))
-    record(stated, "10", "h100-inference, a 900-ms target", fits.slo_lines(inference.assign(slo_ms=900.0)))
+    inference = predict.serve_advise.frontier(reference.load("h200-inference"))
+    record(stated, "10", "h200-inference", fits.slo_lines(inference))
+    record(stated, "10", "h200-inference, an 18-ms target", fits.slo_lines(inference.assign(slo_ms=18.0)))
+    record(stated, "10", "h200-inference, a 12-ms target", fits.slo_lines(inference.assign(slo_ms=12.0)))
     said = {r for relations in stated.values() for r in relations}
     # each kind of relation occurs: a reading that could only say one thing would not be tested here
     assert {"is larger than", "is smaller than", "within the CIs", "more work than", "above the diagonal",
@@ -299,8 +300,8 @@ def test_the_readings_of_03_04_05_07_08_and_10_state_only_relations_that_hold(su
 
 
 def test_the_latency_reading_counts_the_settings_the_table_has_and_says_why_none_met():
-    table = predict.serve_advise.frontier(reference.load("h100-inference"))
-    for target in (25.0, 900.0):
+    table = predict.serve_advise.frontier(reference.load("h200-inference"))
+    for target in (12.0, 18.0, 25.0):  # none met, some met (alone over it for one model, within for the other), most
         lines = fits.slo_lines(table.assign(slo_ms=target))
         for (served, rate), rows in table[table["shared"]].groupby(["served", "rate_per_s"]):
             within = int((rows["latency_p99_ms"] <= target).sum())
@@ -312,6 +313,28 @@ def test_the_latency_reading_counts_the_settings_the_table_has_and_says_why_none
             assert any(line.startswith(why) for line in lines) == (
                 within == 0 and bool((alone["latency_p99_ms"] > target).all())), (head, target)
     assert all("+50+50+50" not in line for line in fits.slo_lines(table))  # one share per job of the setting
+    whys = {target: sum("missed the target too" in line for line in fits.slo_lines(table.assign(slo_ms=target)))
+            for target in (12.0, 18.0, 25.0)}
+    assert whys == {12.0: 2, 18.0: 0, 25.0: 0}  # both ways of the rule are exercised by the set
+
+
+def test_notebook_10s_reading_of_the_h200_set_says_what_the_set_measured():
+    """What the page reads at the set's own 25-ms SLO: ResNet-50 beside two trainers under naive and MPS, and at low
+    priority beside one, missed it; every ViT-B/16 setting met it; the most training within it is beside two."""
+    table = predict.serve_advise.frontier(reference.load("h200-inference"))
+    lines = fits.slo_lines(table)
+    shared = table[table["shared"]]
+    assert len(lines) == 4 and len(shared) == 24
+    over = shared[shared["latency_p99_ms"] > 25]
+    assert sorted(zip(over["mix"], over["mode_label"])) == [
+        ("resnet50 x1", "mps(client_priority=0+1+1+1+1+1+1+1+1)"), ("resnet50 x2", "mps"), ("resnet50 x2", "naive")]
+    assert lines[0].startswith("resnet50 at 38.5 requests/s, alone (the lone run before resnet50 x1, exclusive): p99 ")
+    assert lines[0].endswith(", within the 25-ms target")
+    assert lines[1].startswith("resnet50 at 38.5 requests/s beside training: 9 of 12 settings kept the p99 within the "
+                               "target; the most training among them, ")
+    assert "(resnet50 x2, MPS, training at 50 %)" in lines[1]  # the setting as the table and the legend name it
+    assert lines[3].startswith("vit_b_16 at 42.6 requests/s beside training: 12 of 12 settings kept")
+    assert "(resnet50 x2, MPS)" in lines[3]
 
 
 def test_the_gain_at_the_most_copies_falls_or_grows_only_past_both_cis():

@@ -26,7 +26,7 @@ p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_pe
 pairs: the ratio kit / plain is taken per pair, the arm that goes first alternating, and its mean given with its
 95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
 --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
-writes them, for `colloc-kit show` and the reference set `h100-inference`). The same command on the same --out
+writes them, for `colloc-kit show` and the reference set `h200-inference`). The same command on the same --out
 resumes it: cost pairs, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
 call of a lent machine runs over several, `lent_call.sh`).
 
@@ -36,10 +36,15 @@ call of a lent machine runs over several, `lent_call.sh`).
     python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
 
-The H100 runs ship as the reference set `h100-inference` (notebook 10, course sheet 5 and `advise --serve` read it):
+The H200 runs ship as the reference set `h200-inference` (notebook 10, course sheet 5 and `advise --serve` read it),
+from four folders of results/h200/ (their commands and the facts given: its README, `reference.readme`):
 
-    tar xzf runs.tgz && colloc-kit reference export runs --name h100-inference \
-        --fact "command=python benchmarks/inference/inference.py --seconds 3 --confirm 3"
+    mkdir /tmp/h200inf && for d in primed primed-x2 rest-vit rest-r50; do
+        tar xzf benchmarks/inference/results/h200/$d/runs.tgz -C /tmp/h200inf; done
+    colloc-kit reference export /tmp/h200inf/runs/serve-*x[12] --name h200-inference --fact "commands=..." ...
+
+(the six serve-* experiments, not serve-...-confirm: the cost rounds, capacity cells and confirmations stay in the
+runs.tgz).
 """
 
 from __future__ import annotations

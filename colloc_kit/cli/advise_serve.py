@@ -1,14 +1,15 @@
 """`colloc-kit advise --serve`: the sharing setting that keeps an inference job's p99 within its SLO with the most
 training beside it, from measured runs (`predict.serve_advise`), optionally confirmed on this GPU.
 
-    colloc-kit advise --serve resnet50 --rate 150 --slo 25ms --beside "resnet50 x2"            # the shipped H100 set
+    colloc-kit advise --serve resnet50 --rate 38.5 --slo 25ms --beside "resnet50 x2"           # the shipped H200 set
     colloc-kit advise --serve resnet50 --rate 150 --slo 25ms --beside "resnet50 x2" --runs runs/serving
     colloc-kit advise --serve smallcnn --rate 20 --slo 200ms --beside "smallcnn x1" --device cpu --confirm 2
 
-Measured runs come from --runs (a folder) or the shipped reference set `h100-inference` (--reference to name
-another). With no run of the question, `--confirm K` first measures every setting (`serve_advise.SETTINGS`, one run
-each), then repeats the chosen one K times; the answer says whether it held the SLO in each repeat and what share
-of the best training within the SLO it kept. Bad input exits 2 before anything runs.
+Measured runs come from --runs (a folder) or the shipped reference set `h200-inference` (--reference to name
+another; it holds ResNet-50 at 38.5 and ViT-B/16 at 42.6 requests/s, each beside resnet50 x1, resnet50 x2 and
+vit_b_16 x1, measured on an H200). With no run of the question, `--confirm K` first measures every setting
+(`serve_advise.SETTINGS`, one run each), then repeats the chosen one K times; the answer says whether it held the
+SLO in each repeat and what share of the best training within the SLO it kept. Bad input exits 2 before anything runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec
 
 __all__ = ["REFERENCE", "add_arguments", "cmd_advise_serve"]
 
-REFERENCE = "h100-inference"  # the shipped runs of benchmarks/inference/inference.py
+REFERENCE = "h200-inference"  # the shipped runs of benchmarks/inference/inference.py
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -85,7 +86,7 @@ def _measured(args: argparse.Namespace) -> Results:
     if name not in reference.available():
         if args.confirm:
             return Results(pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
-        raise BadInput(f"no shipped reference set {name!r} here (no H100 serving data shipped yet): give --runs "
+        raise BadInput(f"no shipped reference set {name!r} here (no serving data shipped): give --runs "
                        "with your runs, or --confirm K to measure on this GPU")
     return reference.load(name)
 

@@ -9,14 +9,20 @@ served job's p99 within its SLO), each sentence made from the page's own plans a
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import pandas as pd
 
+from colloc_kit.analysis.latency import PERCENTILES
 from colloc_kit.stats import plural
+from colloc_kit.views.style import setting_words
 
-__all__ = ["slices", "mig_plans", "most_instances", "setting", "slo_lines"]
+__all__ = ["slices", "mig_plans", "most_instances", "setting", "slo_lines", "p99_table", "NO_BOUND"]
+
+REQUESTS_FOR_P99_HI = math.ceil(4 / (1 - PERCENTILES[-1] / 100))  # as analysis.latency's latency_note says
+NO_BOUND = "—"  # a p99 bound the order statistic does not give (too few requests): a mark, never nan
 
 
 def _idle(n: int) -> str:
@@ -87,14 +93,64 @@ def slo_lines(table: pd.DataFrame) -> list[str]:
         if len(within):
             best = within.loc[within["train_images_per_s"].idxmax()]
             lines.append(f"{said}; the most training among them, {best['train_images_per_s']:,.0f} images/s "
-                         f"({best['mix']}, {setting(best['mode_label'], best['mix'])}): "
+                         f"({best['mix']}, {setting_words(setting(best['mode_label'], best['mix']))}): "
                          f"{_where(best['latency_p99_ms'], target)}")
             continue
         low = shared.loc[shared["latency_p99_ms"].idxmin()]
-        lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, "
-                     f"{setting(low['mode_label'], low['mix'])}): {_where(low['latency_p99_ms'], target)}, "
-                     f"{low['latency_p99_ms'] / target:,.1f}x it")
+        named = setting_words(setting(low["mode_label"], low["mix"]))
+        lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, {named}): "
+                     f"{_where(low['latency_p99_ms'], target)}, {low['latency_p99_ms'] / target:,.1f}x it")
         if len(alone) and (alone["latency_p99_ms"] > target).all():
             lines.append(f"{head}: alone at this rate it missed the target too: the rate, the SLO or the card is "
                          "what to change first, not the way of sharing")
     return lines
+
+
+def _ms(value: Any) -> str:
+    return f"{float(value):.1f}" if pd.notna(value) else ""  # blank where missing, as every table shows it
+
+
+def _bound(value: Any) -> str:
+    return f"{float(value):.1f}" if pd.notna(value) else NO_BOUND
+
+
+def p99_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Notebook 10 and sheet 5: a frontier table (`serve_advise.frontier`) as a reader reads it, a row per run: the
+    served model and rate, the training beside it, the setting (in words, as the frontier's legend), the p50, the p99
+    with its 95 % CI (a bound
+    the requests do not give shown as NO_BOUND), the training images/s and whether the p99 met the SLO; and the
+    footnote for the mark, from the runs that lack a bound ('' where none does).
+
+    >>> frame = pd.DataFrame({"served": "resnet50", "rate_per_s": 38.5, "mix": "resnet50 x2", "slo_ms": 25.0,
+    ...     "mode_label": ["mps", "naive"], "latency_p50_ms": [9.96, 14.22], "requests_per_s": [37.0, 37.1],
+    ...     "latency_p99_ms": [18.01, 30.6], "latency_p99_ms_lo": [16.75, 29.2],
+    ...     "latency_p99_ms_hi": [19.35, float("nan")], "train_images_per_s": [2666.4, 1861.7],
+    ...     "requests_in_window": [480, 221], "window_s": [12.0, 6.0]})
+    >>> shown, note = p99_table(frame)
+    >>> [str(v) for v in shown.iloc[1]]
+    ['resnet50', '38.5', 'resnet50 x2', 'naive', '14.2', '30.6', '29.2 – —', '37.1', '1861.7', 'no']
+    >>> [str(v) for v in shown.iloc[0, 3:7]]
+    ['MPS', '10.0', '18.0', '16.8 – 19.4']
+    >>> print(note)
+    — : too few requests for the upper bound (6-s windows, 221 requests; a p99's upper bound needs about 400)
+    """
+    hi, lo = table["latency_p99_ms_hi"], table["latency_p99_ms_lo"]
+    shown = pd.DataFrame({
+        "served": table["served"], "requests/s offered": table["rate_per_s"], "training beside it": table["mix"],
+        "setting": [setting_words(m) for m in table["mode_label"]],
+        "p50 (ms)": [_ms(v) for v in table["latency_p50_ms"]], "p99 (ms)": [_ms(v) for v in table["latency_p99_ms"]],
+        "p99 95 % CI (ms)": [f"{_bound(a)} – {_bound(b)}" for a, b in zip(lo, hi)],
+        "requests/s answered": table["requests_per_s"], "training images/s": table["train_images_per_s"],
+        "p99 within the SLO": ["yes" if v <= t else "no" for v, t in zip(table["latency_p99_ms"], table["slo_ms"])]})
+    missing = table[hi.isna() & table["latency_p99_ms"].notna()]
+    if missing.empty:
+        return shown.reset_index(drop=True), ""
+    what = []
+    if "window_s" in missing and missing["window_s"].notna().any():
+        seconds = sorted({round(float(s)) for s in missing["window_s"].dropna()})
+        what.append("/".join(map(str, seconds)) + "-s windows")
+    if "requests_in_window" in missing and missing["requests_in_window"].notna().any():
+        low, high = int(missing["requests_in_window"].min()), int(missing["requests_in_window"].max())
+        what.append(f"{low} requests" if low == high else f"{low}-{high} requests")
+    said = f" ({', '.join(what)}; a p99's upper bound needs about {REQUESTS_FOR_P99_HI})" if what else ""
+    return shown.reset_index(drop=True), f"{NO_BOUND} : too few requests for the upper bound{said}"

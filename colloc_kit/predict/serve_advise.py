@@ -34,7 +34,8 @@ SETTINGS = [ModeSpec("naive"), ModeSpec("mps"), *(ModeSpec("mps", {"thread_perce
 MIX_PART = re.compile(r"\s*(?:(?P<before>\d+)\s*x\s+)?(?P<model>[\w.\-]+?)(?:\s+x\s*(?P<after>\d+))?\s*")
 FRONTIER_COLUMNS = ["served", "rate_per_s", "concurrency", "slo_ms", "mix", "mode", "mode_label", "copies",
                     "train_images_per_s", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
-                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "shared", "run_id", "experiment"]
+                    "latency_p99_ms_hi", "requests_per_s", "slo_share", "shared", "run_id", "experiment",
+                    "requests_in_window", "window_s"]  # the last two: how many requests the p99 and its CI rest on
 
 
 def mix_label(models: list[str]) -> str:
@@ -67,7 +68,8 @@ def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
                      "train_images_per_s": run.get("train_images_per_s"),
                      **{k: job.get(k) for k in FRONTIER_COLUMNS[9:15]},
                      "shared": not bool(run["sequential"]) and len(group) > 1, "run_id": run_id,
-                     "experiment": run["experiment"]})
+                     "experiment": run["experiment"], "requests_in_window": job.get("requests_in_window"),
+                     "window_s": job.get("window_s")})
     table = pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
     table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
     return table

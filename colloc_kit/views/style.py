@@ -22,7 +22,7 @@ from plotly.subplots import make_subplots
 __all__ = ["PALETTE", "MODE_COLOURS", "MAX_SERIES", "MIXES", "TOP_MARGIN_PX", "TEMPLATE", "EMPTY_HEIGHT_PX", "empty",
            "noisy",
            "error_bars", "say_clipped",
-           "short_label", "counted", "colours",
+           "short_label", "setting_words", "counted", "colours",
            "series", "facets", "grid", "where", "category", "in_order"]
 
 # Twelve colours a reader tells apart (Tableau 10 and two more); each sharing mode keeps its own in every figure
@@ -119,6 +119,30 @@ def short_label(label: str) -> str:
     value = counted(value)
     words = {"partitions": f"partitions {value}", "thread_percentage": f"threads {value} %", "layout": value}
     return f"{name.upper() if name in ('mps', 'mig') else name} {words.get(option, f'{option} {value}')}"
+
+
+def setting_words(label: str) -> str:
+    """A serving setting as a reader says it: the training jobs' equal MPS share or lower priority in words (the
+    served job, listed first, keeps the whole GPU or normal priority), other labels as `short_label` writes them.
+
+    >>> setting_words("mps(thread_percentage=100+50+50+50+50+50+50+50+50)")
+    'MPS, training at 50 %'
+    >>> setting_words("mps(thread_percentage=100+25)")
+    'MPS, training at 25 %'
+    >>> setting_words("mps(client_priority=0+1+1+1+1+1+1+1+1)"), setting_words("mps(partitions=3g+4g)")
+    ('MPS, training at low priority', 'MPS partitions 3g+4g')
+    >>> setting_words("mps(thread_percentage=60+30+10)"), setting_words("naive")
+    ('MPS threads 60+30+10 %', 'naive')
+    """
+    match = re.fullmatch(r"mps\((thread_percentage|client_priority)=(\d+)((?:\+\d+)+)\)", label)
+    rest = set(match[3].strip("+").split("+")) if match else set()
+    if match and len(rest) == 1:
+        share = rest.pop()
+        if match[1] == "thread_percentage" and match[2] == "100":
+            return f"MPS, training at {share} %"
+        if match[1] == "client_priority" and match[2] == "0" and share == "1":
+            return "MPS, training at low priority"
+    return short_label(label)
 
 
 def counted(layout: str) -> str:
