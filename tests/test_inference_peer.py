@@ -184,7 +184,7 @@ def test_the_kits_cost_takes_the_ratio_pair_by_pair_gives_its_ci_and_a_resumed_f
     assert list(rounds["first"]) == ["plain", "kit"] * 2 and list(rounds["round"]) == [0, 1, 2, 3]
     # within the host's state: the slow pairs (20 and 22 ms) are slow, the others fast, each compared with its like
     states = pd.read_csv(tmp_path / "plain_vs_kit_states.csv").set_index("state")
-    assert states.loc["fast", "rounds_compared"] == 2 and states.loc["slow", "rounds_compared"] == 2
+    assert states.loc["fast", "pairs"] == 2 and states.loc["slow", "pairs"] == 2
     assert states.loc["fast", "plain_p50_ms"] == pytest.approx(10.0)
     assert states.loc["slow", "kit_p50_ms"] == pytest.approx(22.0)
     assert states.loc["fast", "kit_over_plain"] == pytest.approx(0.10) and states.loc["fast", "plain_share"] == 0.5
@@ -254,10 +254,19 @@ def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_oft
     assert table.loc["slow", "kit_over_plain"] == pytest.approx(0.02)
     assert table.loc["fast", "plain_share"] == 0.75 and table.loc["fast", "kit_share"] == 0.5
     assert table.loc["fast", "fast_below_ms"] == pytest.approx(5.6)
-    # a state one arm never met is not compared: no rounds, no ratio
+    assert table.loc["fast", "ci_low"] == pytest.approx(0.02) == table.loc["fast", "ci_high"]  # alike pairs: no spread
+    # pooled: a pair whose kit met the slow state and whose plain loop did not still counts; the CI from the pairs
+    mixed = [{"model": "m", "round": r, "plain": requests(4.0 + r / 10), "kit": requests(4.2, 8.4 + r / 10)}
+             for r in range(6)]
+    table = host_state.state_table(mixed).set_index("state")
+    assert table.loc["slow", "pairs"] == 6 and table.loc["fast", "kit_p50_ms"] == pytest.approx(4.2)
+    assert table.loc["fast", "plain_p50_ms"] == pytest.approx(4.25)  # 4.0-4.5 ms over the six pairs: their median
+    low, point, high = table.loc["fast", ["ci_low", "kit_over_plain", "ci_high"]]
+    assert low < high and low <= point <= high and high - low > 0.03
+    # a state one arm never met is not compared: no ratio
     only_fast = [{"model": "m", "round": 0, "plain": requests(4.0, 4.0), "kit": requests(4.0, 4.0)}]
     slow = host_state.state_table(only_fast).set_index("state").loc["slow"]
-    assert slow["rounds_compared"] == 0 and pd.isna(slow["kit_over_plain"])
+    assert slow["pairs"] == 0 and pd.isna(slow["kit_over_plain"]) and pd.isna(slow["ci_high"])
 
 
 def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the_others(monkeypatch, tmp_path):
