@@ -223,6 +223,8 @@ def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_
     assert all(not start < ended < start + 0.2 for start in Plain.ran for ended in ends), "never beside each other"
     assert [pair["first"] for pair in pairs] == ["plain", "kit", "plain", "kit"]
     assert all(len(pair["kit"]) > 10 and pair["plain"] == [[0.0, 0.001]] for pair in pairs)
+    assert all(0 < device_ms <= 1000 * (answered - arrival) for pair in pairs for arrival, answered, device_ms in
+               pair["kit"]), "each of the kit's requests with its device time, within its latency"
 
 
 @pytest.mark.slow
@@ -234,9 +236,30 @@ def test_the_plain_loop_serves_window_after_window_from_one_process(monkeypatch)
         process = plain.process
     assert process.returncode == 0  # ended when closed
     for window in (first, second):
-        assert len(window) > 5 and all(start < answered for start, answered in window)
+        assert len(window) > 5 and all(start < answered for start, answered, _ in window)
+        assert all(0 < device_ms <= 1000 * (answered - start) + 1e-6 for start, answered, device_ms in window)
         assert 0.25 <= window[-1][1] - window[0][0] < 1.0
     assert second[0][0] > first[-1][1]  # one after the other, the same process
+
+
+def test_the_kits_cost_split_into_device_and_host_time_sees_the_host_part_whatever_the_gpus_state():
+    cost_parts = load("cost_parts")
+
+    def requests(device_ms: float, host_ms: float) -> list[list[float]]:  # 40 requests, 10 ms apart
+        return [[i / 100, i / 100 + (device_ms + host_ms) / 1000, device_ms] for i in range(40)]
+
+    # the GPU's time moves from pair to pair (4-8 ms) and between the arms; the kit adds 0.1-0.3 ms of host time
+    pairs = [{"model": "m", "plain": requests(4.0 + r % 2 * 4.0, 0.5), "kit": requests(4.4 + r % 3, 0.6 + r % 3 / 10)}
+             for r in range(12)]
+    row = cost_parts.parts_table(pairs).iloc[0]
+    assert row["pairs"] == 12 and row["plain_host_p50_ms"] == pytest.approx(0.5)
+    assert row["kit_host_p50_ms"] == pytest.approx(0.7)
+    assert row["plain_latency_p50_ms"] == pytest.approx(4.5)  # the lower of the two states' (nearest rank)
+    assert row["kit_added_share"] == pytest.approx(0.2 / 4.5)
+    assert row["ci_low"] < row["kit_added_share"] < row["ci_high"] and row["ci_high"] - row["ci_low"] < 0.1
+    # pairs without device times (runs made before they were recorded) are left out, not read as zero
+    untimed = [{"model": "m", "plain": [[0.0, 0.005]], "kit": [[0.0, 0.006, None]]}]
+    assert cost_parts.parts_table(untimed).iloc[0]["pairs"] == 0
 
 
 def test_the_cost_within_the_host_state_compares_like_with_like_and_says_how_often_each_arm_was_slow():

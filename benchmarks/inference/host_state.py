@@ -25,12 +25,13 @@ import math
 import random
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["BOOTSTRAP", "FAST_FACTOR", "SLICE_S", "STATES", "main", "slices", "state_table"]
+__all__ = ["BOOTSTRAP", "FAST_FACTOR", "SLICE_S", "STATES", "bootstrap_ci", "main", "slices", "state_table"]
 
 SLICE_S = 0.5  # a slice of an arm's window, by arrival (the kit's interval)
 MIN_REQUESTS = 5  # a slice with fewer requests has no p50 of its own
@@ -48,9 +49,9 @@ def slices(requests: Sequence[Sequence[float]]) -> list[list[float]]:
     """
     if not requests:
         return []
-    first = min(arrival for arrival, _ in requests)
+    first = min(request[0] for request in requests)
     cut: dict[int, list[float]] = {}
-    for arrival, answered in requests:
+    for arrival, answered, *_ in requests:  # (a request may carry its device time after them)
         cut.setdefault(int((arrival - first) / SLICE_S), []).append(1000.0 * (answered - arrival))
     return [cut[k] for k in sorted(cut) if len(cut[k]) >= MIN_REQUESTS]
 
@@ -90,15 +91,26 @@ def _pooled_p50(pairs: Sequence[dict], arm: str) -> float:
 
 
 def _pooled_ratio(pairs: Sequence[dict], resamples: int) -> tuple[float, float, float]:
-    """The kit's pooled p50 over the plain loop's, and the 2.5th and 97.5th percentiles of the same over `resamples`
-    draws of the pairs with replacement (NaN where an arm has no slice)."""
+    """The kit's pooled p50 over the plain loop's with its bootstrap CI (`bootstrap_ci`; NaN where an arm has no
+    slice)."""
     def ratio(drawn: Sequence[dict]) -> float:
         plain = _pooled_p50(drawn, "plain")
         return _pooled_p50(drawn, "kit") / plain if plain == plain else math.nan  # (NaN: plain met no slice)
 
-    point = ratio(pairs)
+    return bootstrap_ci(pairs, ratio, resamples)
+
+
+def bootstrap_ci(pairs: Sequence[Any], statistic: Callable[[Sequence[Any]], float], resamples: int = BOOTSTRAP
+                 ) -> tuple[float, float, float]:
+    """`statistic(pairs)` and the 2.5th and 97.5th percentiles of it over `resamples` draws of the pairs with
+    replacement (seeded: the same pairs give the same CI; draws where it is NaN left out; NaN bounds for none).
+
+    >>> bootstrap_ci([1.0, 2.0, 3.0], lambda drawn: sum(drawn) / len(drawn))[0]
+    2.0
+    """
+    point = statistic(pairs)
     rng = random.Random(0)
-    draws = sorted(r for r in (ratio(rng.choices(pairs, k=len(pairs))) for _ in range(resamples)) if r == r)
+    draws = sorted(r for r in (statistic(rng.choices(pairs, k=len(pairs))) for _ in range(resamples)) if r == r)
     if not pairs or point != point or not draws:
         return point, math.nan, math.nan
     return point, draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]

@@ -24,7 +24,8 @@ with each order); an experiment's capacity cells run after its pairs.
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
 p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
 pairs: the ratio kit / plain is taken per pair, the arm that goes first alternating, and its mean given with its
-95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`, `host_state.py`), `summary.md`, with
+95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`, `host_state.py`; split into device and
+host time, `plain_vs_kit_parts.csv`, `cost_parts.py`), `summary.md`, with
 --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
 writes them, for `colloc-kit show` and the reference set `h200-inference`). The same command on the same --out
 resumes it: cost pairs, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
@@ -66,7 +67,8 @@ from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
 from colloc_kit.store.rundir import read_events
-from host_state import FAST_FACTOR, state_table  # siblings: on sys.path when this file runs as a script
+from cost_parts import parts_table  # siblings: on sys.path when this file runs as a script
+from host_state import FAST_FACTOR, state_table
 from peer_beside import by_order, kit_vs_peer, peer_setting
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
@@ -194,7 +196,8 @@ def served_here(args: argparse.Namespace) -> dict[str, dict]:
 
 
 # the plain loop's process: `ready` once built, then for each line in (a window's seconds) a line out, `requests
-# [[start, answered], ...]`
+# [[start, answered, device ms], ...]` (the device time as the kit's server takes it: CUDA events from the copy in to
+# the classes; on the CPU the request's wall time)
 PLAIN_LOOP = """
 import json, sys, time, torch
 from colloc_kit.worker.models import build_model
@@ -202,17 +205,26 @@ cuda = {cuda}
 device = torch.device('cuda' if cuda else 'cpu')
 model = build_model({model!r}, 1000, {side}).to(device).eval()
 host = torch.rand({batch_size}, 3, {side}, {side}, pin_memory=cuda)
+began, ended = (torch.cuda.Event(enable_timing=True) for _ in range(2)) if cuda else (None, None)
+def served():
+    t0 = time.perf_counter()
+    if cuda:
+        began.record()
+    classes = model(host.to(device, non_blocking=True)).argmax(1)
+    if cuda:
+        ended.record()
+    classes.cpu()
+    done = time.perf_counter()
+    return [t0, done, began.elapsed_time(ended) if cuda else 1000 * (done - t0)]
 print('ready', flush=True)
 with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
     for line in sys.stdin:
         for i in range(20):
-            model(host.to(device, non_blocking=True)).argmax(1).cpu()
+            served()
         requests = []
         end = time.perf_counter() + float(line)
         while time.perf_counter() < end:
-            t0 = time.perf_counter()
-            model(host.to(device, non_blocking=True)).argmax(1).cpu()
-            requests.append([t0, time.perf_counter()])
+            requests.append(served())
         print('requests', json.dumps(requests), flush=True)
 """
 
@@ -223,7 +235,7 @@ class PlainLoop:
     windows: each `window` costs its seconds, not a Python start and a model build.
 
         with PlainLoop(TINY["smallcnn"], tiny=True) as plain:
-            requests = plain.window(3.0)   # [start, answered] (seconds) of each request after 20 warm ones
+            requests = plain.window(3.0)   # [start, answered (seconds), device ms] of each after 20 warm ones
     """
 
     def __init__(self, served: dict, tiny: bool) -> None:
@@ -234,7 +246,7 @@ class PlainLoop:
         self._said("ready")  # built before any arm runs: its start never overlaps the kit's
 
     def window(self, seconds: float) -> list[list[float]]:
-        """[start, answered] (seconds) of each request served for `seconds`, after 20 warm ones."""
+        """[start, answered (seconds), device time (ms)] of each request served for `seconds`, after 20 warm ones."""
         assert self.process.stdin is not None
         self.process.stdin.write(f"{seconds}\n")
         self.process.stdin.flush()
@@ -259,13 +271,13 @@ class PlainLoop:
 
 
 def p50_ms(requests: list[list[float]]) -> float:
-    """The p50 (ms) of requests' latencies ([arrival, answered] seconds), nearest-rank as the kit defines it
-    (`analysis.latency`), for both arms alike; NaN for none.
+    """The p50 (ms) of requests' latencies ([arrival, answered] seconds, then anything), nearest-rank as the kit
+    defines it (`analysis.latency`), for both arms alike; NaN for none.
 
     >>> p50_ms([[0.0, 0.004], [1.0, 1.006], [2.0, 2.005]])
     5.0
     """
-    return percentile_ci([1000.0 * (answered - arrival) for arrival, answered in requests], 0.5)[0]
+    return percentile_ci([1000.0 * (answered - arrival) for arrival, answered, *_ in requests], 0.5)[0]
 
 
 def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: PlainLoop) -> list[dict]:
@@ -274,8 +286,8 @@ def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: Pl
     after window (warm repeats; the server idles, held, between them: `worker.serve`), the plain loop's windows run
     between the kit's (`warm.between_windows`); the arm that goes first alternating, plain first in the 1st, 3rd, ...
     pair (plain, kit, kit, plain, plain, kit, ...), so that neither always meets the host's state first and a pair's
-    two windows are seconds apart. Per pair: `first` and each arm's requests ([arrival, answered] seconds; the kit's
-    [] where its window failed)."""
+    two windows are seconds apart. Per pair: `first` and each arm's requests ([arrival, answered] seconds, device
+    ms; the kit's [] where its window failed)."""
     seconds, pairs = args.cost_seconds, args.cost_rounds
     job = serve_job({**served, "concurrency": 1}, "cpu" if args.tiny else "cuda", seconds, args.tiny, max_batch=1)
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], repeats=pairs, warm_repeats=True,
@@ -300,10 +312,13 @@ def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: Pl
 
 
 def window_requests(run_dir: Path) -> list[list[float]]:
-    """[arrival, answered] (seconds, the kit's clock) of each request of a run's measured window."""
-    return [request for events_file in run_dir.glob("jobs/*.events.jsonl") for event in read_events(events_file)
+    """[arrival, answered (seconds, the kit's clock), device time (ms; None where the run did not record it)] of
+    each request of a run's measured window."""
+    return [[*request, part[1]] for events_file in run_dir.glob("jobs/*.events.jsonl")
+            for event in read_events(events_file)
             if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
-            for request in event.get("requests") or ()]
+            for request, part in zip(event.get("requests") or (),
+                                     event.get("request_parts") or [[None, None]] * len(event.get("requests") or ()))]
 
 
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
@@ -313,7 +328,7 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
     kit / plain with its 95 % CI. `plain_vs_kit_rounds.csv` (a row per pair) and the pairs' requests
     (`plain_vs_kit_requests.json`) are written after every model, and a folder resumed reads a model whose pairs it
     holds, run with the same window; the same pairs compared within the host's state (`host_state`) in
-    `plain_vs_kit_states.csv`."""
+    `plain_vs_kit_states.csv`, and split into device and host time (`cost_parts`) in `plain_vs_kit_parts.csv`."""
     done = out / "plain_vs_kit_requests.json"
     kept = [r for r in (json.loads(done.read_text()) if done.exists() else ())
             if r.get("seconds") == args.cost_seconds]  # a folder resumed: pairs that ran as asked are read
@@ -333,6 +348,7 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
             out / "plain_vs_kit_rounds.csv", index=False)
     mine = [r for r in requests if r["model"] in served_here(args)]
     state_table(mine).to_csv(out / "plain_vs_kit_states.csv", index=False)
+    parts_table(mine).to_csv(out / "plain_vs_kit_parts.csv", index=False)
     table = pd.DataFrame([r["row"] for r in mine]).assign(ratio=lambda d: d["kit_p50_ms"] / d["plain_p50_ms"])
     rows = []
     for name, part in table.groupby("model", sort=False):

@@ -1,0 +1,58 @@
+"""The kit's own cost split into the GPU's part and the host's (issue 51): each request of the cost's pairs carries
+its device time (CUDA events from the copy in to the classes, in the kit's server and in the plain loop alike; on the
+CPU the request's wall time), and its host time is the rest of its latency. Both arms run the same model on the same
+requests, so what the kit adds can only be host time, while the device time moves with the GPU's and the host's
+state from one window to the next (`host_state`). Per model: each arm's p50 of latency, device and host time over
+every pair's requests, and the kit's host p50 minus the plain loop's over the plain loop's latency p50 (the share
+of a request the kit adds), with its 95 % CI from a bootstrap over the pairs (`host_state.bootstrap_ci`).
+
+    >>> pairs = [{"model": "m", "plain": [[0.0, 0.0050, 4.8]], "kit": [[0.0, 0.0051, 4.8]]}]  # 0.1 ms more host
+    >>> round(float(parts_table(pairs).iloc[0]["kit_added_share"]), 3)
+    0.02
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from colloc_kit.analysis.latency import percentile_ci
+from host_state import bootstrap_ci  # a sibling: on sys.path when the benchmark runs
+
+__all__ = ["PARTS", "parts_table"]
+
+ARMS = ("plain", "kit")
+PARTS = {  # a part's ms of one request [arrival, answered (seconds), device ms]
+    "latency": lambda request: 1000.0 * (request[1] - request[0]),
+    "device": lambda request: request[2],
+    "host": lambda request: 1000.0 * (request[1] - request[0]) - request[2],
+}
+
+
+def parts_table(pairs: Sequence[dict]) -> pd.DataFrame:
+    """Per model (`pairs`: dicts of model and the two arms' requests under `plain` and `kit`; pairs whose requests do
+    not all carry a device time are left out): the pairs compared, each arm's p50 of each part, and the share of the
+    plain loop's latency p50 that the kit's host time adds (`kit_added_share`) with its 95 % CI."""
+    rows = []
+    for model in dict.fromkeys(pair["model"] for pair in pairs):
+        timed = [pair for pair in pairs if pair["model"] == model and all(
+            pair[arm] and all(len(r) > 2 and r[2] is not None for r in pair[arm]) for arm in ARMS)]
+        share, low, high = bootstrap_ci(timed, _added_share)
+        row: dict = {"model": model, "pairs": len(timed)}
+        for arm in ARMS:
+            for part in PARTS:
+                row[f"{arm}_{part}_p50_ms"] = _p50(timed, arm, part)
+        rows.append({**row, "kit_added_share": share, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
+
+
+def _p50(pairs: Sequence[dict], arm: str, part: str) -> float:
+    """The p50 (nearest-rank, as the kit's: `analysis.latency`) of one part over `arm`'s requests in `pairs` (NaN:
+    none)."""
+    return percentile_ci([PARTS[part](request) for pair in pairs for request in pair[arm]], 0.5)[0]
+
+
+def _added_share(pairs: Sequence[dict]) -> float:
+    """(the kit's host p50 - the plain loop's) / the plain loop's latency p50, over `pairs`."""
+    return (_p50(pairs, "kit", "host") - _p50(pairs, "plain", "host")) / _p50(pairs, "plain", "latency")
