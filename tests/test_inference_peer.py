@@ -225,6 +225,9 @@ def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_
     assert all(len(pair["kit"]) > 10 and pair["plain"] == [[0.0, 0.001]] for pair in pairs)
     assert all(0 < device_ms <= 1000 * (answered - arrival) for pair in pairs for arrival, answered, device_ms in
                pair["kit"]), "each of the kit's requests with its device time, within its latency"
+    alone = load("cost_parts").kit_parts(tmp_path / "runs" / "cost-smallcnn")  # the kit's arm read back from its runs
+    assert alone["windows"] == 4 and alone["requests"] == sum(len(pair["kit"]) for pair in pairs)
+    assert 0 < alone["host_p50_ms"] < alone["latency_p50_ms"] and alone["host_share"] < 1
 
 
 @pytest.mark.slow

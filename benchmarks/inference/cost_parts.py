@@ -9,18 +9,27 @@ of a request the kit adds), with its 95 % CI from a bootstrap over the pairs (`h
     >>> pairs = [{"model": "m", "plain": [[0.0, 0.0050, 4.8]], "kit": [[0.0, 0.0051, 4.8]]}]  # 0.1 ms more host
     >>> round(float(parts_table(pairs).iloc[0]["kit_added_share"]), 3)
     0.02
+
+The kit's arm alone bounds what it adds, since the plain loop's host time is at least 0: its whole host time (the
+server's own code, outside the forward) over its latency. From cost folders' runs (extracted `runs.tgz`), a row per
+served model:
+
+    python3 benchmarks/inference/cost_parts.py /tmp/cost-a/runs/cost-*
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
 from colloc_kit.analysis.latency import percentile_ci
+from colloc_kit.store.rundir import read_events
 from host_state import bootstrap_ci  # a sibling: on sys.path when the benchmark runs
 
-__all__ = ["PARTS", "parts_table"]
+__all__ = ["PARTS", "kit_parts", "main", "parts_table", "window_requests"]
 
 ARMS = ("plain", "kit")
 PARTS = {  # a part's ms of one request [arrival, answered (seconds), device ms]
@@ -56,3 +65,34 @@ def _p50(pairs: Sequence[dict], arm: str, part: str) -> float:
 def _added_share(pairs: Sequence[dict]) -> float:
     """(the kit's host p50 - the plain loop's) / the plain loop's latency p50, over `pairs`."""
     return (_p50(pairs, "kit", "host") - _p50(pairs, "plain", "host")) / _p50(pairs, "plain", "latency")
+
+
+def window_requests(run_dir: Path) -> list[list[float]]:
+    """[arrival, answered (seconds, the kit's clock), device time (ms; None where the run did not record it)] of
+    each request of a run's measured window."""
+    return [[*request, part[1]] for events_file in run_dir.glob("jobs/*.events.jsonl")
+            for event in read_events(events_file)
+            if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
+            for request, part in zip(event.get("requests") or (),
+                                     event.get("request_parts") or [[None, None]] * len(event.get("requests") or ()))]
+
+
+def kit_parts(experiment: Path) -> dict:
+    """The kit's arm alone, over every measured window of a cost experiment's runs (`runs/cost-MODEL`): requests,
+    the p50 of each part and its host p50 over its latency p50 (`host_share`: at least what the kit adds)."""
+    windows = [{"kit": window_requests(run)} for run in sorted(experiment.glob("*/")) if (run / "jobs").is_dir()]
+    row: dict = {"experiment": str(experiment), "windows": len(windows),
+                 "requests": sum(len(window["kit"]) for window in windows)}
+    row.update({f"{part}_p50_ms": _p50(windows, "kit", part) for part in PARTS})
+    return {**row, "host_share": row["host_p50_ms"] / row["latency_p50_ms"]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print `kit_parts` of each cost experiment folder given, as CSV."""
+    folders = argv if argv is not None else sys.argv[1:]
+    print(pd.DataFrame([kit_parts(Path(folder)) for folder in folders]).to_csv(index=False), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -66,8 +66,7 @@ from colloc_kit.pipeline.warm import between_windows
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
-from colloc_kit.store.rundir import read_events
-from cost_parts import parts_table  # siblings: on sys.path when this file runs as a script
+from cost_parts import parts_table, window_requests  # siblings: on sys.path when this file runs as a script
 from host_state import FAST_FACTOR, state_table
 from peer_beside import by_order, kit_vs_peer, peer_setting
 
@@ -309,16 +308,6 @@ def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: Pl
     return [{"first": "plain" if pair % 2 == 0 else "kit", "plain": plains[pair],
              "kit": window_requests(Path(run.run_dir)) if run.status == "complete" else []}
             for pair, run in enumerate(kit.itertuples())]
-
-
-def window_requests(run_dir: Path) -> list[list[float]]:
-    """[arrival, answered (seconds, the kit's clock), device time (ms; None where the run did not record it)] of
-    each request of a run's measured window."""
-    return [[*request, part[1]] for events_file in run_dir.glob("jobs/*.events.jsonl")
-            for event in read_events(events_file)
-            if event.get("type") == "interval" and not event.get("warmup") and not event.get("held")
-            for request, part in zip(event.get("requests") or (),
-                                     event.get("request_parts") or [[None, None]] * len(event.get("requests") or ()))]
 
 
 def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
