@@ -4,7 +4,7 @@
     colloc-kit advise "resnet152 + resnet50" --experiment seed-37 --top 5 [--explain]
     colloc-kit advise resnet18 --reference h100-matrix --copies 2,4,7 --pairs pairs.csv
     colloc-kit advise spec.yaml --runs runs/lone --confirm 3 --out runs --seconds 15
-    colloc-kit advise --serve resnet50 --rate 150 --slo 25ms --beside "resnet50 x2"   # an inference job's safe share
+    colloc-kit advise --serve resnet50 --rate 38.5 --slo 25ms --beside "resnet50 x2"   # an inference job's safe share
 
 A mix is workloads joined by '+' ('resnet152 + 2 x resnet26'; a name is a workload label or a unique part of one),
 a YAML spec (its jobs), or seed-37. Lone runs come from a shipped reference set (default h100-80gb) or a folder of

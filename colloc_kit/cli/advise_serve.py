@@ -2,7 +2,7 @@
 training beside it, from measured runs (`predict.serve_advise`), optionally confirmed on this GPU.
 
     colloc-kit advise --serve resnet50 --rate 38.5 --slo 25ms --beside "resnet50 x2"           # the shipped H200 set
-    colloc-kit advise --serve resnet50 --rate 150 --slo 25ms --beside "resnet50 x2" --runs runs/serving
+    colloc-kit advise --serve resnet50 --rate 38.5 --slo 25ms --beside "resnet50 x2" --runs runs/serving
     colloc-kit advise --serve smallcnn --rate 20 --slo 200ms --beside "smallcnn x1" --device cpu --confirm 2
 
 Measured runs come from --runs (a folder) or the shipped reference set `h200-inference` (--reference to name
@@ -50,7 +50,7 @@ def cmd_advise_serve(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--rate", args.rate), ("--slo", args.slo), ("--beside", args.beside))
                if value is None]
     if missing:
-        raise BadInput(f"--serve needs {', '.join(missing)}, e.g. --serve resnet50 --rate 150 --slo 25ms "
+        raise BadInput(f"--serve needs {', '.join(missing)}, e.g. --serve resnet50 --rate 38.5 --slo 25ms "
                        "--beside 'resnet50 x2'")
     if not (math.isfinite(args.rate) and args.rate > 0):
         raise BadInput(f"--rate must be above zero requests per second, got {args.rate:g}")
