@@ -222,7 +222,7 @@ def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_
     ends = [m.ended_at for m in manifests]
     assert all(not start < ended < start + 0.2 for start in Plain.ran for ended in ends), "never beside each other"
     assert [pair["first"] for pair in pairs] == ["plain", "kit", "plain", "kit"]
-    assert all(len(pair["kit"]) > 10 and pair["plain"] == [[0.0, 0.001]] for pair in pairs)
+    assert all(len(pair["kit"]) >= 2 and pair["plain"] == [[0.0, 0.001]] for pair in pairs)
     assert all(0 < device_ms <= 1000 * (answered - arrival) for pair in pairs for arrival, answered, device_ms in
                pair["kit"]), "each of the kit's requests with its device time, within its latency"
     alone = load("cost_parts").kit_parts(tmp_path / "runs" / "cost-smallcnn")  # the kit's arm read back from its runs
@@ -235,13 +235,14 @@ def test_the_plain_loop_serves_window_after_window_from_one_process(monkeypatch)
     monkeypatch.syspath_prepend(str(FOLDER))
     inference = load("inference")
     with inference.PlainLoop(inference.TINY["smallcnn"], tiny=True) as plain:
-        first, second = plain.window(0.3), plain.window(0.3)
+        first, second = plain.window(0.6), plain.window(0.6)
         process = plain.process
     assert process.returncode == 0  # ended when closed
-    for window in (first, second):
-        assert len(window) > 5 and all(start < answered for start, answered, _ in window)
+    for window in (first, second):  # (on a loaded 2-core machine a tiny request took up to 0.13 s)
+        assert len(window) >= 2 and all(start < answered for start, answered, _ in window)
+        assert all(earlier[1] <= later[0] for earlier, later in zip(window, window[1:])), "one at a time"
         assert all(0 < device_ms <= 1000 * (answered - start) + 1e-6 for start, answered, device_ms in window)
-        assert 0.25 <= window[-1][1] - window[0][0] < 1.0
+        assert window[-1][0] - window[0][0] < 0.6 <= window[-1][1] - window[0][0] + 0.01, "the window's seconds"
     assert second[0][0] > first[-1][1]  # one after the other, the same process
 
 
