@@ -226,6 +226,25 @@ def test_a_held_server_idles_between_windows_and_warms_up_again_in_each(tmp_path
 
 
 @pytest.mark.slow
+def test_a_held_server_asked_to_swap_its_feed_says_ready_at_once_and_serves_its_next_window():
+    """A feed swap asked of a launch that holds a server (the launcher then waits for every job's `ready`): the
+    server has no feed to swap, so it answers at once, and `go` still gives its next window."""
+    worker = Worker("--role", "serve", "--concurrency", "1", "--max-batch", "1")
+    worker.until(events.READY)
+    worker.say(events.GO)
+    worker.until(events.MEASURED)
+    worker.say(events.PAUSE)
+    worker.until(events.END)
+    worker.say(f'{events.FEED} {{"dataset": "synthetic"}}')
+    answered = worker.until(events.READY)[-1]
+    assert answered["feed_swap"] and answered["warm_window"] == 1 and answered["primed_s"] == 0
+    worker.say(events.GO)
+    assert worker.until(events.MEASURED)[-1]["steps"] >= 5, "its next window measured"
+    worker.say(events.STOP)
+    assert worker.proc.wait(timeout=30) == 0
+
+
+@pytest.mark.slow
 def test_a_window_that_fails_ends_its_launch_and_the_next_repeat_starts_afresh(tmp_path):
     """A job that fails (here in every window, at its fourth step) leaves no launch to keep: each repeat is the first
     window of a launch of its own, recorded so, and no process is left behind."""

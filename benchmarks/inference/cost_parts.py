@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -29,10 +30,10 @@ from colloc_kit.analysis.latency import percentile_ci
 from colloc_kit.store.rundir import read_events
 from host_state import bootstrap_ci  # a sibling: on sys.path when the benchmark runs
 
-__all__ = ["PARTS", "kit_parts", "main", "parts_table", "window_requests"]
+__all__ = ["SPLIT", "kit_parts", "main", "p50_ms", "parts_table", "window_requests"]
 
 ARMS = ("plain", "kit")
-PARTS = {  # a part's ms of one request [arrival, answered (seconds), device ms]
+SPLIT = {  # a part's ms of one request [arrival, answered (seconds), device ms]
     "latency": lambda request: 1000.0 * (request[1] - request[0]),
     "device": lambda request: request[2],
     "host": lambda request: 1000.0 * (request[1] - request[0]) - request[2],
@@ -50,16 +51,25 @@ def parts_table(pairs: Sequence[dict]) -> pd.DataFrame:
         share, low, high = bootstrap_ci(timed, _added_share)
         row: dict = {"model": model, "pairs": len(timed)}
         for arm in ARMS:
-            for part in PARTS:
+            for part in SPLIT:
                 row[f"{arm}_{part}_p50_ms"] = _p50(timed, arm, part)
         rows.append({**row, "kit_added_share": share, "ci_low": low, "ci_high": high})
     return pd.DataFrame(rows)
 
 
+def p50_ms(requests: Sequence[Sequence[Any]], part: str = "latency") -> float:
+    """The p50 (ms; nearest-rank, as the kit's: `analysis.latency`) of one part of `requests` ([arrival, answered]
+    seconds, then device ms), for both arms alike; NaN for none.
+
+    >>> p50_ms([[0.0, 0.25], [1.0, 1.5], [2.0, 2.125]])            # 250, 500 and 125 ms
+    250.0
+    """
+    return percentile_ci([SPLIT[part](request) for request in requests], 0.5)[0]
+
+
 def _p50(pairs: Sequence[dict], arm: str, part: str) -> float:
-    """The p50 (nearest-rank, as the kit's: `analysis.latency`) of one part over `arm`'s requests in `pairs` (NaN:
-    none)."""
-    return percentile_ci([PARTS[part](request) for pair in pairs for request in pair[arm]], 0.5)[0]
+    """`p50_ms` of one part over `arm`'s requests in `pairs`."""
+    return p50_ms([request for pair in pairs for request in pair[arm]], part)
 
 
 def _added_share(pairs: Sequence[dict]) -> float:
@@ -83,7 +93,7 @@ def kit_parts(experiment: Path) -> dict:
     windows = [{"kit": window_requests(run)} for run in sorted(experiment.glob("*/")) if (run / "jobs").is_dir()]
     row: dict = {"experiment": str(experiment), "windows": len(windows),
                  "requests": sum(len(window["kit"]) for window in windows)}
-    row.update({f"{part}_p50_ms": _p50(windows, "kit", part) for part in PARTS})
+    row.update({f"{part}_p50_ms": _p50(windows, "kit", part) for part in SPLIT})
     return {**row, "host_share": row["host_p50_ms"] / row["latency_p50_ms"]}
 
 

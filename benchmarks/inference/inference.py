@@ -61,12 +61,12 @@ from pathlib import Path
 import pandas as pd
 
 import colloc_kit
-from colloc_kit.analysis.latency import PARTS, percentile_ci
+from colloc_kit.analysis.latency import PARTS
 from colloc_kit.pipeline.warm import between_windows
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
-from cost_parts import parts_table, window_requests  # siblings: on sys.path when this file runs as a script
+from cost_parts import p50_ms, parts_table, window_requests  # siblings: on sys.path when this file runs as a script
 from host_state import FAST_FACTOR, state_table
 from peer_beside import by_order, kit_vs_peer, peer_setting
 
@@ -267,16 +267,6 @@ class PlainLoop:
         assert self.process.stdin is not None
         self.process.stdin.close()  # its loop ends at EOF
         self.process.wait(timeout=60)
-
-
-def p50_ms(requests: list[list[float]]) -> float:
-    """The p50 (ms) of requests' latencies ([arrival, answered] seconds, then anything), nearest-rank as the kit
-    defines it (`analysis.latency`), for both arms alike; NaN for none.
-
-    >>> p50_ms([[0.0, 0.004], [1.0, 1.006], [2.0, 2.005]])
-    5.0
-    """
-    return percentile_ci([1000.0 * (answered - arrival) for arrival, answered, *_ in requests], 0.5)[0]
 
 
 def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: PlainLoop) -> list[dict]:

@@ -45,12 +45,14 @@ import pandas as pd
 from colloc_kit import events
 from colloc_kit.serving import SERVE, TRAIN, slo_ms
 
-__all__ = ["PARTS", "PERCENTILES", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE", "job_figures", "latencies_ms",
-           "per_run", "percentile_ci", "request_parts_ms", "run_latency", "with_lone_latency"]
+__all__ = ["PARTS", "PERCENTILES", "REQUESTS_FOR_TOP_BOUND", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE",
+           "job_figures", "latencies_ms", "per_run", "percentile_ci", "request_parts_ms", "run_latency",
+           "with_lone_latency"]
 
 PERCENTILES = (50, 95, 99)
 PARTS = ("queue", "host", "device")  # a latency's parts, in the order a request meets them
 Z95 = 1.959964
+REQUESTS_FOR_TOP_BOUND = math.ceil(4 / (1 - PERCENTILES[-1] / 100))  # about what the top percentile's upper bound needs
 STARVED_SERVED_SHARE = 0.9  # an open-loop job answering less than this share of its asked rate is starved
 RUN_COLUMNS = ["train_images_per_s", "serve_p99_ms", "serve_starved"]  # the columns `per_run` adds to `load().runs`
 SERVE_KEYS = ["model", "batch_size", "image_size", "amp", "device", "rate_per_s", "concurrency", "max_batch",
@@ -134,8 +136,7 @@ def job_figures(stream: Sequence[dict], window: tuple[float, float] | None, spec
     row["answered_share"] = served / len(values) if values else None
     row.update(_parts_figures(request_parts_ms(stream, window), row["latency_p99_ms"], spec.get("device")))
     row["slo_share"] = sum(v <= slo for v in values) / len(values) if slo is not None and values else None
-    needed = math.ceil(1.0 / (1 - PERCENTILES[-1] / 100) * 4)
-    row["latency_note"] = (f"{len(values)} requests: p99's upper bound needs about {needed} or more"
+    row["latency_note"] = (f"{len(values)} requests: p99's upper bound needs about {REQUESTS_FOR_TOP_BOUND} or more"
                            if values and math.isnan(row[f"latency_p{PERCENTILES[-1]}_ms_hi"]) else None)
     return row
 

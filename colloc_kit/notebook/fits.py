@@ -9,19 +9,17 @@ served job's p99 within its SLO), each sentence made from the page's own plans a
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 import pandas as pd
 
-from colloc_kit.analysis.latency import PERCENTILES
+from colloc_kit.analysis.latency import REQUESTS_FOR_TOP_BOUND
 from colloc_kit.stats import plural
 from colloc_kit.views.style import setting_words
 
 __all__ = ["slices", "mig_plans", "most_instances", "setting", "slo_lines", "p99_table", "NO_BOUND"]
 
-REQUESTS_FOR_P99_HI = math.ceil(4 / (1 - PERCENTILES[-1] / 100))  # as analysis.latency's latency_note says
 NO_BOUND = "—"  # a p99 bound the order statistic does not give (too few requests): a mark, never nan
 
 
@@ -106,20 +104,15 @@ def slo_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _ms(value: Any) -> str:
-    return f"{float(value):.1f}" if pd.notna(value) else ""  # blank where missing, as every table shows it
-
-
-def _bound(value: Any) -> str:
-    return f"{float(value):.1f}" if pd.notna(value) else NO_BOUND
+def _ms(value: Any, missing: str = "") -> str:
+    return f"{float(value):.1f}" if pd.notna(value) else missing  # blank where missing, as every table shows it
 
 
 def p99_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Notebook 10 and sheet 5: a frontier table (`serve_advise.frontier`) as a reader reads it, a row per run: the
     served model and rate, the training beside it, the setting (in words, as the frontier's legend), the p50, the p99
-    with its 95 % CI (a bound
-    the requests do not give shown as NO_BOUND), the training images/s and whether the p99 met the SLO; and the
-    footnote for the mark, from the runs that lack a bound ('' where none does).
+    with its 95 % CI (a bound the requests do not give shown as NO_BOUND), the training images/s and whether the p99
+    met the SLO; and the footnote for the mark, from the runs that lack a bound ('' where none does).
 
     >>> frame = pd.DataFrame({"served": "resnet50", "rate_per_s": 38.5, "mix": "resnet50 x2", "slo_ms": 25.0,
     ...     "mode_label": ["mps", "naive"], "latency_p50_ms": [9.96, 14.22], "requests_per_s": [37.0, 37.1],
@@ -139,7 +132,7 @@ def p99_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "served": table["served"], "requests/s offered": table["rate_per_s"], "training beside it": table["mix"],
         "setting": [setting_words(m) for m in table["mode_label"]],
         "p50 (ms)": [_ms(v) for v in table["latency_p50_ms"]], "p99 (ms)": [_ms(v) for v in table["latency_p99_ms"]],
-        "p99 95 % CI (ms)": [f"{_bound(a)} – {_bound(b)}" for a, b in zip(lo, hi)],
+        "p99 95 % CI (ms)": [f"{_ms(a, NO_BOUND)} – {_ms(b, NO_BOUND)}" for a, b in zip(lo, hi)],
         "requests/s answered": table["requests_per_s"], "training images/s": table["train_images_per_s"],
         "p99 within the SLO": ["yes" if v <= t else "no" for v, t in zip(table["latency_p99_ms"], table["slo_ms"])]})
     missing = table[hi.isna() & table["latency_p99_ms"].notna()]
@@ -152,5 +145,5 @@ def p99_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if "requests_in_window" in missing and missing["requests_in_window"].notna().any():
         low, high = int(missing["requests_in_window"].min()), int(missing["requests_in_window"].max())
         what.append(f"{low} requests" if low == high else f"{low}-{high} requests")
-    said = f" ({', '.join(what)}; a p99's upper bound needs about {REQUESTS_FOR_P99_HI})" if what else ""
+    said = f" ({', '.join(what)}; a p99's upper bound needs about {REQUESTS_FOR_TOP_BOUND})" if what else ""
     return shown.reset_index(drop=True), f"{NO_BOUND} : too few requests for the upper bound{said}"

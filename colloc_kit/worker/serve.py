@@ -20,7 +20,8 @@ Warm repeats (`ExperimentSpec.warm_repeats`) take the training worker's `pause` 
 ends its window as after `stop`, then idles, held (no request drawn: the GPU is left to whatever runs meanwhile),
 until `go`, its next window, which warms up again (`warmup_steps` batches: the GPU may have clocked down while it
 idled) on a queue of its own, arrivals restarted; its `ready` and `start` events say `warm_window` and the
-`held_before_s` it idled.
+`held_before_s` it idled. A `feed` line while held (a feed swap asked of its launch) is answered with `ready` at once:
+a server's requests are drawn in it, there is no feed to swap.
 
 The scheduling is plain Python on a clock it is handed, so it runs on a fake one::
 
@@ -242,15 +243,17 @@ def _prime_and_serve(spec: JobSpec, writer: events.EventWriter, torch: Any, devi
                 Arrivals.open_loop(spec.rate_per_s or 0.0, seed=spec.seed))
     after_hold: dict[str, Any] = {}  # a later window's: how long the server idled, held, before it
     window = 0
+    nothing_built = dict.fromkeys(("imports_s", "build_s", "primed_s"), 0.0)  # a later window's: its launch's did
     while True:
         if window:  # a warm repeat's window: nothing was built or primed for it (its launch's first run did)
-            writer.emit(events.READY, **{**ready, "imports_s": 0.0, "build_s": 0.0, "primed_s": 0.0, **after_hold})
+            writer.emit(events.READY, **{**ready, **nothing_built, **after_hold})
         writer.emit(events.START, **after_hold)
         if not _serve_window(spec, writer, torch, device, launcher, arrivals, run):
             return 3
         hold_t0 = time.perf_counter()
         while launcher.holding():  # idle: no request drawn, the GPU left to whatever runs meanwhile
-            launcher.take_feed()  # (a server has no feed to swap: its requests are drawn here)
+            if launcher.take_feed() is not None:  # a swap asked of its launch: a server's requests have no feed, so
+                writer.emit(events.READY, **{**ready, **nothing_built, "warm_window": window + 1, "feed_swap": True})
             time.sleep(HOLD_NAP_S)
         if not launcher.again():
             return 0
