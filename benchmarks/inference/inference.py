@@ -62,6 +62,7 @@ import pandas as pd
 
 import colloc_kit
 from colloc_kit.analysis.latency import PARTS
+from colloc_kit.analysis.lone import DEFAULT_AUTOTUNE
 from colloc_kit.pipeline.warm import between_windows
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
@@ -196,11 +197,13 @@ def served_here(args: argparse.Namespace) -> dict[str, dict]:
 
 # the plain loop's process: `ready` once built, then for each line in (a window's seconds) a line out, `requests
 # [[start, answered, device ms], ...]` (the device time as the kit's server takes it: CUDA events from the copy in to
-# the classes; on the CPU the request's wall time)
+# the classes; on the CPU the request's wall time), cuDNN autotuning as the kit's server has it
+# (`JobSpec.cudnn_autotune`; sessions 22-24's cost rounds ran the plain loop without it, the kit's server with it)
 PLAIN_LOOP = """
 import json, sys, time, torch
 from colloc_kit.worker.models import build_model
 cuda = {cuda}
+torch.backends.cudnn.benchmark = {autotune}
 device = torch.device('cuda' if cuda else 'cpu')
 model = build_model({model!r}, 1000, {side}).to(device).eval()
 host = torch.rand({batch_size}, 3, {side}, {side}, pin_memory=cuda)
@@ -239,7 +242,7 @@ class PlainLoop:
 
     def __init__(self, served: dict, tiny: bool) -> None:
         code = PLAIN_LOOP.format(cuda=not tiny, model=served["model"], side=32 if tiny else 224,
-                                 batch_size=served["batch_size"])
+                                 batch_size=served["batch_size"], autotune=not tiny and DEFAULT_AUTOTUNE == "study")
         self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         text=True)
         self._said("ready")  # built before any arm runs: its start never overlaps the kit's
