@@ -38,14 +38,12 @@ call of a lent machine runs over several, `lent_call.sh`).
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
 
 The H200 runs ship as the reference set `h200-inference` (notebook 10, course sheet 5 and `advise --serve` read it),
-from four folders of results/h200/ (their commands and the facts given: its README, `reference.readme`):
+from four folders of results/h200/, all 12-s windows (their commands and the facts given: its README,
+`reference.readme`):
 
-    mkdir /tmp/h200inf && for d in primed primed-x2 rest-vit rest-r50; do
-        tar xzf benchmarks/inference/results/h200/$d/runs.tgz -C /tmp/h200inf; done
-    colloc-kit reference export /tmp/h200inf/runs/serve-*x[12] --name h200-inference --fact "commands=..." ...
+    bash benchmarks/inference/results/h200/export-set.sh    # p12-r50, p12-vit, rest-vit, rest-r50: 26 settings
 
-(the six serve-* experiments, not serve-...-confirm: the cost rounds, capacity cells and confirmations stay in the
-runs.tgz).
+(the six serve-* experiments: the cost rounds, capacity cells and confirmations stay in the runs.tgz).
 """
 
 from __future__ import annotations
