@@ -461,6 +461,22 @@ def test_daemon_is_quit_when_the_process_that_started_it_is_killed(tmp_path, con
     assert "quit" in (tmp_path / "mps" / "log" / "control.log").read_text()
 
 
+def test_daemon_is_quit_when_the_process_that_started_it_is_killed_while_it_shuts_it_down(tmp_path, control):
+    """A kit killed while it waits for `quit` (a time limit's SIGKILL after its SIGTERM; a lent H200 in session 24):
+    the watchdog is still there and ends the daemon, which here neither quits nor obeys SIGTERM."""
+    owner = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from colloc_kit.gpu.mps_daemon import MpsDaemon\n"
+        f"d = MpsDaemon('GPU-x', Path({str(tmp_path / 'mps')!r}), {control!r}, start_timeout_s=5, quit_timeout_s=3)\n"
+        "d.start(); print(d.control_pid, flush=True); print('stopping', flush=True); d.stop()")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "FAKE_MPS_HANG_ON_QUIT": "1"})
+    control_pid = int(owner.stdout.readline())
+    assert owner.stdout.readline() == "stopping\n"
+    time.sleep(1.0)  # inside stop(): `quit` sent, waiting up to 3 s for the daemon to go
+    owner.kill()
+    owner.wait()
+    assert eventually(lambda: gone(control_pid), timeout_s=20), "the daemon outlived a kit killed in its shutdown"
+
+
 @pytest.mark.parametrize("name", ["naive", "exclusive"])
 def test_plain_modes_refuse_a_daemon_in_the_default_pipe_dir_their_jobs_would_join(tmp_path, monkeypatch, name):
     default = tmp_path / "nvidia-mps"

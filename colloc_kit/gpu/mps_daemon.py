@@ -94,7 +94,7 @@ class MpsDaemon:
                 self._start_daemon()
             self._wait_until_answering()
             if self.owned:
-                self._watchdog = start_watchdog(self.control, self._env(), self._pipes)
+                self._watchdog = start_watchdog(self.control, self._env(), self._pipes, self.quit_timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -128,9 +128,6 @@ class MpsDaemon:
         """
         if not self._running:
             return
-        if self._watchdog is not None:
-            self._watchdog.kill()
-            self._watchdog.wait()
         try:
             self.fault = self.server_fault()
             if self.owned:
@@ -142,6 +139,9 @@ class MpsDaemon:
             raise
         finally:
             self._running = False
+            if self._watchdog is not None:  # only now: a kit killed while it shuts the daemon down leaves it the quit
+                self._watchdog.kill()
+                self._watchdog.wait()
             if self.owned:  # only sockets and the pid file of a daemon that is gone: nothing to keep
                 shutil.rmtree(self._pipes, ignore_errors=True)
             if self._was_subreaper is not None:

@@ -24,12 +24,14 @@ from colloc_kit.gpu.pids import alive, kill, read_pid, wait_gone
 __all__ = ["reap_exited_daemon_processes", "set_subreaper", "start_watchdog", "watch"]
 
 
-def start_watchdog(control: str, env: dict[str, str], pipe_dir: Path) -> subprocess.Popen:
+def start_watchdog(control: str, env: dict[str, str], pipe_dir: Path, quit_timeout_s: float) -> subprocess.Popen:
     """A process in its own session that quits the daemon if this process dies first (a kernel restarted or killed
-    mid-run), so no daemon outlives the kit. `stop()` ends it before quitting the daemon itself."""
-    return subprocess.Popen([sys.executable, "-m", "colloc_kit.gpu.mps_watchdog", "--watch", str(os.getpid()),
-                             "--control", control, "--pipe-dir", str(pipe_dir)], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    mid-run, or while it shuts the daemon down), so no daemon outlives the kit. `stop()` ends it once the daemon is
+    gone."""
+    command = [sys.executable, "-m", "colloc_kit.gpu.mps_watchdog", "--watch", str(os.getpid()), "--control", control,
+               "--pipe-dir", str(pipe_dir), "--quit-timeout-s", str(quit_timeout_s)]
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def watch(owner_pid: int, control: str, pipe_dir: Path, poll_s: float = 0.5, quit_timeout_s: float = 15.0) -> None:
@@ -101,5 +103,6 @@ if __name__ == "__main__":
     parser.add_argument("--watch", type=int, required=True, help="pid whose death makes the daemon quit")
     parser.add_argument("--control", required=True)
     parser.add_argument("--pipe-dir", type=Path, required=True)
+    parser.add_argument("--quit-timeout-s", type=float, default=15.0, help="how long `quit` may take before a kill")
     args = parser.parse_args()
-    watch(args.watch, args.control, args.pipe_dir)
+    watch(args.watch, args.control, args.pipe_dir, quit_timeout_s=args.quit_timeout_s)
