@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 51, one call on a lent GPU machine, from the checkout: the inference benchmark with the given arguments,
 # its folder under $OUT (the runs packed), the log beside it, and any MPS daemon left behind quit.
-#   LIMIT=560 bash benchmarks/inference/lent_call.sh NAME ARGS...   # e.g. r50 --served resnet50 --seconds 6 --cost-rounds 8
+#   LIMIT=550 bash benchmarks/inference/lent_call.sh NAME ARGS...   # e.g. r50 --served resnet50 --seconds 6
+# LIMIT (default 550 s), its 10-s kill grace and the archives must fit the call's 600 s, or nothing but the log returns
 set -uo pipefail
 name=$1; shift
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -17,11 +18,24 @@ D=/tmp/inference-$name
 # a folder from an earlier call resumes (its cost rounds, kit and peer cells read, not run again): on a warm machine
 # it is still in /tmp; else carry NAME-folder.tgz from that call's $OUT as .carry/NAME-folder.tgz
 if [ ! -d $D ] && [ -f .carry/$name-folder.tgz ]; then mkdir -p $D && tar xzf .carry/$name-folder.tgz -C $D; fi
-timeout -k 10 ${LIMIT:-560} python3 benchmarks/inference/inference.py --out $D "$@" 2>&1 | tee $OUT/$name.log
+timeout -k 10 ${LIMIT:-550} python3 benchmarks/inference/inference.py --out $D "$@" 2>&1 | tee $OUT/$name.log
 echo "rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a $OUT/$name.log
-for pid in $(pgrep -f nvidia-cuda-mps-control); do
-  pipe=$(tr '\0' '\n' < /proc/$pid/environ | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
-  echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 20 nvidia-cuda-mps-control && echo "quit a left MPS daemon ($pipe)"
-done
+# a daemon left behind (the kit's watchdog quits one whose kit was killed; this says so if one is still there): quit,
+# else kill, each found by the kit's own detection (its pipe dir read from the process, as the kit's refusal names it)
+python3 - <<'PY' 2>&1 | tee -a $OUT/$name.log
+import os
+import subprocess
+from colloc_kit.gpu.mps_detect import detect_running_daemons
+from colloc_kit.gpu.pids import kill, wait_gone
+for daemon in [d for d in detect_running_daemons() if d.kind == "control"]:
+    try:  # session 24 saw a quit hang
+        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, timeout=20, capture_output=True,
+                       env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": daemon.pipe_dir or "/tmp/nvidia-mps"})
+    except subprocess.TimeoutExpired:
+        pass
+    print(f"a left MPS daemon {daemon.pid} ({daemon.pipe_dir}):",
+          "quit" if not wait_gone([daemon.pid], 10) else "killed")
+kill([d.pid for d in detect_running_daemons()])
+PY
 tar czf $OUT/$name-results.tgz -C $D --exclude runs . && tar czf $OUT/$name-runs.tgz -C $D runs
 tar czf $OUT/$name-folder.tgz -C $D .   # the whole folder, to carry into the next call
