@@ -4,6 +4,7 @@ real CPU cell with an inference job read back by `load`."""
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -285,3 +286,24 @@ def test_a_sweeps_thread_shares_are_one_per_job():
     shares = [m.options["thread_percentage"] for m in spec.modes if "thread_percentage" in m.options]
     assert shares == [[100, 25, 25], [100, 50, 50], [100, 75, 75]]  # three jobs: the served one and 2 copies
     assert short_label(spec.modes[-1].label).count("75") == 1  # not '100+8 x 75 %' for three jobs
+
+
+def test_a_confirmation_counts_repeats_within_the_slo_the_training_kept_and_the_p99s_inside_the_chosen_ci():
+    table = serve_advise.frontier(colloc_kit.reference.load("h200-inference"))
+    advice = serve_advise.choose(table, "resnet50", 38.5, "25ms", "resnet50 x1")
+    chosen = advice.row
+    assert chosen is not None and chosen["latency_p99_ms_lo"] < 22.0 < chosen["latency_p99_ms_hi"] < 27.5
+    repeated = pd.DataFrame({"latency_p99_ms": [chosen["latency_p99_ms"], 27.5, 22.0],
+                             "within_slo": [True, False, True],
+                             "train_images_per_s": chosen["train_images_per_s"] * pd.Series([1.0, 0.9, 0.8])})
+    confirmed = serve_advise.confirmation(advice, repeated)
+    assert (confirmed.runs, confirmed.within_ci) == (3, pytest.approx(2 / 3))  # 27.5 ms lies above the CI
+    assert confirmed.within_slo == pytest.approx(2 / 3) and confirmed.training_kept == pytest.approx(0.9)
+    assert not confirmed.held  # 67 % within the SLO, short of 90 %
+    assert confirmed.line("mps").endswith("p99 inside the chosen run's 95 % CI in 67 % (target 90 %)")
+    unbounded = chosen.copy()
+    unbounded["latency_p99_ms_hi"] = math.nan  # a window too short for the upper bound
+    said = serve_advise.confirmation(replace(advice, row=unbounded), repeated).line("mps")
+    assert said.endswith("the chosen run's p99 has no 95 % CI to agree within")
+    with pytest.raises(BadInput, match="nothing confirmed"):
+        serve_advise.confirmation(replace(advice, row=None), repeated)

@@ -341,8 +341,8 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
 
 
 def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:
-    """`advise --confirm`'s target: the setting chosen for the first model and mix, repeated `--confirm` times; the
-    share of repeats within the SLO (target >= 90 %) and of the best training within it (target >= 80 %)."""
+    """`advise --confirm`'s target: the setting chosen for the first model and mix, repeated `--confirm` times; what
+    the repeats said (`serve_advise.Confirmation`: within the SLO, training kept, p99 inside the chosen run's CI)."""
     served, _, spec = chosen[0]
     rows = table[table["experiment"] == spec.name]
     slo, mix = f"{rows['slo_ms'].iloc[0]:g}ms", rows["mix"].iloc[0]
@@ -352,12 +352,10 @@ def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table
         return
     repeated = serve_advise.frontier(colloc_kit.run_spec(serve_advise.confirm_spec(spec, advice, args.confirm),
                                                          out=runs, progress=False))
-    best = advice.candidates.loc[advice.candidates["within_slo"], "train_images_per_s"].max()
-    met, kept = repeated["within_slo"].mean(), repeated["train_images_per_s"].mean() / best
+    confirmed = serve_advise.confirmation(advice, repeated)
     (out / "confirm.md").write_text(
         f"{served} at {rows['rate_per_s'].iloc[0]:g}/s beside {mix}, SLO {slo}: chose {advice.row['mode_label']}; "
-        f"{len(repeated)} confirmed runs: within the SLO in {met:.0%} (target 90 %), training {kept:.0%} of the best "
-        "within the SLO (target 80 %)\n" + repeated.to_string(index=False) + "\n")
+        f"confirmed: {confirmed.line(advice.row['mode_label'])}\n" + repeated.to_string(index=False) + "\n")
     repeated.to_csv(out / "confirm.csv", index=False)
 
 
