@@ -140,6 +140,7 @@ class Confirmation:
 
     @property
     def held(self) -> bool:
+        """Whether the repeats met the SLO and kept the training at their targets."""
         return self.within_slo >= self.TARGETS["within_slo"] and self.training_kept >= self.TARGETS["training_kept"]
 
     def line(self, setting: str) -> str:
