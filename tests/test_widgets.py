@@ -20,7 +20,7 @@ from colloc_kit.modes import registered
 from colloc_kit.notebook.panel import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.notebook.setup import Setup
 from colloc_kit.spec import JobSpec
-from colloc_kit.store.rundir import find_runs
+from colloc_kit.store.rundir import find_runs, read_events
 from colloc_kit.worker.models import MODEL_NAMES
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -289,6 +289,23 @@ def test_panel_drives_a_real_tiny_cpu_run(tmp_path):
     panel.run()  # the same settings again: a new repeat measured, not the stored cell returned
     assert panel.wait(120)
     assert len(find_runs(tmp_path)) == 2 and list(panel.jobs["repeat"]) == [0, 1], panel.status.value
+
+
+def zygotes(path):
+    """The parents of every job under `path` (each job's ready event): the zygotes its jobs forked from."""
+    return {event["ppid"] for run in find_runs(path) for job in run.read_manifest().jobs
+            for event in read_events(run.events_path(job.job)) if event["type"] == "ready"}
+
+
+@pytest.mark.slow
+def test_a_runs_copy_counts_fork_their_jobs_from_one_zygote(tmp_path):
+    """A Run's cells (one `run` per copy count, in the panel's thread) share one zygote: torch imported once a Run."""
+    panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1, 2), batch_sizes=(8,),
+                            job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path), time_limit_s=120)
+    panel.run()
+    assert panel.wait(120)
+    assert list(panel.jobs["status"]) == ["complete"] * 3, panel.status.value
+    assert len(zygotes(tmp_path)) == 1
 
 
 @pytest.mark.slow
