@@ -178,24 +178,22 @@ class ExperimentPanel:
         """Wait for the current run to end; True if none is running."""
         return self.task is None or self.task.join(timeout)
 
+    @shared_zygote()  # each call a block in the Run's thread: its copy counts' runs import torch once for them all
     def _measure(self, jobs: list[dict], mode: ModeSpec, copies: list[int], limit: float) -> None:
         run_fn = self.run_fn or _default_run()
-        with shared_zygote():  # this Run's copy counts, one after another: torch imported once for all of them
-            for i, n in enumerate(copies, 1):
-                self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
-                                     f"({i} of {len(copies)})...")
-                self.runs_started += 1
-                self.draw_live()  # the run under way from its start: never the previous run's lines
-                results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
-                                 progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate,
-                                                   on_gpu=self.on_gpu))
-                self.draw_live()
-                self.draw_live_gpu()
-                earlier = set(self.results.runs.get("run_id", ()))  # `run` returns the experiment's earlier runs too
-                self.add(results)
-                self.this_run = combine([self.this_run,
-                                         results.of_runs(set(results.runs.get("run_id", ())) - earlier)])
-                self.progress.value += 1
+        for i, n in enumerate(copies, 1):
+            self.status.value = (f"running {html.escape(mode.label)} with {n} cop{'y' if n == 1 else 'ies'} "
+                                 f"({i} of {len(copies)})...")
+            self.runs_started += 1
+            self.draw_live()  # the run under way from its start: never the previous run's lines
+            results = run_fn(jobs, mode=mode, copies=n, out=self.out, name=self.name, time_limit_s=limit,
+                             progress=Progress(total_runs=1, enabled=False, on_rate=self.on_rate, on_gpu=self.on_gpu))
+            self.draw_live()
+            self.draw_live_gpu()
+            earlier = set(self.results.runs.get("run_id", ()))  # `run` returns the experiment's earlier runs too
+            self.add(results)
+            self.this_run = combine([self.this_run, results.of_runs(set(results.runs.get("run_id", ())) - earlier)])
+            self.progress.value += 1
 
     def _done(self, _result: Any, error: BaseException | None) -> None:
         self.draw_live(ended=True)  # the run that ended, stopped or not, with every reading it had
