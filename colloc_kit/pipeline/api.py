@@ -104,7 +104,7 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     submitted and the results of those already complete returned. `tally`: one command's several calls (the seed
     study's experiments) counted in it, to be said once at the end, instead of a notice for each call."""
     run = SpecRun(spec, executor_for(spec, out, executor, progress), again, tally)
-    with supervise.sigterm_as_interrupt():
+    with supervise.sigterm_as_interrupt(), shared_zygote():  # each round of repeats forked from one zygote
         run.start()
         while not run.advance():
             time.sleep(POLL_S)

@@ -52,8 +52,8 @@ class Lane(contextlib.AbstractContextManager):
         self._reader: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> "Lane":
-        if self.zygote is None and _SHARED.open:  # a lane of a `shared_zygote` block: the block's, started by the first
-            block = _SHARED.open[-1]
+        block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
+        if self.zygote is None and block is not None:
             if block.zygote is None:
                 block.zygote = block.stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
                 block.stack.callback(block.kept.close)  # before its zygote ends: jobs, then mode
@@ -115,27 +115,31 @@ class _Shared:
 
 
 class _Blocks(threading.local):
-    """The open `shared_zygote` blocks of one thread, innermost last: a panel's runs in a background thread and the
-    kernel's own cells each keep to their own block."""
+    """The open `shared_zygote` block of one thread, if any: a panel's runs in a background thread and the kernel's
+    own cells each keep to their own."""
 
     def __init__(self) -> None:
-        self.open: list[_Shared] = []
+        self.block: _Shared | None = None
 
 
-_SHARED = _Blocks()
+_THREADS = _Blocks()
 
 
 @contextlib.contextmanager
 def shared_zygote() -> Iterator[None]:
     """Inside the block, the lanes this thread starts share one zygote, started by the first lane for its experiment's
     models and ended with the block: several experiments run one after another on one GPU import torch once. They
-    share the GPU's kept launch too (`pipeline.warm`). Another thread's lanes keep their own."""
+    share the GPU's kept launch too (`pipeline.warm`). A block inside another is part of it (`run_spec`'s in a
+    sweep's); another thread's lanes keep their own."""
+    if _THREADS.block is not None:
+        yield
+        return
     with contextlib.ExitStack() as stack:
-        _SHARED.open.append(_Shared(stack))
+        _THREADS.block = _Shared(stack)
         try:
             yield
         finally:
-            _SHARED.open.pop()
+            _THREADS.block = None
 
 
 def _say_failed(cell: Cell, reading: Future[RunReading]) -> None:
