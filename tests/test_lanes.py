@@ -3,7 +3,6 @@ host's cores, and windows that end once their throughput is precise: real CPU ce
 NVML), any number of them."""
 
 import os
-import threading
 import time
 
 import pytest
@@ -16,7 +15,6 @@ from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline import report
 from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.executors.gpus import kept_lanes
-from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.spec import ExperimentSpec, JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 
@@ -63,24 +61,6 @@ def test_each_gpu_is_one_lane_whose_jobs_fork_from_one_zygote(tmp_path, n_gpus):
             job_cores = [set(j.outcome.cores) for j in m.jobs]
             assert set().union(*job_cores) == set(lane_blocks[gpu]), "the lane's jobs use every core of its block"
     assert kit_processes_below_us() == [], "no lane or zygote is left"
-
-
-@pytest.mark.slow
-def test_a_shared_zygote_is_its_threads_a_run_in_another_thread_starts_its_own(tmp_path):
-    """A `shared_zygote` block serves the thread that opened it: a run in another thread meanwhile (a panel's Run in
-    the background while the kernel's sweep runs) forks its jobs from a zygote of its own."""
-    def run(folder):
-        colloc_kit.run([TINY], mode="naive", out=tmp_path / folder, monitor=False, progress=False)
-
-    with shared_zygote():
-        run("block")
-        beside = threading.Thread(target=run, args=("thread",))  # no block of its own
-        beside.start()
-        beside.join(120)
-    block, thread = ({e["ppid"] for _, ready in runs_of(tmp_path / folder) for e in ready.values()}
-                     for folder in ("block", "thread"))
-    assert len(block) == len(thread) == 1 and block != thread
-    assert kit_processes_below_us() == [], "both zygotes ended"
 
 
 @pytest.mark.slow

@@ -14,11 +14,13 @@ import pytest
 from fake_results import fake_results, job_rows
 from processes import KitWatch, kit_processes_below_us
 
+import colloc_kit
 from colloc_kit.errors import BadInput
 from colloc_kit.events import INTERVAL
 from colloc_kit.modes import registered
 from colloc_kit.notebook.panel import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.notebook.setup import Setup
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.spec import JobSpec
 from colloc_kit.store.rundir import find_runs, read_events
 from colloc_kit.worker.models import MODEL_NAMES
@@ -298,14 +300,18 @@ def zygotes(path):
 
 
 @pytest.mark.slow
-def test_a_runs_copy_counts_fork_their_jobs_from_one_zygote(tmp_path):
-    """A Run's cells (one `run` per copy count, in the panel's thread) share one zygote: torch imported once a Run."""
-    panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1, 2), batch_sizes=(8,),
-                            job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path), time_limit_s=120)
-    panel.run()
-    assert panel.wait(120)
+def test_a_runs_copy_counts_fork_from_one_zygote_its_own_beside_the_kernels(tmp_path):
+    """A Run's cells (one `run` per copy count, in the panel's thread) share one zygote: torch imported once a Run; its
+    own, even while the kernel's thread has its runs share one (`shared_zygote`: a sweep running as Run is pressed)."""
+    with shared_zygote():
+        colloc_kit.run([{**TINY_CPU_JOB, "model": "smallcnn", "batch_size": 8, "steps": 6}], out=tmp_path / "kernel",
+                       monitor=False, progress=False)
+        panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1, 2), batch_sizes=(8,),
+                                job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path / "panel"), time_limit_s=120)
+        panel.run()
+        assert panel.wait(120)
     assert list(panel.jobs["status"]) == ["complete"] * 3, panel.status.value
-    assert len(zygotes(tmp_path)) == 1
+    assert len(zygotes(tmp_path / "panel")) == 1 and zygotes(tmp_path / "panel") != zygotes(tmp_path / "kernel")
 
 
 @pytest.mark.slow
