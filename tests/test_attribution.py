@@ -20,6 +20,7 @@ from colloc_kit.pipeline.cells import cells
 from colloc_kit.pipeline.precision import more_repeats
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
+from colloc_kit.store.rundir import find_runs, read_events
 
 
 def _rows(run_id, mode, copies, rates, workers, cell_id=None, dataset="cifar10"):
@@ -134,6 +135,9 @@ def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
     assert set(results.jobs["workers"]) == {1, 2} and results.jobs["cores_allowed"].notna().all()
     assert len(results.runs) == 6  # 5 planned cells and one lone repeat for the +-0.1 % target
     assert more_repeats(spec, ExperimentFolder.of(tmp_path / "runs", "split")) == []  # at its maximum
+    ready = [event for run in find_runs(tmp_path / "runs") for job in run.read_manifest().jobs
+             for event in read_events(run.events_path(job.job)) if event["type"] == "ready"]
+    assert len({event["ppid"] for event in ready}) == 1, "both rounds' jobs forked from one zygote"
     shown = subprocess.run([sys.executable, "-m", "colloc_kit.cli", "show", str(tmp_path / "runs" / "split")],
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr

@@ -4,6 +4,7 @@ import pytest
 
 import colloc_kit
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.store.rundir import find_runs, read_events
 
 pytestmark = pytest.mark.slow  # real runs: 10-50 s each on 2 cores
 
@@ -20,6 +21,9 @@ def test_each_group_gets_its_own_baseline_then_every_mode_at_its_copies(tmp_path
     summary = analysis.summarize(results)
     shared = summary[summary["mode"] == "naive"]
     assert len(shared) == 4 and shared["normalized_throughput_mean"].notna().all()  # every group found its baseline
+    ready = [event for run in find_runs(tmp_path) for job in run.read_manifest().jobs
+             for event in read_events(run.events_path(job.job)) if event["type"] == "ready"]
+    assert len(ready) == 12 and len({event["ppid"] for event in ready}) == 1, "every job forked from one zygote"
 
 
 def test_together_runs_the_groups_as_one_mixed_workload_and_no_baseline_when_asked(tmp_path):

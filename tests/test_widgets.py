@@ -14,13 +14,15 @@ import pytest
 from fake_results import fake_results, job_rows
 from processes import KitWatch, kit_processes_below_us
 
+import colloc_kit
 from colloc_kit.errors import BadInput
 from colloc_kit.events import INTERVAL
 from colloc_kit.modes import registered
 from colloc_kit.notebook.panel import OFF_NOTICE, PLACEHOLDER, ExperimentPanel, panel
 from colloc_kit.notebook.setup import Setup
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.spec import JobSpec
-from colloc_kit.store.rundir import find_runs
+from colloc_kit.store.rundir import find_runs, read_events
 from colloc_kit.worker.models import MODEL_NAMES
 
 TINY_CPU_JOB = {"device": "cpu", "dataset": "synthetic", "image_size": 32, "synthetic_samples": 64, "warmup_steps": 2,
@@ -289,6 +291,27 @@ def test_panel_drives_a_real_tiny_cpu_run(tmp_path):
     panel.run()  # the same settings again: a new repeat measured, not the stored cell returned
     assert panel.wait(120)
     assert len(find_runs(tmp_path)) == 2 and list(panel.jobs["repeat"]) == [0, 1], panel.status.value
+
+
+def zygotes(path):
+    """The parents of every job under `path` (each job's ready event): the zygotes its jobs forked from."""
+    return {event["ppid"] for run in find_runs(path) for job in run.read_manifest().jobs
+            for event in read_events(run.events_path(job.job)) if event["type"] == "ready"}
+
+
+@pytest.mark.slow
+def test_a_runs_copy_counts_fork_from_one_zygote_its_own_beside_the_kernels(tmp_path):
+    """A Run's cells (one `run` per copy count, in the panel's thread) share one zygote: torch imported once a Run; its
+    own, even while the kernel's thread has its runs share one (`shared_zygote`: a sweep running as Run is pressed)."""
+    with shared_zygote():
+        colloc_kit.run([{**TINY_CPU_JOB, "model": "smallcnn", "batch_size": 8, "steps": 6}], out=tmp_path / "kernel",
+                       monitor=False, progress=False)
+        panel = ExperimentPanel(models=["smallcnn"], modes=["naive"], copies=(1, 2), batch_sizes=(8,),
+                                job={**TINY_CPU_JOB, "steps": 6}, out=str(tmp_path / "panel"), time_limit_s=120)
+        panel.run()
+        assert panel.wait(120)
+    assert list(panel.jobs["status"]) == ["complete"] * 3, panel.status.value
+    assert len(zygotes(tmp_path / "panel")) == 1 and zygotes(tmp_path / "panel") != zygotes(tmp_path / "kernel")
 
 
 @pytest.mark.slow

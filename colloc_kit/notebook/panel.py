@@ -47,6 +47,7 @@ from colloc_kit.notebook import setup as notebook
 from colloc_kit.notebook.toggles import CopyToggles
 from colloc_kit.paths import absolute
 from colloc_kit.pipeline import run
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.spec import ModeSpec, with_changes
 from colloc_kit.views import plots
@@ -177,6 +178,7 @@ class ExperimentPanel:
         """Wait for the current run to end; True if none is running."""
         return self.task is None or self.task.join(timeout)
 
+    @shared_zygote()  # each call a block in the Run's thread: its copy counts' runs import torch once for them all
     def _measure(self, jobs: list[dict], mode: ModeSpec, copies: list[int], limit: float) -> None:
         run_fn = self.run_fn or _default_run()
         for i, n in enumerate(copies, 1):

@@ -23,6 +23,7 @@ from colloc_kit import supervise
 from colloc_kit.analysis.results import Results, combine
 from colloc_kit.pipeline.executors import Executor
 from colloc_kit.pipeline.executors.dispatcher import POLL_S
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.spec_run import SpecRun, executor_for
 from colloc_kit.pipeline.tally import Tally
@@ -74,6 +75,7 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
     (an MPS partition layout of three: 3). `separately` (the default) measures each job group on its own, N copies
     of one model at a time against its own baseline; False runs the groups together (a mixed workload).
     `baseline=None` runs no baseline. `options`: the rest of `run`'s arguments (repeats, out, name, time_limit_s, ...).
+    On one GPU (or the CPU) the calls' jobs are forked from one zygote (`lane.shared_zygote`).
 
     >>> results = sweep([{"model": "resnet18"}, {"model": "resnet50"}], ["naive", ({"name": "mps",  # doctest: +SKIP
     ...                 "partitions": ["3g", "3g"]}, 2)], copies=[1, 2, 4], out="runs", name="study")
@@ -89,7 +91,8 @@ def sweep(jobs: Iterable[JobSpec | Mapping[str, Any]], modes: Iterable[Any], cop
         calls += [(group, mode, counts) for mode, counts in own]
     running = {key: options.pop(key) for key in ("out", "progress", "again") if key in options}
     specs = [experiment_spec(group, mode, counts, **options) for group, mode, counts in calls]  # all checked first
-    return combine([run_spec(spec, **running) for spec in specs])
+    with shared_zygote():  # one after another on one GPU: torch imported once for all of them
+        return combine([run_spec(spec, **running) for spec in specs])
 
 
 def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Progress = True,
@@ -101,7 +104,7 @@ def run_spec(spec: ExperimentSpec, out: str | Path = "runs", progress: bool | Pr
     submitted and the results of those already complete returned. `tally`: one command's several calls (the seed
     study's experiments) counted in it, to be said once at the end, instead of a notice for each call."""
     run = SpecRun(spec, executor_for(spec, out, executor, progress), again, tally)
-    with supervise.sigterm_as_interrupt():
+    with supervise.sigterm_as_interrupt(), shared_zygote():  # each round of repeats forked from one zygote
         run.start()
         while not run.advance():
             time.sleep(POLL_S)

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import socket
 import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +52,13 @@ class Lane(contextlib.AbstractContextManager):
         self._reader: ThreadPoolExecutor | None = None
 
     def __enter__(self) -> "Lane":
-        if self.zygote is None and _SHARED:  # a lane of a `shared_zygote` block: the block's, started by the first
-            if _SHARED[-1].zygote is None:
-                _SHARED[-1].zygote = _SHARED[-1].stack.enter_context(Zygote.for_experiment(
-                    job.model for job in self.spec.jobs))
-                _SHARED[-1].stack.callback(_SHARED[-1].kept.close)  # before its zygote ends: jobs, then mode
-            self.zygote = _SHARED[-1].zygote
-            self.kept, self._own_kept = _SHARED[-1].kept, False
+        block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
+        if self.zygote is None and block is not None:
+            if block.zygote is None:
+                block.zygote = block.stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+                block.stack.callback(block.kept.close)  # before its zygote ends: jobs, then mode
+            self.zygote = block.zygote
+            self.kept, self._own_kept = block.kept, False
         if self.zygote is None:
             self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
         if self._own_kept:
@@ -113,20 +114,32 @@ class _Shared:
     kept: Kept = field(default_factory=Kept)
 
 
-_SHARED: list[_Shared] = []  # the open `shared_zygote` blocks, innermost last
+class _Blocks(threading.local):
+    """The open `shared_zygote` block of one thread, if any: a panel's runs in a background thread and the kernel's
+    own cells each keep to their own."""
+
+    def __init__(self) -> None:
+        self.block: _Shared | None = None
+
+
+_THREADS = _Blocks()
 
 
 @contextlib.contextmanager
 def shared_zygote() -> Iterator[None]:
-    """Inside the block, the lanes of this process share one zygote, started by the first lane for its experiment's
+    """Inside the block, the lanes this thread starts share one zygote, started by the first lane for its experiment's
     models and ended with the block: several experiments run one after another on one GPU import torch once. They
-    share the GPU's kept launch too (`pipeline.warm`)."""
+    share the GPU's kept launch too (`pipeline.warm`). A block inside another is part of it (`run_spec`'s in a
+    sweep's); another thread's lanes keep their own."""
+    if _THREADS.block is not None:
+        yield
+        return
     with contextlib.ExitStack() as stack:
-        _SHARED.append(_Shared(stack))
+        _THREADS.block = _Shared(stack)
         try:
             yield
         finally:
-            _SHARED.pop()
+            _THREADS.block = None
 
 
 def _say_failed(cell: Cell, reading: Future[RunReading]) -> None:
