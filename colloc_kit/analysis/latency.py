@@ -46,7 +46,7 @@ from colloc_kit import events
 from colloc_kit.serving import SERVE, TRAIN, slo_ms
 
 __all__ = ["PARTS", "PERCENTILES", "REQUESTS_FOR_TOP_BOUND", "RUN_COLUMNS", "SERVE_KEYS", "STARVED_SERVED_SHARE",
-           "job_figures", "latencies_ms", "per_run", "percentile_ci", "request_parts_ms", "run_latency",
+           "ci_words", "job_figures", "latencies_ms", "per_run", "percentile_ci", "request_parts_ms", "run_latency",
            "with_lone_latency"]
 
 PERCENTILES = (50, 95, 99)
@@ -211,3 +211,20 @@ def _starved(row: Mapping[str, Any]) -> str | None:
 
 def _known(value: Any) -> TypeGuard[float]:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def ci_words(low: float | None, high: float | None) -> str:
+    """A percentile's 95 % CI (its bounds, ms) in words, for a sentence or a hover; an order statistic has no bound
+    where too few requests lie beyond it.
+
+    >>> ci_words(6.3, 14.0), ci_words(6.3, float("nan")), ci_words(None, None)
+    ('95 % CI 6.3-14.0', '95 % CI from 6.3; too few requests for its upper bound', 'too few requests for its 95 % CI')
+    """
+    known = [bool(pd.notna(v)) for v in (low, high)]
+    if all(known):
+        return f"95 % CI {low:.1f}-{high:.1f}"
+    if known[0]:
+        return f"95 % CI from {low:.1f}; too few requests for its upper bound"
+    if known[1]:
+        return f"95 % CI up to {high:.1f}; too few requests for its lower bound"
+    return "too few requests for its 95 % CI"

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import pandas as pd
 
+from colloc_kit.analysis.latency import ci_words
 from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
 from colloc_kit.serving import SERVE, slo_ms
@@ -100,7 +101,7 @@ class Advice:
                     "a lower rate, a looser SLO or a faster card")
         r = self.row
         return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
-                f"{r['latency_p99_ms']:.1f} ms ({_ci(r['latency_p99_ms_lo'], r['latency_p99_ms_hi'])}) <= "
+                f"{r['latency_p99_ms']:.1f} ms ({ci_words(r['latency_p99_ms_lo'], r['latency_p99_ms_hi'])}) <= "
                 f"{r['slo_ms']:g} ms ({self.source})")
 
 
@@ -206,22 +207,6 @@ def normal_mix(text: str) -> str:
             raise BadInput(f"--beside takes 'model x n + ...', e.g. 'resnet50 x2'; got {text!r}")
         models += [match["model"]] * int(match["before"] or match["after"] or 1)
     return mix_label(models)
-
-
-def _ci(low: float | None, high: float | None) -> str:
-    """A p99's 95 % CI in words; an order statistic has no bound where too few requests lie beyond it.
-
-    >>> _ci(6.3, 14.0), _ci(6.3, float("nan")), _ci(None, None)
-    ('95 % CI 6.3-14.0', '95 % CI from 6.3; too few requests for its upper bound', 'too few requests for its 95 % CI')
-    """
-    known = [bool(pd.notna(v)) for v in (low, high)]
-    if all(known):
-        return f"95 % CI {low:.1f}-{high:.1f}"
-    if known[0]:
-        return f"95 % CI from {low:.1f}; too few requests for its upper bound"
-    if known[1]:
-        return f"95 % CI up to {high:.1f}; too few requests for its lower bound"
-    return "too few requests for its 95 % CI"
 
 
 def _share(value: float) -> str:

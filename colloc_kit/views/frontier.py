@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from colloc_kit.analysis.latency import ci_words
 from colloc_kit.views.style import colours, empty, grid, setting_words, where
 
 __all__ = ["safe_share"]
@@ -39,9 +40,7 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
         for label, points in rows.groupby("setting", sort=True):
             met = points["latency_p99_ms"] <= slo if pd.notna(slo) else points["within_slo"]
             symbols = [shape[str(mix)] + ("" if m else "-open") for mix, m in zip(points["mix"], met)]
-            ci = [f"{lo:.1f}-{hi:.1f}" if pd.notna(lo) and pd.notna(hi) else
-                  f"from {lo:.1f}; too few requests for its upper bound" if pd.notna(lo) else "not given"
-                  for lo, hi in zip(points["latency_p99_ms_lo"], points["latency_p99_ms_hi"])]
+            ci = [ci_words(lo, hi) for lo, hi in zip(points["latency_p99_ms_lo"], points["latency_p99_ms_hi"])]
             fig.add_trace(go.Scatter(
                 x=points["latency_p99_ms"], y=points["train_images_per_s"], mode="markers", name=label,
                 legendgroup=label, showlegend=False,
@@ -50,7 +49,7 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
                          "array": (points["latency_p99_ms_hi"] - points["latency_p99_ms"]).fillna(0),
                          "arrayminus": (points["latency_p99_ms"] - points["latency_p99_ms_lo"]).fillna(0)},
                 customdata=list(zip(points["mix"], ci)),
-                hovertemplate=f"{label}, beside %{{customdata[0]}}<br>p99 %{{x:.1f}} ms (95 % CI %{{customdata[1]}})"
+                hovertemplate=f"{label}, beside %{{customdata[0]}}<br>p99 %{{x:.1f}} ms (%{{customdata[1]}})"
                               "<br>training %{y:,.0f} images/s<extra></extra>"),
                 **where(i))
         if i == 0:  # the legend: a key per setting (a filled point: its colour) and per mix (its shape), no hover
