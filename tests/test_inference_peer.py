@@ -201,7 +201,8 @@ def test_the_kits_cost_takes_the_ratio_pair_by_pair_gives_its_ci_and_a_resumed_f
 def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_the_first_alternating(
         monkeypatch, tmp_path):
     """The cost's pairs on a real tiny server: the kit's windows are one launch (one process, primed once) and the
-    plain loop's windows run between them while it is held, in the order plain, kit, kit, plain, plain, kit, ..."""
+    plain loop's windows run between them while it is held, in the order plain, kit, kit, plain, plain, kit, ...;
+    `--cost-kit no-monitor` runs the kit's arm without its monitor."""
     monkeypatch.syspath_prepend(str(FOLDER))
     inference = load("inference")
 
@@ -213,10 +214,11 @@ def test_the_kits_windows_are_one_held_launch_with_the_plain_loops_between_them_
             time.sleep(0.2)
             return [[0.0, 0.001]]
 
-    args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=0.5)
+    args = argparse.Namespace(cost_rounds=4, tiny=True, cost_seconds=0.5, cost_kit="no-monitor")
     pairs = inference.paired_windows(inference.TINY["smallcnn"], args, tmp_path / "runs", Plain())
     manifests = sorted((run.read_manifest() for run in find_runs(tmp_path / "runs")), key=lambda m: m.started_at)
     assert [m.warm.window for m in manifests] == [0, 1, 2, 3] and len({m.warm.launch for m in manifests}) == 1
+    assert not any(m.monitor.enabled for m in manifests), "--cost-kit no-monitor: the kit's arm without its monitor"
     order = sorted([(t, "plain") for t in Plain.ran] + [(m.started_at, "kit") for m in manifests])
     assert [arm for _, arm in order] == ["plain", "kit", "kit", "plain", "plain", "kit", "kit", "plain"]
     ends = [m.ended_at for m in manifests]

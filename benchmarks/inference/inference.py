@@ -270,6 +270,11 @@ class PlainLoop:
         self.process.wait(timeout=60)
 
 
+# the kit's arm of the cost rounds as users run it, or with one of its parts taken away, to find where a difference
+# in the p50 comes from: its GPU and host monitor (`ExperimentSpec.monitor`), its placement on a block of cores
+COST_KIT = {"as-run": {}, "no-monitor": {"monitor": False}, "unpinned": {"placement": "unpinned"}}
+
+
 def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: PlainLoop) -> list[dict]:
     """`--cost-rounds` pairs of windows of `--cost-seconds`: the plain loop's (`plain`, one process) and the kit's
     inference job alone (closed loop, one client: each latency one request's service) as one launch measured window
@@ -281,7 +286,7 @@ def paired_windows(served: dict, args: argparse.Namespace, runs: Path, plain: Pl
     seconds, pairs = args.cost_seconds, args.cost_rounds
     job = serve_job({**served, "concurrency": 1}, "cpu" if args.tiny else "cuda", seconds, args.tiny, max_batch=1)
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], repeats=pairs, warm_repeats=True,
-                          name=f"cost-{served['model']}")
+                          name=f"cost-{served['model']}", **COST_KIT[args.cost_kit])
     plains: list[list[list[float]]] = []
 
     def plain_around(window: int) -> None:  # before the kit's window `window`: the plain ones due by then
@@ -385,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-seconds", type=float, default=None,
                    help="each cost round's window per arm (default --seconds; 3 s hold about 600 requests of 5 ms)")
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
+    p.add_argument("--cost-kit", choices=sorted(COST_KIT), default="as-run",
+                   help="the kit's arm of the cost rounds: as users run it, without its monitor, or unpinned")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
     p.add_argument("--served", nargs="+", choices=sorted(SERVED), help="only these served models (a GPU run)")
     p.add_argument("--mixes", nargs="+", choices=sorted(MIXES),
