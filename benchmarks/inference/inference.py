@@ -132,6 +132,7 @@ def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple
             first = mix == next(iter(TINY_MIXES if args.tiny else MIXES))
             modes = ([ModeSpec("exclusive")] if first else []) + settings(first, not args.tiny)
             out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
+                                                  repeats=getattr(args, "repeats", 1),
                                                   name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
     return out
 
@@ -392,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-only", action="store_true", help="only the kit's own cost (plain_vs_kit.csv)")
     p.add_argument("--cost-kit", choices=sorted(COST_KIT), default="as-run",
                    help="the kit's arm of the cost rounds: as users run it, without its monitor, or unpinned")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="launches of each setting (a folder resumed runs only those it lacks): the p99 from run to run")
     p.add_argument("--confirm", type=int, default=0, help="repeat the setting chosen for the first model and mix")
     p.add_argument("--served", nargs="+", choices=sorted(SERVED), help="only these served models (a GPU run)")
     p.add_argument("--mixes", nargs="+", choices=sorted(MIXES),
