@@ -337,7 +337,10 @@ def _stop_all(jobs: list[_Job]) -> None:
             job.pump.join(timeout=5)
         for pipe in (job.proc.stdin, job.proc.stdout):
             if pipe and not pipe.closed:
-                pipe.close()
+                try:
+                    pipe.close()
+                except BrokenPipeError:  # a line still buffered for a job that is gone: closed all the same
+                    pass
 
 
 def _signal(job: _Job, sig: int) -> None:
