@@ -388,7 +388,7 @@ def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_th
     inference = load("inference")
     parser = argparse.ArgumentParser()
     args = argparse.Namespace(rate=["resnet50=61.5"], served=["resnet50"], tiny=False, cost_only=False,
-                              mixes=["resnet50x2", "vit_b_16x1"], seconds=3.0)
+                              mixes=["resnet50x2", "vit_b_16x1"], seconds=3.0, repeats=3)
     rates = inference.given_rates(parser, args)
     assert rates == {"resnet50": 61.5}
     labels = {mix: [m.label for m in spec.modes] for _, mix, spec in inference.experiments(args, rates)}
@@ -396,6 +396,7 @@ def test_a_call_may_run_some_mixes_at_rates_an_earlier_call_measured_and_only_th
     assert all("exclusive" not in modes and len(modes) == 3 for modes in labels.values())
     rate = {spec.jobs[0].rate_per_s for _, _, spec in inference.experiments(args, rates)}
     assert rate == {61.5}
+    assert {spec.repeats for _, _, spec in inference.experiments(args, rates)} == {3}  # --repeats: launches a setting
     first = inference.experiments(argparse.Namespace(**{**vars(args), "mixes": None}), rates)[0][2]
     assert first.modes[0].label == "exclusive" and len(first.modes) == 7
 

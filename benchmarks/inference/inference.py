@@ -36,6 +36,8 @@ call of a lent machine runs over several, `lent_call.sh`).
     python benchmarks/inference/inference.py --served resnet50 --rate resnet50=55.1 --out $OUT/r50  # an earlier rate
     python benchmarks/inference/inference.py --tiny --out /tmp/inference   # CPU: tiny models, 2-s windows (labelled so)
     python benchmarks/inference/inference.py --cost-only --cost-rounds 4   # only the kit's own cost
+    python benchmarks/inference/inference.py --cost-only --cost-kit no-monitor   # the kit's arm without its monitor
+    python benchmarks/inference/inference.py --served resnet50 --repeats 3 --no-capacity --out $OUT/r50  # 3 launches
 
 The H200 runs ship as the reference set `h200-inference` (notebook 10, course sheet 5 and `advise --serve` read it),
 from four folders of results/h200/, all 12-s windows (their commands and the facts given: its README,
@@ -119,8 +121,8 @@ def offered_rate(kit_p50_ms: float) -> float:
 
 def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple[str, str, ExperimentSpec]]:
     """(served model, mix, spec) for every experiment: per model and mix its shared settings, beside the first mix
-    of `MIXES` also one exclusive run (serve + one training job, one after another: both lone baselines); `rates`:
-    requests/s per served model."""
+    of `MIXES` also one exclusive run (serve + one training job, one after another: both lone baselines), each
+    setting launched `--repeats` times; `rates`: requests/s per served model."""
     device = "cpu" if args.tiny else "cuda"
     mixes = {name: mix for name, mix in (TINY_MIXES if args.tiny else MIXES).items() if name in (args.mixes or [name])}
     served_models = {name: {**s, "rate_per_s": rates[name]} for name, s in served_here(args).items()}
@@ -132,7 +134,7 @@ def experiments(args: argparse.Namespace, rates: dict[str, float]) -> list[tuple
             first = mix == next(iter(TINY_MIXES if args.tiny else MIXES))
             modes = ([ModeSpec("exclusive")] if first else []) + settings(first, not args.tiny)
             out.append((name, mix, ExperimentSpec(jobs=[serve, train], modes=modes, copies=[copies],
-                                                  repeats=getattr(args, "repeats", 1),
+                                                  repeats=args.repeats,
                                                   name=f"serve-{name}-beside-{mix}", time_limit_s=240)))
     return out
 
