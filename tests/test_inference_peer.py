@@ -135,6 +135,9 @@ def test_each_setting_gets_its_closed_loop_capacity_and_a_rate_above_it_is_overl
     capacity = pd.DataFrame({"mode_label": ["naive", "exclusive"], "requests_per_s": [40.0, 200.0]})
     table = inference.with_capacity(frontier, capacity)
     assert list(table["capacity_per_s"]) == [200.0, 40.0] and list(table["overloaded"]) == [False, True]
+    launches = pd.DataFrame({"mode_label": ["naive", "naive", "naive", "exclusive"],
+                             "requests_per_s": [40.0, 70.0, 60.0, 200.0]})  # --repeats 3: a row per launch
+    assert list(inference.with_capacity(frontier, launches)["capacity_per_s"]) == [200.0, 60.0]
 
 
 @pytest.mark.slow

@@ -148,9 +148,10 @@ def capacity_spec(spec: ExperimentSpec) -> ExperimentSpec:
 
 
 def with_capacity(frontier: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
-    """The frontier's rows with `capacity_per_s` (the same setting's closed-loop requests/s) and `overloaded`: offered
-    more than that, so its latencies are a growing queue's, not the server's."""
-    answered = capacity.set_index("mode_label")["requests_per_s"]
+    """The frontier's rows with `capacity_per_s` (the same setting's closed-loop requests/s, the median over its
+    launches with `--repeats`) and `overloaded`: offered more than that, so its latencies are a growing queue's, not
+    the server's."""
+    answered = capacity.groupby("mode_label")["requests_per_s"].median()
     table = frontier.assign(capacity_per_s=frontier["mode_label"].map(answered))
     return table.assign(overloaded=table["rate_per_s"] > table["capacity_per_s"])
 
