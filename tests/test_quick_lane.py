@@ -28,14 +28,29 @@ def quick_imports(source: str) -> set[str]:
     """The colloc_kit modules a test module's quick tests reach: its top-level imports where one of its tests is not
     marked slow (neither by a decorator nor by a module-wide `pytestmark`), and the imports inside such a test."""
     tree = ast.parse(source)
-    if any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets) and _slow(n.value)
-           for n in tree.body):
-        return set()
-    quick = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
-             and not any(_slow(d) for d in n.decorator_list)]
+    quick = _quick_tests(tree)
     if not quick:
         return set()
     return _colloc_kit_imports(tree.body) | _colloc_kit_imports(n for test in quick for n in ast.walk(test))
+
+
+def _quick_tests(tree: ast.Module) -> list[ast.FunctionDef]:
+    """A test module's tests that are not marked slow, neither by a decorator nor by a module-wide `pytestmark`."""
+    if any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets) and _slow(n.value)
+           for n in tree.body):
+        return []
+    return [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+            and not any(_slow(d) for d in n.decorator_list)]
+
+
+# conftest.py's session products that take minutes to make: a test that asks for one is CI's, not the quick lane's
+SESSION_PRODUCTS = ("smoke", "teacher_first_runs")
+
+
+def quick_tests_waiting_for_a_product(source: str) -> list[str]:
+    """The names of a test module's quick tests that take one of `SESSION_PRODUCTS` as an argument."""
+    return [test.name for test in _quick_tests(ast.parse(source))
+            if any(arg.arg in SESSION_PRODUCTS for arg in test.args.args)]
 
 
 def packages() -> list[str]:
@@ -58,3 +73,14 @@ def test_the_reading_sees_slow_modules_slow_tests_and_imports_inside_a_quick_tes
     assert quick_imports(slow_module) == set() and quick_imports(only_slow) == set()
     assert quick_imports(mixed) == {"colloc_kit.gpu", "colloc_kit.gpu.nvml", "colloc_kit.store.folder"}
     assert "colloc_kit.pipeline.executors" in packages() and "colloc_kit.gpu" in packages()
+
+
+def test_no_quick_test_waits_for_the_cpu_smoke_batch_or_the_teacher_copies():
+    """The cpu-smoke batch takes 2-3 minutes on the 2-core machine: a quick test that read it would make the quick lane
+    as slow as its target (session 25: `test_the_readme_page_weights_are_the_smoke_batchs`, 143 s of its 241)."""
+    waiting = {p.name: names for p in TESTS.glob("test_*.py")
+               if (names := quick_tests_waiting_for_a_product(p.read_text()))}
+    assert not waiting, f"mark these slow (they wait for a session product of conftest.py): {waiting}"
+    sample = ("import pytest\ndef test_a(smoke): pass\n@pytest.mark.slow\ndef test_b(smoke): pass\n"
+              "def test_c(tmp_path): pass\n")
+    assert quick_tests_waiting_for_a_product(sample) == ["test_a"]

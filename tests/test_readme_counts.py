@@ -6,6 +6,8 @@ grown, without the README following fails here."""
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 WORDS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
@@ -41,6 +43,7 @@ WEIGHTS = re.compile(r"the pages weigh (\d+)-(\d+) KB each \(08, with the findin
                      r"with `--self-contained`")
 
 
+@pytest.mark.slow  # it reads the session's cpu-smoke batch (tests/test_quick_lane.py)
 def test_the_readme_page_weights_are_the_smoke_batchs(smoke):
     """The README's page weights (decimal KB and MB, as the batch's index gives them) read back from the cpu-smoke
     batch's own folder: each page within 15 % of the stated range (a page's tables and warnings vary from run to run),
