@@ -172,7 +172,7 @@ def kit_setting(spec: ExperimentSpec, mode: ModeSpec, runs: Path) -> pd.DataFram
     with the latency parts and `started_at` (Unix time, the run's manifest)."""
     results = colloc_kit.run_spec(replace(spec, modes=[mode]), out=runs, progress=False)
     started = results.runs.set_index("run_id")["started_at"]
-    rows = with_latency_parts(serve_advise.frontier(results), results.jobs)
+    rows = with_latency_parts(serve_advise.run_rows(results), results.jobs)
     return rows.assign(started_at=rows["run_id"].map(started))
 
 
@@ -351,15 +351,16 @@ def kit_cost(args: argparse.Namespace, out: Path, runs: Path) -> pd.DataFrame:
 
 def confirm(args: argparse.Namespace, out: Path, runs: Path, chosen: list, table: pd.DataFrame) -> None:
     """`advise --confirm`'s target: the setting chosen for the first model and mix, repeated `--confirm` times; what
-    the repeats said (`serve_advise.Confirmation`: within the SLO, training kept, p99 inside the chosen run's CI)."""
+    the repeats said (`serve_advise.Confirmation`: within the SLO, training kept, p99 inside the range the
+    advice gave: with `--repeats` 2 or more, the range of one more launch)."""
     served, _, spec = chosen[0]
     rows = table[table["experiment"] == spec.name]
     slo, mix = f"{rows['slo_ms'].iloc[0]:g}ms", rows["mix"].iloc[0]
-    advice = serve_advise.choose(rows, served, float(rows["rate_per_s"].iloc[0]), slo, mix)
+    advice = serve_advise.choose(serve_advise.by_setting(rows), served, float(rows["rate_per_s"].iloc[0]), slo, mix)
     if advice.row is None:
         (out / "confirm.md").write_text(f"{served} beside {mix}: no shared setting met {slo}; nothing to confirm\n")
         return
-    repeated = serve_advise.frontier(colloc_kit.run_spec(serve_advise.confirm_spec(spec, advice, args.confirm),
+    repeated = serve_advise.run_rows(colloc_kit.run_spec(serve_advise.confirm_spec(spec, advice, args.confirm),
                                                          out=runs, progress=False))
     confirmed = serve_advise.confirmation(advice, repeated)
     (out / "confirm.md").write_text(
@@ -429,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         peer_rows += peer
         if not args.no_capacity:
             closed = colloc_kit.run_spec(capacity_spec(spec), out=runs, progress=False)
-            parts[-1] = with_capacity(parts[-1], serve_advise.frontier(closed))
+            parts[-1] = with_capacity(parts[-1], serve_advise.run_rows(closed))
         table = pd.concat(parts, ignore_index=True)  # written after every experiment: a run cut short keeps its part
         table.to_csv(out / "frontier.csv", index=False)
         against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None

@@ -74,7 +74,7 @@ def cmd_advise_serve(args: argparse.Namespace) -> int:
                                      args.slo, args.beside)
         _print(advice)
     confirmed = run_spec(serve_advise.confirm_spec(spec, advice, args.confirm), out=args.out)
-    return _report_confirmed(serve_advise.frontier(confirmed), advice)
+    return _report_confirmed(serve_advise.run_rows(confirmed), advice)
 
 
 def _measured(args: argparse.Namespace) -> Results:
@@ -106,15 +106,16 @@ def _sweep(args: argparse.Namespace, probe: JobSpec) -> ExperimentSpec:
 
 
 def _print(advice: serve_advise.Advice) -> None:
-    shown = advice.candidates[["mode_label", "train_images_per_s", "latency_p99_ms", "latency_p99_ms_lo",
-                               "latency_p99_ms_hi", "within_slo", "run_id"]]
+    shown = advice.candidates[["mode_label", "launches", "train_images_per_s", "latency_p99_ms", "latency_p99_ms_lo",
+                               "latency_p99_ms_hi", "next_p99_ms_lo", "next_p99_ms_hi", "within_slo"]]
     with pd.option_context("display.width", 200, "display.float_format", "{:,.1f}".format):
         print(f"settings measured ({advice.source}):\n{shown.to_string(index=False)}\n\nchosen: {advice.text}")
 
 
 def _report_confirmed(table: pd.DataFrame, advice: serve_advise.Advice) -> int:
     """How often the confirmed repeats met the SLO, the training they kept against the best measured within it, and
-    how often their p99 fell inside the chosen run's CI (`serve_advise.Confirmation`); 1 where the first two missed."""
+    how often their p99 fell inside the range the advice gave (`serve_advise.Confirmation`); 1 where the first two
+    missed."""
     assert advice.row is not None  # serve_advise.confirm_spec confirms only a chosen setting
     confirmed = serve_advise.confirmation(advice, table)
     print(f"\nconfirmed: {confirmed.line(advice.row['mode_label'])}")

@@ -68,6 +68,18 @@ def _where(value: float, target: float) -> str:
     return f"p99 {value:,.1f} ms, {'within' if value <= target else 'over'} the {target:g}-ms target"
 
 
+def _launches(row: pd.Series, target: float) -> str:
+    """How many of a setting's launches met the target, where it had several (its p99 is their geometric mean).
+
+    >>> _launches(pd.Series({"launch_p99s_ms": (19.6, 36.6, 19.1)}), 25.0)
+    ' (the geometric mean of 3 launches; 2 of them met it)'
+    """
+    launches = row.get("launch_p99s_ms")
+    if not isinstance(launches, tuple) or len(launches) < 2:
+        return ""
+    return f" (the geometric mean of {len(launches)} launches; {sum(p <= target for p in launches)} of them met it)"
+
+
 def slo_lines(table: pd.DataFrame) -> list[str]:
     """Notebook 10: per served model and rate, the served job alone against its p99 target, how many shared settings
     met it, and the best of them (the most training) or, where none did, the lowest p99 beside training, and why
@@ -92,12 +104,13 @@ def slo_lines(table: pd.DataFrame) -> list[str]:
             best = within.loc[within["train_images_per_s"].idxmax()]
             lines.append(f"{said}; the most training among them, {best['train_images_per_s']:,.0f} images/s "
                          f"({best['mix']}, {setting_words(setting(best['mode_label'], best['mix']))}): "
-                         f"{_where(best['latency_p99_ms'], target)}")
+                         f"{_where(best['latency_p99_ms'], target)}{_launches(best, target)}")
             continue
         low = shared.loc[shared["latency_p99_ms"].idxmin()]
         named = setting_words(setting(low["mode_label"], low["mix"]))
         lines.append(f"{said}; the lowest p99 beside training ({low['mix']}, {named}): "
-                     f"{_where(low['latency_p99_ms'], target)}, {low['latency_p99_ms'] / target:,.1f}x it")
+                     f"{_where(low['latency_p99_ms'], target)}, {low['latency_p99_ms'] / target:,.1f}x it"
+                     f"{_launches(low, target)}")
         if len(alone) and (alone["latency_p99_ms"] > target).all():
             lines.append(f"{head}: alone at this rate it missed the target too: the rate, the SLO or the card is "
                          "what to change first, not the way of sharing")
@@ -109,28 +122,30 @@ def _ms(value: Any, missing: str = "") -> str:
 
 
 def p99_table(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """Notebook 10 and sheet 5: a frontier table (`serve_advise.frontier`) as a reader reads it, a row per run: the
-    served model and rate, the training beside it, the setting (in words, as the frontier's legend), the p50, the p99
-    with its 95 % CI (a bound the requests do not give shown as NO_BOUND), the training images/s and whether the p99
-    met the SLO; and the footnote for the mark, from the runs that lack a bound ('' where none does).
+    """Notebook 10 and sheet 5: a frontier table (`serve_advise.frontier`) as a reader reads it, a row per setting:
+    the served model and rate, the training beside it, the setting (in words, as the frontier's legend), its
+    launches, the p50, the p99 with its 95 % CI (over the launches where there are several, else the one window's; a
+    bound the requests do not give shown as NO_BOUND), the training images/s and whether the p99 met the SLO; and the
+    footnote for the mark, from the settings that lack a bound ('' where none does).
 
     >>> frame = pd.DataFrame({"served": "resnet50", "rate_per_s": 38.5, "mix": "resnet50 x2", "slo_ms": 25.0,
-    ...     "mode_label": ["mps", "naive"], "latency_p50_ms": [9.96, 14.22], "requests_per_s": [37.0, 37.1],
+    ...     "mode_label": ["mps", "naive"], "launches": [3, 1], "latency_p50_ms": [9.96, 14.22],
+    ...     "requests_per_s": [37.0, 37.1],
     ...     "latency_p99_ms": [18.01, 30.6], "latency_p99_ms_lo": [16.75, 29.2],
     ...     "latency_p99_ms_hi": [19.35, float("nan")], "train_images_per_s": [2666.4, 1861.7],
     ...     "requests_in_window": [480, 221], "window_s": [12.0, 6.0]})
     >>> shown, note = p99_table(frame)
     >>> [str(v) for v in shown.iloc[1]]
-    ['resnet50', '38.5', 'resnet50 x2', 'naive', '14.2', '30.6', '29.2 – —', '37.1', '1861.7', 'no']
-    >>> [str(v) for v in shown.iloc[0, 3:7]]
-    ['MPS', '10.0', '18.0', '16.8 – 19.4']
+    ['resnet50', '38.5', 'resnet50 x2', 'naive', '1', '14.2', '30.6', '29.2 – —', '37.1', '1861.7', 'no']
+    >>> [str(v) for v in shown.iloc[0, 3:8]]
+    ['MPS', '3', '10.0', '18.0', '16.8 – 19.4']
     >>> print(note)
     — : too few requests for the upper bound (6-s windows, 221 requests; a p99's upper bound needs about 400)
     """
     hi, lo = table["latency_p99_ms_hi"], table["latency_p99_ms_lo"]
     shown = pd.DataFrame({
         "served": table["served"], "requests/s offered": table["rate_per_s"], "training beside it": table["mix"],
-        "setting": [setting_words(m) for m in table["mode_label"]],
+        "setting": [setting_words(m) for m in table["mode_label"]], "launches": table["launches"],
         "p50 (ms)": [_ms(v) for v in table["latency_p50_ms"]], "p99 (ms)": [_ms(v) for v in table["latency_p99_ms"]],
         "p99 95 % CI (ms)": [f"{_ms(a, NO_BOUND)} – {_ms(b, NO_BOUND)}" for a, b in zip(lo, hi)],
         "requests/s answered": table["requests_per_s"], "training images/s": table["train_images_per_s"],

@@ -1,11 +1,14 @@
 """The safe share: which sharing setting serves an inference job within its SLO with the most training beside it.
 
-From runs with an inference job (`role: serve`; figures from `colloc_kit.analysis.latency`), `frontier` makes a row
+From runs with an inference job (`role: serve`; figures from `colloc_kit.analysis.latency`), `run_rows` makes a row
 per run: the served model and rate, the training mix beside it ("resnet50 x2"), the setting (mode and its options),
-the training images/s and the inference p99 with its CI, and whether the p99 met the SLO. `choose` answers "serve X at
-R req/s with p99 <= S ms beside these training jobs": of the shared settings measured for that question, the one
-within S with the most training (measured; this module predicts nothing: a question with no run is answered with the
-spec that measures it, `sweep_spec`). `confirm_spec` repeats the chosen setting, to check it holds.
+the training images/s and the inference p99 with its CI, and whether the p99 met the SLO. `frontier` makes a row per
+setting from them (`by_setting`): a setting launched several times (`ExperimentSpec.repeats`) gives its p99 over its
+launches, with a CI and the range one more launch falls in, because a p99 moves from launch to launch more than one
+window's CI says. `choose` answers "serve X at R req/s with p99 <= S ms beside these training jobs": of the shared
+settings measured for that question, the one within S with the most training (measured; this module predicts
+nothing: a question with no run is answered with the spec that measures it, `sweep_spec`). `confirm_spec` repeats
+the chosen setting, to check it holds.
 
     >>> table = frontier(reference_or_runs)                                   # doctest: +SKIP
     >>> advice = choose(table, "resnet50", rate_per_s=150, slo="25ms", beside="resnet50 x2")   # doctest: +SKIP
@@ -27,9 +30,11 @@ from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
 from colloc_kit.serving import SERVE, slo_ms
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.stats import ci95
 
-__all__ = ["FRONTIER_COLUMNS", "Advice", "Confirmation", "SETTINGS", "choose", "confirm_spec", "confirmation",
-           "frontier", "mix_label", "normal_mix", "sweep_spec"]
+__all__ = ["FRONTIER_COLUMNS", "LAUNCH_COLUMNS", "Advice", "Confirmation", "SETTINGS", "by_setting", "choose",
+           "confirm_spec", "confirmation", "frontier", "mix_label", "normal_mix", "p99_words", "run_rows",
+           "sweep_spec"]
 
 SETTINGS = [ModeSpec("naive"), ModeSpec("mps"), *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]})
                                                   for share in (25, 50, 75))]  # what `sweep_spec` measures
@@ -38,6 +43,9 @@ FRONTIER_COLUMNS = ["served", "rate_per_s", "concurrency", "slo_ms", "mix", "mod
                     "train_images_per_s", "latency_p50_ms", "latency_p99_ms", "latency_p99_ms_lo",
                     "latency_p99_ms_hi", "requests_per_s", "slo_share", "shared", "run_id", "experiment",
                     "requests_in_window", "window_s"]  # the last two: how many requests the p99 and its CI rest on
+SETTING_KEYS = ["served", "rate_per_s", "concurrency", "slo_ms", "mix", "mode", "mode_label", "copies", "shared",
+                "experiment"]  # the runs of one setting: its launches
+LAUNCH_COLUMNS = ["launches", "p99_ci_from", "next_p99_ms_lo", "next_p99_ms_hi", "launch_p99s_ms"]
 
 
 def mix_label(models: list[str]) -> str:
@@ -50,11 +58,11 @@ def mix_label(models: list[str]) -> str:
     return " + ".join(f"{model} x{n}" for model, n in counts.items()) if len(counts) else "nothing"
 
 
-def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
+def run_rows(results: Results, slo: str | None = None) -> pd.DataFrame:
     """A row per run with an inference job (see the module); `slo` replaces each job's own SLO for `within_slo`."""
     jobs = results.jobs
     if jobs.empty or "role" not in jobs or not (jobs["role"] == SERVE).any():
-        return pd.DataFrame(columns=[*FRONTIER_COLUMNS, "within_slo"])
+        return pd.DataFrame(columns=[*FRONTIER_COLUMNS, "within_slo", "repeat"])
     runs = results.runs.set_index("run_id")
     rows = []
     for run_id, group in jobs.groupby("run_id", sort=False):
@@ -71,10 +79,64 @@ def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
                      **{k: job.get(k) for k in FRONTIER_COLUMNS[9:15]},
                      "shared": not bool(run["sequential"]) and len(group) > 1, "run_id": run_id,
                      "experiment": run["experiment"], "requests_in_window": job.get("requests_in_window"),
-                     "window_s": job.get("window_s")})
-    table = pd.DataFrame(rows, columns=FRONTIER_COLUMNS)
+                     "window_s": job.get("window_s"), "repeat": run.get("repeat")})
+    table = pd.DataFrame(rows, columns=[*FRONTIER_COLUMNS, "repeat"])
     table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
     return table
+
+
+def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
+    """A row per setting measured (`by_setting` of `run_rows`): what notebook 10, the frontier and `choose` read."""
+    return by_setting(run_rows(results, slo))
+
+
+def by_setting(rows: pd.DataFrame) -> pd.DataFrame:
+    """A row per setting of `run_rows`'s rows, its launches (its runs: `repeats`) pooled. With two launches or more
+    the p99 is their geometric mean, `latency_p99_ms_lo`/`_hi` its 95 % CI over the launches (Student's t on the
+    logarithms of their p99s) and `next_p99_ms_lo`/`_hi` the 95 % range one more launch's p99 falls in (the
+    prediction interval: the CI's half-width times sqrt(launches + 1)); with one launch they are the run's p99 and
+    its window's CI, and no range (one launch says nothing of the next). `p99_ci_from` says which; the training
+    images/s, requests/s and share within the SLO are the launches' means, the p50 their median, `requests_in_window`
+    the fewest any launch's p99 rests on, `launch_p99s_ms` each launch's p99 (a tuple, in the order they ran).
+
+    >>> rows = pd.DataFrame({"served": "resnet50", "rate_per_s": 38.5, "concurrency": None, "slo_ms": 25.0,
+    ...     "mix": "resnet50 x1", "mode": "mps", "mode_label": "mps", "copies": 1, "shared": True, "experiment": "e",
+    ...     "train_images_per_s": [2090.0, 2120.0, 2100.0], "latency_p50_ms": [9.0, 9.5, 9.2],
+    ...     "latency_p99_ms": [20.5, 19.3, 18.5], "latency_p99_ms_lo": 18.0, "latency_p99_ms_hi": 22.0,
+    ...     "requests_per_s": 38.0, "slo_share": 1.0, "run_id": ["a", "b", "c"], "requests_in_window": 470,
+    ...     "window_s": 12.0})
+    >>> row = by_setting(rows).iloc[0]
+    >>> int(row["launches"]), row["p99_ci_from"], float(round(row["latency_p99_ms"], 1)), row["run_id"]
+    (3, '3 launches', 19.4, 'a b c')
+    >>> [round(float(row[c]), 1) for c in ("latency_p99_ms_lo", "latency_p99_ms_hi", "next_p99_ms_lo", "next_p99_ms_hi")]
+    [17.1, 22.1, 15.0, 25.1]
+    """
+    columns = [*FRONTIER_COLUMNS, "within_slo", *LAUNCH_COLUMNS]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    settings = [_setting(runs) for _, runs in rows.groupby(SETTING_KEYS, sort=False, dropna=False)]
+    table = pd.DataFrame(settings, columns=columns)
+    table["within_slo"] = table["latency_p99_ms"] <= table["slo_ms"]
+    return table
+
+
+def _setting(runs: pd.DataFrame) -> dict:
+    """`by_setting`'s row of one setting's runs."""
+    first = runs.iloc[0]
+    p99 = runs["latency_p99_ms"].dropna().astype(float)
+    row = {**{key: first[key] for key in SETTING_KEYS}, "launches": len(runs),
+           "train_images_per_s": runs["train_images_per_s"].mean(), "latency_p50_ms": runs["latency_p50_ms"].median(),
+           "requests_per_s": runs["requests_per_s"].mean(), "slo_share": runs["slo_share"].mean(),
+           "run_id": " ".join(map(str, runs["run_id"])), "requests_in_window": runs["requests_in_window"].min(),
+           "window_s": runs["window_s"].min(), "launch_p99s_ms": tuple(float(v) for v in p99)}
+    if len(p99) < 2:
+        return {**row, **{key: first[key] for key in ("latency_p99_ms", "latency_p99_ms_lo", "latency_p99_ms_hi")},
+                "p99_ci_from": "one window", "next_p99_ms_lo": math.nan, "next_p99_ms_hi": math.nan}
+    mean, half = ci95(p99.map(math.log))
+    spread = half * math.sqrt(len(p99) + 1)
+    return {**row, "latency_p99_ms": math.exp(mean), "latency_p99_ms_lo": math.exp(mean - half),
+            "latency_p99_ms_hi": math.exp(mean + half), "p99_ci_from": f"{len(p99)} launches",
+            "next_p99_ms_lo": math.exp(mean - spread), "next_p99_ms_hi": math.exp(mean + spread)}
 
 
 @dataclass(frozen=True)
@@ -100,9 +162,27 @@ class Advice:
             return (f"{none}, nor serving alone: alone its p99 is {self.alone_p99_ms:.1f} ms against {target:g} ms; "
                     "a lower rate, a looser SLO or a faster card")
         r = self.row
+        launches = r.get("launch_p99s_ms") if isinstance(r.get("launch_p99s_ms"), tuple) else ()
+        met = sum(p99 <= r["slo_ms"] for p99 in launches)
+        held = f"; {met} of {len(launches)} launches within it" if len(launches) > 1 else ""
         return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
-                f"{r['latency_p99_ms']:.1f} ms ({ci_words(r['latency_p99_ms_lo'], r['latency_p99_ms_hi'])}) <= "
-                f"{r['slo_ms']:g} ms ({self.source})")
+                f"{r['latency_p99_ms']:.1f} ms ({p99_words(r)}) <= {r['slo_ms']:g} ms{held} ({self.source})")
+
+
+def p99_words(row: pd.Series) -> str:
+    """A setting's p99 (a `frontier` row) in words: over its launches, with the range of one more, or one window's.
+
+    >>> p99_words(pd.Series({"p99_ci_from": "3 launches", "latency_p99_ms_lo": 17.0, "latency_p99_ms_hi": 22.2,
+    ...                      "next_p99_ms_lo": 14.9, "next_p99_ms_hi": 25.4}))
+    'geometric mean of 3 launches, 95 % CI 17.0-22.2; one more launch 14.9-25.4'
+    >>> p99_words(pd.Series({"p99_ci_from": "one window", "latency_p99_ms_lo": 17.0, "latency_p99_ms_hi": 22.2}))
+    'one launch, 95 % CI 17.0-22.2'
+    """
+    ci = ci_words(row["latency_p99_ms_lo"], row["latency_p99_ms_hi"])
+    if row.get("p99_ci_from", "one window") == "one window":
+        return f"one launch, {ci}"
+    return (f"geometric mean of {row['p99_ci_from']}, {ci}; one more launch {row['next_p99_ms_lo']:.1f}-"
+            f"{row['next_p99_ms_hi']:.1f}")
 
 
 def choose(table: pd.DataFrame, served: str, rate_per_s: float, slo: str, beside: str) -> Advice:
@@ -128,14 +208,16 @@ def choose(table: pd.DataFrame, served: str, rate_per_s: float, slo: str, beside
 @dataclass(frozen=True)
 class Confirmation:
     """What the repeats of a chosen setting (`confirm_spec`) said: how many ran, the share whose p99 met the SLO, their
-    mean training images/s over the best measured within the SLO, and the share whose p99 lay inside the chosen run's
-    95 % CI (NaN where that CI lacks a bound). `held`: the first two at their targets; the third is reported with its
-    target, not required (a p99's CI covers one window's requests, not the GPU's state from run to run)."""
+    mean training images/s over the best measured within the SLO, and the share whose p99 lay inside the range the
+    advice gave for it (`against`: where the setting ran two launches or more, the range one more launch falls in,
+    `by_setting`; else the chosen run's 95 % CI, one window's, which a repeat often leaves; NaN where it lacks a
+    bound). `held`: the first two at their targets; the third is reported with its target."""
 
     runs: int
     within_slo: float
     training_kept: float
     within_ci: float
+    against: str = "the chosen run's 95 % CI"
 
     TARGETS: ClassVar[dict[str, float]] = {"within_slo": 0.9, "training_kept": 0.8, "within_ci": 0.9}
 
@@ -153,23 +235,29 @@ class Confirmation:
         p99 inside the chosen run's 95 % CI in 67 % (target 90 %)
         """
         target = {name: _share(share) for name, share in self.TARGETS.items()}
-        agreed = ("the chosen run's p99 has no 95 % CI to agree within" if math.isnan(self.within_ci) else
-                  f"p99 inside the chosen run's 95 % CI in {_share(self.within_ci)} (target {target['within_ci']})")
+        agreed = (f"{self.against}: no bound to agree within" if math.isnan(self.within_ci) else
+                  f"p99 inside {self.against} in {_share(self.within_ci)} (target {target['within_ci']})")
         return (f"{self.runs} run(s) of {setting}: within the SLO in {_share(self.within_slo)} (target "
                 f"{target['within_slo']}), training {_share(self.training_kept)} of the best within the SLO (target "
                 f"{target['training_kept']}), {agreed}")
 
 
 def confirmation(advice: Advice, repeated: pd.DataFrame) -> Confirmation:
-    """`Confirmation` of `advice` (a chosen setting) from the frontier rows of its repeats."""
+    """`Confirmation` of `advice` (a chosen setting) from the rows of its repeats (`run_rows`, a row per repeat)."""
     if advice.row is None or not len(repeated):
         raise BadInput("nothing confirmed: no chosen setting, or no repeat of it ran")
     best = advice.candidates.loc[advice.candidates["within_slo"], "train_images_per_s"].max()
-    low, high = advice.row["latency_p99_ms_lo"], advice.row["latency_p99_ms_hi"]
+    row = advice.row
+    if pd.notna(row.get("next_p99_ms_lo")):
+        low, high = row["next_p99_ms_lo"], row["next_p99_ms_hi"]
+        against = f"the 95 % range of one more launch ({row['p99_ci_from']})"
+    else:
+        low, high, against = row["latency_p99_ms_lo"], row["latency_p99_ms_hi"], Confirmation.against
     within_ci = (float(repeated["latency_p99_ms"].between(low, high).mean()) if pd.notna(low) and pd.notna(high)
                  else math.nan)
     return Confirmation(len(repeated), float(repeated["within_slo"].mean()),
-                        float(repeated["train_images_per_s"].mean() / best) if best > 0 else math.nan, within_ci)
+                        float(repeated["train_images_per_s"].mean() / best) if best > 0 else math.nan, within_ci,
+                        against)
 
 
 def sweep_spec(serve: JobSpec, training: list[tuple[JobSpec, int]], name: str, modes: list[ModeSpec] | None = None

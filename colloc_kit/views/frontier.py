@@ -1,6 +1,7 @@
 """The safe-share frontier: per served model, the training images/s beside an inference job against its p99, a point
-per run, a colour per setting, a marker shape per training mix (where there are several), the SLO as a line; filled
-points met it, open ones did not; error bars the p99's 95 % CI, a side left out where the requests give no bound.
+per setting (`serve_advise.frontier`: its launches pooled), a colour per setting, a marker shape per training mix
+(where there are several), the SLO as a line; filled points met it, open ones did not; error bars the p99's 95 % CI
+(over the setting's launches, or its one window's), a side left out where the requests give no bound.
 
     >>> table = serve_advise.frontier(colloc_kit.load("runs/serving"))     # doctest: +SKIP
     >>> safe_share(table, slo_ms=25).show()                                 # doctest: +SKIP
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from colloc_kit.analysis.latency import ci_words
+from colloc_kit.predict.serve_advise import p99_words
 from colloc_kit.views.style import colours, empty, grid, setting_words, where
 
 __all__ = ["safe_share"]
@@ -40,7 +41,7 @@ def safe_share(table: pd.DataFrame, slo_ms: float | None = None, title: str = "T
         for label, points in rows.groupby("setting", sort=True):
             met = points["latency_p99_ms"] <= slo if pd.notna(slo) else points["within_slo"]
             symbols = [shape[str(mix)] + ("" if m else "-open") for mix, m in zip(points["mix"], met)]
-            ci = [ci_words(lo, hi) for lo, hi in zip(points["latency_p99_ms_lo"], points["latency_p99_ms_hi"])]
+            ci = [p99_words(row) for _, row in points.iterrows()]
             fig.add_trace(go.Scatter(
                 x=points["latency_p99_ms"], y=points["train_images_per_s"], mode="markers", name=label,
                 legendgroup=label, showlegend=False,
