@@ -108,7 +108,7 @@ def by_setting(rows: pd.DataFrame) -> pd.DataFrame:
     >>> row = by_setting(rows).iloc[0]
     >>> int(row["launches"]), row["p99_ci_from"], float(round(row["latency_p99_ms"], 1)), row["run_id"]
     (3, '3 launches', 19.4, 'a b c')
-    >>> [round(float(row[c]), 1) for c in ("latency_p99_ms_lo", "latency_p99_ms_hi", "next_p99_ms_lo", "next_p99_ms_hi")]
+    >>> [round(float(row[f"{c}_p99_ms_{end}"]), 1) for c in ("latency", "next") for end in ("lo", "hi")]
     [17.1, 22.1, 15.0, 25.1]
     """
     columns = [*FRONTIER_COLUMNS, "within_slo", *LAUNCH_COLUMNS]
