@@ -412,3 +412,16 @@ def test_a_rate_given_wrongly_exits_2_saying_what_to_give(monkeypatch, capsys, g
     with pytest.raises(SystemExit) as exited:
         inference.main(["--rate", *given, "--out", "/nonexistent/never-made"])
     assert exited.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_the_peer_cells_read_as_one_more_launch_of_the_kits_give_the_shipped_table():
+    """The results README's counts of peer cells inside the kit's range of one more launch come from this table."""
+    module = load("peer_against_launches")
+    failed, tried = doctest.testmod(module)
+    assert tried > 0 and failed == 0
+    table = module.table()
+    shipped = pd.read_csv(module.RESULTS / "peer-vs-launches.csv")
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), shipped, check_dtype=False)
+    assert len(table) == 33 and int(table["peer_p99_inside"].sum()) == 25 and int(table["peer_p50_inside"].sum()) == 28
+    inside = table["next_p99_ms_lo"].le(table["peer_p99_ms"]) & table["peer_p99_ms"].le(table["next_p99_ms_hi"])
+    assert inside.tolist() == table["peer_p99_inside"].tolist()  # the flag is the range's own test
