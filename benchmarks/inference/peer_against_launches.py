@@ -12,7 +12,6 @@ one ResNet-50 trainer, a second peer launch (`peer-vit-2/`); nothing runs on a G
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pandas as pd
 
 from colloc_kit import reference
 from colloc_kit.predict import serve_advise
-from colloc_kit.stats import ci95
+from colloc_kit.stats import geometric_ci95
 
 RESULTS = Path(__file__).resolve().parent / "results" / "h200"
 PEER_FOLDERS = ("p12-r50", "p12-vit", "rest-vit", "rest-r50",  # the peer cells beside each setting's first launch
@@ -34,9 +33,7 @@ def p50_range(p50s: pd.Series) -> tuple[float, float]:
     >>> [round(v, 2) for v in p50_range(pd.Series([10.0, 10.5, 11.0]))]
     [8.28, 13.3]
     """
-    mean, half = ci95(p50s.map(math.log))
-    spread = half * math.sqrt(len(p50s) + 1)
-    return math.exp(mean - spread), math.exp(mean + spread)
+    return geometric_ci95(p50s)[3:]
 
 
 def table() -> pd.DataFrame:

@@ -30,7 +30,7 @@ from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
 from colloc_kit.serving import SERVE, slo_ms
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
-from colloc_kit.stats import ci95
+from colloc_kit.stats import geometric_ci95
 
 __all__ = ["FRONTIER_COLUMNS", "LAUNCH_COLUMNS", "Advice", "Confirmation", "SETTINGS", "by_setting", "choose",
            "confirm_spec", "confirmation", "frontier", "mix_label", "normal_mix", "p99_words", "run_rows",
@@ -92,10 +92,9 @@ def frontier(results: Results, slo: str | None = None) -> pd.DataFrame:
 
 def by_setting(rows: pd.DataFrame) -> pd.DataFrame:
     """A row per setting of `run_rows`'s rows, its launches (its runs: `repeats`) pooled. With two launches or more
-    the p99 is their geometric mean, `latency_p99_ms_lo`/`_hi` its 95 % CI over the launches (Student's t on the
-    logarithms of their p99s) and `next_p99_ms_lo`/`_hi` the 95 % range one more launch's p99 falls in (the
-    prediction interval: the CI's half-width times sqrt(launches + 1)); with one launch they are the run's p99 and
-    its window's CI, and no range (one launch says nothing of the next). `p99_ci_from` says which; the training
+    the p99 is their geometric mean, `latency_p99_ms_lo`/`_hi` its 95 % CI over the launches and `next_p99_ms_lo`/
+    `_hi` the 95 % range one more launch's p99 falls in (`stats.geometric_ci95`); with one launch they are the run's
+    p99 and its window's CI, and no range (one launch says nothing of the next). `p99_ci_from` says which; the training
     images/s, requests/s and share within the SLO are the launches' means, the p50 their median, `requests_in_window`
     the fewest any launch's p99 rests on, `launch_p99s_ms` each launch's p99 (a tuple, in the order they ran).
 
@@ -132,11 +131,9 @@ def _setting(runs: pd.DataFrame) -> dict:
     if len(p99) < 2:
         return {**row, **{key: first[key] for key in ("latency_p99_ms", "latency_p99_ms_lo", "latency_p99_ms_hi")},
                 "p99_ci_from": "one window", "next_p99_ms_lo": math.nan, "next_p99_ms_hi": math.nan}
-    mean, half = ci95(p99.map(math.log))
-    spread = half * math.sqrt(len(p99) + 1)
-    return {**row, "latency_p99_ms": math.exp(mean), "latency_p99_ms_lo": math.exp(mean - half),
-            "latency_p99_ms_hi": math.exp(mean + half), "p99_ci_from": f"{len(p99)} launches",
-            "next_p99_ms_lo": math.exp(mean - spread), "next_p99_ms_hi": math.exp(mean + spread)}
+    mean, low, high, next_low, next_high = geometric_ci95(p99)
+    return {**row, "latency_p99_ms": mean, "latency_p99_ms_lo": low, "latency_p99_ms_hi": high,
+            "p99_ci_from": f"{len(p99)} launches", "next_p99_ms_lo": next_low, "next_p99_ms_hi": next_high}
 
 
 @dataclass(frozen=True)
