@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from colloc_kit.analysis.latency import REQUESTS_FOR_TOP_BOUND
+from colloc_kit.predict.serve_advise import launches_met
 from colloc_kit.stats import plural
 from colloc_kit.views.style import setting_words
 
@@ -74,10 +75,8 @@ def _launches(row: pd.Series, target: float) -> str:
     >>> _launches(pd.Series({"launch_p99s_ms": (19.6, 36.6, 19.1)}), 25.0)
     ' (the geometric mean of 3 launches; 2 of them met it)'
     """
-    launches = row.get("launch_p99s_ms")
-    if not isinstance(launches, tuple) or len(launches) < 2:
-        return ""
-    return f" (the geometric mean of {len(launches)} launches; {sum(p <= target for p in launches)} of them met it)"
+    met, launches = launches_met(row, target)
+    return f" (the geometric mean of {launches} launches; {met} of them met it)" if launches > 1 else ""
 
 
 def slo_lines(table: pd.DataFrame) -> list[str]:

@@ -33,8 +33,8 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import geometric_ci95
 
 __all__ = ["FRONTIER_COLUMNS", "LAUNCH_COLUMNS", "Advice", "Confirmation", "SETTINGS", "by_setting", "choose",
-           "confirm_spec", "confirmation", "frontier", "mix_label", "normal_mix", "p99_words", "run_rows",
-           "sweep_spec"]
+           "confirm_spec", "confirmation", "frontier", "launches_met", "mix_label", "normal_mix", "p99_words",
+           "run_rows", "sweep_spec"]
 
 SETTINGS = [ModeSpec("naive"), ModeSpec("mps"), *(ModeSpec("mps", {"thread_percentage": [100, *[share] * 8]})
                                                   for share in (25, 50, 75))]  # what `sweep_spec` measures
@@ -138,8 +138,8 @@ def _setting(runs: pd.DataFrame) -> dict:
 
 @dataclass(frozen=True)
 class Advice:
-    """The answer: the chosen run's row (None: no measured setting met the SLO), where it comes from, the best
-    training any measured setting within the SLO gave, and the rows it was chosen from."""
+    """The answer: the chosen setting's row (`frontier`; None: no measured setting met the SLO), where it comes from,
+    the best training any measured setting within the SLO gave, and the rows it was chosen from."""
 
     row: pd.Series | None
     source: str
@@ -159,11 +159,23 @@ class Advice:
             return (f"{none}, nor serving alone: alone its p99 is {self.alone_p99_ms:.1f} ms against {target:g} ms; "
                     "a lower rate, a looser SLO or a faster card")
         r = self.row
-        launches = r.get("launch_p99s_ms") if isinstance(r.get("launch_p99s_ms"), tuple) else ()
-        met = sum(p99 <= r["slo_ms"] for p99 in launches)
-        held = f"; {met} of {len(launches)} launches within it" if len(launches) > 1 else ""
+        met, launches = launches_met(r, r["slo_ms"])
+        held = f"; {met} of {launches} launches within it" if launches > 1 else ""
         return (f"{r['mode_label']}: training {r['train_images_per_s']:.0f} images/s beside it, p99 "
                 f"{r['latency_p99_ms']:.1f} ms ({p99_words(r)}) <= {r['slo_ms']:g} ms{held} ({self.source})")
+
+
+def launches_met(row: pd.Series, target_ms: float) -> tuple[int, int]:
+    """How many of a setting's launches (a `frontier` row's `launch_p99s_ms`) had a p99 within `target_ms`, and how
+    many launches there were; (0, 0) for a row without them.
+
+    >>> launches_met(pd.Series({"launch_p99s_ms": (19.6, 36.6, 19.1)}), 25.0)
+    (2, 3)
+    """
+    launches = row.get("launch_p99s_ms")
+    if not isinstance(launches, tuple):
+        return 0, 0
+    return sum(p99 <= target_ms for p99 in launches), len(launches)
 
 
 def p99_words(row: pd.Series) -> str:
