@@ -8,6 +8,7 @@ import io
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,7 +24,7 @@ from colloc_kit.gpu import nvml
 from colloc_kit.gpu.mig_simulator import SimulatedNvml
 from colloc_kit.pipeline.cells import Cell, cells
 from colloc_kit.pipeline.entry import RELEASE_KEPT
-from colloc_kit.pipeline.executors.dispatcher import KEPT_IDLE_S, Dispatcher, _LaneProcess, _next_for
+from colloc_kit.pipeline.executors.dispatcher import KEPT_IDLE_S, Dispatcher, LaneCell, _LaneProcess, _next_for
 from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.pipeline.warm import Kept, Launch
 from colloc_kit.spec import ExperimentSpec, JobSpec
@@ -316,3 +317,24 @@ def test_an_idle_lane_with_no_cell_waiting_closes_the_launch_it_keeps_once_after
     dispatcher.pump()
     assert [json.loads(line) for line in Proc.stdin.getvalue().splitlines()] == [{RELEASE_KEPT: True}]
     assert lane.last is None
+
+
+def test_a_closed_dispatchers_handles_read_their_ends_without_telling_its_lanes_anything():
+    """After `close` (every lane's input closed) the handles of ended cells give their statuses and tell no lane to
+    close its kept launch, however long the lanes took to leave (CI, session 26: a 4-GPU run's results read after
+    close wrote to a closed input: ValueError)."""
+    class Proc:
+        stdin = io.BytesIO()
+
+        def poll(self):
+            return 0
+
+    cell = cells(ExperimentSpec(jobs=[JobSpec(**TINY)], warm_repeats=True))[0]
+    dispatcher = Dispatcher([SimpleNamespace(gpu=0)], [None], None)  # type: ignore[arg-type]
+    pump = threading.Thread(target=lambda: None)  # the lane's output heard to its end
+    pump.start()
+    lane = _LaneProcess("GPU 0", None, Proc(), None, pump, last=cell)  # type: ignore[arg-type]
+    lane.idle_since -= 2 * KEPT_IDLE_S  # it left, slowly, with the launch it kept
+    dispatcher.lanes, dispatcher.codes[cell.cell_id] = [lane], 0
+    Proc.stdin.close()
+    assert LaneCell(cell, dispatcher).result() == "complete"
