@@ -146,7 +146,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
     """Long: one job's life in the order it happens (checks, imports, device, build, prime, barrier, loop, end); an
     inference job (`role: serve`) branches to `worker.serve` once its device is set."""
     check_job(spec)
-    import scipy.stats  # noqa: F401, PLC0415 - the window's CI needs it: loaded now, not where the window ends (~1 s)
+    import scipy.special  # noqa: F401, PLC0415 - the window's CI needs it: loaded now, not where the window ends
     import torch  # noqa: PLC0415 - after check_job: bad input is refused before torch loads
 
     from colloc_kit.worker.loaders import build_feed  # noqa: PLC0415 - loads torch: after check_job, timed as imports

@@ -28,7 +28,7 @@ __all__ = ["CUDA_ERROR_NOT_INITIALIZED", "MESSAGE_BYTES", "POLL_S", "PRELOAD", "
            "main"]
 
 
-PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.stats", "colloc_kit.worker.train",
+PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.special", "colloc_kit.worker.train",
            "colloc_kit.worker.loaders", "colloc_kit.worker.models", "colloc_kit.worker.recipes")
 WORKER_MODULE = "colloc_kit.worker"
 POLL_S = 0.02
