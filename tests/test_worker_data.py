@@ -19,7 +19,8 @@ from colloc_kit.gpu import nvml
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker import MODEL_NAMES, check_job
 from colloc_kit.worker.datasets import IMAGE_SUFFIXES, image_side, imagenet64_files
-from colloc_kit.worker.loaders import CIFAR10Files, ImageNet64, _npz_memmap, build_feed
+from colloc_kit.worker.disk_data import CIFAR10Files, ImageNet64, _npz_memmap
+from colloc_kit.worker.loaders import build_feed
 from colloc_kit.worker.models import build_model
 from colloc_kit.worker.train import error_kind
 

@@ -16,6 +16,7 @@ from processes import survivors_of_killed_kit
 
 import colloc_kit
 from colloc_kit import events
+from colloc_kit.spec import JobSpec
 from colloc_kit.worker.zygote import EXIT_UNKNOWN, Zygote, enabled
 
 TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--batch-size", "8",
@@ -142,7 +143,7 @@ def test_a_zygote_that_would_fork_threads_refuses():
 def test_the_switch_turns_it_off(monkeypatch):
     monkeypatch.setenv("COLLOC_KIT_ZYGOTE", "0")
     assert not enabled()
-    assert Zygote.for_experiment(["smallcnn"]).__enter__() is None
+    assert Zygote.for_experiment([JobSpec(model="smallcnn", device="cpu")]).__enter__() is None
 
 
 @pytest.mark.slow

@@ -96,8 +96,7 @@ def lane_main(argv: list[str] | None = None) -> int:
     lanes: dict[tuple[str, str, str], tuple[Lane, dict[str, Cell]]] = {}
     try:
         with supervise.sigterm_as_interrupt(), contextlib.ExitStack() as stack:
-            zygote = stack.enter_context(Zygote.for_experiment(
-                job.model for job in _spec_and_cells(args.spec_file)[0].jobs))
+            zygote = stack.enter_context(Zygote.for_experiment(_spec_and_cells(args.spec_file)[0].jobs))
             kept = Kept()  # the GPU's kept launch (pipeline.warm), whichever experiment's lane ran it
             stack.callback(kept.close)
             for line in sys.stdin:

@@ -55,12 +55,12 @@ class Lane(contextlib.AbstractContextManager):
         block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
         if self.zygote is None and block is not None:
             if block.zygote is None:
-                block.zygote = block.stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+                block.zygote = block.stack.enter_context(Zygote.for_experiment(self.spec.jobs))
                 block.stack.callback(block.kept.close)  # before its zygote ends: jobs, then mode
             self.zygote = block.zygote
             self.kept, self._own_kept = block.kept, False
         if self.zygote is None:
-            self.zygote = self._stack.enter_context(Zygote.for_experiment(job.model for job in self.spec.jobs))
+            self.zygote = self._stack.enter_context(Zygote.for_experiment(self.spec.jobs))
         if self._own_kept:
             self._stack.callback(self.kept.close)  # a launch kept at the lane's end: its jobs stopped, mode left
         if quick_start():  # the last cell read back while the next starts; left only once every reading is in

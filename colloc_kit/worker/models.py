@@ -60,10 +60,10 @@ def build_model(name: str, num_classes: int, image_size: int) -> Any:
 
         return timm.create_model(name.removeprefix(TIMM_PREFIX), pretrained=False, num_classes=num_classes,
                                  **_timm_size(name.removeprefix(TIMM_PREFIX), image_size))
-    import torchvision  # noqa: PLC0415 - heavy: loaded when a model is built
-
     if name == "smallcnn":
         return _small_cnn(num_classes)
+    import torchvision  # noqa: PLC0415 - heavy: loaded when a model is built
+
     if name == "resnet26":  # the seed study's small model: ResNet with Bottleneck blocks [2, 2, 2, 2]
         from torchvision.models.resnet import Bottleneck, ResNet  # noqa: PLC0415 - heavy: loaded when a model is built
 

@@ -1,5 +1,6 @@
-"""A preloaded process that forks job workers, so that torch, torchvision and the worker's code are imported once per
-experiment instead of once per job (on the H100 these imports were about 10 s of each run's overhead; issue 10).
+"""A preloaded process that forks job workers, so that torch, the jobs' libraries and the worker's code are imported
+once per experiment instead of once per job (on the H100 these imports were about 10 s of each run's overhead; issue
+10).
 
 The zygote imports and never initialises CUDA (it checks, and stays unused if an import did, or started a thread).
 Each worker it forks leads its own process group, takes the kit's pipes as stdin/stdout and its log as stderr, sets the
@@ -41,17 +42,38 @@ import time
 from typing import IO, Any, Iterable
 
 from colloc_kit import supervise
+from colloc_kit.spec import JobSpec
 from colloc_kit.worker import zygote_process
 from colloc_kit.worker.models import TIMM_PREFIX
 from colloc_kit.worker.zygote_process import MESSAGE_BYTES, POLL_S, WORKER_MODULE
 
-__all__ = ["CHECK_S", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "ONE_THREAD", "Zygote", "enabled"]
+__all__ = ["CHECK_S", "EXIT_UNKNOWN", "ForkedWorker", "HELLO_TIMEOUT_S", "ONE_THREAD", "Zygote", "enabled", "libraries"]
 
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1"}  # numpy's BLAS starts a thread pool at import otherwise (training never
                                           # calls it); the zygote must have one thread when it forks
 EXIT_UNKNOWN = 255  # a worker whose zygote died before reporting how it ended
 HELLO_TIMEOUT_S = 600.0  # the imports; past this the kit starts workers as fresh processes
 CHECK_S = 0.5  # how often the kit, waiting on the zygote, looks whether it is suspended
+
+
+def libraries(jobs: Iterable[JobSpec]) -> list[str]:
+    """What a zygote imports for `jobs` beyond what every worker needs (`zygote_process.PRELOAD`): torchvision for
+    its models and for data on disk (with the kit's disk loaders), timm for timm's models and the seed recipe; nothing
+    more for the tiny CPU model on synthetic data (about 2 s of imports saved per zygote). A worker imports anything
+    missed here itself, after its fork.
+
+    >>> libraries([JobSpec(model="smallcnn", device="cpu")])
+    []
+    >>> libraries([JobSpec(model="smallcnn", device="cpu"), JobSpec(model="resnet18", dataset="cifar10")])
+    ['torchvision', 'colloc_kit.worker.disk_data']
+    """
+    jobs = list(jobs)
+    needs = {
+        "torchvision": any(job.model != "smallcnn" or job.dataset != "synthetic" for job in jobs),
+        "colloc_kit.worker.disk_data": any(job.dataset != "synthetic" for job in jobs),
+        "timm": any(job.model.startswith(TIMM_PREFIX) or job.recipe == "seed" for job in jobs),
+    }
+    return [name for name, needed in needs.items() if needed]
 
 
 def enabled() -> bool:
@@ -64,10 +86,10 @@ class Zygote:
     context manager; leaving it closes the socket, which ends the zygote (its workers run on until they end or their
     stdin closes)."""
 
-    def __init__(self, models: Iterable[str] = ()):
-        """`models`: the names the jobs will build, so that a library only some need (timm) is imported too."""
+    def __init__(self, jobs: Iterable[JobSpec] = ()):
+        """`jobs`: the jobs it will fork workers for, so that what only some need is imported too (`libraries`)."""
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        extra = ["timm"] if any(name.startswith(TIMM_PREFIX) for name in models) else []
+        extra = libraries(jobs)
         self._proc = subprocess.Popen([sys.executable, "-m", zygote_process.__name__, str(theirs.fileno()),
                                        str(os.getpid()), *extra], pass_fds=[theirs.fileno()],
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -89,9 +111,9 @@ class Zygote:
         self.close()
 
     @classmethod
-    def for_experiment(cls, models: Iterable[str]) -> "contextlib.AbstractContextManager[Zygote | None]":
+    def for_experiment(cls, jobs: Iterable[JobSpec]) -> "contextlib.AbstractContextManager[Zygote | None]":
         """A zygote for an experiment's runs, or None where it is turned off or the system lacks pidfds."""
-        return cls(models) if enabled() else contextlib.nullcontext()
+        return cls(jobs) if enabled() else contextlib.nullcontext()
 
     def close(self) -> None:
         """End the zygote: close its socket and reap it."""

@@ -5,7 +5,7 @@ takes the job's process group, streams, name, environment, cores and directory, 
 zygote reports each worker's exit code and CPU time back to the kit.
 
     >>> PRELOAD[:2]
-    ('torch', 'torchvision')
+    ('torch', 'torch._dynamo')
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ __all__ = ["CUDA_ERROR_NOT_INITIALIZED", "MESSAGE_BYTES", "POLL_S", "PRELOAD", "
            "main"]
 
 
-PRELOAD = ("torch", "torchvision", "setproctitle", "scipy.special", "colloc_kit.worker.train",
+# what every worker imports (torch._dynamo: by a job's first optimizer, about 2 s of CPU); `zygote.libraries` adds
+# what only some jobs need
+PRELOAD = ("torch", "torch._dynamo", "setproctitle", "scipy.special", "colloc_kit.worker.train",
            "colloc_kit.worker.loaders", "colloc_kit.worker.models", "colloc_kit.worker.recipes")
 WORKER_MODULE = "colloc_kit.worker"
 POLL_S = 0.02
