@@ -3,6 +3,7 @@ that the batch and browser tests read, each teacher copy's first run and one MLf
 SIGINT raises KeyboardInterrupt in every test, however the run was started and whatever the test before it did."""
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,11 @@ import pytest
 from mlflow_server import server
 
 from colloc_kit.batch import runner as batch
+
+# The suite's two workers share two cores with the kit's jobs they start, so a job's OpenMP threads that spin while
+# they wait for work (GNU OpenMP's default) burn the CPU that the other worker's jobs need; passive ones sleep. Set
+# before torch loads here, and inherited by every kit, zygote and job the tests start (test_lanes.py: 14 % of the CPU).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BATCH_FOLDER = ROOT / "batch-runs"  # where the README's `colloc-kit batch` writes
