@@ -7,7 +7,8 @@
     serve        an inference job's loop (`role: serve`): requests served in order, each one's latency in the events
     models       the models (torchvision, timm, tiny CPU ones), built by name
     datasets     the datasets by name, where their files are, what size their images have
-    loaders      a job's feed of batches: device-resident synthetic data, else the disk data's
+    feed         a job's feed: where its batches come from (`Feed`)
+    loaders      a job's feed made: device-resident synthetic data, else the disk data's
     disk_data    data on disk through torchvision's loaders and workers, with each recipe's transform
     faults       what is wrong with a damaged dataset file, named with how to make a good one
     recipes      the study's recipe (224 px, its augmentations) and the kit's

@@ -1,5 +1,5 @@
 """Batches from data on disk: torchvision's loaders over CIFAR-10, downsampled ImageNet 64x64 and image folders, with
-each recipe's training transform, as a `loaders.Feed` (`loaders.build_feed` imports this module only for a job that
+each recipe's training transform, as a `feed.Feed` (`loaders.build_feed` imports this module only for a job that
 reads files).
 
     >>> feed = disk_feed(JobSpec(model="resnet18", dataset="cifar10", data_root="/data"),           # doctest: +SKIP
@@ -24,7 +24,7 @@ from colloc_kit.errors import BadInput
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker.datasets import HOW_TO_GET, NUM_CLASSES, damaged, imagenet64_files
 from colloc_kit.worker.faults import cifar10_fault, imagenet64_labels, read_image
-from colloc_kit.worker.loaders import Feed
+from colloc_kit.worker.feed import Feed
 from colloc_kit.worker.recipes import IMAGENET_NORM, RECIPES, device_normaliser, seed_transform
 from colloc_kit.worker.standin import LABEL as STANDIN_LABEL
 from colloc_kit.worker.standin import is_standin

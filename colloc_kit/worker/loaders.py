@@ -13,28 +13,15 @@ its loader worker processes (a feed swap, `worker.train`)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import torch
 
 from colloc_kit.spec import JobSpec
 from colloc_kit.worker.datasets import NUM_CLASSES, image_side, locate
+from colloc_kit.worker.feed import Feed
 
-__all__ = ["Feed", "build_feed"]
-
-
-@dataclass
-class Feed:
-    """Where a job's batches come from: `epoch()` gives one pass as (images, labels) on the device; `close()` ends
-    its loader worker processes (none for synthetic data)."""
-
-    epoch: Callable[[], Iterator[tuple[torch.Tensor, torch.Tensor]]]
-    steps_per_epoch: int
-    num_classes: int
-    image_size: int
-    label: str
-    close: Callable[[], None] = lambda: None
+__all__ = ["build_feed"]
 
 
 def build_feed(spec: JobSpec, device: torch.device, synthetic_classes: int = NUM_CLASSES["synthetic"]) -> Feed:
