@@ -59,8 +59,8 @@ CHECK_S = 0.5  # how often the kit, waiting on the zygote, looks whether it is s
 def libraries(jobs: Iterable[JobSpec]) -> list[str]:
     """What a zygote imports for `jobs` beyond what every worker needs (`zygote_process.PRELOAD`): torchvision for
     its models and for data on disk (with the kit's disk loaders), timm for timm's models and the seed recipe; nothing
-    more for the tiny CPU model on synthetic data (about 2 s of imports saved per zygote). A worker imports anything
-    missed here itself, after its fork.
+    more for the tiny CPU model on synthetic data (torchvision is 0.4 s of CPU past torch's own imports). A worker
+    imports anything missed here itself, after its fork.
 
     >>> libraries([JobSpec(model="smallcnn", device="cpu")])
     []
