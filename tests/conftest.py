@@ -18,7 +18,7 @@ from colloc_kit.batch import runner as batch
 
 # The suite's two workers share two cores with the kit's jobs they start, so a job's OpenMP threads that spin while
 # they wait for work (GNU OpenMP's default) burn the CPU that the other worker's jobs need; passive ones sleep. Set
-# before torch loads here, and inherited by every kit, zygote and job the tests start (test_lanes.py: 14 % of the CPU).
+# before torch loads here, and inherited by every kit, zygote and job the tests start (test_lanes.py: 9 % less CPU).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
