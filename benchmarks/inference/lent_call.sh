@@ -22,20 +22,6 @@ timeout -k 10 ${LIMIT:-550} python3 benchmarks/inference/inference.py --out $D "
 echo "rc ${PIPESTATUS[0]} in $(( $(date +%s) - t0 )) s" | tee -a $OUT/$name.log
 # a daemon left behind (the kit's watchdog quits one whose kit was killed; this says so if one is still there): quit,
 # else kill, each found by the kit's own detection (its pipe dir read from the process, as the kit's refusal names it)
-python3 - <<'PY' 2>&1 | tee -a $OUT/$name.log
-import os
-import subprocess
-from colloc_kit.gpu.mps_detect import detect_running_daemons
-from colloc_kit.gpu.pids import kill, wait_gone
-for daemon in [d for d in detect_running_daemons() if d.kind == "control"]:
-    try:  # session 24 saw a quit hang
-        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, timeout=20, capture_output=True,
-                       env={**os.environ, "CUDA_MPS_PIPE_DIRECTORY": daemon.pipe_dir or "/tmp/nvidia-mps"})
-    except subprocess.TimeoutExpired:
-        pass
-    print(f"a left MPS daemon {daemon.pid} ({daemon.pipe_dir}):",
-          "quit" if not wait_gone([daemon.pid], 10) else "killed")
-kill([d.pid for d in detect_running_daemons()])
-PY
+python3 benchmarks/quit_left_mps.py 2>&1 | tee -a $OUT/$name.log
 tar czf $OUT/$name-results.tgz -C $D --exclude runs . && tar czf $OUT/$name-runs.tgz -C $D runs
 tar czf $OUT/$name-folder.tgz -C $D .   # the whole folder, to carry into the next call

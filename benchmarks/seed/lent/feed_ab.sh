@@ -8,14 +8,11 @@
 # seconds from this script's start.
 set -uo pipefail
 run_s=${1:-540}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 D=/tmp/seed-data; R=/tmp/feed-ab
 t0=$(date +%s)
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv > $OUT/gpus.csv; nproc >> $OUT/gpus.csv
-for pid in $(pgrep -f nvidia-cuda-mps-control); do  # an MPS daemon an earlier call left at its limit
-  pipe=$(tr '\0' '\n' < /proc/$pid/environ | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
-  echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 20 nvidia-cuda-mps-control && echo "quit a left MPS daemon ($pipe)"
-done
+python3 benchmarks/quit_left_mps.py  # an MPS daemon an earlier call left at its limit
 [ ! -d $R ] && [ -f .carry/feed-ab-runs.tgz ] && mkdir -p $R && tar xzf .carry/feed-ab-runs.tgz -C $R
 python3 -m colloc_kit.cli data make cifar10 --root $D --images 50000 --quiet > /dev/null
 sed "s#DATA#$D#" benchmarks/seed/lent/feed_ab.yaml > /tmp/feed-ab.yaml

@@ -7,14 +7,11 @@
 # end on precision) for what is left of RUN_S seconds, counted from this call's start.
 set -uo pipefail
 run_s=${1:-480}; carried=${2:-}; ab=${3:-}
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 D=/tmp/seed-data; R=/tmp/runs
 t0=$(date +%s)
 # an MPS daemon a call killed at its limit left behind (it runs in a session of its own): quit it first
-for pid in $(pgrep -f nvidia-cuda-mps-control); do
-  pipe=$(tr '\0' '\n' < /proc/$pid/environ | sed -n 's/^CUDA_MPS_PIPE_DIRECTORY=//p')
-  echo quit | CUDA_MPS_PIPE_DIRECTORY=$pipe timeout 20 nvidia-cuda-mps-control && echo "quit a left MPS daemon ($pipe)"
-done
+python3 benchmarks/quit_left_mps.py  # an MPS daemon an earlier call left at its limit
 if [ "$ab" = ab ]; then
   python3 -m colloc_kit.cli data make cifar10 --root $D --images 50000 --quiet > /dev/null
   sed "s#DATA#$D#" benchmarks/seed/lent/ab.yaml > /tmp/ab.yaml

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 50, one call on a two-GPU machine, from the checkout:
+#   bash benchmarks/seed/lent/swap_call.sh RUN_S
+# `colloc-kit run seed-33 --amp off --gpus all --warm-repeats --feed-swaps` with windows that end on precision
+# (seed_run.sh), resuming /tmp/runs on a warm machine or a carried .carry/runs.tgz, until RUN_S seconds after this
+# call's start. Once the experiment is complete, the swap A/B's other arm for what is left of RUN_S: the same command
+# without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only
+# twins launched afresh are left to run (the study cells and lone baselines are complete there), packed as
+# fresh-runs.tgz. The zygote needs setproctitle: carry .whl (its wheel) as benchmarks/inference/lent_call.sh says.
+set -uo pipefail
+run_s=${1:-540}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+t0=$(date +%s)
+if ls .whl/setproctitle-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/setproctitle-*.whl
+  export PYTHONPATH=$PWD:/tmp/site
+fi
+python3 -c 'import platform, torch, timm, torchvision, setproctitle; print("python", platform.python_version(),
+  "torch", torch.__version__, "timm", timm.__version__, "cores", __import__("os").cpu_count())'
+python3 benchmarks/quit_left_mps.py
+carried=""; [ ! -d /tmp/runs ] && [ -f .carry/runs.tgz ] && carried=.carry/runs.tgz
+SEED_FLAGS="--warm-repeats --feed-swaps" bash benchmarks/seed/lent/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried
+python3 benchmarks/quit_left_mps.py
+left=$(( run_s - ($(date +%s) - t0) ))
+if [ $left -gt 60 ]; then
+  F=/tmp/fresh
+  if [ ! -d $F ]; then
+    mkdir -p $F
+    if [ -f .carry/fresh-runs.tgz ]; then tar xzf .carry/fresh-runs.tgz -C $F; else cp -a /tmp/runs/. $F/; fi
+  fi
+  t1=$(date +%s)
+  timeout -s INT -k 60 $left python3 -m colloc_kit.cli run seed-33 --amp off --gpus all --warm-repeats \
+    --until-ci 0.01 --min-seconds 5 --data-root /tmp/seed-data --out $F --quiet > $OUT/fresh.log 2>&1
+  echo "fresh twins: rc $? in $(( $(date +%s) - t1 )) s"; tail -3 $OUT/fresh.log
+  tar czf $OUT/fresh-runs.tgz -C $F .
+  python3 benchmarks/quit_left_mps.py
+fi
+echo "call: $(( $(date +%s) - t0 )) s"
