@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from pathlib import Path
 
-from colloc_kit.batch import pages
+from colloc_kit.batch import command, pages
 from colloc_kit.batch import runner as batch
 from colloc_kit.errors import BadInput
 
@@ -169,9 +169,9 @@ def test_main_batch_exits_1_when_a_notebook_failed(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "load_profiles", lambda: {"t": {}})
     args = argparse.Namespace(profile="t", out=str(tmp_path / "out"), parameters=["N=3"], only=["02"],
                               notebooks=str(tiny), show_code=False)
-    assert batch.main_batch(args) == 0
+    assert command.main_batch(args) == 0
     args.only = None
-    assert batch.main_batch(args) == 1
+    assert command.main_batch(args) == 1
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -212,9 +212,9 @@ def test_a_broken_notebook_is_named(tmp_path):
 
 
 def test_parameters_from_the_command_line_are_read_as_yaml():
-    assert batch.parse_parameters(["COPIES=[1, 2]", "AMP=bf16", "N=3"]) == {"COPIES": [1, 2], "AMP": "bf16", "N": 3}
+    assert command.parse_parameters(["COPIES=[1, 2]", "AMP=bf16", "N=3"]) == {"COPIES": [1, 2], "AMP": "bf16", "N": 3}
     with pytest.raises(BadInput, match="KEY=VALUE"):
-        batch.parse_parameters(["COPIES"])
+        command.parse_parameters(["COPIES"])
 
 
 def test_the_kernel_is_this_python_even_with_a_stale_python3_kernelspec(tmp_path, monkeypatch):

@@ -25,7 +25,6 @@ noisy to compare modes) and the size of each page.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import shutil
@@ -35,10 +34,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import psutil
-import yaml
 
 from colloc_kit import machine, paths, supervise
 from colloc_kit.batch.pages import PLOTLY_JS, PLOTLY_MIME, export_html, flags_of, plotly_js, summary_of, warnings_of
+from colloc_kit.batch.profiles import load_profiles
 from colloc_kit.batch.parameters import check_contents, check_types
 from colloc_kit.batch.record import FAILED, INTERRUPTED, NOT_RUN, OK, BatchReport, NotebookOutcome, where, write_record
 from colloc_kit.errors import BadInput
@@ -46,10 +45,9 @@ from colloc_kit.gpu import nvml
 
 __all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
            "default_profile", "default_notebooks_dir", "load_profiles", "plan", "select", "run_batch",
-           "describe_machine", "copy_plotly_js", "execute", "current_python_kernel_manager", "where",
-           "add_subcommand", "main_batch", "parse_parameters"]  # PLOTLY_JS, PLOTLY_MIME: batch_pages', for callers
+           "describe_machine", "copy_plotly_js", "execute", "current_python_kernel_manager",
+           "where"]  # PLOTLY_JS, PLOTLY_MIME: batch_pages', for callers
 
-PROFILES_FILE = Path(__file__).with_name("profiles.yaml")
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 BATCH_PARAMETERS = {"INTERACTIVE": False, "PLOTLY_RENDERER": "plotly_mimetype"}  # figures as JSON; export draws them
 KERNEL_LOG = "kernels.stderr.log"  # the kernels' own stderr, in the batch folder
@@ -63,15 +61,6 @@ def default_profile() -> str:
 def default_notebooks_dir() -> Path:
     """The notebooks/ folder of the checkout this package is installed from."""
     return Path(__file__).resolve().parents[2] / "notebooks"
-
-
-def load_profiles(path: Path = PROFILES_FILE) -> dict[str, dict]:
-    """The batch profiles (batch_profiles.yaml): profile name -> its notebook parameters.
-
-    >>> "cpu-smoke" in load_profiles()
-    True
-    """
-    return yaml.safe_load(Path(path).read_text())
 
 
 def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overrides: Mapping[str, Any] | None = None,
@@ -288,46 +277,6 @@ def current_python_kernel_manager(log_folder: Path | None = None) -> type:
                 await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return CurrentPythonKernelManager
-
-
-def add_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register `colloc-kit batch` on the CLI's subparsers; its handler is `main_batch`."""
-    names = ", ".join(load_profiles())
-    parser = subparsers.add_parser("batch", help="execute the notebooks headless (papermill) into HTML reports")
-    parser.add_argument("--profile", help=f"parameter profile: {names} (default: gpu-quick with a GPU, else cpu-smoke)")
-    parser.add_argument("-p", "--parameter", dest="parameters", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a notebook parameter (YAML value), e.g. -p COPIES=[1,2] ; repeatable")
-    parser.add_argument("--out", default="batch-runs", help="folder for the executed notebooks (default: batch-runs)")
-    parser.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks, e.g. 03 07_analysis")
-    parser.add_argument("--notebooks", help="folder of the notebooks (default: the checkout's notebooks/)")
-    parser.add_argument("--show-code", action="store_true", help="keep the code cells in the HTML reports")
-    parser.add_argument("--self-contained", action="store_true",
-                        help="inline plotly.js once in each report (about 4.7 MB more a page) so that a page works "
-                             "alone, copied or mailed; default: one plotly.min.js beside the pages")
-    parser.set_defaults(handler=main_batch)
-    return parser
-
-
-def main_batch(args: argparse.Namespace) -> int:
-    """0 when every notebook ran without error, 1 otherwise; bad input raises BadInput (exit 2)."""
-    report = run_batch(profile=args.profile, out=args.out, overrides=parse_parameters(args.parameters),
-                       only=args.only, notebooks_dir=args.notebooks, show_code=getattr(args, "show_code", False),
-                       self_contained=getattr(args, "self_contained", False))
-    return 1 if report.failed else 0
-
-
-def parse_parameters(items: list[str]) -> dict[str, Any]:
-    """['COPIES=[1,2]', 'AMP=bf16'] -> {'COPIES': [1, 2], 'AMP': 'bf16'} (values read as YAML)."""
-    values = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise BadInput(f"-p takes KEY=VALUE, got {item!r}; e.g. -p COPIES=[1,2]")
-        try:
-            values[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise BadInput(f"-p {item}: the value is not valid YAML ({exc})") from None
-    return values
 
 
 def _new_folder(out: Path) -> Path:

@@ -23,10 +23,10 @@ GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "study_gain_mean", "study_
 def print_gains(results: Results) -> None:
     """Each configuration's gain over one job alone (with its CI, its split and each job's epoch-time growth), and
     the noise warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
-    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: plotly stays out of `info`
+    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: pandas stays out of `info`
         summaries as analysis,
     )
-    from colloc_kit.notebook import setup as notebook  # noqa: PLC0415 - as above
+    from colloc_kit.analysis.greying import greyed  # noqa: PLC0415 - as above (the pages' noise rule)
     from colloc_kit.views.tables import table  # noqa: PLC0415 - as above
 
     summary = analysis.summarize(results)
@@ -34,6 +34,6 @@ def print_gains(results: Results) -> None:
         else summary  # a baseline's runs (host-matched, gpu-only) show in the split, not as gains of their own
     if len(shown):
         print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
-    noise = notebook.noise_warning(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
+    noise = greyed(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None
     if noise:
         print(f"\nwarning: {noise}")

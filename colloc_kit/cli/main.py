@@ -33,7 +33,7 @@ import pandas as pd
 
 from colloc_kit import machine
 from colloc_kit.analysis.results import Results, load
-from colloc_kit.batch.runner import add_subcommand as add_batch
+from colloc_kit.batch.command import add_subcommand as add_batch
 from colloc_kit.cli.advise import add_subcommand as add_advise
 from colloc_kit.cli.export import add_subcommands as add_export
 from colloc_kit.cli.data import add_subcommands as add_data
