@@ -6,17 +6,20 @@
 # call's start. Once the experiment is complete, the swap A/B's other arm for what is left of RUN_S: the same command
 # without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only
 # twins launched afresh are left to run (the study cells and lone baselines are complete there), packed as
-# fresh-runs.tgz. The zygote needs setproctitle: carry .whl (its wheel) as benchmarks/inference/lent_call.sh says.
+# fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle.
 set -uo pipefail
 run_s=${1:-540}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 t0=$(date +%s)
-if ls .whl/setproctitle-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/setproctitle-*.whl
-  export PYTHONPATH=$PWD:/tmp/site
+# the carried wheels (.whl) of the packages this machine lacks, each named by its wheel's name up to its first '-'
+lacking=$(python3 -c 'import importlib.util as u, pathlib as p
+print(*(w for w in p.Path(".whl").glob("*.whl") if not u.find_spec(w.name.split("-")[0])))')
+if [ -n "$lacking" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $lacking
+  echo "installed from .whl: $lacking"; export PYTHONPATH=$PWD:/tmp/site
 fi
-python3 -c 'import platform, torch, timm, torchvision, setproctitle; print("python", platform.python_version(),
-  "torch", torch.__version__, "timm", timm.__version__, "cores", __import__("os").cpu_count())'
+python3 -c 'import platform, torch, timm, setproctitle, colloc_kit.cli.main; print("python", platform.python_version(),
+  "torch", torch.__version__, "timm", timm.__version__, "cores", __import__("os").cpu_count())' || exit 1
 python3 benchmarks/quit_left_mps.py
 carried=""; [ ! -d /tmp/runs ] && [ -f .carry/runs.tgz ] && carried=.carry/runs.tgz
 SEED_FLAGS="--warm-repeats --feed-swaps" bash benchmarks/seed/lent/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried
