@@ -240,3 +240,18 @@ def test_an_idle_lane_takes_its_cells_twin_after_its_repeats_and_no_lane_takes_a
     a, b = lane(by_label["naive-x2-r1"]), lane(None)
     assert todo[_next_for(a, todo, [a, b])].label == "gpu-only-naive-x2-r0"
     assert todo[_next_for(b, todo, [a, b])].label == "gpu-only-exclusive-x1-r0", "naive x2's twin: lane a's"
+
+
+def test_lone_repeats_past_the_plan_continue_its_series_so_precision_never_starts_one_from_nothing():
+    """Session 28 on two H200s: each workload's GPU-only twins of mps x1, 4g x1 and 7g x1, swapped in the planned
+    repeats, came back afresh as repeats 3 and 4, a series of their own with no runs, so never precise enough: lone
+    repeats of a series nothing reads. Past `repeats`, every lone cell now continues a planned series."""
+    seed = study.SeedSpec(33, amp="off", repeats=3, warm_repeats=True, feed_swaps=True)
+    for spec in study.experiments(seed, study.Card.planned("H100-80GB")):
+        planned = {c.series for c in cells(spec) if c.repeat < spec.repeats}
+        extra = [c for c in cells(spec) if c.repeat >= spec.repeats]
+        assert all(c.copies == 1 for c in extra)
+        assert {c.label for c in extra if c.series not in planned} == set(), spec.copies
+    lone = next(s for s in study.experiments(seed, study.Card.planned("H100-80GB")) if s.copies == [1])
+    assert sorted({c.label.rsplit("-r", 1)[0] for c in cells(lone) if c.repeat >= lone.repeats}) == [
+        "exclusive-x1", "gpu-only-exclusive-x1"]

@@ -105,7 +105,9 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
     collocated cell's jobs together (a mix: each of its jobs alone with the whole cell's); `gpu-only`, the spec's
     jobs on device-resident synthetic data at the same image size, alone and in every mode and copies (with
     `feed_swaps`, each on the launch of its cell of the spec's jobs, `Cell.feed_from`). A lone cell is `exclusive` x1
-    (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only."""
+    (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only, each continuing a
+    series of the planned repeats (with `feed_swaps`, a lone twin swapped there but with no cell to swap from here
+    would be a series of its own, which precision would start from nothing: left out)."""
     lone, extra = lone_mode(spec), repeat >= spec.repeats
     out = []
     fed = {(m.label, c) for m in spec.modes for c in spec.copies} if not extra else set()  # cells of the spec's jobs
@@ -122,10 +124,12 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
                            image_size=image_side(job.dataset, job.image_size, job.model, job.device))
                  for job in spec.jobs]
         runs = [(lone or EXCLUSIVE, 1)] + [(m, c) for m in spec.modes for c in spec.copies if (m, c) != (lone, 1)]
+        if extra:  # lone twins only, each continuing a planned series (a swapped twin needs its cell here: `fed`)
+            runs = [(m, c) for m, c in runs if c == 1 and (not spec.feed_swaps or (m.label, c) in fed)]
         out += [_cell(spec, mode, copies, repeat, twins, "gpu-only",
                       _cell(spec, mode, copies, repeat).series if spec.feed_swaps and (mode.label, copies) in fed
                       else None)
-                for mode, copies in runs if copies == 1 or not extra]
+                for mode, copies in runs]
     return out
 
 
