@@ -1,0 +1,64 @@
+"""A seed folder's GPU-only twins measured both ways (issue 50, feed swaps): per workload and twin series (mode,
+copies), the images/s of its twins swapped on their cell's launch (`--feed-swaps`; a series whose first window says
+`feed_from`) against those launched afresh (another series of the same twin: another id), each mean ± 95 % CI, and
+their ratio. Session 28's run has both for the x1 modes (the fresh ones its lone repeats started, since mended).
+
+    python3 benchmarks/seed/lent/twins_ab.py RUNS/seed-33 > twins-ab.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+import colloc_kit
+from colloc_kit.analysis.summaries import run_summary
+from colloc_kit.stats import ci95
+from colloc_kit.views.tables import table
+
+__all__ = ["main", "twins"]
+
+
+def twins(folder: Path) -> pd.DataFrame:
+    """One row per complete GPU-only twin run: workload, twin (label without repeat), swapped or not, images/s."""
+    rates = run_summary(colloc_kit.load(folder)).set_index("run_id")["aggregate_images_per_s"]
+    rows = []
+    for path in sorted(folder.glob("*gpu-only-*/manifest.json")):
+        manifest = json.loads(path.read_text())
+        if manifest.get("status") != "complete":
+            continue
+        rows.append({"model": manifest["jobs"][0]["spec"]["model"].removeprefix("timm."),
+                     "twin": manifest["run_id"].split("-", 2)[2].rsplit("-r", 1)[0],
+                     "series": manifest["cell_id"].rsplit("-", 1)[1], "start": manifest["started_at"],
+                     "swapped": "feed_from" in (manifest.get("warm") or {}), "run_id": manifest["run_id"],
+                     "images_per_s": rates.get(manifest["run_id"])})
+    runs = pd.DataFrame(rows)
+    swapped_series = set(runs.loc[runs["swapped"], "series"])
+    return runs.assign(swapped=runs["series"].isin(swapped_series))
+
+
+def _mean_ci(values: pd.Series) -> str:
+    mean, half = ci95(values)
+    return f"{mean:,.0f} ± {half:,.0f} ({len(values)})"
+
+
+def main(argv: list[str]) -> int:
+    """Print the table of the twins measured both ways (markdown)."""
+    runs = twins(Path(argv[0]))
+    rows = []
+    for (model, twin), part in runs.groupby(["model", "twin"]):
+        swapped, fresh = part[part["swapped"]], part[~part["swapped"]]
+        if len(swapped) and len(fresh):
+            rows.append({"model": model, "twin": twin, "swapped images/s (runs)": _mean_ci(swapped["images_per_s"]),
+                         "fresh images/s (runs)": _mean_ci(fresh["images_per_s"]),
+                         "swapped over fresh": f"{swapped['images_per_s'].mean() / fresh['images_per_s'].mean() - 1:+.2%}",
+                         "fresh started (min after the last swapped)": (fresh["start"].min() - swapped["start"].max()) / 60})
+    print(table(pd.DataFrame(rows)).to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
