@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Issue 50, one call on a two-GPU machine, from the checkout:
-#   bash benchmarks/seed/lent/swap_call.sh RUN_S
+#   bash benchmarks/seed/lent/swap_call.sh RUN_S [runs.tgz]
 # `colloc-kit run seed-33 --amp off --gpus all --warm-repeats --feed-swaps` with windows that end on precision
-# (seed_run.sh), resuming /tmp/runs on a warm machine or a carried .carry/runs.tgz, until RUN_S seconds after this
-# call's start. Once the experiment is complete, the swap A/B's other arm for what is left of RUN_S: the same command
+# (seed_run.sh), resuming /tmp/runs on a warm machine, else the folder packed in runs.tgz (a tracked archive such as
+# benchmarks/results/h200/issue50/s28-seed33-fp32-runs.tgz, or a carried .carry/runs.tgz), until RUN_S seconds after
+# this call's start. Once the experiment is complete, the swap A/B's other arm for what is left of RUN_S: the same command
 # without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only
 # twins launched afresh are left to run (the study cells and lone baselines are complete there), packed as
 # fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle.
 set -uo pipefail
-run_s=${1:-540}
+run_s=${1:-540}; archive=${2:-.carry/runs.tgz}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 t0=$(date +%s)
 # the carried wheels (.whl) of the packages this machine lacks, each named by its wheel's name up to its first '-'
@@ -21,7 +22,7 @@ fi
 python3 -c 'import platform, torch, timm, setproctitle, colloc_kit.cli.main; print("python", platform.python_version(),
   "torch", torch.__version__, "timm", timm.__version__, "cores", __import__("os").cpu_count())' || exit 1
 python3 benchmarks/quit_left_mps.py
-carried=""; [ ! -d /tmp/runs ] && [ -f .carry/runs.tgz ] && carried=.carry/runs.tgz
+carried=""; [ ! -d /tmp/runs ] && [ -f "$archive" ] && carried=$archive
 SEED_FLAGS="--warm-repeats --feed-swaps" bash benchmarks/seed/lent/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried
 python3 benchmarks/quit_left_mps.py
 left=$(( run_s - ($(date +%s) - t0) ))
