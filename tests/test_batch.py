@@ -96,7 +96,7 @@ def tiny(tmp_path):
 @pytest.mark.slow
 def test_a_failing_notebook_is_reported_with_its_cell_and_the_others_still_run(tiny, tmp_path):
     parser = argparse.ArgumentParser()
-    batch.add_subcommand(parser.add_subparsers())
+    command.add_subcommand(parser.add_subparsers())
     profiles = {"t": {"notebooks": {"01_fails": {"N": 7}}}}
     args = parser.parse_args(["batch", "--profile", "t", "--notebooks", str(tiny), "--out", str(tmp_path / "out")])
     report = batch.run_batch(args.profile, out=args.out, notebooks_dir=args.notebooks, profiles=profiles)
