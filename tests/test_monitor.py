@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -183,3 +185,28 @@ def test_each_gpu_sample_reaches_a_live_listener_as_it_is_read(tmp_path):
     assert len(heard) == len(stored) >= 3  # every sample, not only the flushed ones
     assert {"t", "gpu_util_pct", "mem_used_mb", "power_w"} <= heard[0].keys()
     assert [s["t"] for s in heard] == list(stored["t"])
+
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="two cores, Linux")
+def test_a_jobs_processes_on_one_core_are_counted_as_one(tmp_path):
+    """Session 28: a lone loader-bound job's images per core of its CPU varied 20-37 % on an idle host. Each sample
+    says how many distinct cores the job's processes were last on: two processes held to core 0 are one core; one
+    on core 0 and one on core 1 are two."""
+    napping = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.005)"])
+               for _ in range(2)]  # awake often, so each is soon on the core it is allowed
+    job = {p.pid: "j0" for p in napping}
+    try:
+        for proc in napping:
+            os.sched_setaffinity(proc.pid, {0})
+        time.sleep(0.1)
+        held = run_monitor(tmp_path / "held", FakeNvml(), job_pids=lambda: job).host_job
+        os.sched_setaffinity(napping[1].pid, {1})
+        time.sleep(0.1)
+        apart = run_monitor(tmp_path / "apart", FakeNvml(), job_pids=lambda: job).host_job
+    finally:
+        for proc in napping:
+            proc.kill()
+            proc.wait()
+    assert held["processes"].eq(2).all() and held["cores"].eq(1).all(), held
+    assert apart["processes"].eq(2).all() and apart["cores"].iloc[-3:].eq(2).all(), apart

@@ -5,7 +5,7 @@ descendants (data-loader workers, compile workers), refreshed at most once a sec
 
     >>> jobs = JobProcesses(lambda: {4242: "j0-resnet18"})                # doctest: +SKIP
     >>> HostJobSource(jobs).read(events.now())                            # doctest: +SKIP
-    [(1763640000.1, 'j0-resnet18', 3, 131.5, 2871.2)]
+    [(1763640000.1, 'j0-resnet18', 3, 131.5, 3, 2871.2)]
 """
 
 from __future__ import annotations
@@ -111,11 +111,13 @@ class HostSource:
 
 
 class HostJobSource:
-    """The `samples_host_job` series: per job, its live processes, their CPU (100 = one core) and resident memory."""
+    """The `samples_host_job` series: per job, its live processes, their CPU (100 = one core), the distinct cores
+    they were last on (`cores`: fewer than its busy processes, and they took turns on a core; None where the OS does
+    not say) and resident memory."""
 
     series = "samples_host_job"
     schema = pa.schema([("t", pa.float64()), ("job", pa.string()), ("processes", pa.int64()),
-                        ("cpu_core_pct", pa.float64()), ("rss_mb", pa.float64())])
+                        ("cpu_core_pct", pa.float64()), ("cores", pa.int64()), ("rss_mb", pa.float64())])
 
     def __init__(self, jobs: JobProcesses):
         self.jobs = jobs
@@ -123,20 +125,29 @@ class HostJobSource:
         self.notes: list[str] = []
 
     def read(self, t: float) -> list[tuple]:
-        """One row per job at `t`: its processes, their CPU use (% of one core) and resident memory (MB), summed."""
+        """One row per job at `t`: its processes, their CPU use (% of one core), the distinct cores they were last on
+        and their resident memory (MB), summed."""
         totals: dict[str, list[float]] = {}
+        cores: dict[str, set[int | None]] = {}
         for pid, job in self.jobs.current().items():
             proc = self.jobs.processes[pid]
             try:
                 with proc.oneshot():
-                    cpu, rss = proc.cpu_percent(None), proc.memory_info().rss
+                    cpu, rss, core = proc.cpu_percent(None), proc.memory_info().rss, _core_of(proc)
             except psutil.Error:  # ended since the last refresh
                 continue
             total = totals.setdefault(job, [0, 0.0, 0.0])
             total[0] += 1
             total[1] += cpu
             total[2] += rss / MB
-        return [(t, job, int(n), cpu, rss) for job, (n, cpu, rss) in totals.items()]
+            cores.setdefault(job, set()).add(core)
+        return [(t, job, int(n), cpu, None if None in cores[job] else len(cores[job]), rss)
+                for job, (n, cpu, rss) in totals.items()]
 
     def close(self) -> None:
         """Nothing to free (psutil keeps no handle)."""
+
+
+def _core_of(proc: psutil.Process) -> int | None:
+    """The CPU core the process last ran on (Linux, FreeBSD); None where psutil cannot tell."""
+    return proc.cpu_num() if hasattr(proc, "cpu_num") else None

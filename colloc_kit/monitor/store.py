@@ -6,7 +6,7 @@ Files in the monitor folder (`MB` is 2**20 bytes, as elsewhere in the kit)::
     samples_mig.parquet        one row per sample per MIG GPU instance: GPM metrics (MIG only)
     samples_process.parquet    one row per sample per GPU process: memory, SM utilization, job id
     samples_host.parquet       one row per sample: host CPU and memory
-    samples_host_job.parquet   one row per sample per job: CPU and resident memory of its processes
+    samples_host_job.parquet   one row per sample per job: CPU, cores and resident memory of its processes
     monitor.json               interval, backend, columns recorded, absent columns and why, errors, notes
 
 While a run goes on, rows are flushed as small files under `<series>.parts/`; `close()` merges them into one file.
