@@ -1,7 +1,8 @@
 """Why a loader-bound lone run's rate swings (issue 50): per lone run of a seed folder that reads a dataset (as
 configured, host-matched; not GPU-only), its images/s beside what the host did during its window: the loader workers
 of the other lanes' runs that overlapped it (summed over their jobs, weighted by the overlap), the host's CPU use,
-steal and clock (`samples_host`) and the job's own CPU (`samples_host_job`, in cores); then, per workload and
+steal and clock (`samples_host`) and the job's own CPU (`samples_host_job`, in cores; and, where the monitor recorded
+them, the distinct cores its processes were on); then, per workload and
 series (and pooled over a workload's lone runs as configured), the rank correlation of the rate with each.
 
     python3 benchmarks/seed/lent/lone_neighbours.py RUNS/seed-33 > lone-neighbours.md
@@ -21,7 +22,7 @@ from colloc_kit.views.tables import table
 
 __all__ = ["lone_runs", "main", "overlapping_workers", "runs_of"]
 
-HOST = ["neighbour_workers", "host_cpu_pct", "steal_pct", "clock_mhz", "job_cores"]
+HOST = ["neighbour_workers", "host_cpu_pct", "steal_pct", "clock_mhz", "job_cores", "cores_apart"]
 
 
 def runs_of(folder: Path) -> pd.DataFrame:
@@ -78,8 +79,10 @@ def lone_runs(folder: Path) -> pd.DataFrame:
                      "images_per_s": rates.get(run["run_id"]),
                      "neighbour_workers": overlapping_workers(runs, start, end, run["gpu"]),
                      "host_cpu_pct": host["cpu_util_pct"].mean(), "steal_pct": host["cpu_steal_pct"].mean(),
-                     "clock_mhz": host["cpu_freq_mhz"].mean(), "job_cores": job["cpu_core_pct"].mean() / 100})
-    return pd.DataFrame(rows).sort_values(["model", "series", "start"]).reset_index(drop=True)
+                     "clock_mhz": host["cpu_freq_mhz"].mean(), "job_cores": job["cpu_core_pct"].mean() / 100,
+                     "cores_apart": job["cores"].mean() if "cores" in job else None})  # recorded since session 28
+    return (pd.DataFrame(rows).dropna(axis="columns", how="all").sort_values(["model", "series", "start"])
+            .reset_index(drop=True))
 
 
 def _spread(values: pd.Series) -> float:
@@ -104,14 +107,14 @@ def main(argv: list[str]) -> int:
     print(table(shown).to_markdown())
     print("\nSpearman's rank correlation of images/s with each, per workload's series of 3 or more runs:\n")
     rows = [{"model": m, "series": s, "runs": len(part), "images/s spread (%)": _spread(part["images_per_s"]),
-             **{c: _rank_correlation(part["images_per_s"], part[c]) for c in HOST}}
+             **{c: _rank_correlation(part["images_per_s"], part[c]) for c in HOST if c in lone}}
             for (m, s), part in lone.groupby(["model", "series"]) if len(part) >= 3]
     print(table(pd.DataFrame(rows)).to_markdown())
     print("\nThe same, pooled per workload over its lone runs as configured (every mode: one job, its 4 workers), with"
           " images/s per core of the job's own CPU:\n")
     configured = lone[~lone["series"].str.startswith("host-matched")]
     pooled = [{"model": m, "runs": len(part), "images/s spread (%)": _spread(part["images_per_s"]),
-               **{c: _rank_correlation(part["images_per_s"], part[c]) for c in HOST},
+               **{c: _rank_correlation(part["images_per_s"], part[c]) for c in HOST if c in lone},
                "minute": _rank_correlation(part["images_per_s"], part["start"]),
                "images/s per core": f"{(part['images_per_s'] / part['job_cores']).min():,.0f}"
                                     f"-{(part['images_per_s'] / part['job_cores']).max():,.0f}",
