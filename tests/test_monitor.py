@@ -187,7 +187,6 @@ def test_each_gpu_sample_reaches_a_live_listener_as_it_is_read(tmp_path):
     assert [s["t"] for s in heard] == list(stored["t"])
 
 
-
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="two cores, Linux")
 def test_a_jobs_processes_on_one_core_are_counted_as_one(tmp_path):
     """Session 28: a lone loader-bound job's images per core of its CPU varied 20-37 % on an idle host. Each sample

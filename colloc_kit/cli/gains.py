@@ -8,10 +8,10 @@ them, and the noise warning the notebooks give.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from colloc_kit.analysis.results import Results
+from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.greying import greyed
+from colloc_kit.analysis.results import Results
+from colloc_kit.views.tables import table
 
 __all__ = ["GAIN_COLUMNS", "print_gains"]
 
@@ -23,12 +23,6 @@ GAIN_COLUMNS = ["mode_label", "copies", "jobs_label", "study_gain_mean", "study_
 def print_gains(results: Results) -> None:
     """Each configuration's gain over one job alone (with its CI, its split and each job's epoch-time growth), and
     the noise warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
-    from colloc_kit.analysis import (  # noqa: PLC0415 - only where tables are printed: pandas stays out of `info`
-        summaries as analysis,
-    )
-    from colloc_kit.analysis.greying import greyed  # noqa: PLC0415 - as above (the pages' noise rule)
-    from colloc_kit.views.tables import table  # noqa: PLC0415 - as above
-
     summary = analysis.summarize(results)
     shown = summary[summary["normalized_throughput_mean"].notna() & summary["baseline"].isna()] if len(summary) \
         else summary  # a baseline's runs (host-matched, gpu-only) show in the split, not as gains of their own

@@ -27,7 +27,9 @@ HOST = ["neighbour_workers", "host_cpu_pct", "steal_pct", "clock_mhz", "job_core
 
 def runs_of(folder: Path) -> pd.DataFrame:
     """One row per complete run: its id, GPU, span, measured window (the last job's release to the first job's end),
-    loader workers (synthetic feeds have none), copies and series (the cell id without its repeat)."""
+    loader workers (synthetic feeds have none), copies, series (its id without the time stamp and repeat), its cell's
+    fingerprint, whether its window swapped a launch's feed (`swapped`) and its images/s (`run_summary`)."""
+    rates = run_summary(colloc_kit.load(folder)).set_index("run_id")["aggregate_images_per_s"]
     rows = []
     for path in sorted(p for p in folder.iterdir() if (p / "manifest.json").is_file()):
         manifest = json.loads((path / "manifest.json").read_text())
@@ -40,8 +42,10 @@ def runs_of(folder: Path) -> pd.DataFrame:
                      "window_end": min(o["ended_at"] for o in outcomes), "copies": manifest["copies"],
                      "workers": sum(j["spec"]["workers"] for j in manifest["jobs"]
                                     if j["spec"]["dataset"] != "synthetic"),
-                     "series": _series(manifest["run_id"]),
-                     "model": manifest["jobs"][0]["spec"]["model"].removeprefix("timm.")})
+                     "series": _series(manifest["run_id"]), "fingerprint": manifest["cell_id"].rsplit("-", 1)[1],
+                     "swapped": "feed_from" in (manifest.get("warm") or {}),
+                     "model": manifest["jobs"][0]["spec"]["model"].removeprefix("timm."),
+                     "images_per_s": rates.get(manifest["run_id"])})
     return pd.DataFrame(rows)
 
 
@@ -69,14 +73,13 @@ def overlapping_workers(runs: pd.DataFrame, start: float, end: float, gpu: int) 
 def lone_runs(folder: Path) -> pd.DataFrame:
     """One row per complete lone run that reads a dataset: workload, series, start, images/s and its window's host."""
     runs = runs_of(folder)
-    rates = run_summary(colloc_kit.load(folder)).set_index("run_id")["aggregate_images_per_s"]
     rows = []
     for _, run in runs[(runs["copies"] == 1) & (runs["workers"] > 0)].iterrows():
         start, end = run["window_start"], run["window_end"]
         host = pd.read_parquet(run["path"] / "monitor" / "samples_host.parquet").query("@start <= t <= @end")
         job = pd.read_parquet(run["path"] / "monitor" / "samples_host_job.parquet").query("@start <= t <= @end")
         rows.append({"model": run["model"], "series": run["series"], "gpu": run["gpu"], "start": start,
-                     "images_per_s": rates.get(run["run_id"]),
+                     "images_per_s": run["images_per_s"],
                      "neighbour_workers": overlapping_workers(runs, start, end, run["gpu"]),
                      "host_cpu_pct": host["cpu_util_pct"].mean(), "steal_pct": host["cpu_steal_pct"].mean(),
                      "clock_mhz": host["cpu_freq_mhz"].mean(), "job_cores": job["cpu_core_pct"].mean() / 100,

@@ -8,14 +8,12 @@ their ratio. Session 28's run has both for the x1 modes (the fresh ones its lone
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
+from lone_neighbours import runs_of  # a sibling: the seed folder's runs, read once for both benchmarks
 
-import colloc_kit
-from colloc_kit.analysis.summaries import run_summary
 from colloc_kit.stats import ci95
 from colloc_kit.views.tables import table
 
@@ -23,21 +21,11 @@ __all__ = ["main", "twins"]
 
 
 def twins(folder: Path) -> pd.DataFrame:
-    """One row per complete GPU-only twin run: workload, twin (label without repeat), swapped or not, images/s."""
-    rates = run_summary(colloc_kit.load(folder)).set_index("run_id")["aggregate_images_per_s"]
-    rows = []
-    for path in sorted(folder.glob("*gpu-only-*/manifest.json")):
-        manifest = json.loads(path.read_text())
-        if manifest.get("status") != "complete":
-            continue
-        rows.append({"model": manifest["jobs"][0]["spec"]["model"].removeprefix("timm."),
-                     "twin": manifest["run_id"].split("-", 2)[2].rsplit("-r", 1)[0],
-                     "series": manifest["cell_id"].rsplit("-", 1)[1], "start": manifest["started_at"],
-                     "swapped": "feed_from" in (manifest.get("warm") or {}), "run_id": manifest["run_id"],
-                     "images_per_s": rates.get(manifest["run_id"])})
-    runs = pd.DataFrame(rows)
-    swapped_series = set(runs.loc[runs["swapped"], "series"])
-    return runs.assign(swapped=runs["series"].isin(swapped_series))
+    """One row per complete GPU-only twin run (`lone_neighbours.runs_of`): workload, twin (`series`), its cell's
+    fingerprint, start, images/s, and whether its fingerprint's series was swapped on its cell's launch."""
+    runs = runs_of(folder)
+    runs = runs[runs["series"].str.startswith("gpu-only-")]
+    return runs.assign(swapped=runs["fingerprint"].isin(set(runs.loc[runs["swapped"], "fingerprint"])))
 
 
 def _mean_ci(values: pd.Series) -> str:
@@ -49,7 +37,7 @@ def main(argv: list[str]) -> int:
     """Print the table of the twins measured both ways (markdown)."""
     runs = twins(Path(argv[0]))
     rows = []
-    for (model, twin), part in runs.groupby(["model", "twin"]):
+    for (model, twin), part in runs.groupby(["model", "series"]):
         swapped, fresh = part[part["swapped"]], part[~part["swapped"]]
         if len(swapped) and len(fresh):
             swapped_rate, fresh_rate = swapped["images_per_s"], fresh["images_per_s"]
