@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import colloc_kit
+from colloc_kit.cli import plans
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments import seed as study
@@ -118,6 +119,27 @@ def test_the_plan_says_whether_every_cell_fits_a_budget_before_anything_starts(c
     assert "budget 120 min: fits" in capsys.readouterr().out
     assert main(["run", "seed-33", "--budget-min", "20"]) == 2
     assert "give it with --plan" in capsys.readouterr().err
+
+
+def test_the_plan_leaves_out_the_cells_that_the_lone_runs_here_say_cannot_fit(capsys, monkeypatch, tmp_path):
+    """Before: --plan counted the cells `run` refuses as not fitting (session 29: ResNet-152's x7 cells and their
+    baselines' on two H200s), so a complete experiment planned 2.3 more minutes and a call ran none. Here the lone
+    runs of the renewed H100 set say which of experiment 33's fp32 cells cannot fit an H100's 80 GB."""
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
+    (tmp_path / "seed-33").mkdir()
+    args = ["run", "seed-33", "--amp", "off", "--data-root", "/tmp/seed-data", "--out", str(tmp_path), "--plan"]
+    assert main(args) == 0
+    assert "261 cells (144 of them baselines')" in capsys.readouterr().out  # no lone runs here: every cell counted
+    renewed = colloc_kit.reference.load("h100-80gb-renewed")
+    monkeypatch.setattr(plans, "load", lambda path: renewed)  # its lone runs, as if they had run in this folder
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "192 cells (105 of them baselines')" in out  # 69 fewer: the three repeats of each mode left out, and
+    # its baselines' cells no mode that fits shares
+    said = out.split("not counted, as the run leaves them out (the lone runs here say they cannot fit):\n")[1]
+    left_out = [line for line in said.splitlines() if line.startswith("  ")]
+    assert len(left_out) == 10 and "  naive x7 of timm.resnet50 (7 jobs need 98,112 MiB" in said
+    assert "  mps(partitions=2g+2g+2g) x3 of timm.resnet152 (a 2g partition holds 20,389 MiB" in said
 
 
 def test_a_data_root_without_the_studys_folders_is_refused_saying_how_to_make_them(tmp_path, capsys):

@@ -7,11 +7,14 @@ said before anything starts.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from colloc_kit.analysis.results import load
 from colloc_kit.cli.skipped import name_damaged
 from colloc_kit.experiments import seed as study
+from colloc_kit.experiments.seed_run import not_fitting
 from colloc_kit.pipeline import estimate
 from colloc_kit.pipeline.cells import Cell, cells, warm_launches
 from colloc_kit.spec import ExperimentSpec
@@ -67,9 +70,16 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
     card = study.Card.here(seed.gpu)
     folder = ExperimentFolder.of(out, seed.experiment)
     name_damaged(folder, "warning: ")  # its cells read as not run: said, as a YAML spec's plan says it
-    every = list({c.cell_id: c for s in study.experiments(seed, card) for c in cells(s)}.values())  # a lone cell
-    # that several of its experiments share (the gpu-only twin alone) counts once, as it runs once
-    runs = load(folder.path).runs if folder.path.is_dir() else None
+    done = load(folder.path) if folder.path.is_dir() else None
+    specs, unfit = [], []  # the modes whose cells the lone runs here say cannot fit: `run` leaves them out, so here
+    for spec in study.experiments(seed, card):
+        left_out = not_fitting(spec, card, done.jobs if done is not None else None)
+        unfit += [f"{label} x{spec.copies[0]} of {spec.jobs[0].model} ({why})" for label, why in left_out.items()]
+        if len(left_out) < len(spec.modes):
+            specs.append(replace(spec, modes=[mode for mode in spec.modes if mode.label not in left_out]))
+    every = list({c.cell_id: c for s in specs for c in cells(s)}.values())  # a lone cell that several of its
+    # experiments share (the gpu-only twin alone) counts once, as it runs once
+    runs = done.runs if done is not None else None
     if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
         runs = runs[runs["cell_id"].isin({c.cell_id for c in every})]
     rows = pd.DataFrame(study.plan_rows(seed, card))
@@ -88,6 +98,9 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
           f"them baselines'), up to {len(repeats)} lone repeats while a baseline misses its precision target "
           f"({len(every) - len(todo)} complete, skipped); about {planned_s / 60:.1f} min, {at_most_s / 60:.1f} at "
           f"most, on {lanes} GPU(s) ({source})")
+    if unfit:
+        print("not counted, as the run leaves them out (the lone runs here say they cannot fit):",
+              *(f"  {line}" for line in unfit), sep="\n")
     if seed.warm_repeats:
         print(launches_line(planned))
     if budget_min is not None:

@@ -36,7 +36,7 @@ from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
-__all__ = ["run"]
+__all__ = ["not_fitting", "run"]
 
 
 def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
@@ -88,16 +88,25 @@ def _job_key(job: JobSpec) -> tuple:
 def _fitting(folder: ExperimentFolder, spec: ExperimentSpec, card: Card, jobs: list[pd.DataFrame]) -> list[ModeSpec]:
     """The modes of `spec` whose cells fit by the lone runs among `jobs` (the ended experiments' job tables); each
     other one named in the folder's not-run.json and on stderr."""
-    need = _lone_footprints(baselines(pd.concat(jobs)) if jobs else None, spec)
-    fitting = []
-    for mode in spec.modes:
-        why = _does_not_fit(need, mode, card)
-        if why:
-            folder.record_not_run(f"{_workload_label(spec)} {mode.label} x{spec.copies[0]}", why)
-            print(f"colloc-kit: not running {mode.label} x{spec.copies[0]}: {why}", file=sys.stderr)
-        else:
-            fitting.append(mode)
-    return fitting
+    unfit = not_fitting(spec, card, pd.concat(jobs) if jobs else None)
+    for label, why in unfit.items():
+        folder.record_not_run(f"{_workload_label(spec)} {label} x{spec.copies[0]}", why)
+        print(f"colloc-kit: not running {label} x{spec.copies[0]}: {why}", file=sys.stderr)
+    return [mode for mode in spec.modes if mode.label not in unfit]
+
+
+def not_fitting(spec: ExperimentSpec, card: Card, jobs: pd.DataFrame | None) -> dict[str, str]:
+    """The modes of `spec` (by label) whose cells cannot fit in memory by the lone runs in the job table `jobs`
+    (None or no lone run of a job yet: every mode is tried), each with why: what `run` leaves out and `--plan` does
+    not count.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(name="x", jobs=[JobSpec(model="smallcnn")], copies=[7], modes=[ModeSpec("mps")])
+    >>> not_fitting(spec, Card.here("h100-80gb"), None)
+    {}
+    """
+    need = _lone_footprints(baselines(jobs) if jobs is not None and len(jobs) else None, spec)
+    return {mode.label: why for mode in spec.modes if (why := _does_not_fit(need, mode, card))}
 
 
 def _workload_label(spec: ExperimentSpec) -> str:
