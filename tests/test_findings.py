@@ -17,6 +17,7 @@ from shipped_findings import shipped_findings
 
 from colloc_kit import findings, reference
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.batch import runner as batch
 
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
@@ -301,18 +302,19 @@ def test_the_package_reexports_every_public_name_of_its_layers():
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-REGENERATE = ("python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08.ipynb -p FINDINGS_FILE "
-              "$PWD/docs/findings.md -p FINDINGS_IMAGES $PWD/docs/img/findings")
+REGENERATE = "bash benchmarks/seed/seed_h200_reference.sh WORK"  # the H100 set's: seed_renewed_reference.sh WORK
 
 
 @pytest.mark.slow
-def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
-    """docs/findings.md is drawn, not written: the report of the renewed H100 set, under 240 lines (experiment 33
-    in fp32 and bf16, 34 to 37), its figures beside it."""
-    text = findings.as_markdown(shipped_findings("h100-80gb-renewed"), images="img/findings")
-    assert (DOCS / "findings.md").read_text(encoding="utf-8") == text, f"stale: regenerate it with {REGENERATE}"
+@pytest.mark.parametrize("data, page", [("h200-141gb", "findings"), ("h100-80gb-renewed", "findings-h100")])
+def test_docs_findings_are_the_reports_of_the_shipped_sets_and_stay_short(data, page):
+    """docs/findings.md is drawn, not written: the report of the H200 set (experiment 33 in fp32 with its
+    baselines), docs/findings-h100.md that of the renewed H100 set (33 in fp32 and bf16, 34 to 37); each under 240
+    lines, its figures beside it."""
+    text = findings.as_markdown(shipped_findings(data), images=f"img/{page}")
+    assert (DOCS / f"{page}.md").read_text(encoding="utf-8") == text, f"stale: regenerate it with {REGENERATE}"
     assert len(text.splitlines()) < 240  # with each verdict's deciding and set-aside cells, a line per outcome
-    figures = re.findall(r"!\[[^\]]*\]\((img/findings/claim-\d\.png)\)", text)
+    figures = re.findall(rf"!\[[^\]]*\]\((img/{page}/claim-\d\.png)\)", text)
     assert len(figures) == len(findings.TITLES) and all((DOCS / f).exists() for f in figures)
     anchors = set(re.findall(r"\]\(#([\w-]+)\)", text))
     headings = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
@@ -320,12 +322,48 @@ def test_docs_findings_is_the_report_of_the_shipped_data_and_stays_short():
 
 
 @pytest.mark.slow
-def test_the_readme_says_claim_1_as_its_verdict_on_the_shipped_data_gives_it():
-    """The README's headline sentence on claim 1 follows the verdict: cannot tell, by the one cell that spans 3x."""
-    gain = shipped_findings("h100-80gb-renewed").claims[0]
-    (decision,) = gain["decided"]
-    (cell,) = decision.cells
+def test_the_readme_says_claim_1_as_its_verdict_on_each_shipped_set_gives_it():
+    """The README's headline sentences on claim 1 follow the verdicts: on the H200 set it disagrees, its best cell's
+    CI below 3x; on the renewed H100 set it cannot tell, by the one cell that spans 3x."""
     readme = " ".join((DOCS.parent / "README.md").read_text(encoding="utf-8").split())
-    assert gain["verdict"] == "cannot tell" and "cannot be told" in readme
+    h200 = shipped_findings("h200-141gb").claims[0]
+    best = max((cell for decision in h200["decided"] for cell in decision.cells), key=lambda cell: cell.value)
+    assert h200["verdict"] == "disagrees" and "(claim 1: disagrees)" in readme and best.value + best.ci < 3
+    assert f"The best, ResNet-26 as seven 1g MPS partitions, gains {best.value:.2f} ± {best.ci:.2f} x, its CI below 3x" \
+        in readme and (best.copies, best.layout) == (7, "1g+1g+1g+1g+1g+1g+1g")
+    h100 = shipped_findings("h100-80gb-renewed").claims[0]
+    (decision,) = h100["decided"]
+    (cell,) = decision.cells
+    assert h100["verdict"] == "cannot tell" and "could not tell whether a workload reaches 3x" in readme
     assert f"ResNet-26's {cell.value:.2f} ± {cell.ci:.2f} x ({cell.copies} copies, {cell.kind}) spans 3x" in readme
     assert "too imprecise to decide" not in readme  # no cell left out
+
+
+@pytest.mark.slow
+def test_the_readme_headline_table_and_its_sentences_are_the_h200_sets():
+    """Each row of the README's H200 table is the gains table of its cell (`analysis.summarize` of h200-141gb), and
+    the sentences under it hold on those rows: naive's GPU's part at 1 within its CI or below, MPS x3's between the
+    smallest and largest said, ResNet-26 past the +-10 % target in its study's gain and host's part, the others
+    within it."""
+    summary = study_cells(analysis.summarize(reference.load("h200-141gb")))
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    mps_parts, precise = [], {}
+    for model in ("ResNet-26", "ResNet-50", "ResNet-152"):
+        for mode, label in (("mps", "MPS"), ("naive", "naive")):
+            (row,) = summary[(summary["mode_label"] == mode) & (summary["copies"] == 3)
+                             & summary["jobs_label"].str.contains(f"timm.{model.lower().replace('-', '')} ")
+                             ].itertuples()
+            cells = " | ".join(f"{getattr(row, f'{m}_mean'):.2f} ± {getattr(row, f'{m}_ci'):.2f}"
+                               for m in ("study_gain", "host_part", "gpu_part", "gpu_only_gain"))
+            assert f"| {model}, {label} x3 | {cells} |" in readme
+            if mode == "naive":
+                assert row.gpu_part_mean - row.gpu_part_ci <= 1
+            else:
+                mps_parts.append(row.gpu_part_mean)
+            precise[model] = precise.get(model, True) and all(
+                getattr(row, f"{m}_ci") / getattr(row, f"{m}_mean") <= 0.10 for m in ("study_gain", "host_part"))
+    text = " ".join(readme.split())
+    assert f"the GPU gives {min(mps_parts):.2f} to {max(mps_parts):.2f} x" in text
+    assert precise == {"ResNet-26": False, "ResNet-50": True, "ResNet-152": True}
+
+

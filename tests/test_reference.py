@@ -196,7 +196,7 @@ def test_a_wheel_installs_the_reference_sets(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for file in TEST_SET.iterdir():
         assert f"colloc_kit/reference/some-set/{file.name}" in names
-    read = {"h100-80gb", "h100-80gb-renewed", "h200-inference", COURSE_SET}  # the sets the notebooks and sheets read
+    read = {"h100-80gb", "h100-80gb-renewed", "h200-141gb", "h200-inference", COURSE_SET}  # the notebooks, sheets, docs
     assert read <= set(reference.available())
     for name in reference.available():
         for file in reference.folder(name).iterdir():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Export the reference set renewed with the study's placement, h100-80gb-renewed: experiments 33, 35 and 36 as the
 # seed specs now run them (unpinned), beside experiments 34 and 37 of h100-80gb (pinned, not renewed); and draw
-# docs/findings.md (and its figures, docs/img/findings/: Playwright and Debian's Chromium) from it.
+# docs/findings-h100.md (and its figures, docs/img/findings-h100/: Playwright and Debian's Chromium) from it.
 #   bash benchmarks/seed/seed_renewed_reference.sh /tmp/renewed
 # The runs came from `bash benchmarks/seed/seed_h100.sh start|wait|stop` on nvidia-h100-x1 machines (sessions 9 to 12).
 set -euo pipefail
@@ -28,4 +28,4 @@ are whole, so their figures are computed with the fixed window" \
   --fact "Notes=runs cut short when a machine's hold ended are kept, marked interrupted; their cells ran again on \
 the next machine"
 python -m papermill notebooks/08_seed_reproduction.ipynb /tmp/08_seed_reproduction.out.ipynb -p DATA h100-80gb-renewed \
-  -p FINDINGS_FILE "$PWD/docs/findings.md" -p FINDINGS_IMAGES "$PWD/docs/img/findings" --log-level WARNING
+  -p FINDINGS_FILE "$PWD/docs/findings-h100.md" -p FINDINGS_IMAGES "$PWD/docs/img/findings-h100" --log-level WARNING

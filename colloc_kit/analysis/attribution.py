@@ -38,7 +38,8 @@ from colloc_kit.analysis.lone import BASELINE_KEYS, baselines, complete, in_figu
 from colloc_kit.spec.baselines import SEED_PRECISION
 from colloc_kit.stats import ci95, plural, plus_minus
 
-__all__ = ["SPLIT", "RUN_COLUMNS", "SHARED", "SUMMARY_COLUMNS", "baseline_kind", "split_of", "per_run", "over_repeats"]
+__all__ = ["SPLIT", "RUN_COLUMNS", "SHARED", "SUMMARY_COLUMNS", "baseline_kind", "study_cells", "split_of", "per_run",
+           "over_repeats"]
 
 SPLIT = ["study_gain", "gpu_part", "host_part", "gpu_only_gain"]
 RUN_COLUMNS = ["baseline", *[f"{m}{s}" for m in SPLIT for s in ("", "_ci")], "attribution_note"]
@@ -50,6 +51,17 @@ def baseline_kind(cell_id: Any) -> str | None:
     """Which baseline a run measures, from its cell id ('host-matched-...', 'gpu-only-...'); None for the others."""
     text = str(cell_id or "")
     return next((kind for kind in ("host-matched", "gpu-only") if text.startswith(kind + "-")), None)
+
+
+def study_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows (runs or summarized cells) of the study's own cells: a baseline's runs (host-matched, GPU-only) show
+    in the split of the cells they divide, never as cells of their own.
+
+    >>> rows = pd.DataFrame({"copies": [3, 1, 3], "baseline": [None, "host-matched", "gpu-only"]})
+    >>> study_cells(rows)["copies"].tolist()
+    [3]
+    """
+    return rows[rows["baseline"].isna()] if "baseline" in rows else rows
 
 
 def split_of(rates: list[float], configured: list[float], host_matched: list[float]) -> dict:

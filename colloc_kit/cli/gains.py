@@ -9,6 +9,7 @@ them, and the noise warning the notebooks give.
 from __future__ import annotations
 
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.analysis.greying import greyed
 from colloc_kit.analysis.results import Results
 from colloc_kit.views.tables import table
@@ -24,8 +25,8 @@ def print_gains(results: Results) -> None:
     """Each configuration's gain over one job alone (with its CI, its split and each job's epoch-time growth), and
     the noise warning the notebooks give where identical jobs disagree or a gain exceeds what its jobs can give."""
     summary = analysis.summarize(results)
-    shown = summary[summary["normalized_throughput_mean"].notna() & summary["baseline"].isna()] if len(summary) \
-        else summary  # a baseline's runs (host-matched, gpu-only) show in the split, not as gains of their own
+    shown = study_cells(summary)
+    shown = shown[shown["normalized_throughput_mean"].notna()] if len(shown) else shown
     if len(shown):
         print("\ngains (x one job alone; 95 % CI)\n" + table(shown, GAIN_COLUMNS).to_text())
     noise = greyed(analysis.with_baselines(results.jobs), summary) if len(results.jobs) else None

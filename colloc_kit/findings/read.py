@@ -20,6 +20,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from colloc_kit import analysis, reference
+from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.analysis.results import Results, load
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments import seed
@@ -147,7 +148,7 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
     part = summarized(results, experiment) if part is None else part
-    summary = analysis.summarize_runs(part.runs)
+    summary = study_cells(analysis.summarize_runs(part.runs))  # a baseline's runs divide the cells, are none
     per_run = _run_evidence(part.results, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
     stats = per_run.groupby(keys, dropna=False).agg(
