@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Issue 50, one call on a two-GPU machine, from the checkout:
+# Issue 50, one call on a two-GPU machine, from the checkout: `colloc-kit run seed-33 --amp off --gpus all --warm-
 #   bash benchmarks/seed/lent/swap_call.sh RUN_S [runs.tgz]
-# `colloc-kit run seed-33 --amp off --gpus all --warm-repeats --feed-swaps` with windows that end on precision
-# (seed_run.sh), resuming /tmp/runs on a warm machine, else the folder packed in runs.tgz (a tracked archive such as
-# benchmarks/results/h200/issue50/s28-seed33-fp32-runs.tgz, or a carried .carry/runs.tgz), until RUN_S seconds after
-# this call's start. Once the experiment is complete, the swap A/B's other arm for what is left of RUN_S: the same command
-# without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only
-# twins launched afresh are left to run (the study cells and lone baselines are complete there), packed as
-# fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle.
+# repeats --feed-swaps` with windows that end on precision (seed_run.sh), resuming /tmp/runs on a warm machine, else the
+# folder packed in runs.tgz (a tracked archive such as benchmarks/results/h200/issue50/s28-seed33-fp32-runs.tgz, or a
+# carried .carry/runs.tgz), until RUN_S seconds after this call's start. Once the experiment is complete (its plan: 0
+# cells left), the swap A/B's other arm for what is left of RUN_S: the same command without --feed-swaps on a copy of
+# the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to
+# run (the study cells and lone baselines are complete there), packed as fresh-runs.tgz. Carry .whl: the wheels of
+# setproctitle (the zygote's), lazy_loader and cloudpickle.
 set -uo pipefail
 run_s=${1:-540}; archive=${2:-.carry/runs.tgz}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -26,7 +26,8 @@ carried=""; [ ! -d /tmp/runs ] && [ -f "$archive" ] && carried=$archive
 SEED_FLAGS="--warm-repeats --feed-swaps" bash benchmarks/seed/lent/seed_run.sh $(( run_s - ($(date +%s) - t0) )) $carried
 python3 benchmarks/quit_left_mps.py
 left=$(( run_s - ($(date +%s) - t0) ))
-if [ $left -gt 60 ]; then
+# the fresh arm only once the experiment is complete: seed_run.sh's plan of what is left says 0 cells
+if [ $left -gt 60 ] && grep -q ": 0 cells (" $OUT/plan-after.txt; then
   F=/tmp/fresh
   if [ ! -d $F ]; then
     mkdir -p $F
