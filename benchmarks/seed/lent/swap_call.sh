@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Issue 50, one call on a two-GPU machine, from the checkout: `colloc-kit run seed-33 --amp off --gpus all --warm-
+# Issue 50, one call on a two-GPU machine, from the checkout:
 #   bash benchmarks/seed/lent/swap_call.sh RUN_S [runs.tgz]
-# repeats --feed-swaps` with windows that end on precision (seed_run.sh), resuming /tmp/runs on a warm machine, else the
-# folder packed in runs.tgz (a tracked archive such as benchmarks/results/h200/issue50/s28-seed33-fp32-runs.tgz, or a
-# carried .carry/runs.tgz), until RUN_S seconds after this call's start. Once the experiment is complete (its plan: 0
-# cells left), the swap A/B's other arm for what is left of RUN_S: the same command without --feed-swaps on a copy of
-# the folder (/tmp/fresh, or a carried .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to
-# run (the study cells and lone baselines are complete there), packed as fresh-runs.tgz. Carry .whl: the wheels of
-# setproctitle (the zygote's), lazy_loader and cloudpickle.
+# `colloc-kit run seed-33 --amp off --gpus all --warm-repeats --feed-swaps` with windows that end on precision
+# (seed_run.sh), resuming /tmp/runs on a warm machine, else the folder packed in runs.tgz (a tracked archive such as
+# benchmarks/results/h200/issue50/s29-seed33-fp32-runs.tgz, or a carried .carry/runs.tgz), until RUN_S seconds after
+# this call's start. Once the experiment is complete (its plan: 0 cells left), the swap A/B's other arm for what is
+# left of RUN_S: the same command without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried
+# .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to run (the study cells and lone
+# baselines are complete there), packed as fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's),
+# lazy_loader and cloudpickle.
 set -uo pipefail
 run_s=${1:-540}; archive=${2:-.carry/runs.tgz}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
