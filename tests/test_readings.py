@@ -21,10 +21,10 @@ from colloc_kit.gpu import mig_catalogue, mig_planner
 from colloc_kit.notebook import fits, gains, readings
 
 SETS = {"cpu-seed": Path(__file__).parent / "reference" / "cpu-seed", "h100-matrix": "h100-matrix",
-        "h100-80gb": "h100-80gb", "h100-80gb-renewed": "h100-80gb-renewed"}
+        "h100-80gb": "h100-80gb", "h100-80gb-renewed": "h100-80gb-renewed", "h200-141gb": "h200-141gb"}
 GPU_RUN = Path(__file__).resolve().parents[1] / "benchmarks/results/h100/batch-gpu-quick/runs.tgz"  # a GPU run:
 # the gpu-quick batch's own runs of 02, 03, 04 and 06 on an H100 (its README says how)
-SEED_SETS = ("cpu-seed", "h100-80gb", "h100-80gb-renewed")  # those holding the seed study's experiments (08)
+SEED_SETS = ("cpu-seed", "h100-80gb", "h100-80gb-renewed", "h200-141gb")  # those holding the seed study's experiments (08)
 NUMBER = r"([\d,]+(?:\.\d+)?)"
 COMPARED = re.compile(rf"\({NUMBER}[^)]*\) (is larger than|is smaller than|is within (\d+) % of) .*\({NUMBER}[^)]*\)$")
 SHARES = re.compile(r"each job ran at (\d+)% to (\d+)% of its alone speed \((.*)\)$")
@@ -296,7 +296,7 @@ def test_the_readings_of_03_04_05_07_08_and_10_state_only_relations_that_hold(su
             "within the target", "over the target", "bound-by counts add up", "highest at least the median"} <= said
     assert stated[("03", "h100-80gb-renewed")] and stated[("04", "h100-80gb-renewed")]
     assert all(stated[(n, "h100-gpu-quick")] for n in ("03", "04", "07"))  # the GPU run's pages read too
-    assert stated[("05", "H200-141GB")] and stated[("08", "h100-80gb-renewed")]
+    assert stated[("05", "H200-141GB")] and stated[("08", "h100-80gb-renewed")] and stated[("08", "h200-141gb")]
 
 
 def test_the_latency_reading_counts_the_settings_the_table_has_and_says_why_none_met():
