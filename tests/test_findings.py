@@ -109,6 +109,21 @@ def test_the_figures_of_claims_3_and_4_show_every_point_and_its_ci():
                     figure.layout.title.text, x, ex, y, ey)
 
 
+@pytest.mark.slow
+def test_the_findings_judge_the_studys_cells_never_a_baselines_runs():
+    """Before: the H200 set's GPU-only twins and host-matched lone jobs were read as cells and workloads of their own
+    (claim 2 agreed and claim 4 partly agreed on them; the fairness tables and the memory figure showed each twice).
+    Every cell, job and workload the report judges is the study's: on its dataset, with the study's loader workers."""
+    found = shipped_findings("h200-141gb")
+    study = {"timm.resnet26 bs128 seed on cifar10", "timm.resnet50 bs128 seed on imagenet64",
+             "timm.resnet152 bs128 seed on imagenet"}
+    assert set(found.cells33["jobs_label"].str.replace(r"^\d+ x ", "", regex=True)) == study
+    assert set(found.fit["workload"]) == study
+    jobs = found.fairness["jobs"]
+    assert set(jobs["workload"]) == study and not jobs.duplicated(["mode_label", "copies", "jobs_label", "job"]).any()
+    assert [c["verdict"] for c in found.claims] == ["disagrees", "cannot tell", "not measured here", "agrees"]
+
+
 def test_a_workload_without_a_lone_run_borrows_its_baseline_and_says_so():
     jobs = seed_like({("exclusive", "exclusive", 1): [100.0], ("naive", "naive", 2): [60.0, 60.0]})
     mixed = jobs[jobs["mode"] == "naive"].assign(experiment="seed-37", run_id="r37")

@@ -54,14 +54,18 @@ def baseline_kind(cell_id: Any) -> str | None:
 
 
 def study_cells(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows (runs or summarized cells) of the study's own cells: a baseline's runs (host-matched, GPU-only) show
-    in the split of the cells they divide, never as cells of their own.
+    """The rows (runs, summarized cells, or jobs by their cell id) of the study's own cells: a baseline's runs
+    (host-matched, GPU-only) show in the split of the cells they divide, never as cells of their own.
 
     >>> rows = pd.DataFrame({"copies": [3, 1, 3], "baseline": [None, "host-matched", "gpu-only"]})
     >>> study_cells(rows)["copies"].tolist()
     [3]
+    >>> study_cells(pd.DataFrame({"cell_id": ["mps-x3-r0", "gpu-only-mps-x3-r0"]}))["cell_id"].tolist()
+    ['mps-x3-r0']
     """
-    return rows[rows["baseline"].isna()] if "baseline" in rows else rows
+    if "baseline" in rows:
+        return rows[rows["baseline"].isna()]
+    return rows[rows["cell_id"].map(baseline_kind).isna()] if "cell_id" in rows else rows
 
 
 def split_of(rates: list[float], configured: list[float], host_matched: list[float]) -> dict:

@@ -148,7 +148,7 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
                    *(f"{e}_{s}" for e in EVIDENCE for s in ("mean", "std")), "kind", "layout"]
         return pd.DataFrame(columns=columns), f"no runs of {experiment} in the data"
     part = summarized(results, experiment) if part is None else part
-    summary = study_cells(analysis.summarize_runs(part.runs))  # a baseline's runs divide the cells, are none
+    summary = analysis.summarize_runs(part.runs)
     per_run = _run_evidence(part.results, models)
     keys = [k for k in analysis.GROUP_KEYS if k != "workloads"]
     stats = per_run.groupby(keys, dropna=False).agg(
@@ -164,9 +164,10 @@ def configurations(results: Results, experiment: str, models: dict[str, str] | N
 
 
 def summarized(results: Results, experiment: str) -> Part:
-    """The runs of `experiment` the findings read (`part_of`), summarized (`analysis.run_summary`)."""
+    """The runs of `experiment` the findings read (`part_of`), summarized (`analysis.run_summary`): the study's cells
+    only (`study_cells`), a baseline's runs being in the split of the cells they divide."""
     part, reference, note = part_of(results, experiment)
-    return Part(part, reference, note, analysis.run_summary(part, reference))
+    return Part(part, reference, note, study_cells(analysis.run_summary(part, reference)))
 
 
 def part_of(results: Results, experiment: str) -> tuple[Results, pd.DataFrame | None, str | None]:

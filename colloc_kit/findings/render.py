@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from colloc_kit.analysis import summaries as analysis
+from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.analysis.results import Results
 from colloc_kit.findings.appendix import (
     fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty, shares_by_layout,
@@ -73,7 +74,7 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
     cells33, variant33 = as_run(all33)
     cells37, note37 = configurations(results, "seed-37", models, parts.get("seed-37"))
     placements = mig_placements([gpu, STUDY_GPU])
-    fit = analysis.memory_fit(results.of_experiments(["seed-33"]).jobs, capacities(gpu)) \
+    fit = analysis.memory_fit(study_cells(results.of_experiments(["seed-33"]).jobs), capacities(gpu)) \
         if len(results.jobs) else pd.DataFrame(columns=["workload", "capacity", "copies_fit", "steady_gpu_memory_mb"])
     noise = analysis.noise(results.of_experiments(["seed-33", "seed-37"]).jobs, all33)  # said, never greying
     like33 = {}
