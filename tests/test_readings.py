@@ -24,7 +24,7 @@ SETS = {"cpu-seed": Path(__file__).parent / "reference" / "cpu-seed", "h100-matr
         "h100-80gb": "h100-80gb", "h100-80gb-renewed": "h100-80gb-renewed", "h200-141gb": "h200-141gb"}
 GPU_RUN = Path(__file__).resolve().parents[1] / "benchmarks/results/h100/batch-gpu-quick/runs.tgz"  # a GPU run:
 # the gpu-quick batch's own runs of 02, 03, 04 and 06 on an H100 (its README says how)
-SEED_SETS = ("cpu-seed", "h100-80gb", "h100-80gb-renewed", "h200-141gb")  # those holding the seed study's experiments (08)
+SEED_SETS = ("cpu-seed", "h100-80gb", "h100-80gb-renewed", "h200-141gb")  # with the seed study's experiments (08)
 NUMBER = r"([\d,]+(?:\.\d+)?)"
 COMPARED = re.compile(rf"\({NUMBER}[^)]*\) (is larger than|is smaller than|is within (\d+) % of) .*\({NUMBER}[^)]*\)$")
 SHARES = re.compile(r"each job ran at (\d+)% to (\d+)% of its alone speed \((.*)\)$")
