@@ -8,7 +8,8 @@
 # left of RUN_S: the same command without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried
 # .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to run (the study cells and lone
 # baselines are complete there), packed as fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's),
-# lazy_loader and cloudpickle.
+# lazy_loader and cloudpickle. MIN_S: a window's least seconds (default 5); FRESH_ARM=0: no fresh arm, the call ends
+# once the experiment is complete.
 set -uo pipefail
 run_s=${1:-540}; archive=${2:-.carry/runs.tgz}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -28,7 +29,7 @@ SEED_FLAGS="--warm-repeats --feed-swaps" bash benchmarks/seed/lent/seed_run.sh $
 python3 benchmarks/quit_left_mps.py
 left=$(( run_s - ($(date +%s) - t0) ))
 # the fresh arm only once the experiment is complete: seed_run.sh's plan of what is left says 0 cells
-if [ $left -gt 60 ] && grep -q ": 0 cells (" $OUT/plan-after.txt; then
+if [ "${FRESH_ARM:-1}" = 1 ] && [ $left -gt 60 ] && grep -q ": 0 cells (" $OUT/plan-after.txt; then
   F=/tmp/fresh
   if [ ! -d $F ]; then
     mkdir -p $F
@@ -36,7 +37,7 @@ if [ $left -gt 60 ] && grep -q ": 0 cells (" $OUT/plan-after.txt; then
   fi
   t1=$(date +%s)
   timeout -s INT -k 60 $left python3 -m colloc_kit.cli run seed-33 --amp off --gpus all --warm-repeats \
-    --until-ci 0.01 --min-seconds 5 --data-root /tmp/seed-data --out $F --quiet > $OUT/fresh.log 2>&1
+    --until-ci 0.01 --min-seconds ${MIN_S:-5} --data-root /tmp/seed-data --out $F --quiet > $OUT/fresh.log 2>&1
   echo "fresh twins: rc $? in $(( $(date +%s) - t1 )) s"; tail -3 $OUT/fresh.log
   tar czf $OUT/fresh-runs.tgz -C $F .
   python3 benchmarks/quit_left_mps.py
