@@ -73,12 +73,6 @@ def page(browser):
     page.context.close()
 
 
-# Two frames after a resize (Lumino lays out on the next one), and no figure with a resize still to come (plotly's
-# Plots.resize keeps `_resolveResize` until its relayout ends): awaited, not a fixed 500 ms before every tall shot.
-SETTLED_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(
-  Array.from(document.querySelectorAll('.js-plotly-plot')).every(gd => !gd._resolveResize)))))"""
-
-
 def shot(page, name: str) -> None:
     """The whole page as a PNG; in JupyterLab, which scrolls inside itself, the window is made as tall as the
     notebook first (at most 16,000 px)."""
@@ -89,7 +83,7 @@ def shot(page, name: str) -> None:
     if tall > viewport["height"]:
         page.set_viewport_size({"width": viewport["width"], "height": min(tall, 16_000)})
         page.evaluate("() => { document.querySelector('.jp-WindowedPanel-outer').scrollTop = 0; }")
-        page.wait_for_function(SETTLED_JS)  # the lab laid out at the new size, no plotly resize pending
+        page.wait_for_timeout(500)  # plotly redraws at the new size
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     page.set_viewport_size(viewport)
 
