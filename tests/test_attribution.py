@@ -89,6 +89,16 @@ def test_a_cell_without_its_host_matched_run_says_what_to_add():
     assert math.isnan(shared["gpu_part"]) and "add host-matched" in shared["attribution_note"]
 
 
+def test_a_baseline_short_of_its_target_says_how_many_lone_runs_to_add_and_how():
+    """Two configured lone runs, 100 and 80 images/s: their mean 90 known to ± 141 % (t over two runs), so about 397
+    more to reach ± 10 % (the runs grow as the CI's square); the note says so, and names the spec's key that lets
+    `colloc-kit run` add them (its extra lone repeats stop at `baseline_max_repeats`, six in the seed specs)."""
+    rows = [*STUDY, *_rows("lone2", "exclusive", 1, [80.0], 4)]
+    note = summaries.run_summary(_results(rows)).set_index("run_id").loc["mps3", "attribution_note"]
+    assert "configured baseline known to ± 141 % over 2 runs (target ± 10 %): add about 397 lone runs" in note
+    assert "(the spec's baseline_max_repeats at least 399, then run it again)" in note
+
+
 def test_baselines_add_their_cells_and_unknown_names_are_refused():
     job = JobSpec(model="smallcnn", device="cpu", steps=5, workers=2, dataset="cifar10", data_root="/d")
     spec = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[3], repeats=2,

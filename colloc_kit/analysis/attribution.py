@@ -148,7 +148,8 @@ def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jo
         if rel == rel and rel > SEED_PRECISION[kind]:
             more = math.ceil(runs * (rel / SEED_PRECISION[kind]) ** 2) - runs
             notes.append(f"{kind} baseline known to {plus_minus(rel)} over {plural(runs, 'run')} (target "
-                         f"{plus_minus(SEED_PRECISION[kind])}): add about {plural(more, 'lone run')}")
+                         f"{plus_minus(SEED_PRECISION[kind])}): add about {plural(more, 'lone run')} (the spec's "
+                         f"baseline_max_repeats at least {runs + more}, then run it again)")
     return "; ".join(notes) or None
 
 
