@@ -4,12 +4,13 @@
 # resumable), resuming the run folder of an earlier call where one is carried; then the folder packed under $OUT at
 # once, the plan of what is left and the per-cell phases after it.
 #   bash benchmarks/seed/lent/seed_run.sh RUN_S [carried runs.tgz]      (run from the checkout)
-# SEED_FLAGS: more flags for the run (warm_run.sh gives --warm-repeats); MIN_S: a window's least seconds (default 5)
+# SEED_FLAGS: more flags for the run (warm_run.sh gives --warm-repeats); MIN_S: a window's least seconds (default 5);
+# AMP: the precision, off (the study's fp32, default) or bf16 (issue 52)
 set -uo pipefail
 run_s=${1:-480}; carried=${2:-}
 export PYTHONUNBUFFERED=1
 D=/tmp/seed-data; R=/tmp/runs
-flags=(seed-33 --amp off --gpus all ${SEED_FLAGS:-} --until-ci 0.01 --min-seconds ${MIN_S:-5} --data-root $D --out $R)
+flags=(seed-33 --amp ${AMP:-off} --gpus all ${SEED_FLAGS:-} --until-ci 0.01 --min-seconds ${MIN_S:-5} --data-root $D --out $R)
 nvidia-smi --query-gpu=index,name,memory.total --format=csv > $OUT/gpus.csv
 t0=$(date +%s)
 for d in cifar10:50000 imagenet64:100000 imagenet:20000; do

@@ -9,7 +9,7 @@
 # .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to run (the study cells and lone
 # baselines are complete there), packed as fresh-runs.tgz. Carry .whl: the wheels of setproctitle (the zygote's),
 # lazy_loader and cloudpickle. MIN_S: a window's least seconds (default 5); FRESH_ARM=0: no fresh arm, the call ends
-# once the experiment is complete.
+# once the experiment is complete; AMP: off (default) or bf16, as seed_run.sh takes it.
 set -uo pipefail
 run_s=${1:-540}; archive=${2:-.carry/runs.tgz}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -36,7 +36,7 @@ if [ "${FRESH_ARM:-1}" = 1 ] && [ $left -gt 60 ] && grep -q ": 0 cells (" $OUT/p
     if [ -f .carry/fresh-runs.tgz ]; then tar xzf .carry/fresh-runs.tgz -C $F; else cp -a /tmp/runs/. $F/; fi
   fi
   t1=$(date +%s)
-  timeout -s INT -k 60 $left python3 -m colloc_kit.cli run seed-33 --amp off --gpus all --warm-repeats \
+  timeout -s INT -k 60 $left python3 -m colloc_kit.cli run seed-33 --amp ${AMP:-off} --gpus all --warm-repeats \
     --until-ci 0.01 --min-seconds ${MIN_S:-5} --data-root /tmp/seed-data --out $F --quiet > $OUT/fresh.log 2>&1
   echo "fresh twins: rc $? in $(( $(date +%s) - t1 )) s"; tail -3 $OUT/fresh.log
   tar czf $OUT/fresh-runs.tgz -C $F .
