@@ -1,6 +1,6 @@
 """What a loader-bound lone baseline's swing costs (issue 50): per workload of seed folders, its lone runs as
 configured (`lone_neighbours.runs_of`: the series `exclusive-x1`), their spread (coefficient of variation of images/s)
-and how many such runs a 95 % CI of ±`target` would need at that spread (`stats.ci95`'s t over n runs).
+and how many such runs a 95 % CI of ±7 % would need at that spread (Student's t over n runs, as `stats.ci95`).
 
     python3 benchmarks/seed/lent/lone_spread.py RUNS29/seed-33 RUNS30/seed-33 > lone-spread.md
 """
@@ -14,6 +14,8 @@ from pathlib import Path
 from lone_neighbours import runs_of  # a sibling: the seed folder's runs
 from scipy import stats
 
+from colloc_kit.stats import CI_LEVEL
+
 __all__ = ["main", "runs_needed"]
 
 
@@ -23,7 +25,7 @@ def runs_needed(spread: float, target: float = 0.07) -> int:
     >>> runs_needed(0.092), runs_needed(0.033)
     (10, 4)
     """
-    return next(n for n in range(2, 10_000) if stats.t.ppf(0.975, n - 1) * spread / math.sqrt(n) <= target)
+    return next(n for n in range(2, 10_000) if stats.t.ppf(0.5 + CI_LEVEL / 2, n - 1) * spread / math.sqrt(n) <= target)
 
 
 def main(argv: list[str]) -> int:
