@@ -29,7 +29,10 @@ The other way, the kit writes lines to a worker's stdin: `GO` opens the start ba
 training once every job of the run has its window (then it reports `end`). `PAUSE` ends it alike, then the worker
 trains on, held, until `GO` (a warm repeat's next window) or `STOP`. `FEED {json}` while held (a feed swap,
 `worker.train`): the worker replaces its feed by the one those JobSpec fields (`spec.FEED_FIELDS`) describe, says
-`ready` again and trains on, held, on the new feed until `GO`. A worker whose stdin closes leaves.
+`ready` again and trains on, held, on the new feed until `GO`. `CLOSE`: another job of the run has ended its window,
+and so the run's common window: a training worker ends its own at its next step once it has a steady interval (its
+`measured` says `ended_by` "common"), rather than measure seconds no figure of the run counts. A worker whose stdin
+closes leaves.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
     >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP
@@ -48,13 +51,14 @@ from typing import IO, Any, Mapping, NamedTuple
 
 from colloc_kit.statuses import COMPLETE, FAILED, INTERRUPTED, TIMED_OUT, Status
 
-__all__ = ["END", "EPOCH", "ERROR", "FEED", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES",
+__all__ = ["CLOSE", "END", "EPOCH", "ERROR", "FEED", "GO", "INTERVAL", "MEASURED", "READY", "START", "STOP", "TYPES",
            "ErrorKind", "EventWriter", "Outcome", "job_outcome", "now", "parse", "readable"]
 
 READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR = "ready", "start", "interval", "epoch", "measured", "end", "error"
 TYPES = (READY, START, INTERVAL, EPOCH, MEASURED, END, ERROR)
 GO, STOP, PAUSE = "go", "stop", "pause"  # the kit's lines to a worker's stdin (pause: stop, then wait for go)
 FEED = "feed"  # a line `feed {json}`, while held: swap the worker's feed (`spec.FEED_FIELDS`)
+CLOSE = "close"  # the run's common window has ended: end the measured window at the next step
 
 
 class ErrorKind(str, Enum):

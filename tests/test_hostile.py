@@ -1171,11 +1171,11 @@ def test_jobs_that_reported_their_end_stay_complete_when_the_zygote_is_killed(tm
 def test_stopping_a_job_that_died_with_a_line_still_buffered_for_it_closes_its_pipes_without_an_error(tmp_path):
     """A job gone before it read what the launcher wrote to it (a feed swap it refused at once, under load): closing
     its stdin flushes into a pipe nobody reads; the launcher's stop closes it all the same, no BrokenPipeError."""
-    from colloc_kit.pipeline import launcher  # noqa: PLC0415 - its private stop, the one place that closes the pipes
+    from colloc_kit.pipeline import launched, launcher  # noqa: PLC0415 - its private stop, the one place closing pipes
 
     proc = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     proc.wait(timeout=30)
     proc.stdin.write(b"swap\n")  # buffered: the flush at close meets the closed pipe
-    job = launcher._Job(item=None, proc=proc, events_path=tmp_path / "events.jsonl")
+    job = launched.LaunchedJob(item=None, proc=proc, events_path=tmp_path / "events.jsonl")
     launcher._stop_all([job])
     assert proc.stdin.closed and proc.stdout.closed

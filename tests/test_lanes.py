@@ -104,6 +104,24 @@ def test_until_ci_ends_the_window_once_the_throughput_is_precise(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_runs_other_jobs_end_their_windows_with_its_first(tmp_path):
+    """The common window ends with the first job's window: told so (`close`), a neighbour given 60 s ends its own at
+    its next step, says why, and the run's figure spans the first job's window; a lone job is never told."""
+    short, long = {**TINY, "steps": 6}, {**TINY, "steps": None, "seconds": 60}
+    started = time.monotonic()
+    results = colloc_kit.run([short, long], mode="naive", copies=[1], out=tmp_path, monitor=False, progress=False)
+    assert time.monotonic() - started < 30
+    jobs = results.jobs.set_index("group")
+    assert jobs["window_ended_by"].tolist() == ["steps", "common"] and (jobs["status"] == "complete").all()
+    ((manifest, _),) = runs_of(tmp_path)
+    ends = {job.group: next(e["t"] for e in read_events(find_runs(tmp_path)[0].events_path(job.job))
+                            if e["type"] == "measured") for job in manifest.jobs}
+    assert 0 <= ends[1] - ends[0] < 2.0  # at its next step after hearing it, not 60 s later
+    run = results.runs.iloc[0]
+    assert run["throughput_window"] == "overlap" and run["window_end"] == pytest.approx(ends[0], abs=0.05)
+
+
+@pytest.mark.slow
 def test_a_window_of_steps_says_so(tmp_path):
     """A budget of steps ends the window by its steps, and the manifest says so."""
     colloc_kit.run([TINY], mode="naive", copies=[1], out=tmp_path, name="steps", monitor=False, progress=False)

@@ -99,7 +99,7 @@ class JobRow:
     epoch_time_s: float | None
     step_time_s: float | None
     steady_s: float | None
-    window_ended_by: str | None  # precision (until_ci met), seconds, steps or epochs (its budget)
+    window_ended_by: str | None  # precision (until_ci met), seconds, steps, epochs (its budget), common (events.CLOSE)
     held_s: float | None
     steps: int | None
     images: int | None

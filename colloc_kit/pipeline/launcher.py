@@ -2,7 +2,9 @@
 
 Jobs that started together also stop together: a job whose budget is met (its `measured` event) trains on until
 every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
-always lie inside one span in which all of them trained (the run's common window).
+always lie inside one span in which all of them trained (the run's common window). That span ends with the first
+training job's window, so the launcher then writes `close` to the other training jobs: each ends its window at its
+next step, rather than measure seconds that no figure of the run counts (a server's window is its own).
 
 Each job is a `python -m colloc_kit.worker` process in its own process group (forked from the experiment's zygote
 where there is one, zygote.py, so that its imports are already done). Its stdout (the event stream) is
@@ -24,15 +26,15 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from colloc_kit import events, supervise
-from colloc_kit.events import ErrorKind
-from colloc_kit.modes import Slot
+from colloc_kit.serving import SERVE
 from colloc_kit.spec import JobSpec
 from colloc_kit.pipeline import outcome
+from colloc_kit.pipeline.launched import LaunchedJob, LaunchItem, pump_events, signal_job
 from colloc_kit.statuses import INTERRUPTED, TIMED_OUT
 from colloc_kit.store.manifest import JobOutcome
 from colloc_kit.store.rundir import events_file, stderr_file
@@ -43,30 +45,6 @@ __all__ = ["LaunchItem", "Wave", "worker_command"]
 READY_TIMEOUT_S = 900.0  # building a large model and loading its first batch; past this the job is failed
 STOP_GRACE_S = 5.0
 POLL_S = 0.02
-
-
-@dataclass(frozen=True)
-class LaunchItem:
-    """One job to start: its id, what it trains, and the slot it lands in."""
-
-    job_id: str
-    spec: JobSpec
-    slot: Slot
-
-
-@dataclass
-class _Job:
-    item: LaunchItem
-    proc: subprocess.Popen[bytes] | ForkedWorker  # started with stdin and stdout pipes
-    events_path: Path
-    ready: threading.Event = field(default_factory=threading.Event)
-    last: dict = field(default_factory=dict)  # last event of each type
-    pump: threading.Thread | None = None
-    stopped_as: str | None = None  # timed_out / interrupted, when the launcher stopped it
-    note: str | None = None  # what the launcher saw of it as it stopped it (its process suspended)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
 
 def worker_command(item: LaunchItem) -> list[str]:
@@ -98,7 +76,7 @@ class Wave:
         self.oom_kills = supervise.oom_kills()  # the machine's count, to tell the OOM killer's SIGKILL from others'
         self.outcomes: list[JobOutcome] = []
         self.kept = False  # every job alive, paused after a complete window: `again` may run another
-        self._jobs: list[_Job] = []
+        self._jobs: list[LaunchedJob] = []
 
     def run(self) -> list[JobOutcome]:
         """Start every job, hold them at the barrier until all are ready, release them together, wait for
@@ -184,14 +162,14 @@ class Wave:
                                         self.released_at, job.note, self.oom_kills) for job in self._jobs]
 
 
-def _mark_interrupted(jobs: list[_Job]) -> None:
+def _mark_interrupted(jobs: list[LaunchedJob]) -> None:
     for job in jobs:
         if job.alive():
             job.stopped_as = INTERRUPTED
 
 
 def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event: Callable[[dict], None] | None,
-           zygote: Zygote | None) -> _Job:
+           zygote: Zygote | None) -> LaunchedJob:
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_MPS_")}  # MPS only where the slot says
     env = {**inherited, **supervise.thread_env(cores), **item.slot.env, "PYTHONUNBUFFERED": "1"}
     stderr = open(stderr_file(jobs_dir, item.job_id), "wb")
@@ -208,63 +186,13 @@ def _start(item: LaunchItem, jobs_dir: Path, cores: list[int] | None, on_event: 
             os.sched_setaffinity(proc.pid, cores)
         except OSError:  # it already died: its outcome says why
             pass
-    job = _Job(item, proc, events_file(jobs_dir, item.job_id))
-    job.pump = threading.Thread(target=_pump, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
+    job = LaunchedJob(item, proc, events_file(jobs_dir, item.job_id))
+    job.pump = threading.Thread(target=pump_events, args=(job, on_event), name=f"events-{item.job_id}", daemon=True)
     job.pump.start()
     return job
 
 
-def _pump(job: _Job, on_event: Callable[[dict], None] | None) -> None:
-    """Copy a worker's stdout to its event log, keep the last event of each type, pass events on.
-
-    The pipe is drained to its end whatever happens, so a worker never blocks on a full pipe: a log that cannot be
-    written (a full disk, a folder gone) stops the job, whose error says where the kit could not write."""
-    log, failed = None, False
-    try:
-        log, log_path = open(job.events_path, "a", encoding="utf-8"), job.events_path
-    except OSError as exc:
-        failed = True
-        _stop_unwritable(job, exc)
-    assert job.proc.stdout is not None  # a pipe
-    for raw in job.proc.stdout:
-        line = raw.decode("utf-8", "replace")
-        event = events.parse(line)
-        if event is None or failed:
-            continue
-        assert log is not None  # opened, as nothing failed
-        try:
-            if job.events_path != log_path:  # a warm repeat's next window: its own run's log
-                log.close()
-                log, log_path = open(job.events_path, "a", encoding="utf-8"), job.events_path
-            log.write(line if line.endswith("\n") else line + "\n")
-            log.flush()
-        except OSError as exc:
-            failed = True
-            _stop_unwritable(job, exc)
-            continue
-        job.last[event["type"]] = event
-        if event["type"] in (events.READY, events.ERROR):
-            job.ready.set()  # an error before ready must not hold the barrier
-        if on_event:
-            on_event(event)
-    if log is not None:
-        try:
-            log.close()
-        except OSError:
-            pass  # the flush of a line already reported as unwritable
-    job.ready.set()
-
-
-def _stop_unwritable(job: _Job, exc: OSError) -> None:
-    """Stop a job whose event log cannot be written, recording why as its error (the events before stay)."""
-    job.last[events.ERROR] = {"type": events.ERROR, "job": job.item.job_id, "t": events.now(),
-                              "kind": ErrorKind.OTHER.value,
-                              "message": f"could not write {job.events_path}: {exc.strerror or exc}"}
-    job.ready.set()
-    _signal(job, signal.SIGTERM)
-
-
-def _wait_until_ready(jobs: list[_Job], time_limit_s: float | None = None) -> None:
+def _wait_until_ready(jobs: list[LaunchedJob], time_limit_s: float | None = None) -> None:
     """Wait for every job to be ready (or gone), READY_TIMEOUT_S at most; a job suspended (SIGSTOP) for longer than
     the time limit is not waited for (it makes no progress; the limit counts from the start, which it holds up)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -281,19 +209,19 @@ def _wait_until_ready(jobs: list[_Job], time_limit_s: float | None = None) -> No
             for job in jobs:
                 if not job.ready.is_set():
                     _time_out(job)
-                    _signal(job, signal.SIGKILL)
+                    signal_job(job, signal.SIGKILL)
             return
         time.sleep(POLL_S)
 
 
-def _release(jobs: list[_Job]) -> float:
+def _release(jobs: list[LaunchedJob]) -> float:
     """Open the barrier: one line to every waiting worker, back to back."""
     released_at = events.now()
     _tell_all([job for job in jobs if events.READY in job.last], events.GO)
     return released_at
 
 
-def _tell_all(jobs: list[_Job], line: str) -> None:
+def _tell_all(jobs: list[LaunchedJob], line: str) -> None:
     """Write one line of the stdin protocol (`events.GO`, `events.STOP`, a `feed` line) to every live job (one that
     just died is skipped)."""
     for job in jobs:
@@ -306,29 +234,34 @@ def _tell_all(jobs: list[_Job], line: str) -> None:
                 pass
 
 
-def _wait_until_done(jobs: list[_Job], time_limit_s: float | None, pause: bool = False) -> None:
-    """Wait for every job to end; once each live job has its measured window, tell them all to stop (`pause`: to
-    pause, and wait until each reported its end)."""
+def _wait_until_done(jobs: list[LaunchedJob], time_limit_s: float | None, pause: bool = False) -> None:
+    """Wait for every job to end; once a training job has its measured window, tell the other training jobs to close
+    theirs; once each live job has its measured window, tell them all to stop (`pause`: to pause, and wait until each
+    reported its end)."""
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
-    told = False
+    told = closed = False
+    training = [job for job in jobs if job.item.spec.role != SERVE]
     while any(job.alive() and not (pause and events.END in job.last) for job in jobs):
         if deadline is not None and time.monotonic() > deadline:
             for job in jobs:
                 if job.alive():
                     _time_out(job)
             return
+        if not closed and any(events.MEASURED in job.last for job in training):  # the common window is over
+            _tell_all([job for job in training if events.MEASURED not in job.last], events.CLOSE)
+            closed = True
         if not told and all(events.MEASURED in job.last or not job.alive() for job in jobs):
             _tell_all(jobs, events.PAUSE if pause else events.STOP)
             told = True
         time.sleep(POLL_S)
 
 
-def _time_out(job: _Job) -> None:
+def _time_out(job: LaunchedJob) -> None:
     """Mark `job` as stopped at its time limit, noting a suspended process (SIGSTOP): why it made no progress."""
     job.stopped_as, job.note = TIMED_OUT, outcome.suspended_note(job.proc.pid)
 
 
-def _stop_all(jobs: list[_Job]) -> None:
+def _stop_all(jobs: list[LaunchedJob]) -> None:
     """Stop what still runs (`supervise.stop_all`: SIGTERM, then SIGKILL after a grace period, loader processes in
     the group too) and close the pipes."""
     supervise.stop_all([job.proc for job in jobs], grace_s=STOP_GRACE_S)
@@ -341,7 +274,3 @@ def _stop_all(jobs: list[_Job]) -> None:
                     pipe.close()
                 except BrokenPipeError:  # a line still buffered for a job that is gone: closed all the same
                     pass
-
-
-def _signal(job: _Job, sig: int) -> None:
-    supervise.signal_group(job.proc.pid, sig)

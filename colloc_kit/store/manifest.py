@@ -167,7 +167,8 @@ class JobOutcome(_Record):
     the start barrier released it and `ended_at` when it ended (Unix seconds); `cores` the host cores it was allowed
     and `cores_ran_on` those its processes (main and loader workers) were seen on while it trained; `window_ci` the
     relative 95 % CI half-width of its images/s when its measured window ended, and `window_ended_by` why it ended
-    then (precision: `JobSpec.until_ci` was met; seconds, steps or epochs: its budget); `mode_problem` what the
+    then (precision: `JobSpec.until_ci` was met; seconds, steps or epochs: its budget; common: another job of the run
+    ended its window first, and with it the run's common window, `events.CLOSE`); `mode_problem` what the
     sharing mode saw go wrong (e.g. an MPS server fault), on a job that did not complete.
 
     >>> JobOutcome("j0", "complete").status

@@ -31,8 +31,9 @@ class Meter:
     the same sharing, until the launcher says stop (or, paused, until its next window); held intervals carry
     `held: true` and never count for the job's own throughput. With `until_ci`, a `seconds` window ends early, after
     `min_seconds`, once its intervals' images/s have a 95 % CI no wider than that share (stats.relative_ci95, the CI
-    `figures` reports for a job alone). The `measured` event says why the window ended (`ended_by`: precision,
-    seconds, steps or epochs). The device is synchronised only where a time is read (`count_step` says when).
+    `figures` reports for a job alone). Told that the run's common window is over (`count_step`'s `closing`), it ends
+    at once. The `measured` event says why the window ended (`ended_by`: precision, seconds, steps, epochs or
+    common). The device is synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
@@ -47,7 +48,7 @@ class Meter:
         self.steady_step0 = 0
         self.end_t = self.window_end_t = self.t0
         self.measured = self._window_due = False  # measured: the budget is met and `window` is final
-        self.ended_by: str | None = None  # why the window ended: precision, seconds, steps or epochs
+        self.ended_by: str | None = None  # why the window ended: precision, seconds, steps, epochs or common
         self.window: dict = {}  # steady_images, steady_s, images_per_s (and a note) of the measured window
         self.rates: list[float] = []  # images/s of each interval of the measured window so far (figures.interval_rates)
         self.cores_ran_on: set[int] = set()
@@ -57,12 +58,16 @@ class Meter:
         """Images trained so far, warm-up and held steps included."""
         return self.step * self.spec.batch_size
 
-    def count_step(self, stopping: bool = False) -> bool:
-        """One more step done; True when something is due that needs the device synchronised first."""
+    def count_step(self, stopping: bool = False, closing: bool = False) -> bool:
+        """One more step done; True when something is due that needs the device synchronised first. `closing`: the
+        run's common window has ended (another job's did, `events.CLOSE`): the window ends now, once it has a steady
+        interval."""
         self.step += 1
         now = time.perf_counter()
         if self.measured:
             due_now = False
+        elif closing and self.rates:
+            due_now, self.ended_by = True, "common"
         elif self.budget_steps is not None and self.step >= self.budget_steps:
             due_now, self.ended_by = True, "steps" if self.spec.steps is not None else "epochs"
         elif self.spec.seconds is not None and self.steady_t0 is not None and now - self.steady_t0 >= self.spec.seconds:

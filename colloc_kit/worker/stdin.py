@@ -1,5 +1,5 @@
 """The launcher's side of a worker's stdin (the protocol: `colloc_kit.events`): the start barrier, then `stop`,
-`pause`, `go`, `feed {json}` and EOF, heard on a thread while the worker trains.
+`pause`, `go`, `close`, `feed {json}` and EOF, heard on a thread while the worker trains.
 
     >>> begin(barrier=False).said_stop.is_set()     # no launcher: the job stops once its window is measured
     True
@@ -24,14 +24,15 @@ def begin(barrier: bool) -> "Launcher | None":
 
 class Launcher:
     """The launcher's side of stdin after the barrier: `stop` (end the window, then leave), `pause` (end it, train on
-    held until `go`: a warm repeat's next window, or until `stop`), `feed {json}` (while held: a feed swap, taken by
-    `take_feed`) or EOF when the launcher is gone.
+    held until `go`: a warm repeat's next window, or until `stop`), `close` (another job ended its window: the run's
+    common window is over, `said_close`), `feed {json}` (while held: a feed swap, taken by `take_feed`) or EOF when the
+    launcher is gone.
 
     Without a launcher (`listen=False`) the job stops as soon as its window is measured.
     """
 
     def __init__(self, listen: bool):
-        self.said_stop, self.paused, self.said_go, self.gone = (threading.Event() for _ in range(4))
+        self.said_stop, self.paused, self.said_go, self.said_close, self.gone = (threading.Event() for _ in range(5))
         self.asked_feed: str | None = None  # a `feed` line's JSON, until taken
         if not listen:
             self.said_stop.set()
@@ -52,7 +53,7 @@ class Launcher:
         False where it said stop or went away (the job leaves, its windows complete)."""
         if not (self.paused.is_set() and self.said_go.is_set()):
             return False
-        for said in (self.said_stop, self.paused, self.said_go):
+        for said in (self.said_stop, self.paused, self.said_go, self.said_close):
             said.clear()
         return True
 
@@ -65,6 +66,8 @@ class Launcher:
                 self.paused.clear()  # stop, also after a pause: leave
             elif said == events.GO:
                 self.said_go.set()
+            elif said == events.CLOSE:
+                self.said_close.set()
             elif said.startswith(f"{events.FEED} "):
                 self.asked_feed = said.removeprefix(events.FEED).strip()
             if said in (events.STOP, events.PAUSE):

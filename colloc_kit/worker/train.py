@@ -211,7 +211,7 @@ def _train(spec: JobSpec, writer: events.EventWriter, barrier: bool) -> int:
             if launcher.gone.is_set():
                 return EXIT_LAUNCHER_GONE
             loss = trained(meter)
-            if meter.count_step(stopping=launcher.said_stop.is_set()):
+            if meter.count_step(stopping=launcher.said_stop.is_set(), closing=launcher.said_close.is_set()):
                 sync()
                 meter.report(loss)
 
