@@ -30,9 +30,9 @@ training once every job of the run has its window (then it reports `end`). `PAUS
 trains on, held, until `GO` (a warm repeat's next window) or `STOP`. `FEED {json}` while held (a feed swap,
 `worker.train`): the worker replaces its feed by the one those JobSpec fields (`spec.FEED_FIELDS`) describe, says
 `ready` again and trains on, held, on the new feed until `GO`. `CLOSE`: another job of the run has ended its window,
-and so the run's common window: a training worker ends its own at its next step once it has a steady interval (its
-`measured` says `ended_by` "common"), rather than measure seconds no figure of the run counts. A worker whose stdin
-closes leaves.
+and so the run's common window: a training worker whose window is `seconds` (the most) ends its own at its next step
+once it has a steady interval (its `measured` says `ended_by` "common"), rather than measure seconds that no figure
+of the run counts. A worker whose stdin closes leaves.
 
     >>> w = EventWriter("job0", stream=io.StringIO())           # doctest: +SKIP
     >>> w.emit(READY, device="cuda:0")                          # doctest: +SKIP

@@ -3,8 +3,9 @@
 Jobs that started together also stop together: a job whose budget is met (its `measured` event) trains on until
 every job of the wave is measured or gone, then the launcher writes `stop` to each, so the jobs' measured windows
 always lie inside one span in which all of them trained (the run's common window). That span ends with the first
-training job's window, so the launcher then writes `close` to the other training jobs: each ends its window at its
-next step, rather than measure seconds that no figure of the run counts (a server's window is its own).
+training job's window, so the launcher then writes `close` to the other training jobs: each whose window is a time
+(`seconds`) ends it at its next step, rather than measure seconds that no figure of the run counts (a count of steps
+or epochs is kept whole; a server's window is its own).
 
 Each job is a `python -m colloc_kit.worker` process in its own process group (forked from the experiment's zygote
 where there is one, zygote.py, so that its imports are already done). Its stdout (the event stream) is

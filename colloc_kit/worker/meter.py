@@ -31,8 +31,8 @@ class Meter:
     the same sharing, until the launcher says stop (or, paused, until its next window); held intervals carry
     `held: true` and never count for the job's own throughput. With `until_ci`, a `seconds` window ends early, after
     `min_seconds`, once its intervals' images/s have a 95 % CI no wider than that share (stats.relative_ci95, the CI
-    `figures` reports for a job alone). Told that the run's common window is over (`count_step`'s `closing`), it ends
-    at once. The `measured` event says why the window ended (`ended_by`: precision, seconds, steps, epochs or
+    `figures` reports for a job alone). Told that the run's common window is over (`count_step`'s `closing`), a window
+    of seconds ends at once. The `measured` event says why the window ended (`ended_by`: precision, seconds, steps, epochs or
     common). The device is synchronised only where a time is read (`count_step` says when).
     """
 
@@ -60,13 +60,13 @@ class Meter:
 
     def count_step(self, stopping: bool = False, closing: bool = False) -> bool:
         """One more step done; True when something is due that needs the device synchronised first. `closing`: the
-        run's common window has ended (another job's did, `events.CLOSE`): the window ends now, once it has a steady
-        interval."""
+        run's common window has ended (another job's did, `events.CLOSE`): a window of `seconds` (the most it
+        measures) ends now, once it has a steady interval; a count of steps or epochs is kept whole."""
         self.step += 1
         now = time.perf_counter()
         if self.measured:
             due_now = False
-        elif closing and self.rates:
+        elif closing and self.rates and self.spec.seconds is not None:
             due_now, self.ended_by = True, "common"
         elif self.budget_steps is not None and self.step >= self.budget_steps:
             due_now, self.ended_by = True, "steps" if self.spec.steps is not None else "epochs"
