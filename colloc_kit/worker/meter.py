@@ -31,9 +31,9 @@ class Meter:
     the same sharing, until the launcher says stop (or, paused, until its next window); held intervals carry
     `held: true` and never count for the job's own throughput. With `until_ci`, a `seconds` window ends early, after
     `min_seconds`, once its intervals' images/s have a 95 % CI no wider than that share (stats.relative_ci95, the CI
-    `figures` reports for a job alone). Told that the run's common window is over (`count_step`'s `closing`), a window
-    of seconds ends at once. The `measured` event says why the window ended (`ended_by`: precision, seconds, steps, epochs or
-    common). The device is synchronised only where a time is read (`count_step` says when).
+    `figures` reports for a job alone). Told that the run's common window is over (`count_step`'s `closing`), a
+    window of seconds ends at once. The `measured` event says why the window ended (`ended_by`: precision, seconds,
+    steps, epochs or common). The device is synchronised only where a time is read (`count_step` says when).
     """
 
     def __init__(self, spec: JobSpec, steps_per_epoch: int, writer: events.EventWriter):
