@@ -17,7 +17,7 @@ from colloc_kit.analysis import attribution, summaries
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.cells import cells
-from colloc_kit.pipeline.precision import more_repeats
+from colloc_kit.pipeline.precision import precision_repeats
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import find_runs, read_events
@@ -91,12 +91,12 @@ def test_a_cell_without_its_host_matched_run_says_what_to_add():
 
 def test_a_baseline_short_of_its_target_says_how_many_lone_runs_to_add_and_how():
     """Two configured lone runs, 100 and 80 images/s: their mean 90 known to ± 141 % (t over two runs), so about 397
-    more to reach ± 10 % (the runs grow as the CI's square); the note says so, and names the spec's key that lets
+    more to reach ± 9 % (the runs grow as the CI's square); the note says so, and names the spec's key that lets
     `colloc-kit run` add them (its extra lone repeats stop at `baseline_max_repeats`, six in the seed specs)."""
     rows = [*STUDY, *_rows("lone2", "exclusive", 1, [80.0], 4)]
     note = summaries.run_summary(_results(rows)).set_index("run_id").loc["mps3", "attribution_note"]
-    assert "configured baseline known to ± 141 % over 2 runs (target ± 10 %): add about 397 lone runs" in note
-    assert "(the spec's baseline_max_repeats at least 399, then run it again)" in note
+    assert "configured baseline known to ± 141 % over 2 runs (target ± 9 %): add about 491 lone runs" in note
+    assert "(the spec's baseline_max_repeats at least 493, then run it again)" in note
 
 
 def test_baselines_add_their_cells_and_unknown_names_are_refused():
@@ -116,19 +116,24 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
 
 
 @pytest.mark.slow
-def test_a_round_of_lone_repeats_gives_every_lane_a_cell(tmp_path):
-    """Where fewer baselines than lanes miss their target, a round takes as many of each one's next repeats as keep
-    every lane busy (two GPUs, one short baseline: its next two repeats), never past its maximum."""
+def test_a_lone_baselines_precision_repeats_are_windows_of_its_launch_run_only_while_it_is_short(tmp_path):
+    """Warm repeats: the configured baseline's repeats past `repeats` follow its planned ones as further windows of
+    the launch they kept while its target is missed (an unreachable one: up to `baseline_max_repeats`); a target met
+    by the planned repeats passes them all over."""
     job = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, image_size=32, batch_size=8, workers=0,
                   synthetic_samples=64)
-    planned = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], name="lanes",
-                             baselines=["configured"], monitor=False)
-    run_spec(planned, out=tmp_path, progress=False)  # the planned cells: naive x2 and the lone configured run
-    folder = ExperimentFolder.of(tmp_path, "lanes")
-    short = dataclasses.replace(planned, baseline_precision={"configured": 0.001}, baseline_max_repeats=3)
-    assert [c.label for c in more_repeats(short, folder)] == ["exclusive-x1-r1"]
-    assert [c.label for c in more_repeats(short, folder, lanes=2)] == ["exclusive-x1-r1", "exclusive-x1-r2"]
-    assert [c.label for c in more_repeats(short, folder, lanes=4)] == ["exclusive-x1-r1", "exclusive-x1-r2"]
+    short = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], repeats=3, name="short",
+                           baselines=["configured"], baseline_precision={"configured": 1e-9}, baseline_max_repeats=5,
+                           warm_repeats=True, monitor=False)
+    met = dataclasses.replace(short, name="met", baseline_precision={"configured": 0.99})
+    for spec in (short, met):
+        run_spec(spec, out=tmp_path, progress=False)
+    lone = {name: sorted((m.repeat, m.warm.launch) for m in (run.read_manifest() for run in find_runs(tmp_path / name))
+                         if m.copies == 1 and m.status == "complete") for name in ("short", "met")}
+    assert [repeat for repeat, _ in lone["short"]] == [0, 1, 2, 3, 4]
+    assert len({launch for _, launch in lone["short"]}) == 1, "one launch: each repeat a window of it"
+    assert [repeat for repeat, _ in lone["met"]] == [0, 1, 2]
+    assert precision_repeats(met, ExperimentFolder.of(tmp_path, "met")) != []  # passed over, never run
 
 
 @pytest.mark.slow
@@ -144,7 +149,7 @@ def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
     results = run_spec(spec, out=tmp_path / "runs", progress=False)
     assert set(results.jobs["workers"]) == {1, 2} and results.jobs["cores_allowed"].notna().all()
     assert len(results.runs) == 6  # 5 planned cells and one lone repeat for the +-0.1 % target
-    assert more_repeats(spec, ExperimentFolder.of(tmp_path / "runs", "split")) == []  # at its maximum
+    assert precision_repeats(spec, ExperimentFolder.of(tmp_path / "runs", "split")) == []  # at its maximum
     ready = [event for run in find_runs(tmp_path / "runs") for job in run.read_manifest().jobs
              for event in read_events(run.events_path(job.job)) if event["type"] == "ready"]
     assert len({event["ppid"] for event in ready}) == 1, "both rounds' jobs forked from one zygote"

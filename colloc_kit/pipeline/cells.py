@@ -194,7 +194,7 @@ class Plan:
     @classmethod
     def of(cls, spec: ExperimentSpec, folder: ExperimentFolder, in_flight: AbstractSet[str] = frozenset()) -> "Plan":
         """The plan for `spec` in `folder`; `in_flight`: ids of cells an executor has under way elsewhere. A lone
-        baseline's repeats past `repeats` count only once run (`precision.more_repeats` asks for them)."""
+        baseline's repeats past `repeats` count only once run (`precision.precision_repeats`: run while needed)."""
         states = folder.cell_states()
         every = [c for c in cells(spec) if c.repeat < spec.repeats or c.cell_id in states or c.cell_id in in_flight]
         status = {c.cell_id: states[c.cell_id].status for c in every if c.cell_id in states}

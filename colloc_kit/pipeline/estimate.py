@@ -107,7 +107,7 @@ def lanes_of(spec: ExperimentSpec) -> int:
 def plan_seconds(spec: ExperimentSpec, out: str | Path) -> tuple[float | None, float | None]:
     """The wall seconds of `spec`'s cells not complete under out/<name>, over its lanes, from the lanes measured there
     (`lane_times`): the planned cells, and those with every lone repeat a baseline may still need for its precision
-    target (`precision.more_repeats`); (None, None) where none were measured yet.
+    target (`precision.precision_repeats`); (None, None) where none were measured yet.
 
     >>> import tempfile
     >>> plan_seconds(ExperimentSpec(jobs=[JobSpec(model="smallcnn")]), tempfile.mkdtemp())

@@ -24,6 +24,7 @@ from typing import Iterator
 from colloc_kit.analysis.results import RunReading
 from colloc_kit.pipeline.cell import Placement
 from colloc_kit.pipeline.cells import Cell
+from colloc_kit.pipeline.precision import precision_repeat, still_short
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.report import run_read_later
 from colloc_kit.pipeline.warm import Kept
@@ -50,6 +51,7 @@ class Lane(contextlib.AbstractContextManager):
         self.zygote: Zygote | None = zygote
         self.kept, self._own_kept = kept or Kept(), kept is None
         self._reader: ThreadPoolExecutor | None = None
+        self._precise: set[str] = set()  # series of baselines found precise: their further precision repeats passed
 
     def __enter__(self) -> "Lane":
         block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
@@ -81,8 +83,13 @@ class Lane(contextlib.AbstractContextManager):
         interrupt or an error of the kit propagates. None, said on stderr, where another live process holds the
         cell's claim (`store.claims`) or its folder has it complete or running by now (another kit on the folder):
         one owner per cell, and no cell measured twice; and it waits while another kit of the folder runs a cell on
-        its device (`claims.turn`): never two cells beside each other."""
+        its device (`claims.turn`): never two cells beside each other. None too, said nowhere, for a precision repeat
+        of a baseline already precise (`precision.still_short`): passed over."""
         folder = ExperimentFolder.of(self.out, self.spec.name)
+        if precision_repeat(self.spec, cell) and (cell.series in self._precise
+                                                  or not still_short(self.spec, folder, cell)):
+            self._precise.add(cell.series)
+            return None
         device = f"{self.spec.device}-{socket.gethostname()}-{self.placement.gpu}"
         with claims.turn(folder.path, device, functools.partial(_say_waiting, cell, device)), \
                 claims.claimed(folder.path, cell.cell_id) as other:

@@ -1,16 +1,18 @@
-"""Baselines precise by design: after an experiment's planned cells, the lone baseline cells are repeated (one more
-run each time round, or as many as keep every lane busy where fewer baselines than lanes are short; up to
-`baseline_max_repeats`) while the baseline they measure is known less precisely than the spec's `baseline_precision`
-asks (95 % CI half-width over its mean, `stats.relative_ci95` over its runs' images/s).
-`api.run_spec` asks `more_repeats` after each round and runs what it names. Cells queued in Slurm are not waited for:
-the next `colloc-kit run` of the spec adds the repeats.
+"""Baselines precise by design: a lone baseline's repeats past `repeats` (up to `baseline_max_repeats`, its
+*precision repeats*) are submitted with the planned cells and queued right behind its series, so that with warm
+repeats they are further windows of the launch its planned repeats kept (issue 50: a loader-bound lone job's windows
+of one launch spread as far as separate launches do, so each is as good a sample, at no new launch). When its turn
+comes, a precision repeat runs only while the baseline it measures is known less precisely than the spec's
+`baseline_precision` asks (`still_short`: the 95 % CI half-width over the mean, `stats.relative_ci95` over its complete
+runs' images/s; one run: not known); a lane passes over it otherwise (`pipeline.lane`). Cells queued in Slurm decide
+alike, when their task reaches them.
 
     >>> from colloc_kit.spec import ExperimentSpec, JobSpec
     >>> import tempfile
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2],
     ...                       baselines=["configured"], baseline_precision={"configured": 0.1}, baseline_max_repeats=3)
-    >>> more_repeats(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x"))   # the planned cells are not done yet
-    []
+    >>> [c.label for c in precision_repeats(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x"))]
+    ['naive-x1-r1', 'naive-x1-r2']
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 
-__all__ = ["more_repeats", "baseline_of"]
+__all__ = ["baseline_of", "precision_repeat", "precision_repeats", "still_short"]
 
 
 def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
@@ -32,27 +34,22 @@ def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
     return cell.baseline or ("configured" if cell.mode == (lone_mode(spec) or EXCLUSIVE) else None)
 
 
-def more_repeats(spec: ExperimentSpec, folder: ExperimentFolder, lanes: int = 1) -> list[Cell]:
-    """The lone cells to run next: for each baseline with a target whose planned runs are all complete, its next
-    repeat while its runs' images/s are known less precisely than the target (one run: not known); with `lanes`
-    (GPUs) to fill, its next repeats as many as give each lane a cell (a round of one repeat on two GPUs left one idle
-    for a whole cell, issue 50)."""
-    if not spec.baseline_precision:
-        return []
+def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
+    """Whether `cell` is a precision repeat: a repeat past `repeats` of a baseline with a precision target."""
+    return cell.repeat >= spec.repeats and baseline_of(spec, cell) in spec.baseline_precision
+
+
+def precision_repeats(spec: ExperimentSpec, folder: ExperimentFolder) -> list[Cell]:
+    """The precision repeats of `spec` its folder has no run of: those a run submits with its planned cells."""
     states = folder.cell_states()
-    series: dict[tuple[str, str], list[Cell]] = {}
-    for cell in cells(spec):
-        kind = baseline_of(spec, cell)
-        if kind is not None and kind in spec.baseline_precision:
-            series.setdefault((kind, cell.series), []).append(cell)
-    short = []
-    for (kind, _), lone in series.items():
-        done = [c for c in lone if c.cell_id in states and states[c.cell_id].status == COMPLETE]
-        if any(c not in done for c in lone if c.repeat < spec.repeats):
-            continue
-        rates = [read_run(states[c.cell_id].run).summary["aggregate_images_per_s"] for c in done]
-        precision = relative_ci95(rates)
-        if not precision <= spec.baseline_precision[kind]:  # NaN (one run) is not known either
-            short.append([c for c in lone if c not in done])
-    each = -(-lanes // len(short)) if short else 0  # at least one a baseline, lanes filled
-    return [cell for todo in short for cell in todo[:each]]
+    return [cell for cell in cells(spec) if precision_repeat(spec, cell) and cell.cell_id not in states]
+
+
+def still_short(spec: ExperimentSpec, folder: ExperimentFolder, cell: Cell) -> bool:
+    """Whether the precision repeat `cell` is to run: its baseline's complete runs so far (its series', the planned
+    repeats and those past them) give its images/s less precisely than its target."""
+    states = folder.cell_states()
+    runs = [states[c.cell_id].run for c in cells(spec)
+            if c.series == cell.series and c.cell_id in states and states[c.cell_id].status == COMPLETE]
+    precision = relative_ci95([read_run(run).summary["aggregate_images_per_s"] for run in runs])
+    return not precision <= spec.baseline_precision[baseline_of(spec, cell)]  # NaN (one run) is not known either

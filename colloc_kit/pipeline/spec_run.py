@@ -1,6 +1,7 @@
-"""One experiment's cells under way: planned from its folder, submitted, topped up with lone repeats while a baseline
-misses its precision target (precision.py), then read back. `api.run_spec` runs one and waits; the seed study runs
-several at once over kept lanes (`experiments.seed_run`), so that no lane waits at an experiment's end.
+"""One experiment's cells under way: planned from its folder, submitted with the lone repeats a baseline may need for
+its precision target (precision.py: each run only while its baseline is still short), then read back.
+`api.run_spec` runs one and waits; the seed study runs several at once over kept lanes (`experiments.seed_run`), so
+that no lane waits at an experiment's end.
 
     >>> from colloc_kit.spec import ExperimentSpec, JobSpec
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)])
@@ -20,13 +21,13 @@ from colloc_kit.analysis.results import Results, RunReading, assemble, read_run
 from colloc_kit.errors import BrokenRun
 from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.pipeline.cells import Cell, Plan, cells
-from colloc_kit.pipeline.estimate import lanes_of
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.executors.base import CellJob
-from colloc_kit.pipeline.precision import more_repeats
+from colloc_kit.pipeline.precision import precision_repeats
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.tally import Tally
 from colloc_kit.spec import ExperimentSpec
+from colloc_kit.statuses import DONE
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.tracking.log import log_experiment, warn_unreachable
 
@@ -55,7 +56,9 @@ class SpecRun:
     def __init__(self, spec: ExperimentSpec, executor: Executor, again: bool = False, tally: Tally | None = None):
         self.spec, self.executor, self.folder, self.tally = spec, executor, executor.folder, tally
         plan = Plan.of(spec, self.folder, executor.in_flight())
-        self.plan = _new_repeats(spec, plan, self.folder) if again else plan
+        plan = _new_repeats(spec, plan, self.folder) if again else plan
+        more = [cell for cell in precision_repeats(spec, self.folder) if cell not in plan.all]
+        self.plan = dataclasses.replace(plan, all=plan.all + more, todo=plan.todo + more)
         if tally is None:
             say_reused(self.plan.done, self.folder)
         else:
@@ -68,17 +71,10 @@ class SpecRun:
         self.handles = self.executor.submit(self.plan.todo)
 
     def advance(self) -> bool:
-        """Whether the experiment is done: False while a cell runs, or after submitting one more lone run of each
-        baseline short of its precision target (cells queued in Slurm are not waited for)."""
+        """Whether the experiment is done: False while a cell runs (cells queued in Slurm are not waited for)."""
         if self.spec.slurm:
             return True
         if not all(handle.done() for handle in self.handles):
-            return False
-        lanes = lanes_of(self.spec) if self.spec.baseline_precision else 1
-        more = more_repeats(self.spec, self.folder, lanes)
-        if more:
-            self.handles += self.executor.submit(more)
-            self.plan = dataclasses.replace(self.plan, all=self.plan.all + more)
             return False
         self.executor.settle()
         return True
@@ -86,7 +82,7 @@ class SpecRun:
     def results(self) -> Results:
         """The results of every cell that has a run, in cell order (logged to MLflow where the spec says)."""
         if self.tally is not None:
-            self.tally.add([h.cell.cell_id for h in self.handles], {})
+            self.tally.add([h.cell.cell_id for h in self.handles if not (h.done() and h.result() == DONE)], {})
         readings = {h.cell.cell_id: reading for h in self.handles if (reading := h.reading()) is not None}
         results = _results(self.plan, readings, self.folder)
         if self.spec.mlflow and len(results.runs):

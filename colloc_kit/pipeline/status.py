@@ -25,7 +25,7 @@ def experiment_status(experiment_dir: str | Path) -> list[dict]:
     labels: dict[str, str] = {}
     states = folder.cell_states()
     for spec in folder.specs():
-        for cell in cells(spec):  # a lone baseline's repeat past `repeats` only once run (precision.more_repeats)
+        for cell in cells(spec):  # a lone baseline's repeat past `repeats` only once run (precision.py)
             if cell.repeat < spec.repeats or cell.cell_id in states:
                 labels.setdefault(cell.cell_id, cell.label)
     try:

@@ -25,7 +25,9 @@ from colloc_kit.errors import BadInput
 __all__ = ["BASELINES", "SEED_PRECISION", "BaselineKeys", "baseline_keys", "check_baselines"]
 
 BASELINES = ("configured", "host-matched", "gpu-only")
-SEED_PRECISION = {"host-matched": 0.05, "gpu-only": 0.05, "configured": 0.10}  # the seed specs' targets (issue 38)
+# the seed specs' targets (issue 38): the configured one leaves the cell's own CI room inside the study's gain's +-10 %
+# (sqrt(10^2 - 9^2): +-4.4 %; at +-10 % the gain would miss its target by any CI of the cell's own)
+SEED_PRECISION = {"host-matched": 0.05, "gpu-only": 0.05, "configured": 0.09}
 
 
 @dataclass(frozen=True)
