@@ -33,7 +33,7 @@ from colloc_kit.pipeline.cells import Cell, warm_order
 from colloc_kit.pipeline.entry import CELL_ENDED, EXIT_CODES, RELEASE_KEPT
 from colloc_kit.pipeline.executors.base import CellJob
 from colloc_kit.pipeline.progress import GpuBoard
-from colloc_kit.statuses import COMPLETE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
+from colloc_kit.statuses import COMPLETE, DONE, FAILED_JOBS, INTERRUPTED, RUN_ERROR, Status
 from colloc_kit.store.folder import ExperimentFolder
 
 __all__ = ["LANE_ENTRY", "Dispatcher", "LaneCell", "dispatch_order"]
@@ -297,7 +297,7 @@ def _ended(lane: _LaneProcess, code: int, board: GpuBoard) -> None:
     board.cell_finished()
     status: Status = STATUS_OF_CODE.get(code, RUN_ERROR)
     said = _last_line(lane.log)
-    if status not in (COMPLETE, FAILED_JOBS, INTERRUPTED) and said:
+    if status not in (COMPLETE, FAILED_JOBS, INTERRUPTED, DONE) and said:  # DONE: passed over, or another kit's
         board.write(f"{lane.label}: cell {lane.cell.label} ended with code {code}: {said} (all of it: {lane.log})")
     board.show(lane.label, f"{lane.cell.label} done" if status == COMPLETE else
                f"{lane.cell.label} {'failed jobs' if status == FAILED_JOBS else status}")
