@@ -47,6 +47,7 @@ class LaunchedJob:
     note: str | None = None  # what the launcher saw of it as it stopped it (its process suspended)
 
     def alive(self) -> bool:
+        """Whether its process still runs."""
         return self.proc.poll() is None
 
 
