@@ -42,6 +42,7 @@ from colloc_kit.batch.parameters import check_contents, check_types
 from colloc_kit.batch.record import FAILED, INTERRUPTED, NOT_RUN, OK, BatchReport, NotebookOutcome, where, write_record
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
+from colloc_kit.views import deferred_iri
 
 __all__ = ["PLOTLY_JS", "PLOTLY_MIME", "BATCH_PARAMETERS", "OK", "FAILED", "NotebookOutcome", "BatchReport",
            "default_profile", "default_notebooks_dir", "load_profiles", "plan", "select", "run_batch",
@@ -66,6 +67,7 @@ def default_notebooks_dir() -> Path:
 def plan(profile: str, profiles: Mapping[str, dict], notebooks_dir: Path, overrides: Mapping[str, Any] | None = None,
          only: list[str] | None = None) -> list[tuple[Path, dict]]:
     """(notebook, parameters) for every notebook to run; every name checked before anything runs (BadInput)."""
+    deferred_iri.defer()  # papermill imports nbformat, and with it jsonschema
     import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
     if profile not in profiles:
@@ -219,6 +221,7 @@ def execute(notebook: Path, parameters: dict, folder: Path, cell_timeout_s: floa
             show_code: bool = False, self_contained: bool = False,
             neighbours: tuple[str | None, str | None] = (None, None)) -> NotebookOutcome:
     """Run one notebook with papermill in a kernel of this Python, then export it to HTML (failed ones too)."""
+    deferred_iri.defer()  # papermill imports nbformat, and with it jsonschema
     import papermill  # noqa: PLC0415 - notebook execution, loaded when a batch runs
 
     output = folder / notebook.name

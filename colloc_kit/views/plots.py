@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 
 from colloc_kit.analysis.summaries import workload_label
 from colloc_kit.statuses import COMPLETE
+from colloc_kit.views import deferred_iri
 from colloc_kit.views.frontier import safe_share  # the safe-share frontier (an inference job beside training)
 from colloc_kit.views.partitions import mig_layouts, partition_shares  # MIG layouts and MPS partitions drawn
 from colloc_kit.views.split import gain_split, split_reading  # each gain split into the host's part and the GPU's part
@@ -47,7 +48,9 @@ __all__ = ["TEMPLATE", "use_renderer", "empty", "noisy", "series", "by_mode", "t
 
 def use_renderer(name: str) -> None:
     """Set plotly's default renderer for this kernel ("" leaves plotly's own choice, right for JupyterLab), and the
-    kit's figure style as the default template, so that a notebook's own figures look like the kit's."""
+    kit's figure style as the default template, so that a notebook's own figures look like the kit's. The renderers
+    import jsonschema, whose `iri` grammar costs a kernel 1.4 s: `deferred_iri` builds it on first use instead."""
+    deferred_iri.defer()
     pio.templates.default = TEMPLATE
     if name:
         pio.renderers.default = name
