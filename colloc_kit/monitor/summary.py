@@ -29,13 +29,13 @@ def summarize(samples_gpu: pd.DataFrame, start: float, end: float) -> dict[str, 
     frame = samples_gpu.sort_values("t") if len(samples_gpu) else samples_gpu
     inside = frame[(frame["t"] >= start) & (frame["t"] <= end)] if len(frame) else frame
     out: dict[str, float | int | None] = {"window_s": end - start, "samples": len(inside)}
-    for column in frame.columns:
-        if column in NOT_METRICS or not pd.api.types.is_numeric_dtype(frame[column]):
-            continue
-        values = inside[column].dropna()
-        for stat, q in STATS:
-            value = (values.mean() if q is None else values.quantile(q)) if len(values) else None
-            out[f"{column}_{stat}"] = None if value is None else float(value)
+    metrics = [c for c in frame.columns if c not in NOT_METRICS and pd.api.types.is_numeric_dtype(frame[c])]
+    values = inside[metrics].astype("float64")  # each column's own readings: NaN left out, none read None
+    figures = {stat: values.mean() if q is None else values.quantile(q) for stat, q in STATS}  # one pass a stat
+    for column in metrics:
+        for stat, _ in STATS:
+            value = figures[stat][column]
+            out[f"{column}_{stat}"] = None if pd.isna(value) else float(value)
     out.update(window_energy(frame, start, end))
     return out
 
