@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pandas as pd
 import pytest
@@ -215,6 +216,46 @@ def test_cells_the_lone_runs_say_cannot_fit_are_named_with_their_arithmetic():
 def test_a_seed_run_without_its_data_is_refused_before_any_cell_starts(tmp_path, capsys):
     assert main(["run", "seed-33", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path / "runs")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_an_ended_experiment_is_read_back_while_the_lanes_run_the_next_ones_cells(tmp_path, monkeypatch):
+    """Reading an ended experiment back takes seconds (a resumed run's complete ones held its first cell 33.5 s,
+    issue 50); meanwhile the lanes are driven on: another experiment's cells start while it reads. Real CPU cells on
+    two stand-in GPUs (the simulated NVML); the first experiment's read made 5 s slower, and a cell handed to a lane
+    during it (started over a second into it) shows the lanes were driven meanwhile."""
+    from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+    from colloc_kit.pipeline.spec_run import SpecRun  # noqa: PLC0415
+    from colloc_kit.spec import ExperimentSpec  # noqa: PLC0415
+    from colloc_kit.store.rundir import find_runs  # noqa: PLC0415
+
+    def spec(batch, repeats):
+        job = {"model": "smallcnn", "device": "cpu", "batch_size": batch, "image_size": 32, "workers": 0,
+               "warmup_steps": 2, "interval_s": 0.1, "synthetic_samples": 64, "steps": 12}
+        return ExperimentSpec.from_mapping({"name": "seed-33", "jobs": [job], "copies": [1], "gpus": [0, 1],
+                                            "modes": ["exclusive"], "repeats": repeats, "monitor": False,
+                                            "baselines": []})
+
+    read, spans = SpecRun.read, []
+
+    def slow_read(self):
+        started = time.time()
+        if self.spec.jobs[0].batch_size == 8:
+            time.sleep(5)
+        spans.append((self.spec.jobs[0].batch_size, started, time.time()))
+        return read(self)
+
+    monkeypatch.setattr(SpecRun, "read", slow_read)
+    monkeypatch.setattr(seed_run, "experiments", lambda seed, card: [spec(8, 1), spec(16, 8)])
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"),
+                               progress=False)
+    assert len(results.runs) == 9 and set(results.runs["status"]) == {"complete"}
+    ((_, read_from, read_to),) = [span for span in spans if span[0] == 8]
+    others = [run.read_manifest().started_at for run in find_runs(tmp_path / "runs" / "seed-33")
+              if run.read_manifest().jobs[0].spec["batch_size"] == 16]
+    assert any(read_from + 1 < started < read_to for started in others), "no cell started while one was read"
 
 
 @pytest.mark.slow

@@ -80,9 +80,20 @@ class SpecRun:
         return True
 
     def results(self) -> Results:
-        """The results of every cell that has a run, in cell order (logged to MLflow where the spec says)."""
+        """The results of every cell that has a run, in cell order (logged to MLflow where the spec says), once
+        counted in the tally: `count`, then `read`."""
+        self.count()
+        return self.read()
+
+    def count(self) -> None:
+        """The cells this run measured (not those passed over or left to another kit), into the tally if it has one:
+        a later experiment of the command asks it which of its complete cells this command measured."""
         if self.tally is not None:
             self.tally.add([h.cell.cell_id for h in self.handles if not (h.done() and h.result() == DONE)], {})
+
+    def read(self) -> Results:
+        """The results of every cell that has a run, in cell order (logged to MLflow where the spec says): files
+        read, the lanes not touched, so another thread may read while this one drives them (`experiments.seed_run`)."""
         readings = {h.cell.cell_id: reading for h in self.handles if (reading := h.reading()) is not None}
         results = _results(self.plan, readings, self.folder)
         if self.spec.mlflow and len(results.runs):
