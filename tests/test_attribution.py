@@ -119,7 +119,7 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
 def test_a_lone_baselines_precision_repeats_are_windows_of_its_launch_run_only_while_it_is_short(tmp_path):
     """Warm repeats: the configured baseline's repeats past `repeats` follow its planned ones as further windows of
     the launch they kept while its target is missed (an unreachable one: up to `baseline_max_repeats`); a target met
-    by the planned repeats passes them all over."""
+    by the planned repeats passes them all over; `again` renews the baseline's runs as it does every cell's."""
     job = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, image_size=32, batch_size=8, workers=0,
                   synthetic_samples=64)
     short = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], repeats=3, name="short",
@@ -134,6 +134,10 @@ def test_a_lone_baselines_precision_repeats_are_windows_of_its_launch_run_only_w
     assert len({launch for _, launch in lone["short"]}) == 1, "one launch: each repeat a window of it"
     assert [repeat for repeat, _ in lone["met"]] == [0, 1, 2]
     assert precision_repeats(met, ExperimentFolder.of(tmp_path, "met")) != []  # passed over, never run
+    run_spec(met, out=tmp_path, progress=False, again=True)  # a new repeat of every cell: the baseline's too
+    renewed = sorted(m.repeat for m in (run.read_manifest() for run in find_runs(tmp_path / "met"))
+                     if m.copies == 1 and m.status == "complete")
+    assert renewed == [0, 1, 2, 5, 6, 7], "renewed past its precision repeats, never passed over"
 
 
 @pytest.mark.slow

@@ -35,8 +35,10 @@ def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
 
 
 def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
-    """Whether `cell` is a precision repeat: a repeat past `repeats` of a baseline with a precision target."""
-    return cell.repeat >= spec.repeats and baseline_of(spec, cell) in spec.baseline_precision
+    """Whether `cell` is a precision repeat: a repeat past `repeats`, below `baseline_max_repeats`, of a baseline with
+    a precision target (a repeat that `again` renews is numbered from `baseline_max_repeats` on: always run)."""
+    return (spec.repeats <= cell.repeat < (spec.baseline_max_repeats or 0)
+            and baseline_of(spec, cell) in spec.baseline_precision)
 
 
 def precision_repeats(spec: ExperimentSpec, folder: ExperimentFolder) -> list[Cell]:

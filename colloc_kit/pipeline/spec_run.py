@@ -23,7 +23,7 @@ from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.executors.base import CellJob
-from colloc_kit.pipeline.precision import precision_repeats
+from colloc_kit.pipeline.precision import baseline_of, precision_repeats
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.tally import Tally
 from colloc_kit.spec import ExperimentSpec
@@ -57,7 +57,7 @@ class SpecRun:
         self.spec, self.executor, self.folder, self.tally = spec, executor, executor.folder, tally
         plan = Plan.of(spec, self.folder, executor.in_flight())
         plan = _new_repeats(spec, plan, self.folder) if again else plan
-        more = [cell for cell in precision_repeats(spec, self.folder) if cell not in plan.all]
+        more = [] if again else [cell for cell in precision_repeats(spec, self.folder) if cell not in plan.all]
         self.plan = dataclasses.replace(plan, all=plan.all + more, todo=plan.todo + more)
         if tally is None:
             say_reused(self.plan.done, self.folder)
@@ -102,13 +102,16 @@ class SpecRun:
 
 
 def _new_repeats(spec: ExperimentSpec, plan: Plan, folder: ExperimentFolder) -> Plan:
-    """`plan` with each complete cell replaced by the next repeat of it that the folder has no run of."""
+    """`plan` with each complete cell replaced by the next repeat of it that the folder has no run of (a baseline's
+    with a precision target numbered past its precision repeats, which a lane may pass over: `precision_repeat`)."""
     taken = set(folder.cell_states()) | {c.cell_id for c in plan.running + plan.queued}
-    wider = cells(dataclasses.replace(spec, repeats=spec.repeats + len(taken)))  # room for every repeat so far
+    past = max(spec.repeats, spec.baseline_max_repeats or 0)
+    wider = cells(dataclasses.replace(spec, repeats=past + len(taken)))  # room for every repeat so far
     fresh: list[Cell] = []
     for cell in plan.done:
+        least = past if baseline_of(spec, cell) in spec.baseline_precision else 0
         fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies and c.jobs == cell.jobs
-                          and c.cell_id not in taken and c not in fresh))
+                          and c.repeat >= least and c.cell_id not in taken and c not in fresh))
     every = [c for c in wider if c.cell_id in taken or c in fresh or c in plan.all]  # earlier repeats' results too
     return Plan(every, [*plan.todo, *fresh], [], plan.running, plan.queued)
 
