@@ -25,6 +25,21 @@ def test_again_adds_a_repeat_and_a_plain_rerun_says_it_measured_nothing(tmp_path
     assert "reused" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_again_over_two_gpus_measures_a_new_repeat_of_every_cell(tmp_path):
+    """The lane processes of several GPUs find a new repeat that `again` numbers past the spec's repeats (before,
+    each lane died on its id and the call returned the old runs, nothing said). Stand-in GPUs (the simulated NVML)."""
+    from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        colloc_kit.run([TINY], copies=[1, 2], gpus=[0, 1], out=tmp_path, monitor=False, progress=False)
+        again = colloc_kit.run([TINY], copies=[1, 2], gpus=[0, 1], out=tmp_path, monitor=False, progress=False,
+                               again=True)
+    assert sorted(again.runs["repeat"]) == [0, 0, 1, 1] and set(again.runs["status"]) == {"complete"}
+    assert len(find_runs(tmp_path)) == 4
+
+
 def test_a_sweeps_bad_copies_are_refused_before_its_baseline_runs(tmp_path):
     with pytest.raises(BadInput, match="copies must be whole numbers of at least 1"):
         colloc_kit.sweep([TINY], ["naive"], copies=[0, 2], out=tmp_path, monitor=False, progress=False)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -47,6 +49,23 @@ def _spec_and_cells(spec_file: str | Path) -> tuple[ExperimentSpec, dict[str, Ce
     return spec, {c.cell_id: c for c in cells(spec)}
 
 
+def _cell(spec: ExperimentSpec, by_id: dict[str, Cell], cell_id: str) -> Cell:
+    """The cell `cell_id` names: one of the spec's, or a later repeat of one (`again=True` numbers a cell's new
+    repeat past the spec's `repeats`), found among the cells of as many repeats and kept in `by_id`.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")])
+    >>> later = cells(dataclasses.replace(spec, repeats=4))[-1]
+    >>> _cell(spec, {}, later.cell_id).label
+    'naive-x1-r3'
+    """
+    if cell_id not in by_id:
+        repeat = re.search(r"-r(\d+)-[0-9a-f]{10}$", cell_id)
+        wider = dataclasses.replace(spec, repeats=max(spec.repeats, int(repeat.group(1)) + 1)) if repeat else spec
+        by_id.update({c.cell_id: c for c in cells(wider)})
+    return by_id[cell_id]
+
+
 def run_cells_task(spec_file: str, cell_ids: list[str], out: str) -> dict[str, Status]:
     """A Slurm array task: describe this node, run `cell_ids` as one lane on the GPU Slurm gave the task
     (`_visible_gpu`: NVML ignores CUDA_VISIBLE_DEVICES, so the kit finds that card's NVML index); returns each cell's
@@ -61,11 +80,12 @@ def run_cells_task(spec_file: str, cell_ids: list[str], out: str) -> dict[str, S
                                                 Progress(total_runs=len(cell_ids), enabled=False)) as lane:
         for cell_id in cell_ids:
             try:
-                started = lane.start(by_id[cell_id])  # read back while the next cell starts
+                started = lane.start(_cell(spec, by_id, cell_id))  # read back while the next cell starts
                 if started is not None:  # None: left to another kit on the folder (said)
                     statuses[cell_id] = started[0]
             except Exception as exc:  # noqa: BLE001 - recorded in its manifest; the task's other cells run on
-                print(f"colloc-kit: cell {by_id[cell_id].label}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                print(f"colloc-kit: cell {_cell(spec, by_id, cell_id).label}: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
                 statuses[cell_id] = RUN_ERROR
     return statuses
 
@@ -112,7 +132,7 @@ def lane_main(argv: list[str] | None = None) -> int:
                                              spec.device)
                     lanes[key] = (stack.enter_context(Lane(spec, placement, Path(key[1]), bar, zygote, kept)), by_id)
                 lane, by_id = lanes[key]
-                _say(f"{CELL_ENDED} {order['cell']} {_run_one(lane, by_id[order['cell']], args.gpu)}")
+                _say(f"{CELL_ENDED} {order['cell']} {_run_one(lane, _cell(lane.spec, by_id, order['cell']), args.gpu)}")
     except KeyboardInterrupt:
         return EXIT_CODES[INTERRUPTED]
     return 0
