@@ -16,7 +16,7 @@ from fake_results import fake_results, job_rows
 from colloc_kit.analysis import attribution, summaries
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline import run_spec
-from colloc_kit.pipeline.cells import cells
+from colloc_kit.pipeline.cells import Plan, cells
 from colloc_kit.pipeline.precision import precision_repeats
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
@@ -133,7 +133,7 @@ def test_a_lone_baselines_precision_repeats_are_windows_of_its_launch_run_only_w
     assert [repeat for repeat, _ in lone["short"]] == [0, 1, 2, 3, 4]
     assert len({launch for _, launch in lone["short"]}) == 1, "one launch: each repeat a window of it"
     assert [repeat for repeat, _ in lone["met"]] == [0, 1, 2]
-    assert precision_repeats(met, ExperimentFolder.of(tmp_path, "met")) != []  # passed over, never run
+    assert precision_repeats(met, Plan.of(met, ExperimentFolder.of(tmp_path, "met"))) != []  # passed over, not run
     run_spec(met, out=tmp_path, progress=False, again=True)  # a new repeat of every cell: the baseline's too
     renewed = sorted(m.repeat for m in (run.read_manifest() for run in find_runs(tmp_path / "met"))
                      if m.copies == 1 and m.status == "complete")
@@ -153,7 +153,7 @@ def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
     results = run_spec(spec, out=tmp_path / "runs", progress=False)
     assert set(results.jobs["workers"]) == {1, 2} and results.jobs["cores_allowed"].notna().all()
     assert len(results.runs) == 6  # 5 planned cells and one lone repeat for the +-0.1 % target
-    assert precision_repeats(spec, ExperimentFolder.of(tmp_path / "runs", "split")) == []  # at its maximum
+    assert precision_repeats(spec, Plan.of(spec, ExperimentFolder.of(tmp_path / "runs", "split"))) == []  # all run
     ready = [event for run in find_runs(tmp_path / "runs") for job in run.read_manifest().jobs
              for event in read_events(run.events_path(job.job)) if event["type"] == "ready"]
     assert len({event["ppid"] for event in ready}) == 1, "both rounds' jobs forked from one zygote"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import AbstractSet
@@ -29,7 +30,8 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
-__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cells", "jobs_fingerprint", "lone_mode", "warm_launches",
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cell_named", "cells", "jobs_fingerprint", "lone_mode",
+           "warm_launches",
            "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
@@ -169,6 +171,20 @@ def lone_mode(spec: ExperimentSpec) -> ModeSpec | None:
     """The spec's own mode that runs its one job alone at copies 1 (exclusive, or naive with one job), if any."""
     alone = [m for m in spec.modes if m.name == "exclusive" or (m.name == "naive" and len(spec.jobs) == 1)]
     return alone[0] if alone and 1 in spec.copies else None
+
+
+def cell_named(spec: ExperimentSpec, cell_id: str) -> Cell:
+    """The cell of `spec` that `cell_id` names, a repeat past its `repeats` too (`again=True` numbers a cell's new
+    repeat so); KeyError for an id of none.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")])
+    >>> cell_named(spec, cells(dataclasses.replace(spec, repeats=4))[-1].cell_id).label
+    'naive-x1-r3'
+    """
+    repeat = re.search(r"-r(\d+)-[0-9a-f]{10}$", cell_id)  # as `_cell` writes it
+    wider = dataclasses.replace(spec, repeats=max(spec.repeats, int(repeat.group(1)) + 1)) if repeat else spec
+    return {c.cell_id: c for c in cells(wider)}[cell_id]
 
 
 def _cell(spec: ExperimentSpec, mode: ModeSpec, copies: int, repeat: int, jobs: list[JobSpec] | None = None,

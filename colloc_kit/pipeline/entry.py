@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -27,7 +25,7 @@ from pathlib import Path
 
 from colloc_kit import machine, supervise
 from colloc_kit.pipeline.cell import Placement, current_slurm_job, preflight
-from colloc_kit.pipeline.cells import Cell, cells
+from colloc_kit.pipeline.cells import Cell, cell_named, cells
 from colloc_kit.pipeline.lane import Lane
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.warm import Kept
@@ -50,19 +48,9 @@ def _spec_and_cells(spec_file: str | Path) -> tuple[ExperimentSpec, dict[str, Ce
 
 
 def _cell(spec: ExperimentSpec, by_id: dict[str, Cell], cell_id: str) -> Cell:
-    """The cell `cell_id` names: one of the spec's, or a later repeat of one (`again=True` numbers a cell's new
-    repeat past the spec's `repeats`), found among the cells of as many repeats and kept in `by_id`.
-
-    >>> from colloc_kit.spec import JobSpec
-    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")])
-    >>> later = cells(dataclasses.replace(spec, repeats=4))[-1]
-    >>> _cell(spec, {}, later.cell_id).label
-    'naive-x1-r3'
-    """
+    """The cell `cell_id` names: one of the spec's, or a later repeat (`cells.cell_named`), kept in `by_id`."""
     if cell_id not in by_id:
-        repeat = re.search(r"-r(\d+)-[0-9a-f]{10}$", cell_id)
-        wider = dataclasses.replace(spec, repeats=max(spec.repeats, int(repeat.group(1)) + 1)) if repeat else spec
-        by_id.update({c.cell_id: c for c in cells(wider)})
+        by_id[cell_id] = cell_named(spec, cell_id)
     return by_id[cell_id]
 
 

@@ -11,14 +11,14 @@ alike, when their task reaches them.
     >>> import tempfile
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2],
     ...                       baselines=["configured"], baseline_precision={"configured": 0.1}, baseline_max_repeats=3)
-    >>> [c.label for c in precision_repeats(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x"))]
+    >>> [c.label for c in precision_repeats(spec, Plan.of(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x")))]
     ['naive-x1-r1', 'naive-x1-r2']
 """
 
 from __future__ import annotations
 
 from colloc_kit.analysis.results import read_run
-from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, cells, lone_mode
+from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, lone_mode
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
@@ -41,10 +41,10 @@ def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
             and baseline_of(spec, cell) in spec.baseline_precision)
 
 
-def precision_repeats(spec: ExperimentSpec, folder: ExperimentFolder) -> list[Cell]:
-    """The precision repeats of `spec` its folder has no run of: those a run submits with its planned cells."""
-    states = folder.cell_states()
-    return [cell for cell in cells(spec) if precision_repeat(spec, cell) and cell.cell_id not in states]
+def precision_repeats(spec: ExperimentSpec, plan: Plan) -> list[Cell]:
+    """The precision repeats of `spec` that `plan` (`Plan.of` its folder) holds none of, neither run nor under way:
+    those a run submits with its planned cells."""
+    return [cell for cell in cells(spec) if precision_repeat(spec, cell) and cell not in plan.all]
 
 
 def still_short(spec: ExperimentSpec, folder: ExperimentFolder, cell: Cell) -> bool:

@@ -57,7 +57,7 @@ class SpecRun:
         self.spec, self.executor, self.folder, self.tally = spec, executor, executor.folder, tally
         plan = Plan.of(spec, self.folder, executor.in_flight())
         plan = _new_repeats(spec, plan, self.folder) if again else plan
-        more = [] if again else [cell for cell in precision_repeats(spec, self.folder) if cell not in plan.all]
+        more = [] if again else precision_repeats(spec, plan)
         self.plan = dataclasses.replace(plan, all=plan.all + more, todo=plan.todo + more)
         if tally is None:
             say_reused(self.plan.done, self.folder)
