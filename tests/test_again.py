@@ -66,11 +66,11 @@ def test_one_commands_experiments_sharing_a_cell_say_once_what_was_measured_and_
         tally = Tally()
         for spec in (first, second):
             colloc_kit.run_spec(spec, out=tmp_path, progress=False, tally=tally)
-        return tally.line("study")
+        return tally.line("study", 61.4)
 
-    assert command() == ("colloc-kit: study: 2 cells measured, 1 of them shared by later experiments (measured "
-                         "once, reused); nothing reused from an earlier command.")
+    assert command() == ("colloc-kit: study: 2 cells measured in 1 min 1 s, 1 of them shared by later experiments "
+                         "(measured once, reused); nothing reused from an earlier command.")
     again = command()
-    assert again.startswith("colloc-kit: study: 0 cells measured; 2 cells reused, complete from an earlier command "
-                            "(latest ") and again.endswith("give another --out or --name.")
+    assert again.startswith("colloc-kit: study: 0 cells measured in 1 min 1 s; 2 cells reused, complete from an "
+                            "earlier command (latest ") and again.endswith("give another --out or --name.")
     assert "reused the run of" not in capsys.readouterr().out and len(find_runs(tmp_path)) == 2

@@ -16,6 +16,7 @@ from colloc_kit.experiments import seed as study
 from colloc_kit.experiments import seed_run
 from colloc_kit.spec import JobSpec
 from colloc_kit.spec.yaml_files import bundled_specs, read_yaml
+from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.recipes import seed_transform
 from colloc_kit.worker.standin import LABEL, make
 
@@ -219,11 +220,12 @@ def test_a_seed_run_without_its_data_is_refused_before_any_cell_starts(tmp_path,
 
 
 @pytest.mark.slow
-def test_an_ended_experiment_is_read_back_while_the_lanes_run_the_next_ones_cells(tmp_path, monkeypatch):
+def test_an_ended_experiment_is_read_back_while_the_lanes_run_the_next_ones_cells(tmp_path, monkeypatch, capsys):
     """Reading an ended experiment back takes seconds (a resumed run's complete ones held its first cell 33.5 s,
     issue 50); meanwhile the lanes are driven on: another experiment's cells start while it reads. Real CPU cells on
     two stand-in GPUs (the simulated NVML); the first experiment's read made 5 s slower, and a cell handed to a lane
-    during it (started over a second into it) shows the lanes were driven meanwhile."""
+    during it (started over a second into it) shows the lanes were driven meanwhile. The command's wall time is kept
+    in the folder and said at its end."""
     from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
     from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
     from colloc_kit.pipeline.spec_run import SpecRun  # noqa: PLC0415
@@ -248,14 +250,49 @@ def test_an_ended_experiment_is_read_back_while_the_lanes_run_the_next_ones_cell
 
     monkeypatch.setattr(SpecRun, "read", slow_read)
     monkeypatch.setattr(seed_run, "experiments", lambda seed, card: [spec(8, 1), spec(16, 8)])
+    started = time.time()
     with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
         results = seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"),
                                progress=False)
     assert len(results.runs) == 9 and set(results.runs["status"]) == {"complete"}
+    (command,) = ExperimentFolder.of(tmp_path / "runs", "seed-33").commands()  # the kit's own clock, kept
+    assert command["ended"] == "complete" and command["measured"] == 9
+    assert started <= command["started_at"] < command["ended_at"] <= time.time()
+    minutes, seconds = divmod(round(command["wall_s"]), 60)
     ((_, read_from, read_to),) = [span for span in spans if span[0] == 8]
     others = [run.read_manifest().started_at for run in find_runs(tmp_path / "runs" / "seed-33")
               if run.read_manifest().jobs[0].spec["batch_size"] == 16]
     assert any(read_from + 1 < started < read_to for started in others), "no cell started while one was read"
+    assert f"9 cells measured in {minutes} min {seconds} s" in capsys.readouterr().out
+
+
+def test_an_interrupted_seed_run_keeps_its_wall_time_marked_interrupted(tmp_path, monkeypatch):
+    """A seed run stopped by Ctrl-C (a lent machine's call ends so) still keeps its command's wall time, marked
+    interrupted, beside those of the commands before it: a resumed experiment's time is their sum."""
+    from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+    from colloc_kit.pipeline.spec_run import SpecRun  # noqa: PLC0415
+    from colloc_kit.spec import ExperimentSpec  # noqa: PLC0415
+
+    job = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "workers": 0, "warmup_steps": 2,
+           "interval_s": 0.1, "synthetic_samples": 64, "steps": 6}
+    spec = ExperimentSpec.from_mapping({"name": "seed-33", "jobs": [job], "copies": [1], "gpus": [0],
+                                        "modes": ["exclusive"], "monitor": False, "baselines": []})
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(seed_run, "experiments", lambda seed, card: [spec])
+    folder = ExperimentFolder.of(tmp_path / "runs", "seed-33")
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=1)):
+        seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"), progress=False)
+        monkeypatch.setattr(SpecRun, "read", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"), progress=False)
+    first, second = folder.commands()
+    assert (first["ended"], first["measured"], second["ended"], second["measured"]) == (
+        "complete", 1, "interrupted", 0)
+    assert first["ended_at"] <= second["started_at"] and second["wall_s"] >= 0
 
 
 @pytest.mark.slow

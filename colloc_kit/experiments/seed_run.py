@@ -34,6 +34,7 @@ from colloc_kit.pipeline.executors.dispatcher import POLL_S
 from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.pipeline.spec_run import SpecRun, executor_for
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
+from colloc_kit.statuses import COMPLETE, INTERRUPTED
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.standin import missing_data
 
@@ -48,7 +49,8 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     lanes (resumed, the first cell started 33.5 s after the command against 15.1 s fresh, issue 50). A cell whose
     jobs the lone runs' steady memory says cannot fit (figures.copies_fit: the card's memory for naive and MPS, the
     partition's share for partitions) is not run: it is named, with the arithmetic, in out/<experiment>/not-run.json
-    and on stderr.
+    and on stderr. The command's wall time, complete or interrupted, is kept in out/<experiment>/commands.json
+    (`ExperimentFolder.commands`) and said in its closing line.
     """
     folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
@@ -61,7 +63,7 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     waiting = list(range(len(specs)))  # indices into specs
     running: dict[int, SpecRun] = {}
     parts: dict[int, Future[Results]] = {}  # the ended experiments' results, read back in a thread of their own
-    tally = Tally()
+    tally, started_at, outcome = Tally(), time.time(), INTERRUPTED
     reader = ThreadPoolExecutor(1, thread_name_prefix="read-back")
     try:
         with kept_lanes(), supervise.sigterm_as_interrupt():  # over several GPUs: the experiments share the lanes
@@ -78,10 +80,11 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
                     ended.count()  # here, before a later experiment's start asks the tally
                     parts[i] = reader.submit(ended.read)  # the lanes driven on meanwhile
                 time.sleep(POLL_S if running or waiting else 0)
-            results = combine([parts[i].result() for i in sorted(parts)])
+            results, outcome = combine([parts[i].result() for i in sorted(parts)]), COMPLETE
     finally:
         reader.shutdown(cancel_futures=True)  # an interrupt: the experiments not yet read are not read
-    print(tally.line(seed.experiment))
+        folder.record_command(started_at, time.time(), len(tally.measured), outcome)
+    print(tally.line(seed.experiment, time.time() - started_at))
     return results
 
 

@@ -6,9 +6,9 @@ only the last kind is the user's repeated command.
     >>> tally = Tally()
     >>> tally.add(measured=["lone-r0", "naive-x2-r0"], complete={})
     >>> tally.add(measured=["mps-x2-r0"], complete={"lone-r0": None})
-    >>> tally.line("seed-33")
-    'colloc-kit: seed-33: 3 cells measured, 1 of them shared by later experiments (measured once, reused); nothing \
-reused from an earlier command.'
+    >>> tally.line("seed-33", 1176.4)
+    'colloc-kit: seed-33: 3 cells measured in 19 min 36 s, 1 of them shared by later experiments (measured once, \
+reused); nothing reused from an earlier command.'
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ class Tally:
                 self.latest_earlier = max(started, self.latest_earlier or started)
         self.measured.update(measured)
 
-    def line(self, experiment: str) -> str:
-        """The closing line: what was measured, shared and reused, counted."""
+    def line(self, experiment: str, wall_s: float) -> str:
+        """The closing line: what was measured in the command's `wall_s` seconds, shared and reused, counted."""
         shared = f", {len(self.shared):,} of them shared by later experiments (measured once, reused)" \
             if self.shared else ""
         if self.earlier:
@@ -53,4 +53,6 @@ class Tally:
                        "measure them again, give another --out or --name")
         else:
             earlier = "nothing reused from an earlier command"
-        return f"colloc-kit: {experiment}: {plural(len(self.measured), 'cell')} measured{shared}; {earlier}."
+        minutes, seconds = divmod(round(wall_s), 60)
+        return (f"colloc-kit: {experiment}: {plural(len(self.measured), 'cell')} measured in {minutes} min {seconds} s"
+                f"{shared}; {earlier}.")

@@ -7,6 +7,7 @@ of each cell read from the runs.
     out/<name>/slurm/<job id>/              submitit's files for each Slurm task (its logs)
     out/<name>/dispatch/<cell>.gpu<N>.stderr.log   each cell process's stderr, on several GPUs
     out/<name>/not-run.json                 {cell: why} for the cells an experiment chose not to run (seed.py)
+    out/<name>/commands.json                each command's wall time, complete or interrupted (seed_run.py)
     out/<name>/<run id>/                    one run directory per cell run (rundir.py)
 
 Every JSON file goes through `atomic.write_json`.
@@ -41,6 +42,7 @@ from colloc_kit.store.rundir import RunDir, effective_status, find_runs, safe_na
 __all__ = ["CellState", "ExperimentFolder", "spec_fingerprint"]
 
 SPECS, MACHINES, SLURM, DISPATCH, NOT_RUN = "specs", "machines", "slurm", "dispatch", "not-run.json"
+COMMANDS = "commands.json"
 SUBMITTED = "submitted.json"
 
 
@@ -111,8 +113,8 @@ class ExperimentFolder:
 
     def damaged(self) -> list[str]:
         """What in this folder cannot be read, each with what is wrong and what to do: its spec files,
-        `slurm/submitted.json`, `not-run.json`, and run manifests (their cells read as not run); or the folder itself,
-        where a file stands in its place or it cannot be listed."""
+        `slurm/submitted.json`, `not-run.json`, `commands.json`, and run manifests (their cells read as not run); or
+        the folder itself, where a file stands in its place or it cannot be listed."""
         if os.path.lexists(self.path) and not self.path.is_dir():
             return [f"{self.path} is a file, not the experiment's folder (its cells read as not run); move it away"]
         if self.path.is_dir() and not os.access(self.path, os.R_OK | os.X_OK):
@@ -123,7 +125,7 @@ class ExperimentFolder:
                 _read_spec(file)
             except BrokenRun as exc:
                 problems.append(str(exc))
-        for read in (self.submitted, self.not_run, *(run.read_manifest for run in find_runs(self.path))):
+        for read in (self.submitted, self.not_run, self.commands, *(run.read_manifest for run in find_runs(self.path))):
             try:
                 read()
             except BrokenRun as exc:
@@ -171,6 +173,18 @@ class ExperimentFolder:
     def record_not_run(self, cell: str, why: str) -> None:
         """Add `cell` and why it was not run, keeping what earlier runs into the folder recorded."""
         atomic.write_json(self.path / NOT_RUN, {**self.not_run(), cell: why}, indent=1)
+
+    def commands(self) -> list[dict]:
+        """The commands that ran into this folder, each {started_at, ended_at (Unix times), wall_s, measured (cells),
+        ended ("complete" or "interrupted")}: what a resumed experiment took, command by command."""
+        path = self.path / COMMANDS
+        return _read_json(path, list) if os.path.lexists(path) else []
+
+    def record_command(self, started_at: float, ended_at: float, measured: int, ended: str) -> None:
+        """Add one command's wall time (`commands`), keeping those of earlier commands into the folder."""
+        record = {"started_at": started_at, "ended_at": ended_at, "wall_s": round(ended_at - started_at, 3),
+                  "measured": measured, "ended": ended}
+        atomic.write_json(self.path / COMMANDS, [*self.commands(), record], indent=1)
 
     def cell_states(self) -> dict[str, CellState]:
         """The state of every cell that has a run here: complete if any of its runs completed, else the latest run's
