@@ -116,28 +116,33 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
 
 
 @pytest.mark.slow
-def test_a_lone_baselines_precision_repeats_are_windows_of_its_launch_run_only_while_it_is_short(tmp_path):
-    """Warm repeats: the configured baseline's repeats past `repeats` follow its planned ones as further windows of
-    the launch they kept while its target is missed (an unreachable one: up to `baseline_max_repeats`); a target met
-    by the planned repeats passes them all over; `again` renews the baseline's runs as it does every cell's."""
+def test_precision_repeats_of_a_baseline_and_of_a_cell_are_windows_of_their_launch_run_only_while_short(tmp_path):
+    """Warm repeats: the configured baseline's repeats past `repeats`, and the collocated cell's, follow their planned
+    ones as further windows of the launch they kept while their target is missed (an unreachable one: up to
+    `baseline_max_repeats`, `cell_max_repeats`); a target met by the planned repeats passes them all over; `again`
+    renews their runs as it does every cell's."""
     job = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, image_size=32, batch_size=8, workers=0,
                   synthetic_samples=64)
     short = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], repeats=3, name="short",
                            baselines=["configured"], baseline_precision={"configured": 1e-9}, baseline_max_repeats=5,
-                           warm_repeats=True, monitor=False)
-    met = dataclasses.replace(short, name="met", baseline_precision={"configured": 0.99})
+                           cell_precision=1e-9, cell_max_repeats=4, warm_repeats=True, monitor=False)
+    met = dataclasses.replace(short, name="met", baseline_precision={"configured": 0.99}, cell_precision=0.99)
     for spec in (short, met):
         run_spec(spec, out=tmp_path, progress=False)
-    lone = {name: sorted((m.repeat, m.warm.launch) for m in (run.read_manifest() for run in find_runs(tmp_path / name))
-                         if m.copies == 1 and m.status == "complete") for name in ("short", "met")}
-    assert [repeat for repeat, _ in lone["short"]] == [0, 1, 2, 3, 4]
-    assert len({launch for _, launch in lone["short"]}) == 1, "one launch: each repeat a window of it"
-    assert [repeat for repeat, _ in lone["met"]] == [0, 1, 2]
+
+    def runs(name: str, copies: int) -> list[tuple[int, str]]:
+        return sorted((m.repeat, m.warm.launch) for m in (run.read_manifest() for run in find_runs(tmp_path / name))
+                      if m.copies == copies and m.status == "complete")
+
+    assert [repeat for repeat, _ in runs("short", 1)] == [0, 1, 2, 3, 4]
+    assert [repeat for repeat, _ in runs("short", 2)] == [0, 1, 2, 3]
+    assert all(len({launch for _, launch in runs("short", copies)}) == 1 for copies in (1, 2)), \
+        "one launch a series: each repeat a window of it"
+    assert [repeat for repeat, _ in runs("met", 1)] == [repeat for repeat, _ in runs("met", 2)] == [0, 1, 2]
     assert precision_repeats(met, Plan.of(met, ExperimentFolder.of(tmp_path, "met"))) != []  # passed over, not run
     run_spec(met, out=tmp_path, progress=False, again=True)  # a new repeat of every cell: the baseline's too
-    renewed = sorted(m.repeat for m in (run.read_manifest() for run in find_runs(tmp_path / "met"))
-                     if m.copies == 1 and m.status == "complete")
-    assert renewed == [0, 1, 2, 5, 6, 7], "renewed past its precision repeats, never passed over"
+    assert [repeat for repeat, _ in runs("met", 1)] == [repeat for repeat, _ in runs("met", 2)] == [0, 1, 2, 5, 6, 7], \
+        "renewed past the precision repeats, never passed over"
 
 
 @pytest.mark.slow

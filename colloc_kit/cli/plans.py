@@ -1,4 +1,4 @@
-"""What `colloc-kit run ... --plan` prints: every cell, done or to run (baselines' cells and their lone repeats
+"""What `colloc-kit run ... --plan` prints: every cell, done or to run (baselines' cells and the precision repeats
 counted), the wall time it all takes over the lanes (GPUs), and with `--budget-min N` whether that fits N minutes,
 said before anything starts.
 
@@ -26,13 +26,13 @@ __all__ = ["budget_line", "launches_line", "print_plan", "print_seed_plan", "see
 
 
 def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | None) -> str:
-    """Whether the cells fit `budget_min` minutes of wall time: the planned ones (`planned_s`), and with every lone
-    repeat a baseline may still need for its precision (`at_most_s`); None: not known yet.
+    """Whether the cells fit `budget_min` minutes of wall time: the planned ones (`planned_s`), and with every
+    precision repeat a baseline or a collocated cell may still need (`at_most_s`); None: not known yet.
 
     >>> budget_line(20, 900, 1100)
-    'budget 20 min: fits (15.0 min planned, 18.3 at most with every lone repeat)'
+    'budget 20 min: fits (15.0 min planned, 18.3 at most with every precision repeat)'
     >>> budget_line(20, 900, 1500)
-    'budget 20 min: fits unless every lone repeat is needed (15.0 min planned, 25.0 at most)'
+    'budget 20 min: fits unless every precision repeat is needed (15.0 min planned, 25.0 at most)'
     >>> budget_line(20, 1500, 1800)
     'budget 20 min: does not fit (25.0 min planned, 30.0 at most): fewer --repeats or shorter windows'
     """
@@ -41,10 +41,10 @@ def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | N
         return f"{head} cannot tell yet: no cells of these jobs measured here to estimate from"
     planned, at_most = planned_s / 60, at_most_s / 60
     if at_most <= budget_min:
-        return f"{head} fits ({planned:.1f} min planned, {at_most:.1f} at most with every lone repeat)"
+        return f"{head} fits ({planned:.1f} min planned, {at_most:.1f} at most with every precision repeat)"
     said = f"({planned:.1f} min planned, {at_most:.1f} at most)"
     if planned <= budget_min:
-        return f"{head} fits unless every lone repeat is needed {said}"
+        return f"{head} fits unless every precision repeat is needed {said}"
     return f"{head} does not fit {said}: fewer --repeats or shorter windows"
 
 
@@ -90,12 +90,12 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
     states = folder.cell_states()
     todo = [c for c in every if not (c.cell_id in states and states[c.cell_id].status == COMPLETE)]
     planned = [c for c in todo if c.repeat < seed.repeats]
-    repeats = [c for c in todo if c.repeat >= seed.repeats]  # lone repeats, run while a baseline is short
+    repeats = [c for c in todo if c.repeat >= seed.repeats]  # precision repeats, run while their series is short
     planned_s, at_most_s, source = seed_seconds(seed, planned, repeats, runs, lanes)
     print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs_here}, {cannot} cannot be placed), "
           f"{seed.repeats} repeat(s) each; card: {card.note}")
     print(f"to run under {out}/{seed.experiment}: {len(planned)} cells ({sum(bool(c.baseline) for c in planned)} of "
-          f"them baselines'), up to {len(repeats)} lone repeats while a baseline misses its precision target "
+          f"them baselines'), up to {len(repeats)} precision repeats while a baseline or a cell misses its target "
           f"({len(every) - len(todo)} complete, skipped); about {planned_s / 60:.1f} min, {at_most_s / 60:.1f} at "
           f"most, on {lanes} GPU(s) ({source})")
     if unfit:
@@ -110,8 +110,8 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
 
 def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell], runs: pd.DataFrame | None,
                  lanes: int) -> tuple[float, float, str]:
-    """The wall seconds of the `planned` cells and of those with the lone `repeats` too, over `lanes`, and where the
-    cell times came from: the lane times of the study's `runs` in its folder (per mode, copies and kind of window:
+    """The wall seconds of the `planned` cells and of those with the precision `repeats` too, over `lanes`, and where
+    the cell times came from: the lane times of the study's `runs` in its folder (per mode, copies and kind of window:
     start to the next start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead beyond each
     window (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S` for each series' later windows).
 

@@ -66,7 +66,7 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--plan", action="store_true", help="list the cells (how each runs here, which are done) and an "
                                                          "estimated time; run nothing (no GPU needed)")
     run.add_argument("--budget-min", type=float, metavar="N", help="with --plan: say whether every cell (baselines and "
-                     "their lone repeats counted) fits N minutes of wall time")
+                     "the precision repeats counted) fits N minutes of wall time")
     slurm = run.add_argument_group("Slurm (pip install 'colloc-kit[slurm]'; --out on a folder the nodes share)")
     slurm.add_argument("--slurm", action="store_true", default=None, help="submit one array task per cell (submitit)")
     for option in SlurmOptions.flags():

@@ -30,9 +30,8 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
-__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cell_named", "cells", "jobs_fingerprint", "lone_mode",
-           "warm_launches",
-           "warm_order"]
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cell_named", "cells", "collocated", "jobs_fingerprint",
+           "lone_mode", "warm_launches", "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
@@ -91,14 +90,37 @@ def _fingerprinted(job: JobSpec) -> dict:
 
 def cells(spec: ExperimentSpec) -> list[Cell]:
     """Every cell of `spec`, in run order: each repeat's cells, then that repeat's baseline cells (`baseline_cells`);
-    then the lone baseline cells' further repeats up to `baseline_max_repeats`, which `Plan.of` runs only while a
-    baseline misses its precision target."""
+    then the further repeats of the lone baseline cells, up to `baseline_max_repeats`, and of the collocated cells, up
+    to `cell_max_repeats` with a `cell_precision`, which `Plan.of` runs only while their series misses its precision
+    target (`pipeline.precision`).
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], copies=[1, 2], cell_precision=0.04, cell_max_repeats=2)
+    >>> [c.label for c in cells(spec)]
+    ['naive-x1-r0', 'naive-x2-r0', 'naive-x2-r1']
+    """
+    cell_most = (spec.cell_max_repeats or 0) if spec.cell_precision is not None else 0
     out: list[Cell] = []
-    for repeat in range(max(spec.repeats, spec.baseline_max_repeats or 0)):
+    for repeat in range(max(spec.repeats, spec.baseline_max_repeats or 0, cell_most)):
         if repeat < spec.repeats:
             out += [_cell(spec, mode, copies, repeat) for mode in spec.modes for copies in spec.copies]
-        out += [c for c in baseline_cells(spec, repeat) if repeat < spec.repeats or c.copies == 1]
+        elif repeat < cell_most:
+            out += [_cell(spec, mode, copies, repeat) for mode in spec.modes for copies in spec.copies
+                    if collocated(spec, mode, copies)]
+        out += [c for c in baseline_cells(spec, repeat)
+                if repeat < spec.repeats or (c.copies == 1 and repeat < (spec.baseline_max_repeats or 0))]
     return out
+
+
+def collocated(spec: ExperimentSpec, mode: ModeSpec, copies: int) -> bool:
+    """Whether a cell of `spec`'s own jobs in `mode` shares the GPU between jobs (exclusive runs them one by one).
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")])
+    >>> collocated(spec, ModeSpec("naive"), 2), collocated(spec, ModeSpec("naive"), 1), collocated(spec, EXCLUSIVE, 2)
+    (True, False, False)
+    """
+    return mode.name != EXCLUSIVE.name and copies * len(spec.jobs) > 1
 
 
 def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:

@@ -106,7 +106,7 @@ def lanes_of(spec: ExperimentSpec) -> int:
 
 def plan_seconds(spec: ExperimentSpec, out: str | Path) -> tuple[float | None, float | None]:
     """The wall seconds of `spec`'s cells not complete under out/<name>, over its lanes, from the lanes measured there
-    (`lane_times`): the planned cells, and those with every lone repeat a baseline may still need for its precision
+    (`lane_times`): the planned cells, and those with every precision repeat a baseline or a cell may still need for its
     target (`precision.precision_repeats`); (None, None) where none were measured yet.
 
     >>> import tempfile
@@ -151,7 +151,7 @@ def per_cell_text(per_cell_s: dict[LaneKey, float]) -> str:
 
 def _measured(spec: ExperimentSpec, out: str | Path) -> tuple[list[Cell], list[Cell], dict[LaneKey, float],
                                                               pd.DataFrame | None]:
-    """The planned cells not complete under out/<name>, the lone repeats past `repeats` not run, the lane seconds
+    """The planned cells not complete under out/<name>, the precision repeats past `repeats` not run, the lane seconds
     per cell measured there (`lane_times`) and the runs of these jobs it measured them from (None: no folder)."""
     folder = ExperimentFolder.of(out, spec.name)
     states = folder.cell_states()

@@ -51,7 +51,7 @@ class Lane(contextlib.AbstractContextManager):
         self.zygote: Zygote | None = zygote
         self.kept, self._own_kept = kept or Kept(), kept is None
         self._reader: ThreadPoolExecutor | None = None
-        self._precise: set[str] = set()  # series of baselines found precise: their further precision repeats passed
+        self._precise: set[str] = set()  # series found precise: their further precision repeats passed
 
     def __enter__(self) -> "Lane":
         block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
@@ -84,7 +84,7 @@ class Lane(contextlib.AbstractContextManager):
         cell's claim (`store.claims`) or its folder has it complete or running by now (another kit on the folder):
         one owner per cell, and no cell measured twice; and it waits while another kit of the folder runs a cell on
         its device (`claims.turn`): never two cells beside each other. None too, said nowhere, for a precision repeat
-        of a baseline already precise (`precision.still_short`): passed over."""
+        of a series already precise (`precision.still_short`): passed over."""
         folder = ExperimentFolder.of(self.out, self.spec.name)
         if precision_repeat(self.spec, cell) and (cell.series in self._precise
                                                   or not still_short(self.spec, folder, cell)):

@@ -1,30 +1,31 @@
-"""Baselines precise by design: a lone baseline's repeats past `repeats` (up to `baseline_max_repeats`, its
-*precision repeats*) are submitted with the planned cells and queued right behind its series, so that with warm
-repeats they are further windows of the launch its planned repeats kept (issue 50: a loader-bound lone job's windows
-of one launch spread as far as separate launches do, so each is as good a sample, at no new launch). When its turn
-comes, a precision repeat runs only while the baseline it measures is known less precisely than the spec's
-`baseline_precision` asks (`still_short`: the 95 % CI half-width over the mean, `stats.relative_ci95` over its complete
-runs' images/s; one run: not known); a lane passes over it otherwise (`pipeline.lane`). Cells queued in Slurm decide
-alike, when their task reaches them.
+"""Figures precise by design: a lone baseline's repeats past `repeats` (up to `baseline_max_repeats`) and a collocated
+cell's (up to `cell_max_repeats`, where the spec gives a `cell_precision`), its *precision repeats*, are submitted with
+the planned cells and queued right behind their series, so that with warm repeats they are further windows of the
+launch its planned repeats kept (issue 50: a loader-bound job's windows of one launch spread as far as separate
+launches do, so each is as good a sample, at no new launch). When its turn comes, a precision repeat runs only while
+its series is known less precisely than its target (`still_short`: the 95 % CI half-width over the mean,
+`stats.relative_ci95` over its complete runs' images/s; one run: not known); a lane passes over it otherwise
+(`pipeline.lane`). Cells queued in Slurm decide alike, when their task reaches them.
 
     >>> from colloc_kit.spec import ExperimentSpec, JobSpec
     >>> import tempfile
     >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", device="cpu", steps=20)], copies=[1, 2],
-    ...                       baselines=["configured"], baseline_precision={"configured": 0.1}, baseline_max_repeats=3)
+    ...                       baselines=["configured"], baseline_precision={"configured": 0.1}, baseline_max_repeats=3,
+    ...                       cell_precision=0.04, cell_max_repeats=4)
     >>> [c.label for c in precision_repeats(spec, Plan.of(spec, ExperimentFolder.of(tempfile.mkdtemp(), "x")))]
-    ['naive-x1-r1', 'naive-x1-r2']
+    ['naive-x2-r1', 'naive-x1-r1', 'naive-x2-r2', 'naive-x1-r2', 'naive-x2-r3']
 """
 
 from __future__ import annotations
 
 from colloc_kit.analysis.results import read_run
-from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, lone_mode
+from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, collocated, lone_mode
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 
-__all__ = ["baseline_of", "precision_repeat", "precision_repeats", "still_short"]
+__all__ = ["baseline_of", "most_repeats", "precision_repeat", "precision_repeats", "still_short", "target"]
 
 
 def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
@@ -34,11 +35,29 @@ def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
     return cell.baseline or ("configured" if cell.mode == (lone_mode(spec) or EXCLUSIVE) else None)
 
 
+def target(spec: ExperimentSpec, cell: Cell) -> float | None:
+    """The precision `cell`'s series is to reach (its runs' images/s 95 % CI half-width over their mean): a lone
+    baseline's `baseline_precision`, a collocated cell's `cell_precision`; None for a cell with no target."""
+    if cell.baseline is None and collocated(spec, cell.mode, cell.copies):
+        return spec.cell_precision
+    return spec.baseline_precision.get(baseline_of(spec, cell) or "")
+
+
 def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
-    """Whether `cell` is a precision repeat: a repeat past `repeats`, below `baseline_max_repeats`, of a baseline with
-    a precision target (a repeat that `again` renews is numbered from `baseline_max_repeats` on: always run)."""
-    return (spec.repeats <= cell.repeat < (spec.baseline_max_repeats or 0)
-            and baseline_of(spec, cell) in spec.baseline_precision)
+    """Whether `cell` is a precision repeat: a repeat past `repeats`, below its series' most repeats
+    (`cell_max_repeats` for a collocated cell, else `baseline_max_repeats`), of a series with a `target` (a repeat
+    that `again` renews is numbered from `most_repeats` on: always run)."""
+    if target(spec, cell) is None:
+        return False
+    most = spec.cell_max_repeats if cell.baseline is None and collocated(spec, cell.mode, cell.copies) \
+        else spec.baseline_max_repeats
+    return spec.repeats <= cell.repeat < (most or 0)
+
+
+def most_repeats(spec: ExperimentSpec) -> int:
+    """The most runs any series of `spec` may have (its repeats and its precision repeats): where `again` numbers a
+    new run of a series with a target, so that no lane passes it over."""
+    return max(spec.repeats, spec.baseline_max_repeats or 0, spec.cell_max_repeats or 0)
 
 
 def precision_repeats(spec: ExperimentSpec, plan: Plan) -> list[Cell]:
@@ -48,10 +67,10 @@ def precision_repeats(spec: ExperimentSpec, plan: Plan) -> list[Cell]:
 
 
 def still_short(spec: ExperimentSpec, folder: ExperimentFolder, cell: Cell) -> bool:
-    """Whether the precision repeat `cell` is to run: its baseline's complete runs so far (its series', the planned
-    repeats and those past them) give its images/s less precisely than its target."""
+    """Whether the precision repeat `cell` is to run: its series' complete runs so far (the planned repeats and those
+    past them) give its images/s less precisely than its `target`."""
     states = folder.cell_states()
     runs = [states[c.cell_id].run for c in cells(spec)
             if c.series == cell.series and c.cell_id in states and states[c.cell_id].status == COMPLETE]
     precision = relative_ci95([read_run(run).summary["aggregate_images_per_s"] for run in runs])
-    return not precision <= spec.baseline_precision[baseline_of(spec, cell)]  # NaN (one run) is not known either
+    return not precision <= (target(spec, cell) or 0.0)  # NaN (one run) is not known either

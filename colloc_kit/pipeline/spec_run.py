@@ -1,5 +1,5 @@
-"""One experiment's cells under way: planned from its folder, submitted with the lone repeats a baseline may need for
-its precision target (precision.py: each run only while its baseline is still short), then read back.
+"""One experiment's cells under way: planned from its folder, submitted with the repeats a baseline or a collocated
+cell may need for its precision target (precision.py: each run only while its series is still short), then read back.
 `api.run_spec` runs one and waits; the seed study runs several at once over kept lanes (`experiments.seed_run`), so
 that no lane waits at an experiment's end.
 
@@ -23,7 +23,7 @@ from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.pipeline.cells import Cell, Plan, cells
 from colloc_kit.pipeline.executors import Executor, chosen
 from colloc_kit.pipeline.executors.base import CellJob
-from colloc_kit.pipeline.precision import baseline_of, precision_repeats
+from colloc_kit.pipeline.precision import most_repeats, precision_repeats, target
 from colloc_kit.pipeline.progress import Progress
 from colloc_kit.pipeline.tally import Tally
 from colloc_kit.spec import ExperimentSpec
@@ -105,11 +105,11 @@ def _new_repeats(spec: ExperimentSpec, plan: Plan, folder: ExperimentFolder) -> 
     """`plan` with each complete cell replaced by the next repeat of it that the folder has no run of (a baseline's
     with a precision target numbered past its precision repeats, which a lane may pass over: `precision_repeat`)."""
     taken = set(folder.cell_states()) | {c.cell_id for c in plan.running + plan.queued}
-    past = max(spec.repeats, spec.baseline_max_repeats or 0)
+    past = most_repeats(spec)
     wider = cells(dataclasses.replace(spec, repeats=past + len(taken)))  # room for every repeat so far
     fresh: list[Cell] = []
     for cell in plan.done:
-        least = past if baseline_of(spec, cell) in spec.baseline_precision else 0
+        least = past if target(spec, cell) is not None else 0
         fresh.append(next(c for c in wider if c.mode == cell.mode and c.copies == cell.copies and c.jobs == cell.jobs
                           and c.repeat >= least and c.cell_id not in taken and c not in fresh))
     every = [c for c in wider if c.cell_id in taken or c in fresh or c in plan.all]  # earlier repeats' results too

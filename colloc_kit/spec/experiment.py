@@ -77,6 +77,8 @@ class ExperimentSpec(BaselineKeys):
     mlflow: str | None = None  # also log each cell, as it completes, to this MLflow tracking URI (mlflow_log.py)
     warm_repeats: bool = False  # a cell's repeats as consecutive windows of one launch of its jobs (pipeline/warm.py)
     feed_swaps: bool = False  # with warm_repeats: a GPU-only twin measured on its cell's launch, its feed swapped
+    cell_precision: float | None = None  # a collocated cell repeats while its images/s CI half-width / mean is wider
+    cell_max_repeats: int | None = None  # the most runs of one collocated cell with cell_precision (None: repeats)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # baselines, baseline_precision, baseline_max_repeats (`baselines`)
@@ -106,6 +108,13 @@ class ExperimentSpec(BaselineKeys):
         require(isinstance(self.feed_swaps, bool), f"feed_swaps must be true or false, got {excerpt(self.feed_swaps)}")
         require(self.warm_repeats or not self.feed_swaps,
                 "feed_swaps swaps the feed of a launch kept between windows: give it with warm_repeats")
+        if self.cell_precision is not None:
+            require(is_positive_number(self.cell_precision) and self.cell_precision < 1,
+                    f"cell_precision is a target CI half-width as a share of a cell's mean images/s, e.g. 0.04; "
+                    f"got {excerpt(self.cell_precision)}")
+        if self.cell_max_repeats is not None:
+            require(is_int(self.cell_max_repeats) and self.cell_max_repeats > 0,
+                    f"cell_max_repeats is a positive number of runs, got {excerpt(self.cell_max_repeats)}")
         require(is_positive_number(self.monitor_interval_s),
                 f"monitor_interval_s must be a positive number of seconds, got {excerpt(self.monitor_interval_s)}")
         if self.gpus is not None:
