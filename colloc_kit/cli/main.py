@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 import pandas as pd
+import psutil
 
 from colloc_kit import machine
 from colloc_kit.analysis.results import Results, load
@@ -250,7 +251,7 @@ def cmd_seed(args: argparse.Namespace, data: dict) -> int:
     if args.plan:
         return print_seed_plan(seed, args.out, args.budget_min)
     name_damaged(ExperimentFolder.writable(args.out, seed.experiment), "warning: ")  # as a YAML spec's run says it
-    results = seed_run.run(seed, out=args.out, progress=not args.quiet)
+    results = seed_run.run(seed, out=args.out, progress=not args.quiet, started_at=psutil.Process().create_time())
     print_tables(results)
     print_failures(results)
     complete = "status" in results.jobs and (results.jobs["status"] == COMPLETE).all()

@@ -41,7 +41,7 @@ from colloc_kit.worker.standin import missing_data
 __all__ = ["not_fitting", "run"]
 
 
-def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
+def run(seed: SeedSpec, out: str = "runs", progress: bool = True, started_at: float | None = None) -> Results:
     """Run every cell of `seed` not yet complete under out/<experiment>/ and return all its results.
 
     An experiment starts once those that run its jobs alone have ended (`_runs_alone`) and been read back, its cells
@@ -49,9 +49,11 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     lanes (resumed, the first cell started 33.5 s after the command against 15.1 s fresh, issue 50). A cell whose
     jobs the lone runs' steady memory says cannot fit (figures.copies_fit: the card's memory for naive and MPS, the
     partition's share for partitions) is not run: it is named, with the arithmetic, in out/<experiment>/not-run.json
-    and on stderr. The command's wall time, complete or interrupted, is kept in out/<experiment>/commands.json
-    (`ExperimentFolder.commands`) and said in its closing line.
+    and on stderr. The command's wall time, complete or interrupted, from `started_at` (a Unix time: the CLI gives its
+    process's start; else now) is kept in out/<experiment>/commands.json (`ExperimentFolder.commands`) and said in
+    its closing line.
     """
+    started_at = time.time() if started_at is None else started_at
     folder = ExperimentFolder.writable(out, seed.experiment)
     card = Card.here(seed.gpu)
     specs = experiments(seed, card)
@@ -63,7 +65,7 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True) -> Results:
     waiting = list(range(len(specs)))  # indices into specs
     running: dict[int, SpecRun] = {}
     parts: dict[int, Future[Results]] = {}  # the ended experiments' results, read back in a thread of their own
-    tally, started_at, outcome = Tally(), time.time(), INTERRUPTED
+    tally, outcome = Tally(), INTERRUPTED
     reader = ThreadPoolExecutor(1, thread_name_prefix="read-back")
     try:
         with kept_lanes(), supervise.sigterm_as_interrupt():  # over several GPUs: the experiments share the lanes
