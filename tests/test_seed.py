@@ -106,17 +106,18 @@ def test_the_plan_names_what_it_cannot_read_in_the_folder(capsys, monkeypatch, t
 
 
 def test_the_plan_says_whether_every_cell_fits_a_budget_before_anything_starts(capsys, monkeypatch):
-    """--budget-min counts the study's cells, its baselines' cells and every precision repeat they may need: 81.8
-    minutes planned for experiment 33 fp32 on one H100 from the built-in cell time (19 s a cell), 221.8 with every
-    precision repeat (up to 16 runs of each baseline, 8 of each collocated cell); over two GPUs half of that."""
+    """--budget-min counts the study's cells, its baselines' cells and every precision repeat they may need: 55.2
+    minutes planned for experiment 33 fp32 on one H100 from the built-in cell times (19 s a launch's first window,
+    11.3 s a warm repeat's later one), 158.6 with every precision repeat (up to 16 runs of each baseline, 8 of each
+    collocated cell); over two GPUs half of that."""
     monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
     assert main(["run", "seed-33", "--amp", "off", "--plan", "--budget-min", "20"]) == 0
     out = capsys.readouterr().out
-    assert ("261 cells (144 of them baselines'), up to 447 precision repeats while a baseline or a cell misses its "
+    assert ("261 cells (144 of them baselines'), up to 330 precision repeats while a baseline or a cell misses its "
             "target") in out
-    assert "budget 20 min: does not fit (81.8 min planned, 221.8 at most)" in out
+    assert "budget 20 min: does not fit (55.2 min planned, 158.6 at most)" in out
     assert main(["run", "seed-33", "--amp", "off", "--gpus", "0,1", "--plan", "--budget-min", "45"]) == 0
-    assert "budget 45 min: fits unless every precision repeat is needed (40.9 min planned, 110.9 at most)" in \
+    assert "budget 45 min: fits unless every precision repeat is needed (27.6 min planned, 79.3 at most)" in \
         capsys.readouterr().out
     assert main(["run", "seed-33", "--amp", "off", "--repeats", "1", "--plan", "--budget-min", "120"]) == 0
     assert "budget 120 min: fits" in capsys.readouterr().out
