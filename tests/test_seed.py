@@ -146,6 +146,23 @@ def test_the_plan_leaves_out_the_cells_that_the_lone_runs_here_say_cannot_fit(ca
     assert "  mps(partitions=2g+2g+2g) x3 of timm.resnet152 (a 2g partition holds 20,389 MiB" in said
 
 
+def test_a_fresh_plan_on_a_card_with_a_shipped_set_estimates_from_that_sets_runs(capsys, monkeypatch, tmp_path):
+    """Before: with no runs in its folder, the plan of seed-33 fp32 on two H200s said 27.6 minutes planned and "does
+    not fit" 20, from the built-in cell time of an H100 and 10-s windows; the run took 18.6 (issue 50, session 32).
+    On a machine with that card, a fresh folder's plan now takes its lane times from the shipped set named by the card
+    (`h200-141gb`); without the card here, from the built-in times as before."""
+    h200 = {"index": 0, "name": "NVIDIA H200", "memory_mb": 143771, "mig_mode": {"current": False}}
+    args = ["run", "seed-33", "--amp", "off", "--gpus", "0,1", "--out", str(tmp_path), "--plan", "--budget-min", "20"]
+    monkeypatch.setattr(study, "gpu_list", lambda: ([h200, {**h200, "index": 1}], None))
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "lane times of 251 run(s) of the shipped set h200-141gb, measured on this card" in out
+    assert "budget 20 min: fits unless every precision repeat is needed (18.8 min planned, 38.3 at most)" in out
+    monkeypatch.setattr(study, "gpu_list", lambda: ([], "no NVIDIA driver"))
+    assert main(args) == 0
+    assert "no runs here yet" in capsys.readouterr().out
+
+
 def test_a_data_root_without_the_studys_folders_is_refused_saying_how_to_make_them(tmp_path, capsys):
     """`run seed-33` once named ImageNet for a missing CIFAR-10 folder, and neither `data make` nor --data-root."""
     (tmp_path / "cifar10").mkdir()

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from colloc_kit import reference
 from colloc_kit.analysis.results import load
 from colloc_kit.cli.skipped import name_damaged
 from colloc_kit.experiments import seed as study
@@ -22,7 +23,7 @@ from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 
-__all__ = ["budget_line", "launches_line", "print_plan", "print_seed_plan", "seed_seconds"]
+__all__ = ["budget_line", "card_runs", "launches_line", "print_plan", "print_seed_plan", "seed_seconds"]
 
 
 def budget_line(budget_min: float, planned_s: float | None, at_most_s: float | None) -> str:
@@ -79,9 +80,11 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
             specs.append(replace(spec, modes=[mode for mode in spec.modes if mode.label not in left_out]))
     every = list({c.cell_id: c for s in specs for c in cells(s)}.values())  # a lone cell that several of its
     # experiments share (the gpu-only twin alone) counts once, as it runs once
-    runs = done.runs if done is not None else None
+    runs, where = done.runs if done is not None else None, "here"
     if runs is not None and len(runs):  # only runs of the study's own cells: never smallcnn's time for ResNets
         runs = runs[runs["cell_id"].isin({c.cell_id for c in every})]
+    if (runs is None or not len(runs)) and (shipped := card_runs(seed, card)) is not None:
+        runs, where = shipped, f"of the shipped set {card.model.name.lower()}, measured on this card"
     rows = pd.DataFrame(study.plan_rows(seed, card))
     with pd.option_context("display.width", 250, "display.max_colwidth", 90, "display.max_rows", 500):
         print(rows.drop(columns=["runs"]).to_string(index=False))
@@ -91,7 +94,7 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
     todo = [c for c in every if not (c.cell_id in states and states[c.cell_id].status == COMPLETE)]
     planned = [c for c in todo if c.repeat < seed.repeats]
     repeats = [c for c in todo if c.repeat >= seed.repeats]  # precision repeats, run while their series is short
-    planned_s, at_most_s, source = seed_seconds(seed, planned, repeats, runs, lanes)
+    planned_s, at_most_s, source = seed_seconds(seed, planned, repeats, runs, lanes, where)
     print(f"\n{seed.experiment}: {len(rows)} cells ({rows['runs'].sum()} {runs_here}, {cannot} cannot be placed), "
           f"{seed.repeats} repeat(s) each; card: {card.note}")
     print(f"to run under {out}/{seed.experiment}: {len(planned)} cells ({sum(bool(c.baseline) for c in planned)} of "
@@ -108,12 +111,30 @@ def print_seed_plan(seed: study.SeedSpec, out: str, budget_min: float | None = N
     return 0
 
 
+def card_runs(seed: study.SeedSpec, card: study.Card) -> pd.DataFrame | None:
+    """The runs of `seed`'s experiment in its precisions in the shipped reference set named by this machine's card
+    (`h200-141gb` on an H200 141 GB): what a plan estimates from before any cell ran here. None where the card is
+    only planned for (no such GPU here) or no shipped set of its name holds such runs.
+
+    >>> card_runs(study.SeedSpec(33), study.Card.planned("H200-141GB")) is None   # no H200 on this machine
+    True
+    """
+    name = card.model.name.lower()
+    if not card.on_this_machine or not (reference.SHIPPED / name).is_dir():
+        return None
+    shipped = reference.load(name)
+    ran = shipped.jobs.loc[shipped.jobs["amp"].isin(seed.amp), "run_id"]
+    runs = shipped.runs[(shipped.runs["experiment"] == seed.experiment) & shipped.runs["run_id"].isin(ran)]
+    return runs if len(runs) else None
+
+
 def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell], runs: pd.DataFrame | None,
-                 lanes: int) -> tuple[float, float, str]:
+                 lanes: int, where: str = "here") -> tuple[float, float, str]:
     """The wall seconds of the `planned` cells and of those with the precision `repeats` too, over `lanes`, and where
-    the cell times came from: the lane times of the study's `runs` in its folder (per mode, copies and kind of window:
-    start to the next start on its GPU, gaps included; `estimate.lane_times`), else the built-in overhead beyond each
-    window (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S` for each series' later windows).
+    the cell times came from: the lane times of the study's `runs` (per mode, copies and kind of window: start to the
+    next start on its GPU, gaps included; `estimate.lane_times`), in its folder or `where` they are from (`card_runs`),
+    else the built-in overhead beyond each window (`study.RUN_OVERHEAD_S`; with warm repeats, `study.WARM_OVERHEAD_S`
+    for each series' later windows).
 
     >>> from colloc_kit.spec import ModeSpec
     >>> cell = Cell(ModeSpec("exclusive"), 1, 0, "c")
@@ -135,7 +156,8 @@ def seed_seconds(seed: study.SeedSpec, planned: list[Cell], repeats: list[Cell],
     complete = int((runs["status"] == COMPLETE).sum())
     planned_s, at_most_s = (estimate.wall_s(todo, lanes, measured, seed.warm_repeats) or 0.0
                             for todo in (planned, planned + repeats))
-    return planned_s, at_most_s, f"lane times of {complete} run(s) here, per cell: {estimate.per_cell_text(measured)}"
+    return planned_s, at_most_s, (f"lane times of {complete} run(s) {where}, per cell: "
+                                  f"{estimate.per_cell_text(measured)}")
 
 
 def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) -> int:
@@ -151,7 +173,7 @@ def print_plan(spec: ExperimentSpec, out: str, budget_min: float | None = None) 
         print(f"{cell.label:50s} {'done (skipped)' if done else 'while short of its precision' if extra else 'to run'}")
     extras, baseline = sum(c.repeat >= spec.repeats for c in every), sum(bool(c.baseline) for c in every)
     print(f"\n{spec.name}: {todo} of {len(every) - extras} cells to run under {out}/{safe_name(spec.name)} ({baseline} "
-          f"of them baselines' cells); up to {extras} more lone runs while a baseline misses its precision target")
+          f"of them baselines' cells); up to {extras} more runs while a baseline or a cell misses its precision target")
     if spec.warm_repeats:
         print(launches_line([c for c in every if c.repeat < spec.repeats]))
     print(estimate.plan_line(spec, out))
