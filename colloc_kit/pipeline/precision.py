@@ -38,7 +38,7 @@ def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
 def target(spec: ExperimentSpec, cell: Cell) -> float | None:
     """The precision `cell`'s series is to reach (its runs' images/s 95 % CI half-width over their mean): a lone
     baseline's `baseline_precision`, a collocated cell's `cell_precision`; None for a cell with no target."""
-    if cell.baseline is None and collocated(spec, cell.mode, cell.copies):
+    if _study_collocated(spec, cell):
         return spec.cell_precision
     return spec.baseline_precision.get(baseline_of(spec, cell) or "")
 
@@ -49,9 +49,13 @@ def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
     that `again` renews is numbered from `most_repeats` on: always run)."""
     if target(spec, cell) is None:
         return False
-    most = spec.cell_max_repeats if cell.baseline is None and collocated(spec, cell.mode, cell.copies) \
-        else spec.baseline_max_repeats
+    most = spec.cell_max_repeats if _study_collocated(spec, cell) else spec.baseline_max_repeats
     return spec.repeats <= cell.repeat < (most or 0)
+
+
+def _study_collocated(spec: ExperimentSpec, cell: Cell) -> bool:
+    """Whether `cell` is one of the study's own cells of jobs sharing the GPU (not a baseline's)."""
+    return cell.baseline is None and collocated(spec, cell.mode, cell.copies)
 
 
 def most_repeats(spec: ExperimentSpec) -> int:
