@@ -14,13 +14,15 @@ from fake_datasets import write_cifar10
 from fake_results import fake_results, job_rows
 
 from colloc_kit.analysis import attribution, summaries
+from colloc_kit.analysis.results import read_run
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline import run_spec
 from colloc_kit.pipeline.cells import Plan, cells
 from colloc_kit.pipeline.precision import precision_repeats
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.store.folder import ExperimentFolder
-from colloc_kit.store.rundir import find_runs, read_events
+from colloc_kit.stats import relative_ci95
+from colloc_kit.store.rundir import RunDir, find_runs, read_events
 
 
 def _rows(run_id, mode, copies, rates, workers, cell_id=None, dataset="cifar10"):
@@ -119,8 +121,9 @@ def test_baselines_add_their_cells_and_unknown_names_are_refused():
 def test_precision_repeats_of_a_baseline_and_of_a_cell_are_windows_of_their_launch_run_only_while_short(tmp_path):
     """Warm repeats: the configured baseline's repeats past `repeats`, and the collocated cell's, follow their planned
     ones as further windows of the launch they kept while their target is missed (an unreachable one: up to
-    `baseline_max_repeats`, `cell_max_repeats`); a target met by the planned repeats passes them all over; `again`
-    renews their runs as it does every cell's."""
+    `baseline_max_repeats`, `cell_max_repeats`); with a target that tiny CPU runs meet (±99 %), a repeat past the
+    planned three runs only while the runs before it missed it, the rest passed over; `again` renews their runs as it
+    does every cell's, numbered past the precision repeats."""
     job = JobSpec(model="smallcnn", device="cpu", steps=6, warmup_steps=2, image_size=32, batch_size=8, workers=0,
                   synthetic_samples=64)
     short = ExperimentSpec(jobs=[job], modes=[ModeSpec("naive")], copies=[2], repeats=3, name="short",
@@ -130,19 +133,26 @@ def test_precision_repeats_of_a_baseline_and_of_a_cell_are_windows_of_their_laun
     for spec in (short, met):
         run_spec(spec, out=tmp_path, progress=False)
 
-    def runs(name: str, copies: int) -> list[tuple[int, str]]:
-        return sorted((m.repeat, m.warm.launch) for m in (run.read_manifest() for run in find_runs(tmp_path / name))
-                      if m.copies == copies and m.status == "complete")
+    def runs(name: str, copies: int) -> list[tuple[int, RunDir]]:
+        return sorted((m.repeat, run) for run in find_runs(tmp_path / name)
+                      if (m := run.read_manifest()).copies == copies and m.status == "complete")
 
     assert [repeat for repeat, _ in runs("short", 1)] == [0, 1, 2, 3, 4]
     assert [repeat for repeat, _ in runs("short", 2)] == [0, 1, 2, 3]
-    assert all(len({launch for _, launch in runs("short", copies)}) == 1 for copies in (1, 2)), \
+    assert all(len({run.read_manifest().warm.launch for _, run in runs("short", copies)}) == 1 for copies in (1, 2)), \
         "one launch a series: each repeat a window of it"
-    assert [repeat for repeat, _ in runs("met", 1)] == [repeat for repeat, _ in runs("met", 2)] == [0, 1, 2]
+    before = {}
+    for copies, most in ((1, 5), (2, 4)):
+        rates = [read_run(run).summary["aggregate_images_per_s"] for _, run in runs("met", copies)]
+        before[copies] = len(rates)
+        assert [repeat for repeat, _ in runs("met", copies)] == list(range(len(rates))) and 3 <= len(rates) <= most
+        assert all(not relative_ci95(rates[:n]) <= 0.99 for n in range(3, len(rates))), "ran though it was met"
+        assert len(rates) == most or relative_ci95(rates) <= 0.99, "passed over though it was short"
     assert precision_repeats(met, Plan.of(met, ExperimentFolder.of(tmp_path, "met"))) != []  # passed over, not run
     run_spec(met, out=tmp_path, progress=False, again=True)  # a new repeat of every cell: the baseline's too
-    assert [repeat for repeat, _ in runs("met", 1)] == [repeat for repeat, _ in runs("met", 2)] == [0, 1, 2, 5, 6, 7], \
-        "renewed past the precision repeats, never passed over"
+    for copies, earlier in before.items():
+        assert [repeat for repeat, _ in runs("met", copies)][earlier:] == list(range(5, 5 + earlier)), \
+            "renewed past the precision repeats, never passed over"
 
 
 @pytest.mark.slow
