@@ -61,44 +61,21 @@ def sigint_as_before():
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """GPU tests skipped without a GPU, with the reason; tests that share a fixture wider than themselves placed
-    together (`xdist_group`), so that pytest-xdist's workers (`--dist loadgroup`) build each such fixture once
-    (`shared_groups`); every other test goes wherever a worker is free."""
-    for item, group in shared_groups(items).items():
-        if not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+    """GPU tests skipped without a GPU, with the reason; each test that shares a fixture wider than itself placed
+    with the others that share it (`xdist_group`), so that pytest-xdist's workers (`--dist loadgroup`) build each
+    such fixture once: a session fixture's users in one group (the cpu-smoke batch), a module fixture's in its
+    module's group (a JupyterLab, an MLflow server); every other test goes wherever a worker is free."""
     reason = None
     for item in items:
+        shared = sorted(f"{d[-1].scope}-{name}" if d[-1].scope == "session" else f"module-{item.module.__name__}"
+                        for name, d in item._fixtureinfo.name2fixturedefs.items()
+                        if d and d[-1].scope in ("session", "module") and d[-1].baseid)  # ours, not a plugin's
+        if shared and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(shared[-1]))  # "session-..." sorts after "module-..."
         if item.get_closest_marker("gpu"):  # not `"gpu" in item.keywords`: that matches the colloc_kit/gpu/ folder
             reason = reason or _cuda_reason()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"needs a GPU: {reason}"))
-
-
-def shared_groups(items) -> dict:
-    """Each test that shares a session or module fixture of ours (not a plugin's) with others, and its group: the
-    tests linked by such fixtures, one link after another, are one group (a test of JupyterLab's module that also
-    reads the cpu-smoke batch puts the module's other tests with the batch's readers: one JupyterLab, one Chromium).
-    A group is named after its widest fixture: "session-<name>" (sorted after "module-..."), else "module-<module>".
-    """
-    parent: dict = {}
-
-    def root(key):
-        while parent.setdefault(key, key) != key:
-            key = parent[key]
-        return key
-
-    names = {}
-    for item in items:
-        names[item] = [f"session-{name}" if d[-1].scope == "session" else f"module-{item.module.__name__}"
-                       for name, d in item._fixtureinfo.name2fixturedefs.items()
-                       if d and d[-1].scope in ("session", "module") and d[-1].baseid]
-        for name in names[item]:
-            parent[root(name)] = root(names[item][0])
-    members: dict = {}
-    for name in parent:
-        members.setdefault(root(name), []).append(name)
-    return {item: max(members[root(shared[0])]) for item, shared in names.items() if shared}
 
 
 @pytest.fixture
