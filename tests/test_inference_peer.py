@@ -104,10 +104,10 @@ def test_the_peer_training_loop_starts_on_go_and_stops_on_stop(tmp_path):
 
 
 def test_a_cell_answered_short_of_what_arrived_is_not_compared_and_a_short_poisson_draw_is_not_short():
-    kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "rate_per_s": 100.0, "requests_per_s": 99.0,
-                         "answered_share": 0.99, "latency_p50_ms": 10.0, "latency_p99_ms": 30.0,
+    kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "repeat": 0, "rate_per_s": 100.0,
+                         "requests_per_s": 99.0, "answered_share": 0.99, "latency_p50_ms": 10.0, "latency_p99_ms": 30.0,
                          "train_images_per_s": 90.0}])
-    peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "peer_requests_per_s": 50.0,
+    peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "repeat": 0, "peer_requests_per_s": 50.0,
                           "peer_answered_share": 0.5, "peer_p50_ms": 10.0, "peer_p99_ms": 30.0}])
     beside = load("peer_beside")
     row = beside.kit_vs_peer(kit, peer).iloc[0]
@@ -313,9 +313,9 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     monkeypatch.setattr(beside, "peer_cell", peer_cell)
     serve = JobSpec(model="smallcnn", role="serve", rate_per_s=1.0)  # on a GPU (the spec is only read here)
     spec = ExperimentSpec(jobs=[serve, JobSpec(model="smallcnn")], modes=[ModeSpec("naive"), ModeSpec("mps")])
-    kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "copies": 1,
-                        "rate_per_s": 1.0, "requests_per_s": 1.0, "answered_share": 1.0, "latency_p50_ms": 10.0,
-                        "latency_p99_ms": 10.0, "train_images_per_s": 10.0})
+    kit = pd.DataFrame({"served": "smallcnn", "mix": "smallcnn x1", "mode_label": ["naive", "mps"], "repeat": 0,
+                        "copies": 1, "rate_per_s": 1.0, "requests_per_s": 1.0, "answered_share": 1.0,
+                        "latency_p50_ms": 10.0, "latency_p99_ms": 10.0, "train_images_per_s": 10.0})
 
     def peer_rows(spec: ExperimentSpec) -> pd.DataFrame:
         return pd.DataFrame([beside.peer_setting(spec, index, tmp_path) for index in range(len(spec.modes))])
@@ -337,30 +337,45 @@ def test_a_failed_peer_cell_is_a_row_that_says_why_and_the_table_still_holds_the
     assert ran == ["mps", "naive", "mps"]
 
 
-def test_each_settings_kit_and_peer_cells_run_together_the_first_alternating(monkeypatch, tmp_path):
+def test_each_launchs_kit_and_peer_cells_run_together_the_first_alternating(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(FOLDER))
     inference = load("inference")
-    ran = []
+    ran, made = [], set()  # made: (mode, launch) of the kit's launches in the folder
 
     def kit_setting(spec, mode, runs):
-        ran.append(("kit", mode.label))
-        return pd.DataFrame([{"mode_label": mode.label}])
+        missing = [launch for launch in range(spec.repeats) if (mode.label, launch) not in made]
+        ran.extend(("kit", mode.label, launch) for launch in missing)
+        made.update((mode.label, launch) for launch in missing)
+        return pd.DataFrame([{"mode_label": mode.label, "repeat": launch} for launch in range(spec.repeats)])
 
-    def peer_setting(spec, index, folder):
-        ran.append(("peer", spec.modes[index].label))
-        return {"mode_label": spec.modes[index].label}
+    def peer_setting(spec, index, folder, launch):
+        ran.append(("peer", spec.modes[index].label, launch))
+        return {"mode_label": spec.modes[index].label, "repeat": launch}
+
+    class Plan:  # the kit's plan: the launches not yet in the folder
+        @staticmethod
+        def of(spec, folder):
+            todo = [launch for launch in range(spec.repeats) if (spec.modes[0].label, launch) not in made]
+            return argparse.Namespace(todo=[argparse.Namespace(repeat=launch) for launch in todo])
 
     monkeypatch.setattr(inference, "kit_setting", kit_setting)
     monkeypatch.setattr(inference, "peer_setting", peer_setting)
+    monkeypatch.setattr(inference, "Plan", Plan)
     spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn", role="serve", rate_per_s=1.0), JobSpec(model="smallcnn")],
                           modes=[ModeSpec("exclusive"), ModeSpec("naive"), ModeSpec("mps")])
     kit, peer = inference.paired_settings(spec, tmp_path / "runs", tmp_path / "peer")
-    assert ran == [("kit", "exclusive"), ("peer", "exclusive"), ("peer", "naive"), ("kit", "naive"),
-                   ("kit", "mps"), ("peer", "mps")]
+    assert ran == [("kit", "exclusive", 0), ("peer", "exclusive", 0), ("peer", "naive", 0), ("kit", "naive", 0),
+                   ("kit", "mps", 0), ("peer", "mps", 0)]
     assert list(kit["mode_label"]) == ["exclusive", "naive", "mps"]
     ran.clear()
     kit, peer = inference.paired_settings(spec, tmp_path / "runs", None)  # --no-peer: the kit's cells only
-    assert ran == [("kit", "exclusive"), ("kit", "naive"), ("kit", "mps")] and peer == []
+    assert ran == [] and peer == [] and list(kit["repeat"]) == [0, 0, 0]  # every launch read
+    # two launches: the first ones read, with no peer beside them (none ran then); a peer beside each second one,
+    # the order going on alternating from pair to pair
+    kit, peer = inference.paired_settings(replace(spec, repeats=2), tmp_path / "runs", tmp_path / "peer")
+    assert ran == [("peer", "exclusive", 1), ("kit", "exclusive", 1), ("kit", "naive", 1), ("peer", "naive", 1),
+                   ("peer", "mps", 1), ("kit", "mps", 1)]
+    assert list(kit["repeat"]) == [0, 1] * 3 and [row["repeat"] for row in peer] == [1, 1, 1]
 
 
 @pytest.mark.slow

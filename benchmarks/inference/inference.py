@@ -17,15 +17,16 @@ Issue 51 adds, per cell: the plain PyTorch peer (`peer_serve.py`, no kit code: i
 own training loops, under the same mode; `peer_beside.py`), the kit's p50/p99 against the peer's (target: within
 10 %); each latency's parts (queueing, host, device time; `analysis.latency`); and the setting's capacity (the
 same cell with the inference job closed-loop: `capacity_per_s`), a rate above it reported as `overloaded`. Each
-setting's kit cell and peer cell run one right after the other, the one that goes first alternating from setting to
-setting (`first` in `kit_vs_peer.csv`, from the two cells' start times; the summary gives the kit's over the peer's
-with each order); an experiment's capacity cells run after its pairs.
+launch of a setting (`--repeats`) and a peer cell run one right after the other, the one that goes first alternating
+from pair to pair (`first` in `kit_vs_peer.csv`, from the two cells' start times; the summary gives the kit's over
+the peer's with each order, and per setting over all its pairs); an experiment's capacity cells run after its pairs.
 
 Writes under --out: `frontier.csv` (a row per run: served model, mix, setting, training images/s, p50/p99 with the
-p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv`, `plain_vs_kit.csv` (and its
-pairs: the ratio kit / plain is taken per pair, the arm that goes first alternating, and its mean given with its
-95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`, `host_state.py`; split into device and
-host time, `plain_vs_kit_parts.csv`, `cost_parts.py`), `summary.md`, with
+p99's CI, requests/s, share within the SLO, capacity, latency parts), `kit_vs_peer.csv` (a row per pair: a peer cell
+beside each launch the kit makes, `--repeats` of them) and `kit_vs_peer_by_mode.csv` (`peer_beside.by_mode`),
+`plain_vs_kit.csv` (and its pairs: the ratio kit / plain is taken per pair, the arm that goes first alternating,
+and its mean given with its 95 % CI; the same pairs within the host's state, `plain_vs_kit_states.csv`,
+`host_state.py`; split into device and host time, `plain_vs_kit_parts.csv`, `cost_parts.py`), `summary.md`, with
 --confirm `confirm.md` and `confirm.csv`, the peer's JSON (`peer/`) and the runs themselves (`runs/`, as the kit
 writes them, for `colloc-kit show` and the reference set `h200-inference`). The same command on the same --out
 resumes it: cost pairs, kit cells and peer cells that ran as asked are read, not run again (a set longer than one
@@ -63,13 +64,15 @@ import pandas as pd
 import colloc_kit
 from colloc_kit.analysis.latency import PARTS
 from colloc_kit.analysis.lone import DEFAULT_AUTOTUNE
+from colloc_kit.pipeline.cells import Plan
 from colloc_kit.pipeline.warm import between_windows
 from colloc_kit.predict import serve_advise
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
 from colloc_kit.stats import ci95
+from colloc_kit.store.folder import ExperimentFolder
 from cost_parts import p50_ms, parts_table, window_requests  # siblings: on sys.path when this file runs as a script
 from host_state import FAST_FACTOR, state_table
-from peer_beside import by_order, kit_vs_peer, peer_setting
+from peer_beside import by_mode, by_order, kit_vs_peer, peer_ran, peer_setting
 
 SERVED = {  # model -> (request: images, SLO); its rate comes from its measured service time (`offered_rate`)
     "resnet50": {"model": "resnet50", "batch_size": 4, "slo": "25ms"},
@@ -177,18 +180,25 @@ def kit_setting(spec: ExperimentSpec, mode: ModeSpec, runs: Path) -> pd.DataFram
 
 
 def paired_settings(spec: ExperimentSpec, runs: Path, peer: Path | None) -> tuple[pd.DataFrame, list[dict]]:
-    """Each setting of `spec` by the kit (`kit_setting`) and by the plain PyTorch peer (`peer_setting`, into `peer`;
-    None: no peer) one right after the other, the one that goes first alternating from setting to setting (the kit
-    in the 1st, 3rd, ...), so that neither always meets the GPU's state second; the kit's frontier rows and the
-    peer's rows."""
+    """Each launch (`--repeats`) of each setting of `spec` by the kit (`kit_setting`) and by the plain PyTorch peer
+    (`peer_setting`, into `peer`; None: no peer) one right after the other, the one that goes first alternating from
+    pair to pair (the kit in a setting's first launch of the 1st, 3rd, ... setting), so that neither always meets
+    the GPU's state second; the kit's frontier rows and the peer's rows. A peer cell runs only beside a launch the
+    kit makes now: beside a launch read from an earlier call, the peer's cell is read if it ran then, else left out
+    (a peer is held only against the kit's launch it ran beside)."""
     kit, peer_rows = [], []
+    folder = ExperimentFolder.of(runs, spec.name)
     for index, mode in enumerate(spec.modes):
-        order = ("kit", "peer") if index % 2 == 0 else ("peer", "kit")
-        for arm in order if peer else ("kit",):
-            if arm == "kit":
-                kit.append(kit_setting(spec, mode, runs))
-            elif peer:
-                peer_rows.append(peer_setting(spec, index, peer))
+        for launch in range(spec.repeats):
+            upto = replace(spec, modes=[mode], repeats=launch + 1)  # its earlier launches are read, not run again
+            now = any(cell.repeat == launch for cell in Plan.of(upto, folder).todo)
+            paired = peer is not None and (now or peer_ran(spec, index, peer, launch) is not None)
+            for arm in ("kit", "peer") if (index + launch) % 2 == 0 else ("peer", "kit"):
+                if arm == "kit":
+                    rows = kit_setting(upto, mode, runs)
+                    kit.append(rows[rows["repeat"] == launch])
+                elif paired:
+                    peer_rows.append(peer_setting(spec, index, peer, launch))
     return pd.concat(kit, ignore_index=True), peer_rows
 
 
@@ -436,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
         against = kit_vs_peer(table, pd.DataFrame(peer_rows)) if peer_rows else None
         if against is not None:
             against.to_csv(out / "kit_vs_peer.csv", index=False)
+            by_mode(against).to_csv(out / "kit_vs_peer_by_mode.csv", index=False)
         write_summary(out, cost, table, against, args, time.monotonic() - started)
     if args.confirm and time.monotonic() - started < args.budget_s:
         confirm(args, out, runs, experiments(args, rates)[:1], table)
@@ -483,6 +494,9 @@ def write_summary(out: Path, cost: pd.DataFrame, table: pd.DataFrame, against: p
                   "difference that follows the order is the GPU's state from one cell to the next, not the program.",
                   "", *(["```", order.to_string(index=False, float_format="%.3f"), "```"] if len(order) else
                         ["None compared: every setting answered short, or ran before the order was recorded."]), "",
+                  "Per setting, over its pairs (every served model, mix and launch; `by_mode`: the geometric mean of "
+                  "the pairs' kit / peer, minus 1, with its 95 % CI; `agrees`: the p50's and the p99's CI inside "
+                  "10 %):", "", "```", by_mode(against).to_string(index=False, float_format="%.3f"), "```", "",
                   "Each latency's parts, kit and peer (p50 of queueing, host and device time; `tail_`: their means "
                   f"over the requests at or above the kit's p99; device time: {timed_by}):",
                   "", "```", against[["served", "mix", "mode_label", *(f"{who}{name}_p50_ms" for name in PARTS

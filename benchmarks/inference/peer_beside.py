@@ -9,12 +9,12 @@ arrived in its window (`answered_share`, `latency.STARVED_SERVED_SHARE`; not the
 own Poisson arrivals) is `answered_short`: its latencies are a queue's growth, not a server's, and are not compared
 (`within_10pct` empty). On the CPU (`--tiny`) every figure is the tiny model's:
 
-    >>> kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "rate_per_s": 100.0,
+    >>> kit = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "repeat": 0, "rate_per_s": 100.0,
     ...                      "requests_per_s": 99.0, "answered_share": 0.99, "latency_p50_ms": 10.5,
     ...                      "latency_p99_ms": 30.0, "train_images_per_s": 90.0}])
-    >>> peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "peer_requests_per_s": 88.0,
-    ...                       "peer_answered_share": 1.0, "peer_p50_ms": 10.0, "peer_p99_ms": 30.0,
-    ...                       "peer_train_images_per_s": 100.0}])
+    >>> peer = pd.DataFrame([{"served": "m", "mix": "x", "mode_label": "naive", "repeat": 0,
+    ...                       "peer_requests_per_s": 88.0, "peer_answered_share": 1.0, "peer_p50_ms": 10.0,
+    ...                       "peer_p99_ms": 30.0, "peer_train_images_per_s": 100.0}])
     >>> row = kit_vs_peer(kit, peer).iloc[0]
     >>> float(round(row["p50_kit_over_peer"], 3)), float(row["p99_kit_over_peer"]), bool(row["within_10pct"])
     (0.05, 0.0, True)
@@ -38,9 +38,10 @@ from colloc_kit.modes import make_mode
 from colloc_kit.predict.serve_advise import mix_label
 from colloc_kit.supervise import host_shares, thread_env
 from colloc_kit.spec import ExperimentSpec, JobSpec, ModeSpec
-from colloc_kit.stats import ci95
+from colloc_kit.stats import ci95, geometric_ci95
 
-__all__ = ["PEER", "by_order", "kit_vs_peer", "peer_cell", "peer_figures", "peer_setting", "setting_keys"]
+__all__ = ["PEER", "by_mode", "by_order", "kit_vs_peer", "peer_cell", "peer_figures", "peer_ran", "peer_setting",
+           "setting_keys"]
 
 PEER = Path(__file__).resolve().with_name("peer_serve.py")
 AGREE = 0.10  # the issue's target: the kit's p50 and p99 within 10 % of the peer's
@@ -115,26 +116,43 @@ def setting_keys(spec: ExperimentSpec, mode: ModeSpec) -> dict:
     return {"served": serve.model, "mix": mix_label([train.model] * spec.copies[0]), "mode_label": mode.label}
 
 
-def peer_setting(spec: ExperimentSpec, index: int, folder: Path) -> dict:
-    """The peer's cell for the kit's cell of `spec` under its `index`-th mode: the same served job and training job,
-    copies and mode; a row keyed as the kit's (a cell that failed says why in `peer_error`, and the benchmark goes
-    on). A cell whose `cell.json` under `folder` says it ran as asked is read, not run again: the benchmark resumes
-    a folder carried from an earlier call."""
-    serve, train = spec.jobs
-    mode = spec.modes[index]
-    keys = setting_keys(spec, mode)
-    cell = folder / f"{spec.name}-{index}"
+def _cell(spec: ExperimentSpec, index: int, folder: Path, launch: int) -> tuple[Path, dict]:
+    """The folder of the peer's cell beside launch `launch` of `spec`'s `index`-th mode, and what it is asked (the
+    first launch's cell keeps the name and the question it had before launches were paired: folders of earlier calls
+    are read as they are)."""
+    serve, _ = spec.jobs
+    keys = setting_keys(spec, spec.modes[index])
     asked = {**keys, "copies": spec.copies[0], "rate_per_s": serve.rate_per_s, "seconds": serve.seconds}
+    if launch == 0:
+        return folder / f"{spec.name}-{index}", asked
+    return folder / f"{spec.name}-{index}-r{launch}", {**asked, "launch": launch}
+
+
+def peer_ran(spec: ExperimentSpec, index: int, folder: Path, launch: int = 0) -> dict | None:
+    """What the peer's cell beside launch `launch` of `spec`'s `index`-th mode gave, if its `cell.json` under
+    `folder` says it ran as asked; else None."""
+    cell, asked = _cell(spec, index, folder, launch)
     done = cell / "cell.json"
     ran = json.loads(done.read_text()) if done.exists() else {}
-    if ran.get("asked") == asked:  # a run resumed: this cell ran
-        return {**keys, **peer_figures(ran["result"])}
-    try:
-        result = peer_cell(serve, train, spec.copies[0], mode, cell, spec.placement)
-    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
-        return {**keys, "peer_error": f"{type(error).__name__}: {error}"}
-    cell.mkdir(parents=True, exist_ok=True)
-    done.write_text(json.dumps({"asked": asked, "result": result}))
+    return ran["result"] if ran.get("asked") == asked else None
+
+
+def peer_setting(spec: ExperimentSpec, index: int, folder: Path, launch: int = 0) -> dict:
+    """The peer's cell beside launch `launch` (the kit's `repeat`) of the kit's cell of `spec` under its `index`-th
+    mode: the same served job and training job, copies and mode; a row keyed as the kit's, with `repeat` (a cell
+    that failed says why in `peer_error`, and the benchmark goes on). A cell that ran as asked (`peer_ran`) is read,
+    not run again: the benchmark resumes a folder carried from an earlier call."""
+    serve, train = spec.jobs
+    keys = {**setting_keys(spec, spec.modes[index]), "repeat": launch}
+    result = peer_ran(spec, index, folder, launch)
+    if result is None:
+        cell, asked = _cell(spec, index, folder, launch)
+        try:
+            result = peer_cell(serve, train, spec.copies[0], spec.modes[index], cell, spec.placement)
+        except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
+            return {**keys, "peer_error": f"{type(error).__name__}: {error}"}
+        cell.mkdir(parents=True, exist_ok=True)
+        (cell / "cell.json").write_text(json.dumps({"asked": asked, "result": result}))
     return {**keys, **peer_figures(result)}
 
 
@@ -168,10 +186,11 @@ def peer_figures(result: dict) -> dict:
 
 
 def kit_vs_peer(kit: pd.DataFrame, peer: pd.DataFrame) -> pd.DataFrame:
-    """Per served model, mix and setting: the kit's p50/p99 and the peer's, the kit's over the peer's minus one,
-    which of the two cells ran first (`first`, from their start times), whether either program answered short of
-    the rate offered and, where neither did, whether both are within the issue's 10 %."""
-    keys = ["served", "mix", "mode_label"]
+    """Per served model, mix, setting and launch (`repeat`: a peer cell is held against the kit's launch it ran
+    beside): the kit's p50/p99 and the peer's, the kit's over the peer's minus one, which of the two cells ran first
+    (`first`, from their start times), whether either program answered short of the rate offered and, where neither
+    did, whether both are within the issue's 10 %."""
+    keys = ["served", "mix", "mode_label", "repeat"]
     parts = [column for column in kit if column.endswith("_p50_ms") and column.split("_")[0] in PARTS
              or column.startswith("tail_")]  # the kit's latency parts, where the frontier carries them
     table = kit.reindex(columns=[*keys, "rate_per_s", "requests_per_s", "answered_share", "latency_p50_ms",
@@ -210,3 +229,30 @@ def by_order(table: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     return pd.DataFrame(rows, columns=["first", "settings", "p50_kit_over_peer", "p50_ci95", "p99_kit_over_peer",
                                        "p99_ci95"])
+
+
+def by_mode(table: pd.DataFrame) -> pd.DataFrame:
+    """Per sharing setting (`mode_label`), over its pairs compared (`kit_vs_peer`'s rows where neither answered
+    short: every served model, mix and launch): how many, and the kit's p50, p99 and device-time p50 over the peer's
+    as the geometric mean of the pairs' ratios minus 1, with its 95 % CI (`stats.geometric_ci95`, Student's t on the
+    logarithms); `agrees`: the p50's and the p99's CI both inside the issue's 10 %. The issue's per-mode reading: a
+    pair's two cells run a minute apart on a GPU whose time per batch moves from cell to cell, so one pair decides
+    nothing, and the mean over a mode's pairs says whether the programs differ.
+
+    >>> table = pd.DataFrame({"mode_label": ["mps", "mps", "mps"], "answered_short": False,
+    ...                       "latency_p50_ms": [10.0, 11.0, 9.5], "peer_p50_ms": 10.0, "latency_p99_ms": 20.0,
+    ...                       "peer_p99_ms": [20.0, 19.0, 21.0], "device_p50_ms": 8.0, "peer_device_p50_ms": 8.0})
+    >>> row = by_mode(table).iloc[0]
+    >>> int(row["pairs"]), round(float(row["p50_kit_over_peer"]), 3), bool(row["agrees"])
+    (3, 0.015, False)
+    """
+    rows = []
+    for mode, part in table[~table["answered_short"].astype(bool)].groupby("mode_label", sort=False):
+        row: dict = {"mode_label": mode, "pairs": len(part)}
+        for name, kit, peer in (("p50", "latency_p50_ms", "peer_p50_ms"), ("p99", "latency_p99_ms", "peer_p99_ms"),
+                                ("device_p50", "device_p50_ms", "peer_device_p50_ms")):
+            mean, low, high, *_ = geometric_ci95(part[kit] / part[peer])
+            row.update({f"{name}_kit_over_peer": mean - 1, f"{name}_ci_low": low - 1, f"{name}_ci_high": high - 1})
+        row["agrees"] = all(-AGREE <= row[f"{q}_ci_low"] and row[f"{q}_ci_high"] <= AGREE for q in ("p50", "p99"))
+        rows.append(row)
+    return pd.DataFrame(rows)
