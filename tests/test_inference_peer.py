@@ -440,3 +440,20 @@ def test_the_peer_cells_read_as_one_more_launch_of_the_kits_give_the_shipped_tab
     assert len(table) == 33 and int(table["peer_p99_inside"].sum()) == 25 and int(table["peer_p50_inside"].sum()) == 28
     inside = table["next_p99_ms_lo"].le(table["peer_p99_ms"]) & table["peer_p99_ms"].le(table["next_p99_ms_hi"])
     assert inside.tolist() == table["peer_p99_inside"].tolist()  # the flag is the range's own test
+
+
+def test_the_kit_against_the_peer_per_setting_pools_each_shipped_pair_once():
+    """The results README's per-setting table (`peer-by-mode.csv`) comes from the shipped pairs, each counted once:
+    launch 0 of the settings beside one ResNet-50 trainer is in both its first folder and the later one that read it."""
+    module = load("peer_by_mode")
+    pairs = module.pairs()
+    assert len(pairs) == 54 and not pairs.duplicated(["served", "mix", "mode_label", "repeat"]).any()
+    beside_one = pairs[pairs["mix"] == "resnet50 x1"]
+    assert sorted(beside_one["repeat"].unique()) == [0, 3, 4] and len(beside_one) == 2 * 7 * 3
+    rows = module.per_setting()
+    shipped = pd.read_csv(module.RESULTS / "peer-by-mode.csv")
+    pd.testing.assert_frame_equal(rows, shipped, check_dtype=False)
+    overall = rows.iloc[-1]
+    assert overall["mode_label"] == "all settings" and overall["pairs"] == 54 == rows.iloc[:-1]["pairs"].sum()
+    ratio = (pairs["latency_p50_ms"] / pairs["peer_p50_ms"]).prod() ** (1 / len(pairs)) - 1
+    assert overall["p50_kit_over_peer"] == pytest.approx(ratio)  # the geometric mean of the pairs' ratios

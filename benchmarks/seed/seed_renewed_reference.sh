@@ -8,7 +8,7 @@ set -euo pipefail
 work=$1
 results=benchmarks/results/h100
 mkdir -p "$work/unpinned" "$work/pinned"
-tar xzf $results/seed-unpinned/seed-unpinned-runs.tgz -C "$work/unpinned"
+tar xJf $results/seed-unpinned/seed-unpinned-runs.tar.xz -C "$work/unpinned"
 tar xzf $results/seed/seed-runs.tgz -C "$work/pinned"
 colloc-kit reference export "$work"/unpinned/runs/seed-3{3,5,6} "$work"/pinned/runs/seed-3{4,7} --name h100-80gb-renewed \
   --fact "Commands=bash benchmarks/seed/seed_h100.sh start /tmp/seed-data /tmp/runs \"seed-33 --amp off\" \"seed-33 --amp \
@@ -17,7 +17,7 @@ stop calls, on nvidia-h100-x1 machines, each resuming the previous folder" \
   --fact "Commands=stand-in data: colloc-kit data make cifar10 --images 50000, imagenet64 --images 100000, imagenet \
 --images 20000 (random pixels in the real formats; every job's dataset_label says so)" \
   --fact "Commands=this set: bash benchmarks/seed/seed_renewed_reference.sh WORK (it unpacks \
-$results/seed-unpinned/seed-unpinned-runs.tgz and $results/seed/seed-runs.tgz into WORK)" \
+$results/seed-unpinned/seed-unpinned-runs.tar.xz and $results/seed/seed-runs.tgz into WORK)" \
   --fact "Notes=placement: experiments 33, 35 and 36 ran unpinned, as the study ran its jobs (no core affinity; \
 loader workers where the OS puts them); experiments 34 and 37 are the pinned runs of h100-80gb, not renewed. The runs \
 table's placement column says which, per run" \

@@ -2,7 +2,7 @@
 kept while their files stay as they were: `analysis.results.read_run`), the two in one command. The seed study reads
 its folder again at each of its specs; on four H200s its resumed calls spent up to 171 s before their first cell.
 
-    python3 benchmarks/seed/lent/read_again.py benchmarks/results/h200/issue55/s20-seed33-fp32-x4-runs.tgz --out DIR
+    python3 benchmarks/seed/lent/read_again.py benchmarks/results/h200/issue55/s20-seed33-fp32-x4-runs.tar.xz --out DIR
 """
 
 from __future__ import annotations
