@@ -457,3 +457,14 @@ def test_the_kit_against_the_peer_per_setting_pools_each_shipped_pair_once():
     assert overall["mode_label"] == "all settings" and overall["pairs"] == 54 == rows.iloc[:-1]["pairs"].sum()
     ratio = (pairs["latency_p50_ms"] / pairs["peer_p50_ms"]).prod() ** (1 / len(pairs)) - 1
     assert overall["p50_kit_over_peer"] == pytest.approx(ratio)  # the geometric mean of the pairs' ratios
+
+
+def test_the_later_launches_read_against_the_shipped_sets_range_give_the_shipped_table():
+    """The results README's counts of later launches inside the set's range of one more launch come from this."""
+    module = load("later_launches")
+    rows = module.table()
+    pd.testing.assert_frame_equal(rows, pd.read_csv(module.RESULTS / "later-launches.csv"), check_dtype=False)
+    assert len(rows) == 28 and set(rows["repeat"]) == {3, 4}  # the set's own launches 0-2 are not read again
+    inside = rows["next_p99_ms_lo"].le(rows["p99_ms"]) & rows["p99_ms"].le(rows["next_p99_ms_hi"])
+    assert inside.tolist() == rows["inside"].tolist() and int(inside.sum()) == 22
+    assert rows["same_verdict"].tolist() == (rows["p99_ms"].le(25) == rows["set_p99_ms"].le(25)).tolist()
