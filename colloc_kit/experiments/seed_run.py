@@ -85,8 +85,9 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True, started_at: fl
             results, outcome = combine([parts[i].result() for i in sorted(parts)]), COMPLETE
     finally:
         reader.shutdown(cancel_futures=True)  # an interrupt: the experiments not yet read are not read
-        folder.record_command(started_at, time.time(), len(tally.measured), outcome)
-    print(tally.line(seed.experiment, time.time() - started_at))
+        ended_at = time.time()  # one clock reading: the record and the closing line say the same wall time
+        folder.record_command(started_at, ended_at, len(tally.measured), outcome)
+    print(tally.line(seed.experiment, ended_at - started_at))
     return results
 
 

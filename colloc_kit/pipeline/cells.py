@@ -31,7 +31,7 @@ from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
 __all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cell_named", "cells", "collocated", "jobs_fingerprint",
-           "lone_mode", "warm_launches", "warm_order"]
+           "lone_mode", "series_most", "warm_launches", "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
@@ -99,17 +99,34 @@ def cells(spec: ExperimentSpec) -> list[Cell]:
     >>> [c.label for c in cells(spec)]
     ['naive-x1-r0', 'naive-x2-r0', 'naive-x2-r1']
     """
-    cell_most = (spec.cell_max_repeats or 0) if spec.cell_precision is not None else 0
+    cell_most, lone_most = series_most(spec, collocated=True), series_most(spec, collocated=False)
     out: list[Cell] = []
-    for repeat in range(max(spec.repeats, spec.baseline_max_repeats or 0, cell_most)):
+    for repeat in range(max(cell_most, lone_most)):
         if repeat < spec.repeats:
             out += [_cell(spec, mode, copies, repeat) for mode in spec.modes for copies in spec.copies]
         elif repeat < cell_most:
             out += [_cell(spec, mode, copies, repeat) for mode in spec.modes for copies in spec.copies
                     if collocated(spec, mode, copies)]
         out += [c for c in baseline_cells(spec, repeat)
-                if repeat < spec.repeats or (c.copies == 1 and repeat < (spec.baseline_max_repeats or 0))]
+                if repeat < spec.repeats or (c.copies == 1 and repeat < lone_most)]
     return out
+
+
+def series_most(spec: ExperimentSpec, collocated: bool) -> int:
+    """The most runs a series of `spec` may have, its precision repeats past `repeats` included: a series of the
+    spec's jobs sharing the GPU (`collocated`) up to `cell_max_repeats` where the spec gives a `cell_precision`, a lone
+    baseline's up to `baseline_max_repeats`; never fewer than `repeats`.
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> spec = ExperimentSpec(jobs=[JobSpec(model="smallcnn")], repeats=2, cell_precision=0.04, cell_max_repeats=5)
+    >>> series_most(spec, collocated=True), series_most(spec, collocated=False)
+    (5, 2)
+    """
+    if collocated:
+        most = spec.cell_max_repeats if spec.cell_precision is not None else None
+    else:
+        most = spec.baseline_max_repeats
+    return max(spec.repeats, most or 0)
 
 
 def collocated(spec: ExperimentSpec, mode: ModeSpec, copies: int) -> bool:

@@ -19,7 +19,7 @@ its series is known less precisely than its target (`still_short`: the 95 % CI h
 from __future__ import annotations
 
 from colloc_kit.analysis.results import read_run
-from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, collocated, lone_mode
+from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, collocated, lone_mode, series_most
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
@@ -49,8 +49,7 @@ def precision_repeat(spec: ExperimentSpec, cell: Cell) -> bool:
     that `again` renews is numbered from `most_repeats` on: always run)."""
     if target(spec, cell) is None:
         return False
-    most = spec.cell_max_repeats if _study_collocated(spec, cell) else spec.baseline_max_repeats
-    return spec.repeats <= cell.repeat < (most or 0)
+    return spec.repeats <= cell.repeat < series_most(spec, _study_collocated(spec, cell))
 
 
 def _study_collocated(spec: ExperimentSpec, cell: Cell) -> bool:
@@ -61,7 +60,7 @@ def _study_collocated(spec: ExperimentSpec, cell: Cell) -> bool:
 def most_repeats(spec: ExperimentSpec) -> int:
     """The most runs any series of `spec` may have (its repeats and its precision repeats): where `again` numbers a
     new run of a series with a target, so that no lane passes it over."""
-    return max(spec.repeats, spec.baseline_max_repeats or 0, spec.cell_max_repeats or 0)
+    return max(series_most(spec, collocated=True), series_most(spec, collocated=False))
 
 
 def precision_repeats(spec: ExperimentSpec, plan: Plan) -> list[Cell]:
