@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 from mlflow_server import server
+from processes import WorkerZygote
 
 from colloc_kit.batch import runner as batch
+from colloc_kit.pipeline.lane import shared_zygote
 
 # The suite's two workers share two cores with the kit's jobs they start, so a job's OpenMP threads that spin while
 # they wait for work (GNU OpenMP's default) burn the CPU that the other worker's jobs need; passive ones sleep. Set
@@ -41,6 +43,20 @@ def pytest_configure(config):
     sends) and to the kits they start, which would inherit the ignoring; give it Python's own handler back."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def runs_share_one_zygote(request):
+    """The kit's runs in this test process's own thread share one zygote (`processes.WorkerZygote`) instead of each
+    starting one: torch and the jobs' code imported once per test process, not once per experiment (about 5 s of CPU
+    each, 139 zygotes in session 27's suite). The block's kept launch (`pipeline.warm`) ends with the test, not with
+    a lane. A test about the start and end of a zygote or of a lane's kept launch (`@pytest.mark.own_zygote`) gets
+    none: its runs and lanes start and end their own."""
+    if request.node.get_closest_marker("own_zygote"):
+        yield
+        return
+    with shared_zygote(WorkerZygote.get()):
+        yield
 
 
 @pytest.fixture(autouse=True)

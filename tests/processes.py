@@ -14,6 +14,9 @@ from typing import Callable
 import psutil
 import pytest
 
+from colloc_kit.spec import JobSpec
+from colloc_kit.worker.zygote import Zygote
+
 
 def survivors_of_killed_kit(kit: subprocess.Popen, below: list[psutil.Process], timeout: float) -> list:
     """SIGKILL `kit`, wait up to `timeout` s for the processes `below` it to end, and return those still running
@@ -26,17 +29,45 @@ def survivors_of_killed_kit(kit: subprocess.Popen, below: list[psutil.Process], 
     return alive
 
 
-def kit_processes_below_us() -> list[psutil.Process]:
-    """This test process's descendants that run the kit (lanes, zygotes, workers): what a run must not leave behind.
-    Other tests' helpers (a browser's driver on its way out) are not the kit's."""
+class WorkerZygote:
+    """The zygote that the kit's runs in this test process share (`pipeline.lane.shared_zygote`, conftest's
+    `runs_share_one_zygote`), as a notebook's sweep shares one: started at its first use and again after a test
+    killed it. It is the test session's, not a test's: the checks for processes left behind pass it over
+    (`below_us`); a test about a zygote's own life is marked `own_zygote` and gets none."""
+
+    zygote: Zygote | None = None
+
+    @classmethod
+    def get(cls) -> Zygote:
+        if cls.zygote is None or cls.zygote.lost:
+            if cls.zygote is not None:
+                cls.zygote.close()
+            cls.zygote = Zygote([JobSpec(model="smallcnn", device="cpu")])
+        return cls.zygote
+
+    @classmethod
+    def pid(cls) -> int | None:
+        return cls.zygote.pid if cls.zygote is not None else None
+
+
+def below_us(*markers: str) -> list[psutil.Process]:
+    """This test process's descendants whose command line holds one of `markers` (default: the kit's), the session's
+    shared zygote (`WorkerZygote`) passed over."""
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if "colloc_kit" in " ".join(proc.cmdline()):
+            line = " ".join(proc.cmdline())
+            if any(marker in line for marker in markers or ("colloc_kit",)) and proc.pid != WorkerZygote.pid():
                 found.append(proc)
         except psutil.Error:  # ended, or a zombie, while we looked
             continue
     return found
+
+
+def kit_processes_below_us() -> list[psutil.Process]:
+    """This test process's descendants that run the kit (lanes, zygotes, workers): what a run must not leave behind.
+    Other tests' helpers (a browser's driver on its way out) are not the kit's."""
+    return below_us()
 
 
 class KitWatch:

@@ -155,6 +155,7 @@ def test_precision_repeats_of_a_baseline_and_of_a_cell_are_windows_of_their_laun
             "renewed past the precision repeats, never passed over"
 
 
+@pytest.mark.own_zygote
 @pytest.mark.slow
 def test_on_the_cpu_every_baseline_runs_and_show_names_the_split(tmp_path):
     """A real CPU experiment: the plan adds the three baselines' cells and a lone repeat while the as-configured

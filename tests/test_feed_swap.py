@@ -120,6 +120,7 @@ def lane(tmp_path):
     return started
 
 
+@pytest.mark.own_zygote
 @pytest.mark.slow
 def test_a_twin_measures_its_cells_launch_its_feed_swapped_the_old_loader_processes_ended(cifar, tmp_path, lane):
     """After the cell's last repeat, its GPU-only twin's first repeat takes the kept launch: the same worker
@@ -160,6 +161,7 @@ def test_a_twin_measures_its_cells_launch_its_feed_swapped_the_old_loader_proces
     assert kit_processes_below_us() == []
 
 
+@pytest.mark.own_zygote
 @pytest.mark.slow
 def test_a_swap_that_fails_fails_its_window_and_closes_the_launch(cifar, tmp_path, lane):
     """A twin whose feed the model was not built for (another image size): each job refuses the swap (bad input), the

@@ -28,7 +28,7 @@ import pytest
 import yaml  # noqa: F401 - imported before a test forks a child that gives up root (it could not import then)
 from fake_datasets import write_imagefolder
 from fake_nvml import FakeNvml
-from processes import survivors_of_killed_kit
+from processes import below_us, survivors_of_killed_kit
 
 import colloc_kit
 import colloc_kit.pipeline  # noqa: F401 - the same
@@ -56,14 +56,7 @@ NOBODY = 65534
 
 def worker_processes() -> list[psutil.Process]:
     """Worker processes started by this test process (directly or through a kit it started)."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if "colloc_kit.worker" in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    return below_us("colloc_kit.worker")
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pyarrow as pa
 import pytest
+from processes import below_us
 
 import colloc_kit
 from colloc_kit import reference
@@ -61,14 +62,7 @@ def cli(capsys, *argv) -> tuple[int, str, str]:
 
 def kit_processes() -> list[psutil.Process]:
     """Processes of the kit this test process started (kits, lanes, workers, kernels)."""
-    found = []
-    for proc in psutil.Process().children(recursive=True):
-        try:
-            if "colloc_kit" in " ".join(proc.cmdline()) or "ipykernel" in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    return below_us("colloc_kit", "ipykernel")
 
 
 @pytest.fixture(autouse=True)

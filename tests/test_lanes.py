@@ -38,6 +38,7 @@ def runs_of(path):
     return found
 
 
+@pytest.mark.own_zygote
 @pytest.mark.parametrize("n_gpus", [2, 4])
 @pytest.mark.slow
 def test_each_gpu_is_one_lane_whose_jobs_fork_from_one_zygote(tmp_path, n_gpus):
@@ -163,6 +164,7 @@ def test_a_lane_starts_its_next_cell_while_the_last_one_is_read_back(tmp_path, m
     assert ready["quick_start"] == (quick == "1") and ready["first_batch_s"] >= 0 and ready["model_s"] >= 0
 
 
+@pytest.mark.own_zygote
 @pytest.mark.parametrize("n_gpus", [1, 2])
 @pytest.mark.slow
 def test_kept_lanes_run_several_experiments_through_one_lane_and_zygote_per_gpu(tmp_path, n_gpus):

@@ -12,6 +12,7 @@ TINY = dict(model="smallcnn", device="cpu", batch_size=8, image_size=32, workers
             synthetic_samples=64, steps=12)
 
 
+@pytest.mark.own_zygote
 def test_each_group_gets_its_own_baseline_then_every_mode_at_its_copies(tmp_path):
     results = colloc_kit.sweep([TINY, {**TINY, "batch_size": 4}], ["naive", ("naive", [3])], copies=[2],
                                out=tmp_path, name="sweep", monitor=False, progress=False)

@@ -299,6 +299,7 @@ def zygotes(path):
             for event in read_events(run.events_path(job.job)) if event["type"] == "ready"}
 
 
+@pytest.mark.own_zygote
 @pytest.mark.slow
 def test_a_runs_copy_counts_fork_from_one_zygote_its_own_beside_the_kernels(tmp_path):
     """A Run's cells (one `run` per copy count, in the panel's thread) share one zygote: torch imported once a Run; its

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -16,7 +17,9 @@ from processes import survivors_of_killed_kit
 
 import colloc_kit
 from colloc_kit import events
+from colloc_kit.pipeline.lane import shared_zygote
 from colloc_kit.spec import JobSpec
+from colloc_kit.store import rundir
 from colloc_kit.worker.zygote import EXIT_UNKNOWN, Zygote, enabled
 
 TINY = ["--model", "smallcnn", "--device", "cpu", "--image-size", "16", "--batch-size", "8",
@@ -146,6 +149,7 @@ def test_the_switch_turns_it_off(monkeypatch):
     assert Zygote.for_experiment([JobSpec(model="smallcnn", device="cpu")]).__enter__() is None
 
 
+@pytest.mark.own_zygote
 @pytest.mark.slow
 def test_an_experiment_forks_its_workers_from_one_zygote(tmp_path):
     job = dict(model="smallcnn", device="cpu", image_size=16, steps=2, warmup_steps=1, synthetic_samples=32,
@@ -183,3 +187,26 @@ def test_the_driver_check_tells_loaded_from_initialised():
              "before = _cuda_initialised()\ntorch.cuda.init()\nprint(before, _cuda_initialised())")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def forked_from(path: Path) -> set[int]:
+    """The parents of every job under `path` (each job's ready event): the zygote they forked from, else the kit."""
+    return {event["ppid"] for run in rundir.find_runs(path) for job in run.read_manifest().jobs
+            for event in rundir.read_events(run.events_path(job.job)) if event["type"] == "ready"}
+
+
+@pytest.mark.own_zygote
+@pytest.mark.slow
+def test_a_zygote_given_to_a_block_forks_its_runs_and_outlives_it_unless_zygotes_are_off(tmp_path, monkeypatch):
+    """`shared_zygote(zygote)`: the runs of the block fork from the zygote given (as the test suite's runs share one a
+    test process), which lives on after the block; with COLLOC_KIT_ZYGOTE=0 the block's runs use none."""
+    job = dict(model="smallcnn", device="cpu", image_size=16, steps=2, warmup_steps=1, synthetic_samples=32,
+               batch_size=8, workers=0)
+    with Zygote([JobSpec(model="smallcnn", device="cpu")]) as zygote:
+        with shared_zygote(zygote):
+            colloc_kit.run([job], mode="naive", copies=2, out=tmp_path / "given", monitor=False, progress=False)
+        assert forked_from(tmp_path / "given") == {zygote.pid} and zygote.lost is None and zygote.usable()
+        monkeypatch.setenv("COLLOC_KIT_ZYGOTE", "0")
+        with shared_zygote(zygote):
+            colloc_kit.run([job], mode="naive", copies=2, out=tmp_path / "off", monitor=False, progress=False)
+        assert zygote.pid not in forked_from(tmp_path / "off") and len(forked_from(tmp_path / "off")) == 1

@@ -33,7 +33,7 @@ from colloc_kit.statuses import COMPLETE, RUNNING, Status
 from colloc_kit.store import claims
 from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.worker.process import quick_start
-from colloc_kit.worker.zygote import Zygote
+from colloc_kit.worker.zygote import Zygote, enabled
 
 __all__ = ["Lane", "shared_zygote"]
 
@@ -54,12 +54,12 @@ class Lane(contextlib.AbstractContextManager):
         self._precise: set[str] = set()  # series found precise: their further precision repeats passed
 
     def __enter__(self) -> "Lane":
-        block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, started by its first lane
-        if self.zygote is None and block is not None:
+        block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, given or started by its first
+        if self.zygote is None and block is not None:  # lane
             if block.zygote is None:
                 block.zygote = block.stack.enter_context(Zygote.for_experiment(self.spec.jobs))
                 block.stack.callback(block.kept.close)  # before its zygote ends: jobs, then mode
-            self.zygote = block.zygote
+            self.zygote = block.zygote if enabled() else None  # a given one too, only while zygotes are on
             self.kept, self._own_kept = block.kept, False
         if self.zygote is None:
             self.zygote = self._stack.enter_context(Zygote.for_experiment(self.spec.jobs))
@@ -133,16 +133,25 @@ _THREADS = _Blocks()
 
 
 @contextlib.contextmanager
-def shared_zygote() -> Iterator[None]:
-    """Inside the block, the lanes this thread starts share one zygote, started by the first lane for its experiment's
-    models and ended with the block: several experiments run one after another on one GPU import torch once. They
-    share the GPU's kept launch too (`pipeline.warm`). A block inside another is part of it (`run_spec`'s in a
-    sweep's); another thread's lanes keep their own."""
+def shared_zygote(zygote: Zygote | None = None) -> Iterator[None]:
+    """Inside the block, the lanes this thread starts share one zygote: `zygote` where one is given (started earlier
+    and kept past the block: a test session's), else one started by the first lane for its experiment's models and
+    ended with the block. Several experiments run one after another on one GPU so import torch once. They share the
+    GPU's kept launch too (`pipeline.warm`), closed with the block. A block inside another is part of it
+    (`run_spec`'s in a sweep's); another thread's lanes keep their own; with the zygote turned off
+    (`zygote.enabled`), none is shared.
+
+        with shared_zygote():
+            colloc_kit.run_spec(first)
+            colloc_kit.run_spec(second)   # its jobs forked from the zygote `first` started
+    """
     if _THREADS.block is not None:
         yield
         return
     with contextlib.ExitStack() as stack:
-        _THREADS.block = _Shared(stack)
+        _THREADS.block = _Shared(stack, zygote)
+        if zygote is not None:
+            stack.callback(_THREADS.block.kept.close)  # the given zygote outlives the block; its kept launch does not
         try:
             yield
         finally:

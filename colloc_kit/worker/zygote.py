@@ -172,6 +172,11 @@ class Zygote:
         return ForkedWorker(self, argv, pid, pidfd, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"))
 
     @property
+    def pid(self) -> int:
+        """The zygote process's id."""
+        return self._proc.pid
+
+    @property
     def lost(self) -> str | None:
         """Why the zygote is gone while the kit still holds it (killed, crashed), or None while it serves."""
         if self._killed_why:  # (its listener may not have heard it end yet)
