@@ -84,21 +84,30 @@ def per_run(runs: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
         lambda v: v.mode().iloc[0] if v.notna().any() else None).rename("lone_bound_by") if len(alone) else None
     base = baselines(jobs).set_index(BASELINE_KEYS)
     base = (base.join(verdicts) if verdicts is not None else base.assign(lone_bound_by=None)).reset_index()
-    of_run, tasks = dict(list(jobs.groupby("run_id", sort=False))), _tasks(jobs)  # each run's, found once
-    rows = [_split(run, of_run.get(run["run_id"], jobs[:0]), base, tasks.get(run["run_id"], ""))
+    read = jobs[[c for c in _SPLIT_JOBS if c in jobs]].assign(  # a run's rows cut from these columns only
+        baseline_keys=list(jobs.reindex(columns=BASELINE_KEYS).itertuples(index=False, name=None)))
+    of_run, tasks = dict(list(read.groupby("run_id", sort=False))), _tasks(jobs)  # each run's, found once
+    lone = _by_key(base)
+    rows = [_split(run, of_run.get(run["run_id"], read[:0]), lone, tasks.get(run["run_id"], ""))
             for _, run in runs.iterrows()]
     out = pd.concat([runs.reset_index(drop=True), pd.DataFrame(rows, columns=_SPLIT_ROW)], axis=1)
-    out["gpu_only_gain"], out["gpu_only_gain_ci"] = zip(*[_twin(run, out) for _, run in out.iterrows()]) \
+    twins = _twins_by_key(out)
+    out["gpu_only_gain"], out["gpu_only_gain_ci"] = zip(*[_twin(run, twins) for _, run in out.iterrows()]) \
         if len(out) else ([], [])
     return out
 
 
 _SPLIT_ROW = ["study_gain", "study_gain_ci", "gpu_part", "gpu_part_ci", "host_part", "host_part_ci",
               "gpu_part_base_rel", "host_part_base_rel", "attribution_note", "task"]
+_SPLIT_JOBS = ["run_id", "status", "images_per_s", "images_per_s_overlap", "sequential", "workers",
+               "baseline_images_per_s", "baseline_jobs", "cores_allowed"]  # the jobs' columns `_split`, `_notes` read
+_WORKERS = BASELINE_KEYS.index("workers")
+_TWIN_KEYS = ["experiment", "mode_label", "copies", "task"]  # a run and its GPU-only twins have these equal
 
 
-def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame, task: str) -> dict:
-    """One run's split (`split_of`) with its CIs and notes; NaN for a lone, sequential or baseline run."""
+def _split(run: pd.Series, jobs: pd.DataFrame, lone_of: dict[tuple, dict], task: str) -> dict:
+    """One run's split (`split_of`) with its CIs and notes; NaN for a lone, sequential or baseline run. `lone_of`:
+    the lone baselines by their keys (`_by_key`); `jobs` has each job's `BASELINE_KEYS` values in `baseline_keys`."""
     counted = jobs[in_figures(jobs)]
     out = dict.fromkeys(_SPLIT_ROW, math.nan) | {"attribution_note": None, "task": task,
                                                  "study_gain": run["normalized_throughput"],
@@ -106,7 +115,7 @@ def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame, task: str) ->
     if isinstance(run["baseline"], str) or len(jobs) < 2 or bool(jobs["sequential"].iloc[0]) or counted.empty:
         return out
     workers = int(jobs["workers"].sum()) if jobs["workers"].notna().all() else None
-    lone = [_lone(base, job, workers) for _, job in counted.iterrows()]
+    lone = [_lone(lone_of, keys, workers) for keys in counted["baseline_keys"]]
     matched = [m for m in lone if m is not None]
     if workers is None or len(matched) < len(lone):
         return out | {"attribution_note": f"no host-matched lone run ({workers} workers): add host-matched to the "
@@ -124,15 +133,37 @@ def _split(run: pd.Series, jobs: pd.DataFrame, base: pd.DataFrame, task: str) ->
     return out
 
 
-def _lone(base: pd.DataFrame, job: pd.Series, workers: int | None) -> dict | None:
-    """The host-matched lone baseline of `job` (its workload with `workers` loader workers), or None."""
+def _by_key(base: pd.DataFrame) -> dict[tuple, dict]:
+    """Each row of `base` (one per lone baseline) by its `BASELINE_KEYS` values (`_key`), the first row where
+    several share them: the index `_lone` looks a job's host-matched baseline up in.
+
+    >>> base = pd.DataFrame([dict.fromkeys(BASELINE_KEYS, "x") | {"data_root": None, "rate": r} for r in (1, 2)])
+    >>> _by_key(base)[_key(base.loc[0, BASELINE_KEYS])]["rate"] == 1
+    True
+    """
+    out: dict[tuple, dict] = {}
+    for position, values in enumerate(base[BASELINE_KEYS].itertuples(index=False, name=None)):
+        key = _key(values)
+        if key not in out:
+            out[key] = base.iloc[position].to_dict()
+    return out
+
+
+def _key(values: Any) -> tuple:
+    """Values as a dictionary key: equal values match, and an empty value (None, NaN, NA) matches another.
+
+    >>> _key([1, math.nan, None, "a"]) == _key([1.0, None, pd.NA, "a"])
+    True
+    """
+    return tuple(None if pd.isna(value) else value for value in values)
+
+
+def _lone(lone_of: dict[tuple, dict], keys: tuple, workers: int | None) -> dict | None:
+    """The host-matched lone baseline of a job (`keys`: its `BASELINE_KEYS` values; its workload with `workers`
+    loader workers) in `lone_of` (`_by_key`), or None."""
     if workers is None:
         return None
-    wanted = {**{k: job[k] for k in BASELINE_KEYS}, "workers": workers}
-    same = pd.Series(True, base.index)
-    for key, value in wanted.items():
-        same &= base[key].isna() if pd.isna(value) else base[key].eq(value)
-    return base[same].iloc[0].to_dict() if same.any() else None
+    return lone_of.get(_key((*keys[:_WORKERS], workers, *keys[_WORKERS + 1:])))
 
 
 def _notes(matched: list[dict], workers: int, hm_rel: float, conf_rel: float, jobs: pd.DataFrame) -> str | None:
@@ -168,14 +199,25 @@ def _tasks(jobs: pd.DataFrame) -> dict[Any, str]:
             for run_id, task in pd.Series(each, jobs.index, dtype=object).groupby(jobs["run_id"], sort=False)}
 
 
-def _twin(run: pd.Series, runs: pd.DataFrame) -> tuple[float, float]:
+def _twins_by_key(runs: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """The GPU-only runs of `runs` by their `_TWIN_KEYS`, in their order: `_twin` looks a run's twins up there. A
+    key with an empty value is left out: it is equal to none (as `==` has it).
+
+    >>> runs = pd.DataFrame({"baseline": ["gpu-only", None, "gpu-only"], "experiment": "e", "mode_label": "mps",
+    ...                      "copies": [2, 2, None], "task": "m"})
+    >>> list(_twins_by_key(runs))
+    [('e', 'mps', 2.0, 'm')]
+    """
+    gpu_only = runs[runs["baseline"] == "gpu-only"]
+    return {tuple(keys): twins for keys, twins in gpu_only.groupby(_TWIN_KEYS, sort=False)}
+
+
+def _twin(run: pd.Series, twins_of: dict[tuple, pd.DataFrame]) -> tuple[float, float]:
     """A run's GPU-only gain: the mean normalized throughput of its synthetic twins (same experiment, mode, copies
-    and task) with its CI (over them where several, else the twin's own)."""
-    if isinstance(run["baseline"], str) or pd.isna(run["gpu_part"]):
+    and task; `twins_of`: `_twins_by_key`) with its CI (over them where several, else the twin's own)."""
+    twins = twins_of.get(tuple(run[k] for k in _TWIN_KEYS))
+    if isinstance(run["baseline"], str) or pd.isna(run["gpu_part"]) or twins is None:
         return math.nan, math.nan
-    twins = runs[(runs["baseline"] == "gpu-only") & (runs["experiment"] == run["experiment"])
-                 & (runs["mode_label"] == run["mode_label"]) & (runs["copies"] == run["copies"])
-                 & (runs["task"] == run["task"])]
     values = twins["normalized_throughput"].astype(float).dropna()
     if values.empty:
         return math.nan, math.nan

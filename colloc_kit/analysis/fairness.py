@@ -43,9 +43,12 @@ from colloc_kit.analysis.lone import in_figures
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu.mig_catalogue import model_for_device, resolve
 
-__all__ = ["RUN_COLUMNS", "SHARE_COLUMNS", "asked_share_pct", "jain_index", "with_shares", "per_run", "run_fairness"]
+__all__ = ["RUN_COLUMNS", "JOB_COLUMNS", "SHARE_COLUMNS", "asked_share_pct", "jain_index", "with_shares", "per_run",
+           "run_fairness"]
 
 RUN_COLUMNS = ["fairness_index", "slowdown_min", "slowdown_max", "slowdowns", "least_served", "fairness_note"]
+JOB_COLUMNS = ["job", "status", "sequential", "images_per_s", "images_per_s_overlap", "relative_throughput",
+               "epoch_time_growth"]  # what `run_fairness` reads of a run's jobs
 SHARE_COLUMNS = ["share_asked_pct", "share_had_pct"]
 
 
@@ -100,7 +103,8 @@ def with_shares(jobs: pd.DataFrame) -> pd.DataFrame:
 
 def per_run(jobs: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the jobs frame (with baselines): `run_id` and `RUN_COLUMNS` (`run_fairness`)."""
-    rows = [{"run_id": run_id, **run_fairness(run)} for run_id, run in jobs.groupby("run_id", sort=False)]
+    read = jobs[[c for c in ["run_id", *JOB_COLUMNS] if c in jobs]]  # a run's rows cut from these columns only
+    rows = [{"run_id": run_id, **run_fairness(run)} for run_id, run in read.groupby("run_id", sort=False)]
     return pd.DataFrame(rows, columns=["run_id", *RUN_COLUMNS])
 
 

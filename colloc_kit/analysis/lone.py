@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from colloc_kit.spec import RECIPE_DEFAULTS, JobSpec
@@ -60,8 +61,14 @@ def measured_rate(jobs: pd.DataFrame) -> pd.Series:
 def in_figures(jobs: pd.DataFrame) -> pd.Series:
     """Which jobs a run's figures count: those that trained in the common window (a job that failed later
     included, see figures), or complete jobs with their own rate where the run had no common window."""
-    counted = jobs["status"].eq(COMPLETE) & jobs["images_per_s"].notna()
-    return counted | jobs["images_per_s_overlap"].notna() if "images_per_s_overlap" in jobs else counted
+    counted = (jobs["status"].to_numpy(dtype=object, na_value=None) == COMPLETE) & _known(jobs, "images_per_s")
+    if "images_per_s_overlap" in jobs:
+        counted |= _known(jobs, "images_per_s_overlap")
+    return pd.Series(counted, index=jobs.index, dtype=bool)  # numpy, not pandas, ops: it is asked once per run
+
+
+def _known(jobs: pd.DataFrame, column: str) -> np.ndarray:
+    return ~pd.isna(jobs[column].to_numpy())
 
 
 def keyed(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -143,10 +150,16 @@ def with_baselines(jobs: pd.DataFrame, reference: pd.DataFrame | None = None) ->
     out["baseline_rel_ci"] = out["baseline_images_per_s_ci"].astype(float) / baseline
     out["epoch_time_growth"] = (baseline / measured_rate(out)).where(counted)  # an epoch is a fixed number of images
     where = "the reference given" if reference is not None else "its experiment"
-    out["baseline_note"] = [None if b == b else f"no lone run of {workload_label(row)} in {where}: add "
-                            "mode exclusive with copies 1 to the experiment (or pass reference=)"
-                            for b, (_, row) in zip(baseline, out.iterrows())]
+    lacking = _labels(out, baseline.isna())
+    out["baseline_note"] = [None if i not in lacking else f"no lone run of {lacking[i]} in {where}: add mode "
+                            "exclusive with copies 1 to the experiment (or pass reference=)" for i in range(len(out))]
     return out
+
+
+def _labels(jobs: pd.DataFrame, which: pd.Series) -> dict[int, str]:
+    """The `workload_label` of the jobs `which` marks, by their position in `jobs` (the others are not labelled)."""
+    positions = np.flatnonzero(which.to_numpy())
+    return dict(zip(positions.tolist(), (workload_label(row) for _, row in jobs.iloc[positions].iterrows())))
 
 
 def workload_label(row: Any) -> str:  # a jobs row (Series) or a dict of it

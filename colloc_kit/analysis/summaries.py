@@ -47,6 +47,9 @@ UTILIZATION = ["gpu_util_pct", "sm_util_pct", "sm_occupancy_pct", "tensor_util_p
 WITH_CI = ["aggregate_images_per_s", "normalized_throughput"]  # figures carrying a 95 % confidence interval
 RUN_METRICS = [*WITH_CI, "epoch_time_growth", "fairness_index", "slowdown_max", *UTILIZATION, "energy_per_image_j"]
 NOISE_LIMIT = 1.25  # repeats of a cell that differ more, or a baseline whose CI spans more: see `noise`
+# what `run_summary` (and `fairness.run_fairness`) reads of a run's jobs: each run is cut from these columns only
+_RUN_JOBS = ["run_id", *fairness.JOB_COLUMNS, "steady_s", "baseline_rel_ci", "steady_gpu_memory_mb",
+             *(f"{m}_mean" for m in UTILIZATION), "energy_per_image_j", "baseline_note"]
 
 
 def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -70,7 +73,7 @@ def run_summary(results: Results, reference: pd.DataFrame | None = None) -> pd.D
         return pd.DataFrame(columns=columns)
     rows = []
     labels = workloads_by_run(jobs)
-    for run_id, run in jobs.groupby("run_id", sort=False):
+    for run_id, run in jobs[[c for c in _RUN_JOBS if c in jobs]].groupby("run_id", sort=False):
         counted = run[in_figures(run)]
         rel = counted["relative_throughput"]
         normalized = _combined(rel, counted, bool(run["sequential"].iloc[0])) if len(rel) and rel.notna().all() \
@@ -242,11 +245,13 @@ def impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
 def _repeat_spread(jobs: pd.DataFrame) -> tuple[float, str, int]:
     """The largest spread (largest / smallest images/s summed over a run's jobs) between repeats of one cell: the
     spread, the cell in words and its repeats; (1.0, "", 0) where no cell has repeats."""
-    totals = []
-    for _, run in jobs[in_figures(jobs)].groupby("run_id", sort=False):
+    counted = jobs[in_figures(jobs)]
+    totals, labels = [], workloads_by_run(counted)
+    cells = counted[["run_id", "experiment", "mode_label", "copies"]].assign(rate=measured_rate(counted))
+    for run_id, run in cells.groupby("run_id", sort=False):
         first = run.iloc[0]
-        totals.append({"cell": f"{first['experiment']} {first['mode_label']} x{first['copies']}: {job_mix_label(run)}",
-                       "images_per_s": float(measured_rate(run).sum())})
+        totals.append({"cell": f"{first['experiment']} {first['mode_label']} x{first['copies']}: "
+                               f"{mix_of(labels[run_id])}", "images_per_s": float(run["rate"].sum())})
     per_cell = pd.DataFrame(totals, columns=["cell", "images_per_s"]).groupby("cell")["images_per_s"]
     spread = (per_cell.max() / per_cell.min())[per_cell.count() > 1]
     if spread.empty:

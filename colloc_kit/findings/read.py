@@ -40,6 +40,8 @@ STUDY_33: list[tuple[str, int, str | None]] = [cell for copies in seed.SOLO_COPI
     + [(PARTITION, copies, "+".join([slice_] * copies)) for slice_ in seed.SOLO_SLICES[copies]]
     + [(MPS, copies, None)])]
 EVIDENCE = ["input_wait_share", "host_cpu_util_pct", "jobs", "failed_jobs", "out_of_memory_jobs"]  # beside SM activity
+_EVIDENCE_JOBS = ["run_id", "model", "dataset", "data_root", "amp", "batch_size", "input_wait_share", "status",
+                  "error_kind"]  # the jobs' columns `_run_evidence` reads
 
 
 def read(data: str) -> tuple[Results, pd.DataFrame, str]:
@@ -206,7 +208,8 @@ def _run_evidence(results: Results, models: dict[str, str]) -> pd.DataFrame:
     """Per run: its cell's keys, what it trained (model and dataset of one-workload runs, the mix in study terms),
     and the evidence figures."""
     rows, labels = [], analysis.workloads_by_run(results.jobs)
-    for run_id, run in results.jobs.groupby("run_id", sort=False):
+    read = results.jobs[[c for c in _EVIDENCE_JOBS if c in results.jobs]]  # a run's rows cut from these columns only
+    for run_id, run in read.groupby("run_id", sort=False):
         names = Counter(name_of(m, models) for m in run["model"])
         first = run.iloc[0]
         rows.append({"run_id": run_id, "jobs_label": analysis.mix_of(labels[run_id]), "mix": mix_label(names),
