@@ -54,8 +54,9 @@ class Lane(contextlib.AbstractContextManager):
         self._precise: set[str] = set()  # series found precise: their further precision repeats passed
 
     def __enter__(self) -> "Lane":
-        block = _THREADS.block  # a lane of a `shared_zygote` block: the block's zygote, given or started by its first
-        if self.zygote is None and block is not None:  # lane
+        # a lane of a `shared_zygote` block: the block's zygote, given to it or started by its first lane
+        block = _THREADS.block
+        if self.zygote is None and block is not None:
             if block.zygote is None:
                 block.zygote = block.stack.enter_context(Zygote.for_experiment(self.spec.jobs))
                 block.stack.callback(block.kept.close)  # before its zygote ends: jobs, then mode
