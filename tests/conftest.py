@@ -17,11 +17,23 @@ from processes import WorkerZygote
 
 from colloc_kit.batch import runner as batch
 from colloc_kit.pipeline.lane import shared_zygote
+from colloc_kit.views import deferred_iri
+
+# Test modules import nbformat (and so jsonschema) as they are collected, in each worker: with jsonschema's IRI
+# grammar deferred as the kit's kernels and batches defer it (`views.deferred_iri`), collecting costs each worker
+# seconds less of CPU (the grammar was the largest import of a worker's collection). Before any test module loads.
+deferred_iri.defer()
 
 # The suite's two workers share two cores with the kit's jobs they start, so a job's OpenMP threads that spin while
 # they wait for work (GNU OpenMP's default) burn the CPU that the other worker's jobs need; passive ones sleep. Set
 # before torch loads here, and inherited by every kit, zygote and job the tests start (test_lanes.py: 9 % less CPU).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Python keeps the bytecode it compiles, its default: where PYTHONDONTWRITEBYTECODE is set (the shells of the
+# machines this suite was measured on set it), every kernel, zygote, lane and kit command the suite starts compiled
+# the kit's modules from source again (about 0.6 s of CPU a process importing the kit's commands, pipeline and
+# findings), and each worker its test modules' rewritten asserts.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BATCH_FOLDER = ROOT / "batch-runs"  # where the README's `colloc-kit batch` writes

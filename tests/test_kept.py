@@ -1,9 +1,13 @@
-"""The reference cells kept on disk between processes (`colloc_kit.predict.kept`): read back as computed, never
-stale (a changed input or line of the kit is a new key), computed where nothing can be kept."""
+"""The reference cells and a set's findings kept on disk between processes (`colloc_kit.predict.kept`): read back as
+computed, never stale (a changed input or line of the kit is a new key), computed where nothing can be kept."""
+
+import shutil
 
 import pandas as pd
 import pytest
 
+from colloc_kit import findings, reference
+from colloc_kit.findings import render
 from colloc_kit.predict import check, kept
 
 
@@ -44,3 +48,26 @@ def test_where_nothing_can_be_kept_the_result_is_computed_each_time(tmp_path, mo
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path / "a-file" / "cache"))  # under a file: no folder there
     assert kept.kept("x", [], lambda: 1) == 1 and kept.kept("x", [], lambda: 2) == 2
+
+
+def test_a_sets_findings_are_kept_per_set_and_gpu_and_made_anew_when_its_bytes_change(tmp_path, monkeypatch):
+    """`findings.report_of`, as notebook 08 calls it: the report (here a stand-in for `report`'s figures) is kept under
+    the folder's bytes, the GPU and the models; another GPU is another report, a changed file of the set a new key."""
+    monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path / "cache"))
+    data = str(shutil.copytree(reference.folder("h100-attribution"), tmp_path / "set"))
+    made = []
+
+    def report(results, gpu, models=None, source="", not_run=None):
+        made.append(gpu)
+        return len(results.runs), gpu, source, len(not_run)
+
+    monkeypatch.setattr(render, "report", report)
+    first = findings.report_of(data)
+    assert first[0] == len(reference.load(data).runs) and data in first[2]
+    assert findings.report_of(data) == first and len(made) == 1  # read back
+    assert findings.report_of(data, "A100-40GB")[1] == "A100-40GB" and len(made) == 2  # its own report
+    assert findings.report_of(data, models={"R26": "resnet18"}) == first and len(made) == 3
+    assert len(list((tmp_path / "cache").glob("findings-*.pickle"))) == 3
+    (tmp_path / "set" / "README.md").write_text("another note")
+    assert findings.report_of(data) == first and len(made) == 4  # the same figures, computed again
+    assert findings.report_of(str(tmp_path / "nothing-here"))[0] == 0 and len(made) == 5  # nothing to keep: read says

@@ -22,6 +22,7 @@ path, `from .read import ...`).
     >>> cells, note = configurations(results, "seed-33")                   # doctest: +SKIP
     >>> missing_cells(cells, not_run)                                      # doctest: +SKIP
     >>> print(markdown(results, gpu_of(results), source=source, not_run=not_run))  # doctest: +SKIP
+    >>> found = report_of("h100-80gb")            # read, reported, kept on disk for the next process  # doctest: +SKIP
 """
 
 from colloc_kit.findings.appendix import (
@@ -90,6 +91,7 @@ from colloc_kit.findings.render import (
     because,
     noise_by_claim,
     report,
+    report_of,
     verdicts,
 )
 
@@ -107,7 +109,7 @@ __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "
            "fairness_findings", "TITLES", "for_plots", "claim_figures", "versus_figure", "save_png", "pretty",
            "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
            "shares_by_layout", "grouped_fairness",
-           "LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim", "all_gains", "all_missing",
-           "markdown",
+           "LIKE_33", "Report", "report", "report_of", "verdicts", "because", "noise_by_claim", "all_gains",
+           "all_missing", "markdown",
            "as_markdown",
            "a100_note"]
