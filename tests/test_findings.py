@@ -23,7 +23,8 @@ from colloc_kit.batch import runner as batch
 TEST_SET = Path(__file__).with_name("reference") / "cpu-seed"  # a CPU stand-in (tests/make_reference_runs.py)
 CPU_MODELS = {"R26": "smallcnn", "R50": "mobilenet_v3_small", "R152": "resnet152"}  # stand-ins for the study's
 # each imports only those before it
-LAYERS = ["read", "missing", "verdict", "gain", "sharing", "judge", "fairness", "charts", "appendix", "render"]
+LAYERS = ["read", "missing", "verdict", "gain", "sharing", "judge", "fairness", "charts", "appendix", "render",
+          "kept"]
 
 
 def seed_like(rates: dict[tuple[str, str, int], list[float]]) -> pd.DataFrame:

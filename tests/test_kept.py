@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit import findings, reference
-from colloc_kit.findings import render
+from colloc_kit.findings import kept as kept_findings
 from colloc_kit.predict import check, kept
 
 
@@ -61,7 +61,7 @@ def test_a_sets_findings_are_kept_per_set_and_gpu_and_made_anew_when_its_bytes_c
         made.append(gpu)
         return len(results.runs), gpu, source, len(not_run)
 
-    monkeypatch.setattr(render, "report", report)
+    monkeypatch.setattr(kept_findings, "report", report)
     first = findings.report_of(data)
     assert first[0] == len(reference.load(data).runs) and data in first[2]
     assert findings.report_of(data) == first and len(made) == 1  # read back

@@ -6,13 +6,14 @@ experiment per cell with the evidence beside each gain; `claims` puts each claim
 shows; `markdown` writes it all as findings. Every number is computed from the frames given, none is pasted; cells the
 data lacks are listed, never fatal.
 
-Ten layers, each importing only the ones before it: `read.py` (the data: runs, cells), `missing.py` (the cells it
+Eleven layers, each importing only the ones before it: `read.py` (the data: runs, cells), `missing.py` (the cells it
 lacks: predicted not to fit, or seen out of memory), `verdict.py` (what a verdict holds: the cells that decided it
 and those set aside; comparing by CIs; settling where a cell cannot decide), `gain.py` (claim 1: every shared cell's
 gain against 3x, and whose part it was), `sharing.py` (claims 3 and 4: ways of sharing against each other),
 `judge.py` (the claims, claim 2's rule, the yardsticks), `fairness.py` (who lost when jobs shared, shares asked and
 had), `charts.py` (one figure per claim, and their images), `appendix.py` (the detail tables, repeated lines grouped),
-`render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md).
+`render.py` (the report: verdicts, figures, fairness, appendix; as Markdown for docs/findings.md), `kept.py` (a
+set's report kept on disk between processes: `report_of`).
 Their public names are all here; `findings.read` is the function `read.read` (the layers import the module by its
 path, `from .read import ...`).
 
@@ -91,9 +92,9 @@ from colloc_kit.findings.render import (
     because,
     noise_by_claim,
     report,
-    report_of,
     verdicts,
 )
+from colloc_kit.findings.kept import report_of
 
 __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "STUDY_33", "EVIDENCE", "PREDICTED",
            "OUT_OF_MEMORY", "with_margin", "read", "gpu_of",

@@ -1,7 +1,6 @@
 """The findings as a short report (notebook 08 and docs/findings.md): one verdict table (claim, verdict, the evidence
 in one line, a link to its figure), one figure per claim, what predicts a gain and what an A100 user should expect,
-then an appendix of detail tables with repeated lines grouped. `report` gathers it all once (`report_of` from a set's
-name or folder, kept on disk between processes); `markdown` writes it.
+then an appendix of detail tables with repeated lines grouped. `report` gathers it all once; `markdown` writes it.
 
     >>> found = report(results, "H100-80GB", source="the reference data", not_run=not_run)   # doctest: +SKIP
     >>> verdicts(found)                                             # the table notebook 08 opens with  # doctest: +SKIP
@@ -10,14 +9,11 @@ name or folder, kept on disk between processes); `markdown` writes it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from colloc_kit import reference
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.analysis.results import Results
@@ -29,14 +25,13 @@ from colloc_kit.findings.charts import TITLES
 from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from colloc_kit.findings.missing import missing_cells
-from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, gpu_of, read, summarized
+from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, summarized
 from colloc_kit.findings.verdict import grouped, listed
 from colloc_kit.gpu.mig_catalogue import gpu_model
 from colloc_kit.predict import check as predict_check
-from colloc_kit.predict.kept import kept
 from colloc_kit.views.tables import table
 
-__all__ = ["LIKE_33", "Report", "report", "report_of", "verdicts", "because", "noise_by_claim", "all_gains",
+__all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim", "all_gains",
            "all_missing", "markdown", "as_markdown", "a100_note"]
 
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
@@ -89,27 +84,6 @@ def report(results: Results, gpu: str, models: dict[str, str] | None = None, sou
                   cells33, variant33, cells37, fit, placements, not_run,
                   claims(cells33, cells37, placements, fit, gpu, not_run, variant33, like33), like33,
                   prediction_errors(), fairness_findings(results, models, summaries=parts), noise)
-
-
-def report_of(data: str, gpu: str = "", models: dict[str, str] | None = None) -> Report:
-    """The report notebook 08 shows: `read(data)` on `gpu`'s MIG tables (`gpu_of`). Where `data` is a shipped set or
-    a folder, the report is kept on disk (`predict.kept`, keyed by the folder's bytes, the shipped sets', which the
-    prediction errors read, and the kit's source), so the next kernel, batch or process that reports the same bytes
-    with the same kit reads it back instead of computing it again (about 10 s on a 2-core CPU).
-
-    >>> report_of("h100-80gb").gpu                                         # doctest: +SKIP
-    'H100-80GB'
-    """
-    def compute() -> Report:
-        results, not_run, source = read(data)
-        return report(results, gpu_of(results, gpu), models, source=source, not_run=not_run)
-
-    where = reference.SHIPPED / data if data in reference.available() else Path(data).expanduser()
-    if not where.is_dir():
-        return compute()  # nothing there: `read` says so
-    slot = hashlib.sha256(repr((str(where.resolve()), gpu, sorted((models or {}).items()))).encode()).hexdigest()
-    inputs = [where, *(reference.SHIPPED / name for name in reference.available())]
-    return kept(f"findings-{slot[:16]}", inputs, compute)
 
 
 def verdicts(found: Report) -> pd.DataFrame:
