@@ -96,6 +96,7 @@ def test_gains_verdicts_and_missing_cells_come_from_the_data():
     assert row["copies"] == 2 and row[findings.MPS] == "1.80 ± 0.00" and row["bound by"] == "unknown"
 
 
+@pytest.mark.slow  # a shipped set's report: about 10 s where no process has kept it yet
 def test_the_figures_of_claims_3_and_4_show_every_point_and_its_ci():
     """The figures of MPS partitions against MPS and of MPS against the best other way: their ranges hold every
     cell's gain and CI both ways (the shipped set's ResNet-26 cells reach 0.36 to 3.66)."""

@@ -274,6 +274,7 @@ def record(stated: dict, notebook: str, name: str, sentences: list[str]) -> None
           + (": " + ", ".join(f"{r} {relations.count(r)}" for r in sorted(set(relations))) if relations else ""))
 
 
+@pytest.mark.slow  # six sets summarized and four findings reports: about 25 s
 def test_the_readings_of_03_04_05_07_08_and_10_state_only_relations_that_hold(summaries):
     stated: dict = {}
     for name, summary in summaries.items():
