@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 
 from colloc_kit import reference
+from colloc_kit.errors import BadInput
 from colloc_kit.findings.read import gpu_of, read
 from colloc_kit.findings.render import Report, report
 from colloc_kit.predict.kept import kept
@@ -27,9 +28,12 @@ def report_of(data: str, gpu: str = "", models: dict[str, str] | None = None) ->
         results, not_run, source = read(data)
         return report(results, gpu_of(results, gpu), models, source=source, not_run=not_run)
 
-    where = reference.SHIPPED / data if data in reference.available() else Path(data).expanduser()
+    try:
+        where = reference.folder(data)  # a shipped set's name or an exported set
+    except BadInput:
+        where = Path(data).expanduser()  # a folder of runs, or nothing: `read` tells them apart
     if not where.is_dir():
-        return compute()  # nothing there: `read` says so
+        return compute()
     slot = hashlib.sha256(repr((str(where.resolve()), gpu, sorted((models or {}).items()))).encode()).hexdigest()
-    inputs = [where, *(reference.SHIPPED / name for name in reference.available())]
+    inputs = dict.fromkeys([where, *map(reference.folder, reference.available())])  # a shipped set's bytes once
     return kept(f"findings-{slot[:16]}", inputs, compute)
