@@ -232,3 +232,48 @@ def test_confirm_runs_the_top_configuration_through_colloc_kit_run(tmp_path, cap
     summary = colloc_kit.analysis.summaries.run_summary(colloc_kit.load(tmp_path / "confirm"))
     assert sorted(summary["mode"]) == ["exclusive", "naive"] and summary["normalized_throughput"].notna().all()
     assert Target().cores(2, "cpu") == 8
+
+
+@pytest.mark.slow
+def test_docs_predict_states_the_models_errors_on_the_h200_set_as_computed_from_it():
+    """docs/predict.md's "On the H200 set", each figure computed here from the shipped set: the cells' errors per mode
+    and precision and the worst cells, the host-matched errors per workload, and advise's top choice for ResNet-26
+    against the measured best cell."""
+    doc = (ROOT / "docs" / "predict.md").read_text(encoding="utf-8")
+    section = doc.split("## On the H200 set\n", 1)[1].split("\n## ", 1)[0]
+    h200 = colloc_kit.reference.load("h200-141gb")
+    target = predict_check.target_of(h200)
+    lone = predict_check.profiles(h200, "seed-33")
+    frame = predict_check.validate_set("h200-141gb")
+    assert target.gpu == "H200-141GB" and len(frame) == 102 and frame["fits"].all() and frame["held_out"].all()
+    for amp, precision in (("off", "fp32"), ("bf16", "bf16")):
+        cells = frame[frame["amp"] == amp]
+        for row in predict_check.held_out_errors(cells).itertuples():
+            assert f"| {row.mode} | {precision} | {row.cells} | {row.median:.1%} | {row.p90:.1%} |" in section
+        worst = cells.loc[cells["abs_error"].idxmax()]
+        assert (f"{precision}: {worst['n_jobs']} x ResNet-" in section and f"{worst['predicted']:.2f} predicted, "
+                f"{worst['measured']:.2f} ± {worst['measured_ci']:.2f} measured ({worst['error']:+.1%})") in section
+        r26 = cells[cells["mix"].str.endswith("on cifar10")]  # ResNet-26 on its real data
+        best = r26.loc[r26["measured"].idxmax()]
+        top = adv.advise((best["mix"].split(" x ", 1)[1],), lone, target, copies=[2, 3, 7], bands={}).iloc[0]
+        one_g = "partitions " + "+".join(["1g"] * 7)
+        assert (top["config"], top["n_jobs"]) == (best["config"], best["n_jobs"]) == (one_g, 7)
+        assert (f"- {precision}: {best['predicted']:.2f} predicted, {best['measured']:.2f} ± {best['measured_ci']:.2f} "
+                "measured") in section
+        shared = adv.advise((best["mix"].split(" x ", 1)[1],), lone, target, copies=[3, 7], modes=["naive", "mps"],
+                            bands={})
+        assert (shared.iloc[0]["config"], shared.iloc[0]["n_jobs"]) == ("mps", 7)
+        mps = r26[r26["mode"].eq("mps") & r26["n_jobs"].isin([3, 7])].set_index("n_jobs")
+        higher = mps["measured"].idxmax()
+        assert higher == (7 if amp == "bf16" else 3) and mps.loc[3, "measured"] - mps.loc[7, "measured"] < \
+            mps.loc[7, "measured_ci"]
+    under = (frame[(frame["amp"] == "bf16") & (frame["mode"] == "mps")]["error"] < 0).agg(["sum", "size"])
+    assert f"{under['sum']} of {under['size']} cells come out below the measured gain" in section
+    matched = host.held_out(h200, target)
+    table = matched.pivot(index="workload", columns="host_matched_workers", values="error")
+    assert list(table.columns) == [8, 12, 28] and (matched["error"] > 0).all()
+    for workload, row in table.iterrows():
+        assert f"| {workload} | {' | '.join('not run' if e != e else f'{e:+.1%}' for e in row)} |" in section
+    beyond = int((matched["error"] > host.ERROR_BAND).sum())
+    assert (f"All {len(matched)} predictions are above the measured rate, with\na median of "
+            f"{matched['error'].median():+.1%}. {beyond} of {len(matched)} fall outside") in section

@@ -133,7 +133,8 @@ def _lone(args: argparse.Namespace) -> tuple[dict[str, LoneProfile], Target, str
         target, where = adv.local_target(results), args.runs
     else:
         name = reference.DEFAULT if args.reference is None else args.reference
-        results, target, where = reference.load(name), Target(), f"the shipped set {name}"
+        results, where = reference.load(name), f"the shipped set {name}"
+        target = predict_check.target_of(results)  # its GPU (an H200 set: an H200's memory and profiles)
     experiment = args.experiment or ("seed-37" if args.mix == ["seed-37"] and args.runs is None else None)
     lone = predict_check.profiles(results, experiment)
     of = f", experiment {experiment}" if experiment else ""

@@ -31,7 +31,6 @@ from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results, combine
 from colloc_kit.errors import BadInput
 from colloc_kit.experiments.seed import MIX_MODELS, MIXES
-from colloc_kit.gpu.mig_catalogue import model_for_device
 from colloc_kit.gpu.mig_planner import ImpossibleLayout, plan
 from colloc_kit.modes import mode_class
 from colloc_kit.pipeline import run
@@ -46,8 +45,7 @@ __all__ = ["parse_mix", "configurations", "advise", "pairs", "check_confirmable"
 COLUMNS = ["mix", "config", "mode", "n_jobs", "predicted_gain", "gain_low", "gain_high", "binding",
            "predicted_images_per_s", "fits", "why", "host_explains"]
 DEFAULT_COPIES = (2, 3, 4, 7)
-SHAPES = {"partitions": ("1g", "2g", "3g", "4g", "7g"), "mig": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb",
-                                                                 "4g.40gb", "7g.80gb")}  # H100-80GB names
+PARTITIONS = ("1g", "2g", "3g", "4g", "7g")  # MPS partitions' shapes; MIG's: the target GPU's own profiles
 MIX_TERM = re.compile(r"^\s*(?:(\d+)\s*[x*]\s*)?(.+?)\s*$")
 
 
@@ -121,7 +119,8 @@ def _layouts(n: int, mode: str, target: Target) -> list[tuple[str, ...]]:
     if n > target.model.compute_slices:
         return []
     found = []
-    for combo in itertools.combinations_with_replacement(reversed(SHAPES[mode]), n):
+    shapes = PARTITIONS if mode == "partitions" else [p.name for p in target.model.profiles if not p.media_extensions]
+    for combo in itertools.combinations_with_replacement(reversed(shapes), n):
         try:
             plan(list(combo), target.gpu)
         except ImpossibleLayout:
@@ -304,8 +303,5 @@ def _runs_here(config: Config | MoreWorkers, device: str) -> str | None:
 def local_target(results: Results) -> Target:
     """The target of runs read from a folder: this host's cores; the GPU the runs name (H100 80GB if none)."""
 
-    names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else pd.Series([], dtype=str)
-    model = next((m for m in (model_for_device(n) for n in names) if m is not None), None)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    base = Target() if model is None else Target(model.name, model.total_memory_mib)
-    return Target(base.gpu, base.memory_mib, cores, base.job_cores)
+    return predict_check.target_of(results, cores)

@@ -11,7 +11,7 @@ measured collocated cells, predicted beside measured, the fit of the model's con
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
@@ -21,6 +21,7 @@ from colloc_kit import reference
 from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.results import Results
 from colloc_kit.errors import BadInput
+from colloc_kit.gpu.mig_catalogue import model_for_device
 from colloc_kit.predict import kept
 from colloc_kit.predict.model import (
     CALIBRATION,
@@ -33,12 +34,13 @@ from colloc_kit.predict.model import (
     with_calibration,
 )
 
-__all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "error_bands", "held_out_errors", "fit",
-           "HOLD_OUT", "JOB_FIELDS"]
+__all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "validate_set", "target_of", "error_bands",
+           "held_out_errors", "fit", "HOLD_OUT", "JOB_FIELDS"]
 
 JOB_FIELDS = ("model", "dataset", "data_root", "batch_size", "amp", "recipe", "image_size", "device", "workers")
 HOLD_OUT = "seed-33"  # the experiment the constants are fitted on; every other one is held out
 REFERENCE_SETS = ("h100-80gb", "h100-matrix")  # the shipped sets the reference cells are measured in
+FITTED_SET = REFERENCE_SETS[0]  # the set whose HOLD_OUT experiment the constants are fitted on
 MATRIX_BASELINE = "single-job"  # h100-matrix: the lone runs of the other experiments
 GRID = {"naive_efficiency": [0.70 + 0.01 * i for i in range(41)], "mps_capacity": [0.70 + 0.01 * i for i in range(61)],
         "partition_capacity": [0.70 + 0.01 * i for i in range(61)], "sharpness": [2.0, 3.0, 4.0, 6.0, 8.0, 12.0]}
@@ -170,6 +172,38 @@ def validate(cell_list: Iterable[Cell], calibration: Calibration = CALIBRATION, 
     if len(frame):
         frame["abs_error"] = frame["error"].abs()
     return frame
+
+
+def target_of(results: Results, host_cores: int = H100.host_cores) -> Target:
+    """The Target of measured runs: the GPU they name (an H100 80GB where they name none known) and its memory, with
+    `host_cores` cores in blocks of at most 4 a job (the H100's host, the default)."""
+    names = results.runs["gpu_name"].dropna().astype(str) if "gpu_name" in results.runs else pd.Series([], dtype=str)
+    model = next((m for m in (model_for_device(n) for n in names) if m is not None), None)
+    base = H100 if model is None else Target(model.name, model.total_memory_mib)
+    return replace(base, host_cores=host_cores)
+
+
+def validate_set(name: str, calibration: Calibration = CALIBRATION) -> pd.DataFrame:
+    """`validate` on the collocated cells of the shipped set `name`, each predicted from that set's own lone runs of
+    its experiment, for the GPU its runs name (`target_of`), with `amp` (the jobs' precision: off, bf16) beside.
+    Every cell is held out but those of HOLD_OUT in the set the constants are fitted on (FITTED_SET). The cells are
+    computed once for every process of this kit (`kept`).
+
+    >>> frame = validate_set("h200-141gb")                   # an H200's cells, from its own lone runs, fp32 and bf16
+    >>> len(frame), bool(frame["fits"].all()), frame.groupby("amp")["abs_error"].median().round(3).to_dict()
+    (102, True, {'bf16': 0.033, 'off': 0.032})
+    """
+    target, cell_list = kept.kept(f"set-cells-{name}", [reference.folder(name)], lambda: _set_cells(name))
+    frame = validate(cell_list, calibration, target)
+    if len(frame):  # validate's rows are the cells in order
+        frame["amp"] = ["+".join(sorted({str(c.profiles[w].job.get("amp")) for w in c.config.jobs})) for c in cell_list]
+        frame["held_out"] = frame["held_out"] | (name != FITTED_SET)
+    return frame
+
+
+def _set_cells(name: str) -> tuple[Target, tuple[Cell, ...]]:
+    results = reference.load(name)
+    return target_of(results), tuple(cells(results, source=name))
 
 
 def error_bands(frame: pd.DataFrame | None = None) -> dict[str, dict[str, float]]:

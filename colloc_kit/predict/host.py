@@ -92,18 +92,19 @@ def host_explains(gain: float, host_part: float) -> float:
 
 
 def held_out(results: Results, target: Target = H100) -> pd.DataFrame:
-    """Per workload with both lone baselines in `results` (same job, more loader workers: the host-matched run),
-    the host-matched rate predicted from the as-configured lone run beside the measured one. Nothing is fitted, so
-    every row is held out."""
+    """Per workload with both lone baselines in `results` (same job, more loader workers: the host-matched run,
+    one row for each), the host-matched rate predicted from the as-configured lone run (the job's run with the
+    fewest workers) beside the measured one. Nothing is fitted, so every row is held out."""
     rows = []
     for experiment in sorted(results.jobs["experiment"].dropna().unique()):
         lone = profiles(results, experiment)
         for base in lone.values():
-            for other in lone.values():
-                same = {k: v for k, v in other.job.items() if k != "workers"} == \
-                    {k: v for k, v in base.job.items() if k != "workers"}
-                more = int(other.job.get("workers") or 0) > int(base.job.get("workers") or 0) > 0
-                if not (same and more):
+            same = [other for other in lone.values() if {k: v for k, v in other.job.items() if k != "workers"} ==
+                    {k: v for k, v in base.job.items() if k != "workers"}]
+            if any(_workers(other) < _workers(base) for other in same):  # a host-matched run: not the base
+                continue
+            for other in same:
+                if not _workers(other) > _workers(base) > 0:
                     continue
                 guess = more_workers(base, int(other.job["workers"]), target)
                 rows.append({"experiment": experiment, "workload": base.workload,
@@ -112,3 +113,7 @@ def held_out(results: Results, target: Target = H100) -> pd.DataFrame:
                              "measured": other.images_per_s, "error": guess.images_per_s / other.images_per_s - 1,
                              "binding": guess.binding})
     return pd.DataFrame(rows)
+
+
+def _workers(lone: LoneProfile) -> int:
+    return int(lone.job.get("workers") or 0)
