@@ -115,14 +115,16 @@ def test_the_figures_of_claims_3_and_4_show_every_point_and_its_ci():
 def test_the_findings_judge_the_studys_cells_never_a_baselines_runs():
     """Before: the H200 set's GPU-only twins and host-matched lone jobs were read as cells and workloads of their own
     (claim 2 agreed and claim 4 partly agreed on them; the fairness tables and the memory figure showed each twice).
-    Every cell, job and workload the report judges is the study's: on its dataset, with the study's loader workers."""
+    Every cell, job and workload the report judges is the study's: on its dataset, with the study's loader workers,
+    in fp32 (the study's recipe, the cells of experiment 33) and in bf16 (reported beside it)."""
     found = shipped_findings("h200-141gb")
     study = {"timm.resnet26 bs128 seed on cifar10", "timm.resnet50 bs128 seed on imagenet64",
              "timm.resnet152 bs128 seed on imagenet"}
+    both = study | {workload.replace(" bs128", " bs128 bf16") for workload in study}
     assert set(found.cells33["jobs_label"].str.replace(r"^\d+ x ", "", regex=True)) == study
-    assert set(found.fit["workload"]) == study
+    assert set(found.fit["workload"]) == both
     jobs = found.fairness["jobs"]
-    assert set(jobs["workload"]) == study and not jobs.duplicated(["mode_label", "copies", "jobs_label", "job"]).any()
+    assert set(jobs["workload"]) == both and not jobs.duplicated(["mode_label", "copies", "jobs_label", "job"]).any()
     assert [c["verdict"] for c in found.claims] == ["disagrees", "cannot tell", "not measured here", "agrees"]
 
 
@@ -368,7 +370,7 @@ def test_the_readme_headline_table_and_its_sentences_are_the_h200_sets():
     for model in ("ResNet-26", "ResNet-50", "ResNet-152"):
         for mode, label in (("mps", "MPS"), ("naive", "naive")):
             (row,) = summary[(summary["mode_label"] == mode) & (summary["copies"] == 3)
-                             & summary["jobs_label"].str.contains(f"timm.{model.lower().replace('-', '')} ")
+                             & summary["jobs_label"].str.contains(f"timm.{model.lower().replace('-', '')} bs128 seed")
                              ].itertuples()
             cells = " | ".join(f"{getattr(row, f'{m}_mean'):.2f} ± {getattr(row, f'{m}_ci'):.2f}"
                                for m in ("study_gain", "host_part", "gpu_part", "gpu_only_gain"))

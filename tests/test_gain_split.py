@@ -42,3 +42,17 @@ def test_a_ci_that_reaches_below_zero_ends_at_the_log_axis_and_every_point_lies_
         assert low <= x - minus and x + plus <= high and minus <= plus
     assert [cut for _, cut in study.customdata].count(" (its CI reaches below the axis: cut there)") == 1
     assert all(low <= v <= high for v in [*ceiling.x, *host.base, *(b + w for b, w in zip(gpu.base, gpu.x))])
+
+
+def test_a_seed_sets_cells_are_named_by_workload_and_precision_and_only_picks_cells_in_order():
+    """Before: the H200 set's cells (one experiment, three workloads in fp32 and bf16) were all 'seed-33 mps x3',
+    six bars on one row of the figure. Each is named by its workload now, and `only` draws the cells named."""
+    h200 = analysis.summarize(colloc_kit.reference.load("h200-141gb"))
+    cells = plots.split_cells(h200)
+    assert not cells["cell"].duplicated().any() and len(cells) == 51
+    named = ["resnet26 bf16 on cifar10 mps x7", "resnet50 on imagenet64 naive x3"]
+    fig = plots.gain_split(h200, only=named)
+    assert list(fig.data[0].y) == named
+    assert plots.split_reading(h200, named).startswith("resnet26 bf16 on cifar10 mps x7: study's gain 2.83 = ")
+    with pytest.raises(ValueError, match="no cell with the split called 'resnet26 mps x3'; the cells: resnet26 on"):
+        plots.split_cells(h200, ["resnet26 mps x3"])

@@ -21,7 +21,7 @@ from colloc_kit.statuses import COMPLETE
 from colloc_kit.views import deferred_iri
 from colloc_kit.views.frontier import safe_share  # the safe-share frontier (an inference job beside training)
 from colloc_kit.views.partitions import mig_layouts, partition_shares  # MIG layouts and MPS partitions drawn
-from colloc_kit.views.split import gain_split, split_reading  # each gain split into the host's part and the GPU's part
+from colloc_kit.views.split import gain_split, split_cells, split_reading  # each gain: the host's and the GPU's part
 from colloc_kit.views.style import (
     MIXES,
     PALETTE,
@@ -43,7 +43,7 @@ from colloc_kit.views.style import (
 __all__ = ["TEMPLATE", "use_renderer", "empty", "noisy", "series", "by_mode", "throughput_vs_copies",
            "epoch_time_vs_copies", "gain_vs_growth", "metric_bars", "jobs_by_mode", "batch_size_curves",
            "memory_fit_figure", "mig_layouts", "partition_shares", "job_metrics", "who_lost", "safe_share",
-           "gain_split", "split_reading"]
+           "gain_split", "split_cells", "split_reading"]
 
 
 def use_renderer(name: str) -> None:

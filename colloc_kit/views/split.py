@@ -14,6 +14,8 @@ the GPU gave (the GPU's part), per collocated cell, on a log axis where the two 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,25 +25,42 @@ from colloc_kit.views.style import PALETTE, empty
 __all__ = ["gain_split", "split_cells", "split_reading"]
 
 HOST, GPU, MARK = PALETTE[1], PALETTE[0], "#222222"
+NOT_NAMING = re.compile(r"^\d+ x |timm\.| bs\d+| seed")  # the parts of a jobs label a cell's name leaves out
 
 
-def split_cells(summary: pd.DataFrame) -> pd.DataFrame:
+def split_cells(summary: pd.DataFrame, only: Sequence[str] = ()) -> pd.DataFrame:
     """The collocated cells of `summarize`'s frame that have the split (a GPU's part), each with a `cell` label
-    ('r26-fp32 mps x3') and `host_share` (log host's part / log study's gain; NaN where the gain is not above 1)."""
+    ('r26-fp32 mps x3'; by workload where one experiment holds several, 'resnet26 bf16 on cifar10 mps x3') and
+    `host_share` (log host's part / log study's gain; NaN where the gain is not above 1); with `only`, those cells in
+    that order.
+
+    >>> from colloc_kit import analysis, reference
+    >>> h200 = analysis.summarize(reference.load("h200-141gb"))
+    >>> split_cells(h200, ["resnet50 on imagenet64 naive x3"])["gpu_part_mean"].round(2).tolist()
+    [0.96]
+    """
     if "gpu_part_mean" not in summary:
         return summary.iloc[0:0]
     cells = summary[summary["gpu_part_mean"].notna()].copy()
     cells["cell"] = [f"{e} {m} x{int(c)}" for e, m, c in zip(cells["experiment"], cells["mode"], cells["copies"])]
+    if cells["cell"].duplicated().any():  # e.g. a seed set: experiment 33's workloads, precisions and partitions
+        cells["cell"] = [f"{NOT_NAMING.sub('', j)} {m} x{int(c)}"
+                         for j, m, c in zip(cells["jobs_label"], cells["mode_label"], cells["copies"])]
     cells["host_share"] = [math.log(h) / math.log(g) if g > 1 else math.nan
                            for h, g in zip(cells["host_part_mean"], cells["study_gain_mean"])]
-    return cells.reset_index(drop=True)
+    unknown = [name for name in only if name not in set(cells["cell"])]
+    if unknown:
+        raise ValueError(f"no cell with the split called {', '.join(map(repr, unknown))}; the cells: "
+                         f"{', '.join(cells['cell'])}")
+    return (cells.set_index("cell").loc[list(only)].reset_index() if only else cells).reset_index(drop=True)
 
 
-def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? Each gain split") -> go.Figure:
-    """Per cell a bar from 1 to the host's part (orange), then on to the study's gain (blue: the GPU's part; drawn
-    leftwards where sharing the GPU lost), on a log axis; the study's gain with its 95 % CI (black), and where the
-    cell would end had the GPU gained its GPU-only gain, the ceiling (open diamond)."""
-    cells = split_cells(summary)
+def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? Each gain split",
+               only: Sequence[str] = ()) -> go.Figure:
+    """Per cell (or the cells named in `only`) a bar from 1 to the host's part (orange), then on to the study's gain
+    (blue: the GPU's part; drawn leftwards where sharing the GPU lost), on a log axis; the study's gain with its 95 %
+    CI (black), and where the cell would end had the GPU gained its GPU-only gain, the ceiling (open diamond)."""
+    cells = split_cells(summary, only)
     if cells.empty:
         return empty(title, "no cell with a host-matched baseline (ask for baselines: [configured, host-matched, "
                             "gpu-only] in the spec)")
@@ -83,10 +102,10 @@ def axis_range(lows: list[pd.Series], highs: list[pd.Series]) -> tuple[float, fl
     return min([1.0, *positive]) / 1.25, top * 1.25
 
 
-def split_reading(summary: pd.DataFrame) -> str:
-    """The figure in words, computed from the numbers: per cell its gain as host's part x GPU's part and the host's
-    share of it."""
-    cells = split_cells(summary)
+def split_reading(summary: pd.DataFrame, only: Sequence[str] = ()) -> str:
+    """The figure in words, computed from the numbers: per cell (or those named in `only`) its gain as host's part x
+    GPU's part and the host's share of it."""
+    cells = split_cells(summary, only)
     if cells.empty:
         return "no cell with a host-matched baseline"
     parts = []
