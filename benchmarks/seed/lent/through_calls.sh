@@ -10,7 +10,7 @@
 # Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle. MIN_S: a window's least seconds
 # (default 3); AMP: off (default) or bf16; EXPERIMENT: seed-33 (default) or seed-37; RESUME: a runs.tgz packed by an
 # earlier call (on a machine given back since), unpacked before the first call starts the kit, which resumes it;
-# STOP=1: once WATCH_S has passed, the kit interrupted as Ctrl-C would, for a session's last call.
+# STOP=1: once WATCH_S has passed, the kit stopped (SIGTERM, as Ctrl-C would), for a session's last call.
 set -uo pipefail
 watch_s=${1:-560}
 t0=$(date +%s)
@@ -46,10 +46,10 @@ if [ ! -d $K ]; then  # the first call: data, plan, and the kit started in a ses
   echo "kit started at $(date +%s)"
 fi
 while [ ! -f $K/rc ] && [ $(( $(date +%s) - t0 )) -lt "$watch_s" ]; do sleep 2; done
-# the session's last call: the kit interrupted as Ctrl-C would and its close awaited (cells in flight marked, MPS
+# the session's last call: the kit stopped by SIGTERM and its close awaited (cells in flight marked, MPS
 # daemons quit, the command's time kept), so that RESUME picks up a clean folder
 if [ ! -f $K/rc ] && [ -n "${STOP:-}" ]; then
-  pkill -INT -f "^python3 -m colloc_kit.cli run $experiment"
+  pkill -TERM -f "^python3 -m colloc_kit.cli run $experiment"  # SIGINT: ignored, as in any job started with &
   for _ in $(seq 60); do [ -f $K/rc ] && break; sleep 1; done
 fi
 tar czf $OUT/runs.tgz -C /tmp runs 2> /dev/null  # a folder still written to: a file may change while packed
