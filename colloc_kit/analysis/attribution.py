@@ -13,7 +13,8 @@ workers gave. The rules (`figures` lists them; docs/attribution.md says them at 
 - **host_part**: the host-matched lone rate over the as-configured one (a mix: study_gain / gpu_part, a weighted mean
   of its jobs' ratios): what the copies' extra loader workers gave. gpu_part x host_part = study_gain, always.
 - **gpu_only_gain**: the synthetic cell's normalized throughput against the synthetic lone job: what the GPU itself
-  can gain with no input pipeline, the ceiling of gpu_part.
+  can gain with no input pipeline. Not a bound on gpu_part: where the host-matched job still waits for its input,
+  gpu_part is an upper bound and may exceed it (most MPS cells of the shipped H200 set do).
 - **Mixes** of different workloads: each job's host-matched baseline is that job alone with the loader workers of
   the whole cell (the sum of every job's workers), the host resources the cell had.
 - **CIs** (95 %): a run's figure combines its aggregate's within-run CI with its baselines' (the relative half-widths'

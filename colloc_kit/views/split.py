@@ -4,7 +4,7 @@ the GPU gave (the GPU's part), per collocated cell, on a log axis where the two 
     >>> from colloc_kit import analysis, reference
     >>> fig = gain_split(analysis.summarize(reference.load("h100-attribution")))
     >>> [trace.name for trace in fig.data]
-    ["host's part", "GPU's part", "study's gain (95 % CI)", "GPU-only gain (the GPU part's ceiling)"]
+    ["host's part", "GPU's part", "study's gain (95 % CI)", 'GPU-only gain (no input pipeline)']
     >>> split_reading(analysis.summarize(reference.load("h100-attribution"))).split("; ")[1]
     "r26-fp32 mps x3: study's gain 1.80 = host's part 1.44 x GPU's part 1.25 (the host: 62 % of it, in log terms)"
 
@@ -59,7 +59,8 @@ def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? E
                only: Sequence[str] = ()) -> go.Figure:
     """Per cell (or the cells named in `only`) a bar from 1 to the host's part (orange), then on to the study's gain
     (blue: the GPU's part; drawn leftwards where sharing the GPU lost), on a log axis; the study's gain with its 95 %
-    CI (black), and where the cell would end had the GPU gained its GPU-only gain, the ceiling (open diamond)."""
+    CI (black), and where the cell would end had the GPU gained its GPU-only gain (open diamond; past it where the
+    host-matched job still waited for input, which makes the GPU's part an upper bound)."""
     cells = split_cells(summary, only)
     if cells.empty:
         return empty(title, "no cell with a host-matched baseline (ask for baselines: [configured, host-matched, "
@@ -80,8 +81,8 @@ def gain_split(summary: pd.DataFrame, title: str = "Is it the GPU or the host? E
                                          for c, low_cut in zip(ci, cut)],
                              hovertemplate="study's gain %{x:.2f} ± %{customdata[0]:.2f}%{customdata[1]}"))
     fig.add_trace(go.Scatter(y=cells["cell"], x=ceiling, mode="markers",
-                             name="GPU-only gain (the GPU part's ceiling)", customdata=cells["gpu_only_gain_mean"],
-                             marker={"color": GPU, "symbol": "diamond-open", "size": 12},
+                             name="GPU-only gain (no input pipeline)", customdata=cells["gpu_only_gain_mean"],
+                             marker={"color": MARK, "symbol": "diamond-open", "size": 12},
                              hovertemplate="GPU-only gain x%{customdata:.2f}"))
     fig.add_vline(x=1.0, line_dash="dot", line_color="grey")
     fig.update_layout(title=title, barmode="overlay", height=160 + 60 * len(cells),
