@@ -99,8 +99,7 @@ def held_out(results: Results, target: Target = H100) -> pd.DataFrame:
     for experiment in sorted(results.jobs["experiment"].dropna().unique()):
         lone = profiles(results, experiment)
         for base in lone.values():
-            same = [other for other in lone.values() if {k: v for k, v in other.job.items() if k != "workers"} ==
-                    {k: v for k, v in base.job.items() if k != "workers"}]
+            same = [other for other in lone.values() if _task(other) == _task(base)]
             if any(_workers(other) < _workers(base) for other in same):  # a host-matched run: not the base
                 continue
             for other in same:
@@ -117,3 +116,8 @@ def held_out(results: Results, target: Target = H100) -> pd.DataFrame:
 
 def _workers(lone: LoneProfile) -> int:
     return int(lone.job.get("workers") or 0)
+
+
+def _task(lone: LoneProfile) -> dict:
+    """The lone job's fields but its loader workers: what a host-matched run shares with its configured one."""
+    return {k: v for k, v in lone.job.items() if k != "workers"}

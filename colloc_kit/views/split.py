@@ -48,7 +48,8 @@ def split_cells(summary: pd.DataFrame, only: Sequence[str] = ()) -> pd.DataFrame
                          for j, m, c in zip(cells["jobs_label"], cells["mode_label"], cells["copies"])]
     cells["host_share"] = [math.log(h) / math.log(g) if g > 1 else math.nan
                            for h, g in zip(cells["host_part_mean"], cells["study_gain_mean"])]
-    unknown = [name for name in only if name not in set(cells["cell"])]
+    named = set(cells["cell"])
+    unknown = [name for name in only if name not in named]
     if unknown:
         raise ValueError(f"no cell with the split called {', '.join(map(repr, unknown))}; the cells: "
                          f"{', '.join(cells['cell'])}")
