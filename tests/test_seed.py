@@ -42,6 +42,30 @@ def test_experiment_37_names_the_mig_mixes_that_need_more_than_seven_slices():
     assert rows.iloc[0]["runs_as"] == "exclusive"  # the gains' baselines: each model alone
 
 
+def test_experiment_37s_mixes_share_one_warm_lone_cell_per_job_and_workers():
+    """Each mix's three baselines run its jobs alone: one cell per distinct job (seed aside), shared by every mix with
+    it (the dispatcher runs a cell queued twice once), so the lone cells are 18 series on an H200, not 135 sequential
+    cells of 441 jobs (issue 52, session 35); each runs one job, so its repeats are warm."""
+    from colloc_kit.pipeline.cells import cells  # noqa: PLC0415 - this test only
+
+    specs = study.experiments(study.SeedSpec(37, warm_repeats=True, feed_swaps=True), study.Card.planned("H200-141GB"))
+    planned = {c.cell_id: c for spec in specs for c in cells(spec) if c.repeat < spec.repeats}
+    lone = [c for c in planned.values() if c.mode.name == "exclusive"]
+    assert all(len(c.jobs or spec.jobs) == 1 for spec in specs for c in cells(spec) if c.mode.name == "exclusive")
+    assert len(lone) == 18 * 3 and len({c.series for c in lone}) == 18
+    workers = {(c.jobs[0].model, c.jobs[0].workers) for c in lone if c.baseline == "host-matched"}
+    assert workers == {(m, w) for m in ("timm.resnet152", "timm.resnet50", "timm.resnet26") for w in (8, 12, 16, 20)}
+    assert {c.jobs[0].seed for c in lone if c.jobs} == {0}
+    pair = next(s for s in specs if len(s.jobs) == 2 and s.jobs[0].model == "timm.resnet26")
+    assert sorted(c.label for c in cells(pair) if c.repeat == 0 and c.mode.name == "exclusive") == [
+        "gpu-only-resnet26-exclusive-x1-r0", "gpu-only-resnet50-exclusive-x1-r0",
+        "host-matched-w8-resnet26-exclusive-x1-r0", "host-matched-w8-resnet50-exclusive-x1-r0",
+        "resnet26-exclusive-x1-r0", "resnet50-exclusive-x1-r0"]
+    alone = next(s for s in specs if s.jobs == [pair.jobs[0]])  # R26's lone experiment: the mix's configured cells
+    assert alone.modes[0].name == "exclusive" and len(cells(alone)) > 6  # and their precision repeats
+    assert {c.cell_id for c in cells(alone)} <= {c.cell_id for c in cells(pair)}
+
+
 def test_experiments_share_one_folder_and_run_lone_cells_first():
     specs = study.experiments(study.SeedSpec(33, data_root="/d", seconds=5), H100)
     assert {s.name for s in specs} == {"seed-33"}
@@ -312,6 +336,46 @@ def test_an_interrupted_seed_run_keeps_its_wall_time_marked_interrupted(tmp_path
     assert (first["ended"], first["measured"], second["ended"], second["measured"]) == (
         "complete", 1, "interrupted", 0)
     assert first["ended_at"] <= second["started_at"] and second["wall_s"] >= 0
+
+
+@pytest.mark.slow
+def test_two_mixes_measure_their_shared_lone_cells_once_warm_and_each_is_split_against_them(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """Mixes A+B and A+A+B (experiment 37's shape) share A's and B's lone cells: the configured ones their own lone
+    experiments ran, the host-matched ones (no loader workers here: w0 for both mixes) queued by both mixes and
+    measured once per repeat; each a cell of one job, so its launch is kept for its next repeat (a warm window), and
+    both mixes are split against them. Real CPU cells on two stand-in GPUs (the simulated NVML)."""
+    from colloc_kit.analysis import summaries  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu import nvml  # noqa: PLC0415
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+    from colloc_kit.spec import ExperimentSpec  # noqa: PLC0415
+    from colloc_kit.store.rundir import find_runs  # noqa: PLC0415
+
+    def job(batch, seed=0):
+        return {"model": "smallcnn", "device": "cpu", "batch_size": batch, "image_size": 32, "workers": 0, "seed": seed,
+                "warmup_steps": 2, "interval_s": 0.1, "synthetic_samples": 64, "steps": 12}
+
+    def spec(jobs, mode):
+        return ExperimentSpec.from_mapping({"name": "seed-37", "jobs": jobs, "copies": [1], "gpus": [0, 1],
+                                            "modes": [mode], "repeats": 2, "monitor": False, "warm_repeats": True,
+                                            "baselines": ["configured", "host-matched"]})
+
+    specs = [spec([job(8)], "exclusive"), spec([job(16)], "exclusive"), spec([job(8), job(16, 1)], "naive"),
+             spec([job(8, 1), job(8, 2), job(16, 3)], "naive")]
+    monkeypatch.setattr(seed_run, "experiments", lambda seed, card: specs)
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=2)):
+        results = seed_run.run(study.SeedSpec(37, data_root=str(tmp_path)), out=str(tmp_path / "runs"),
+                               progress=False)
+    assert "seed-37: 12 cells measured" in capsys.readouterr().out  # 2 x (2 lone, 2 host-matched, 2 mixes)
+    manifests = [run.read_manifest() for run in find_runs(tmp_path / "runs" / "seed-37")]
+    assert len(manifests) == 12 and {m.status for m in manifests} == {"complete"}
+    lone = [m for m in manifests if m.copies == 1 and len(m.jobs) == 1]
+    assert sorted((m.cell_id.startswith("host-matched"), m.jobs[0].spec["batch_size"]) for m in lone) == [
+        (False, 8), (False, 8), (False, 16), (False, 16), (True, 8), (True, 8), (True, 16), (True, 16)]
+    assert all(m.warm is not None for m in lone), "a lone cell of one job keeps its launch for its next repeat"
+    runs = summaries.run_summary(results)
+    mixes = runs[runs["mode"] == "naive"]
+    assert len(mixes) == 4 and mixes["gpu_part"].notna().all() and mixes["host_part"].notna().all()
 
 
 @pytest.mark.slow

@@ -250,9 +250,10 @@ def _solo_cells(seed: SeedSpec, card: Card, amp: str) -> list[SeedCell]:
 
 
 def _mix_cells(seed: SeedSpec, card: Card, amp: str) -> list[SeedCell]:
-    lone = [_job(seed, *MIX_MODELS[name][:3], amp) for name in ("R152", "R50", "R26")]
-    cells = [SeedCell("baselines: each model alone", "(not in the artifact: the gains' baselines)", "exclusive", "",
-                      lone, ModeSpec("exclusive"), 1, amp, ["each job runs alone, one after another"])]
+    cells = [SeedCell(f"{name} alone", "(not in the artifact: the gains' baseline)", "exclusive", "",
+                      [_job(seed, *MIX_MODELS[name][:3], amp)], ModeSpec("exclusive"), 1, amp,
+                      ["the baseline of every mix with it; each mix also runs it alone with the mix's loader workers"])
+             for name in ("R152", "R50", "R26")]
     for names, counts_list in MIXES.items():
         for counts in counts_list:
             members = [name for name, n in zip(names, counts) for _ in range(n)]

@@ -30,8 +30,8 @@ from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import safe_name
 from colloc_kit.worker.datasets import image_side
 
-__all__ = ["EXCLUSIVE", "Cell", "Plan", "baseline_cells", "cell_named", "cells", "collocated", "jobs_fingerprint",
-           "lone_mode", "series_most", "warm_launches", "warm_order"]
+__all__ = ["EXCLUSIVE", "Cell", "Plan", "alone_jobs", "baseline_cells", "cell_named", "cells", "collocated",
+           "jobs_fingerprint", "lone_mode", "series_most", "warm_launches", "warm_order"]
 
 EXCLUSIVE = ModeSpec("exclusive")  # how a baseline's lone cell runs where the spec has no lone mode
 
@@ -47,14 +47,17 @@ class Cell:
     jobs: tuple[JobSpec, ...] | None = None  # a baseline cell's own jobs (more workers, synthetic data); None: spec's
     baseline: str | None = None  # host-matched or gpu-only for such a cell (`spec.baselines`)
     feed_from: str | None = None  # with feed swaps: the series whose kept launch this twin takes, its feed swapped
+    job_model: str | None = None  # a lone cell of one job of a mix: that job's model (`alone_jobs`), in its label
 
     @property
     def label(self) -> str:
         """The cell as people read it: `<mode label>-x<copies>-r<repeat>` (its run folders end with it), after
-        `host-matched-w<workers>-` or `gpu-only-` for a baseline's cell."""
+        `host-matched-w<workers>-` or `gpu-only-` for a baseline's cell, and the model for a lone cell of one job of a
+        mix (`job_model`)."""
         kind = f"{self.baseline}-w{self.jobs[0].workers}-" if self.baseline == "host-matched" and self.jobs else \
             f"{self.baseline}-" if self.baseline else ""
-        return f"{kind}{self.mode.label}-x{self.copies}-r{self.repeat}"
+        model = f"{self.job_model}-" if self.job_model else ""
+        return f"{kind}{model}{self.mode.label}-x{self.copies}-r{self.repeat}"
 
     @property
     def series(self) -> str:
@@ -145,33 +148,55 @@ def baseline_cells(spec: ExperimentSpec, repeat: int) -> list[Cell]:
     configured where the spec has no such cell; `host-matched`, one job alone with the loader workers of each
     collocated cell's jobs together (a mix: each of its jobs alone with the whole cell's); `gpu-only`, the spec's
     jobs on device-resident synthetic data at the same image size, alone and in every mode and copies (with
-    `feed_swaps`, each on the launch of its cell of the spec's jobs, `Cell.feed_from`). A lone cell is `exclusive` x1
-    (jobs one after another), or the spec's own lone mode. Repeats past `repeats`: lone cells only, each continuing a
-    series of the planned repeats (with `feed_swaps`, a lone twin swapped there but with no cell to swap from here
-    would be a series of its own, which precision would start from nothing: left out)."""
+    `feed_swaps`, each on the launch of its cell of the spec's jobs, `Cell.feed_from`). A lone cell is `exclusive` x1,
+    or the spec's own lone mode; a mix's lone cells run one job each (`alone_jobs`). Repeats past `repeats`: lone
+    cells only, each continuing a series of the planned repeats (with `feed_swaps`, a lone twin swapped there but with
+    no cell to swap from here would be a series of its own, which precision would start from nothing: left out)."""
     lone, extra = lone_mode(spec), repeat >= spec.repeats
+    alone: list[list[JobSpec] | None] = [[job] for job in alone_jobs(spec)] or [None]  # each lone cell's jobs
     out = []
     fed = {(m.label, c) for m in spec.modes for c in spec.copies} if not extra else set()  # cells of the spec's jobs
     if "configured" in spec.baselines and (lone is None or extra):
-        out.append(_cell(spec, lone or EXCLUSIVE, 1, repeat))
+        out += [_cell(spec, lone or EXCLUSIVE, 1, repeat, jobs) for jobs in alone]
         fed.add(((lone or EXCLUSIVE).label, 1))
     if "host-matched" in spec.baselines:
         for copies in sorted({c for c in spec.copies if c * len(spec.jobs) > 1}):
             more = copies * sum(job.workers for job in spec.jobs)
-            out.append(_cell(spec, EXCLUSIVE, 1, repeat, [job.with_(workers=more) for job in spec.jobs],
-                             "host-matched"))
+            out += [_cell(spec, EXCLUSIVE, 1, repeat, [job.with_(workers=more) for job in jobs or spec.jobs],
+                          "host-matched") for jobs in alone]
     if "gpu-only" in spec.baselines:
-        twins = [job.with_(dataset="synthetic", data_root=None,
-                           image_size=image_side(job.dataset, job.image_size, job.model, job.device))
-                 for job in spec.jobs]
-        runs = [(lone or EXCLUSIVE, 1)] + [(m, c) for m in spec.modes for c in spec.copies if (m, c) != (lone, 1)]
+        def twins(jobs: list[JobSpec]) -> list[JobSpec]:
+            return [job.with_(dataset="synthetic", data_root=None,
+                              image_size=image_side(job.dataset, job.image_size, job.model, job.device))
+                    for job in jobs]
+
+        runs = [(lone or EXCLUSIVE, 1, jobs) for jobs in alone] + [(m, c, None) for m in spec.modes
+                                                                  for c in spec.copies if (m, c) != (lone, 1)]
         if extra:  # lone twins only, each continuing a planned series (a swapped twin needs its cell here: `fed`)
-            runs = [(m, c) for m, c in runs if c == 1 and (not spec.feed_swaps or (m.label, c) in fed)]
-        out += [_cell(spec, mode, copies, repeat, twins, "gpu-only",
-                      _cell(spec, mode, copies, repeat).series if spec.feed_swaps and (mode.label, copies) in fed
+            runs = [(m, c, jobs) for m, c, jobs in runs if c == 1 and (not spec.feed_swaps or (m.label, c) in fed)]
+        out += [_cell(spec, mode, copies, repeat, twins(jobs or spec.jobs), "gpu-only",
+                      _cell(spec, mode, copies, repeat, jobs).series if spec.feed_swaps and (mode.label, copies) in fed
                       else None)
-                for mode, copies in runs]
+                for mode, copies, jobs in runs]
     return out
+
+
+def alone_jobs(spec: ExperimentSpec) -> list[JobSpec]:
+    """The jobs a mix's lone baselines run one cell each (none for a spec of one job, or one with its own lone cell):
+    each distinct job once, with the default seed (a copy's seed sets its initial weights and data order, not its
+    rate), so that every mix with a job shares its lone cells, and a lone cell of one job is warm like any other
+    (a sequential cell of several jobs starts each afresh, `pipeline.cell`).
+
+    >>> from colloc_kit.spec import JobSpec
+    >>> mix = ExperimentSpec(jobs=[JobSpec(model="smallcnn", seed=1), JobSpec(model="tinynet"),
+    ...                            JobSpec(model="smallcnn", seed=2)], modes=[ModeSpec("mps")])
+    >>> [(job.model, job.seed) for job in alone_jobs(mix)]
+    [('smallcnn', 0), ('tinynet', 0)]
+    """
+    if len(spec.jobs) < 2 or lone_mode(spec) is not None:
+        return []
+    seed = JobSpec.__dataclass_fields__["seed"].default
+    return list(dict.fromkeys(job.with_(seed=seed) for job in spec.jobs))
 
 
 def warm_order(cells: list[Cell]) -> list[Cell]:
@@ -231,8 +256,9 @@ def _cell(spec: ExperimentSpec, mode: ModeSpec, copies: int, repeat: int, jobs: 
     """A cell whose id fingerprints the jobs it runs (its own, or the spec's) and whether its feed is swapped."""
     ran = spec if jobs is None else dataclasses.replace(spec, jobs=jobs)
     cell_id = f"{safe_name(mode.label)}-x{copies}-r{repeat}-{jobs_fingerprint(ran, feed_from is not None)}"
+    one_of_mix = jobs[0].model.removeprefix("timm.") if jobs and len(jobs) == 1 and len(spec.jobs) > 1 else None
     return Cell(mode, copies, repeat, f"{baseline}-{cell_id}" if baseline else cell_id,
-                None if jobs is None else tuple(jobs), baseline, feed_from)
+                None if jobs is None else tuple(jobs), baseline, feed_from, one_of_mix)
 
 
 @dataclass(frozen=True)
