@@ -338,6 +338,35 @@ def test_an_interrupted_seed_run_keeps_its_wall_time_marked_interrupted(tmp_path
     assert first["ended_at"] <= second["started_at"] and second["wall_s"] >= 0
 
 
+def test_a_seed_run_interrupted_mid_experiment_counts_the_cells_it_ran(tmp_path, monkeypatch):
+    """Stopped during an experiment's third cell (on one GPU an experiment's cells run before its handles return),
+    the command's record says it measured the two cells before it, not only those of experiments that had ended
+    (session 36's experiment 37 said 86 for 204)."""
+    from colloc_kit.gpu import nvml  # noqa: PLC0415 - this test only
+    from colloc_kit.gpu.mig_simulator import SimulatedNvml  # noqa: PLC0415
+    from colloc_kit.pipeline import lane  # noqa: PLC0415
+    from colloc_kit.spec import ExperimentSpec  # noqa: PLC0415
+
+    job = {"model": "smallcnn", "device": "cpu", "batch_size": 8, "image_size": 32, "workers": 0, "warmup_steps": 2,
+           "interval_s": 0.1, "synthetic_samples": 64, "steps": 6}
+    spec = ExperimentSpec.from_mapping({"name": "seed-33", "jobs": [job], "copies": [1], "gpus": [0], "repeats": 3,
+                                        "modes": ["exclusive"], "monitor": False, "baselines": []})
+    started, run_read_later = [], lane.run_read_later
+
+    def third_interrupted(*args, **kwargs):
+        started.append(1)
+        if len(started) == 3:
+            raise KeyboardInterrupt
+        return run_read_later(*args, **kwargs)
+
+    monkeypatch.setattr(seed_run, "experiments", lambda seed, card: [spec])
+    monkeypatch.setattr(lane, "run_read_later", third_interrupted)
+    with nvml.use_backend(SimulatedNvml("H100-80GB", gpus=1)), pytest.raises(KeyboardInterrupt):
+        seed_run.run(study.SeedSpec(33, data_root=str(tmp_path)), out=str(tmp_path / "runs"), progress=False)
+    (command,) = ExperimentFolder.of(tmp_path / "runs", "seed-33").commands()
+    assert (command["ended"], command["measured"]) == ("interrupted", 2)
+
+
 @pytest.mark.slow
 def test_two_mixes_measure_their_shared_lone_cells_once_warm_and_each_is_split_against_them(tmp_path, monkeypatch,
                                                                                              capsys):

@@ -29,7 +29,7 @@ from colloc_kit.gpu.mig_catalogue import resolve
 from colloc_kit.gpu.mps_detect import one_scan
 from colloc_kit.modes.mps import partition_share
 from colloc_kit.pipeline import Tally
-from colloc_kit.pipeline.cells import lone_mode
+from colloc_kit.pipeline.cells import Cell, lone_mode
 from colloc_kit.pipeline.executors.dispatcher import POLL_S
 from colloc_kit.pipeline.executors.gpus import kept_lanes
 from colloc_kit.pipeline.spec_run import SpecRun, executor_for
@@ -85,10 +85,21 @@ def run(seed: SeedSpec, out: str = "runs", progress: bool = True, started_at: fl
             results, outcome = combine([parts[i].result() for i in sorted(parts)]), COMPLETE
     finally:
         reader.shutdown(cancel_futures=True)  # an interrupt: the experiments not yet read are not read
+        if outcome != COMPLETE:  # and those under way count the cells they ran (their runs are in the folder)
+            tally.add(_ran_since(folder, started_at, [c for r in running.values() for c in r.plan.all]), {})
         ended_at = time.time()  # one clock reading: the record and the closing line say the same wall time
         folder.record_command(started_at, ended_at, len(tally.measured), outcome)
     print(tally.line(seed.experiment, ended_at - started_at))
     return results
+
+
+def _ran_since(folder: ExperimentFolder, since: float, planned: list[Cell]) -> list[str]:
+    """The ids of the cells of `planned` whose run in `folder` started at `since` (a Unix time) or later: what an
+    interrupted command measured of the experiments it had under way (one GPU runs an experiment's cells before its
+    handles return, so these have none to ask)."""
+    states = folder.cell_states()
+    return [c.cell_id for c in planned
+            if c.cell_id in states and (states[c.cell_id].run.read_manifest().started_at or 0.0) >= since]
 
 
 def _runs_alone(earlier: ExperimentSpec, spec: ExperimentSpec) -> bool:

@@ -19,7 +19,8 @@ def precision_table(folder: str) -> str:
     """The table: per collocated cell (mode, copies, workload), each figure's relative CI and whether it meets its
     target; a last line counts the cells that meet all three."""
     summary = summarize(colloc_kit.load(folder))
-    rows = summary[(summary["copies"] > 1) & summary["baseline"].isna()]  # not a baseline's own (gpu-only) cells
+    shared = (summary["n_jobs"] > 1) & (summary["mode"] != "exclusive")  # copies of a job, or a mix (copies 1)
+    rows = summary[shared & summary["baseline"].isna()]  # not a baseline's own (gpu-only) cells
     lines = ["| mode | copies | jobs | " + " | ".join(f"{f} (±, target {t:.0%})" for f, t in TARGETS.items()) + " |",
              "|---|---|---|" + "---|" * len(TARGETS)]
     meets = 0

@@ -9,8 +9,8 @@
 #   bash benchmarks/seed/lent/through_calls.sh WATCH_S          (run from the checkout, in every call)
 # Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle. MIN_S: a window's least seconds
 # (default 3); AMP: off (default) or bf16; EXPERIMENT: seed-33 (default) or seed-37; RESUME: a runs.tgz packed by an
-# earlier call (on a machine given back since), unpacked before the first call starts the kit, which resumes it;
-# STOP=1: once WATCH_S has passed, the kit stopped (SIGTERM, as Ctrl-C would), for a session's last call.
+# earlier call (on a machine given back since; or its .tar.xz), unpacked before the first call starts the kit, which
+# resumes it; STOP=1: once WATCH_S has passed, the kit stopped (SIGTERM, as Ctrl-C would), for a session's last call.
 set -uo pipefail
 watch_s=${1:-560}
 t0=$(date +%s)
@@ -37,7 +37,7 @@ if [ ! -d $K ]; then  # the first call: data, plan, and the kit started in a ses
     python3 -m colloc_kit.cli data make "${d%%:*}" --root $D --images "${d##*:}" --quiet > /dev/null
   done
   echo "data: $(( $(date +%s) - t0 )) s"
-  if [ -n "${RESUME:-}" ]; then tar xzf "$RESUME" -C /tmp && echo "resuming $(ls $R/$experiment | wc -l) entries"; fi
+  if [ -n "${RESUME:-}" ]; then tar xf "$RESUME" -C /tmp && echo "resuming $(ls $R/$experiment | wc -l) entries"; fi
   python3 -m colloc_kit.cli run "${flags[@]}" --plan --budget-min 20 > $OUT/plan.txt 2>&1
   tail -3 $OUT/plan.txt
   mkdir -p $K
