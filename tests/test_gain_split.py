@@ -53,6 +53,13 @@ def test_a_seed_sets_cells_are_named_by_workload_and_precision_and_only_picks_ce
     named = ["resnet26 bf16 on cifar10 mps x7", "resnet50 on imagenet64 naive x3"]
     fig = plots.gain_split(h200, only=named)
     assert list(fig.data[0].y) == named
-    assert plots.split_reading(h200, named).startswith("resnet26 bf16 on cifar10 mps x7: study's gain 2.83 = ")
+    reading = plots.split_reading(h200, named)
+    assert reading.startswith("resnet26 bf16 on cifar10 mps x7: study's gain 2.83 = ")
+    by_cell = cells.set_index("cell")
+    share = by_cell.loc["resnet26 bf16 on cifar10 mps x7", "host_share"]
+    assert 0 < share < 1 and f"(the host: {100 * share:.0f} % of it, in log terms)" in reading  # both parts gain
+    gpu_part = by_cell.loc["resnet50 on imagenet64 naive x3", "gpu_part_mean"]
+    assert gpu_part < 1 and reading.endswith(  # the GPU's part lost: not "the host: 114 % of it"
+        f"GPU's part {gpu_part:.2f} (the host: all of it and more; the GPU's part, below 1, took some back)")
     with pytest.raises(ValueError, match="no cell with the split called 'resnet26 mps x3'; the cells: resnet26 on"):
         plots.split_cells(h200, ["resnet26 mps x3"])

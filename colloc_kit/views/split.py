@@ -110,9 +110,26 @@ def split_reading(summary: pd.DataFrame, only: Sequence[str] = ()) -> str:
     cells = split_cells(summary, only)
     if cells.empty:
         return "no cell with a host-matched baseline"
-    parts = []
-    for r in cells.itertuples():
-        share = "" if r.host_share != r.host_share else f" (the host: {100 * r.host_share:.0f} % of it, in log terms)"
-        parts.append(f"{r.cell}: study's gain {r.study_gain_mean:.2f} = host's part {r.host_part_mean:.2f} x "
-                     f"GPU's part {r.gpu_part_mean:.2f}{share}")
+    parts = [f"{r.cell}: study's gain {r.study_gain_mean:.2f} = host's part {r.host_part_mean:.2f} x GPU's part "
+             f"{r.gpu_part_mean:.2f}{_share_words(r.host_share)}" for r in cells.itertuples()]
     return "; ".join(parts)
+
+
+def _share_words(host_share: float) -> str:
+    """The host's share of a gain in words: a percentage where both parts gain, else which part is all of it and
+    more (the other below 1 took some back); nothing where the gain is not above 1 (NaN).
+
+    >>> for share in (0.62, 1.24, -0.1, float("nan")):
+    ...     print(repr(_share_words(share)))
+    ' (the host: 62 % of it, in log terms)'
+    " (the host: all of it and more; the GPU's part, below 1, took some back)"
+    " (the GPU: all of it and more; the host's part, below 1, took some back)"
+    ''
+    """
+    if host_share != host_share:
+        return ""
+    if host_share > 1:
+        return " (the host: all of it and more; the GPU's part, below 1, took some back)"
+    if host_share < 0:
+        return " (the GPU: all of it and more; the host's part, below 1, took some back)"
+    return f" (the host: {100 * host_share:.0f} % of it, in log terms)"
