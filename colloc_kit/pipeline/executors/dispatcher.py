@@ -131,15 +131,18 @@ class Dispatcher:
         return not self.todo and all(lane is None or lane.cell is None for lane in self.lanes)
 
     def pump(self) -> None:
-        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell, or where
-        none has waited for KEPT_IDLE_S closes the launch it may keep (its jobs would train on, held, beside the other
-        lanes' cells)."""
+        """Hear each lane; a lane that died is replaced while cells wait; each idle lane gets its next cell
+        (`_next_for`), or where it has had none for KEPT_IDLE_S closes the launch it may keep (its jobs would train
+        on, held, beside the other lanes' cells)."""
         for slot, lane in enumerate(self.lanes):
             if lane is not None and _heard(lane, self.codes, self.board) and self.todo:
                 lane = None  # it died: a fresh one takes its place
+            next_cell = None
             if (lane is None or lane.cell is None) and self.todo:
                 lane = lane or self._start(slot)
-                cell, order = self.todo.pop(_next_for(lane, [c for c, _ in self.todo], self.lanes))
+                next_cell = _next_for(lane, [c for c, _ in self.todo], self.lanes)
+            if lane is not None and next_cell is not None:
+                cell, order = self.todo.pop(next_cell)
                 lane.hand(cell, order)
                 self.board.show(lane.label, f"{cell.label}: starting")
             elif (lane is not None and lane.cell is None and lane.last is not None
@@ -252,17 +255,20 @@ def dispatch_order(cells: list[Cell]) -> list[Cell]:
     return sorted(cells, key=lambda cell: (cell.repeat, -cell.copies))
 
 
-def _next_for(lane: _LaneProcess, todo: list[Cell], lanes: list[_LaneProcess | None]) -> int:
+def _next_for(lane: _LaneProcess, todo: list[Cell], lanes: list[_LaneProcess | None]) -> int | None:
     """Where in `todo` the idle `lane`'s next cell is: the next repeat of the series it ran last (its launch may be
     kept warm: `pipeline.warm`), else a twin that swaps its feed on that launch (`Cell.feed_from`), else the first
-    cell of a series no other lane runs nor swaps from, else the first (a repeat of another lane's series, started
-    afresh: no lane idles while cells wait)."""
+    cell of a series no other lane runs nor swaps from, else the first that is no other lane's twin (a repeat of
+    another lane's series, started afresh: no lane idles while such cells wait); None where only the twins of the
+    series other lanes ran last wait: each is swapped on its cell's launch there, never measured afresh here (a
+    swap asked for, a fresh launch measured under the same cell id: two protocols in one series)."""
     others = {other.last.series for other in lanes if other not in (None, lane) and other.last is not None}
     last = lane.last.series if lane.last is not None else None
     mine = [i for i, cell in enumerate(todo) if last is not None and cell.series == last]
     twins = [i for i, cell in enumerate(todo) if last is not None and cell.feed_from == last]
     free = [i for i, cell in enumerate(todo) if cell.series not in others and cell.feed_from not in others]
-    return (mine or twins or free or [0])[0]
+    not_theirs = [i for i, cell in enumerate(todo) if cell.feed_from not in others]
+    return next(iter(mine or twins or free or not_theirs), None)
 
 
 def _child_setup(cores: list[int] | None, dispatcher: int) -> None:
