@@ -22,6 +22,7 @@ from typing import Callable
 from tqdm.auto import tqdm
 
 from colloc_kit import events
+from colloc_kit.statuses import COMPLETE
 
 __all__ = ["Progress", "GpuBoard"]
 
@@ -39,15 +40,27 @@ class Progress:
         self.report = report
         self.rates: dict[str, float] = {}
         self.label = ""
+        self.measured: set[str] = set()  # the jobs whose window of the current run ended complete (`end`)
         self.on_rate, self.on_gpu = on_rate, on_gpu
 
     def run_started(self, label: str, n_jobs: int) -> None:
         """A run of `n_jobs` jobs named `label` starts: its line says so."""
-        self.label, self.rates = label, {}
+        self.label, self.rates, self.measured = label, {}, set()
         self._describe(f"{label}: starting {n_jobs} job(s)")
 
     def on_event(self, event: dict) -> None:
-        """A worker event: throughput intervals update the line (and `on_rate`); errors get a line of their own."""
+        """A worker event: throughput intervals update the line (and `on_rate`); errors get a line of their own, which
+        says where a job failed after its window had ended (training on, held, or as its launch closed): the
+        window stands, as its run's record keeps it.
+
+        >>> progress = Progress(total_runs=1, enabled=False)
+        >>> progress.run_started("mps x2 r1 (warm)", n_jobs=2)
+        >>> progress.on_event({"type": "end", "job": "j0", "status": "complete"})
+        >>> progress.on_event({"type": "error", "job": "j0", "kind": "cuda_error", "message": "cuDNN error"})
+        mps x2 r1 (warm): job j0 failed after its measured window, which stands (cuda_error): cuDNN error
+        >>> progress.on_event({"type": "error", "job": "j1", "kind": "cuda_error", "message": "out of memory"})
+        mps x2 r1 (warm): job j1 failed (cuda_error): out of memory
+        """
         kind = event["type"]
         if kind == events.INTERVAL and event.get("interval_s"):
             self.rates[event["job"]] = event["interval_images"] / event["interval_s"]
@@ -55,8 +68,11 @@ class Progress:
                 self.on_rate(self.label, event["job"], event["t"], self.rates[event["job"]])
             phase = "warm-up" if event.get("warmup") else "steady"
             self._describe(f"{self.label}: {phase}, {sum(self.rates.values()):,.0f} img/s")
+        elif kind == events.END and event.get("status") == COMPLETE:
+            self.measured.add(event["job"])
         elif kind == events.ERROR:
-            self.write(f"{self.label}: job {event['job']} failed ({event.get('kind')}): {event.get('message')}")
+            when = " after its measured window, which stands" if event["job"] in self.measured else ""
+            self.write(f"{self.label}: job {event['job']} failed{when} ({event.get('kind')}): {event.get('message')}")
 
     def gpu_sample(self, sample: dict) -> None:
         """One sample of the run's GPU (the monitor's columns: t, gpu_util_pct, sm_util_pct, mem_used_mb,
