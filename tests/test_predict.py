@@ -114,6 +114,18 @@ def test_pairs_table_has_every_pair_and_the_measured_gain_where_a_run_has_it():
     assert hit["measured_pair"].iloc[0] == pytest.approx(1.88, abs=0.01)
 
 
+def test_a_workload_named_short_is_the_one_as_configured_where_the_others_are_its_host_matched_lone_runs():
+    """The H200 set holds ResNet-26's lone runs as configured and with 8, 12 and 28 loader workers (its host-matched
+    baselines): 'resnet26 bs128 seed on cifar10' was refused as naming four workloads, though no fuller name than
+    the configured one's picks it; it is the one as configured now."""
+    lone = predict_check.profiles(colloc_kit.reference.load("h200-141gb"), "seed-33")
+    named = [w for w in lone if w.startswith("timm.resnet26 bs128 seed on cifar10")]
+    assert len(named) == 4
+    assert adv.parse_mix("2 x resnet26 bs128 seed on cifar10", lone) == ("timm.resnet26 bs128 seed on cifar10",) * 2
+    assert adv.parse_mix("resnet26 bs128 seed on cifar10 8 workers", lone) == (
+        "timm.resnet26 bs128 seed on cifar10 8 workers",)
+
+
 def test_bad_input_is_refused_with_what_to_do():
     with pytest.raises(BadInput, match="no lone run of nosuch"):
         predict(Config("mps", ("sm", "nosuch")), LONE)
@@ -121,6 +133,8 @@ def test_bad_input_is_refused_with_what_to_do():
         adv.parse_mix("resnet9 + sm", LONE)
     with pytest.raises(BadInput, match="names 2 workloads"):
         adv.parse_mix("resnet26", {"timm.resnet26 bs32": INPUT, "timm.resnet26 bs128": INPUT})
+    with pytest.raises(BadInput, match="names 2 workloads"):  # two with more workers: neither is the configured one
+        adv.parse_mix("resnet26", {"timm.resnet26 bs128 8 workers": INPUT, "timm.resnet26 bs128 12 workers": INPUT})
     with pytest.raises(BadInput, match="called 'resnet15'; did you mean 'resnet152'"):  # no silent prefix match
         adv.parse_mix("resnet15", {"timm.resnet152 bs32": BIG, "timm.resnet26 bs128": INPUT})
     with pytest.raises(BadInput, match=r"called 'dran'; did you mean 'dram'\? Name one with a lone run: big; dram"):

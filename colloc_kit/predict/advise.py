@@ -47,6 +47,7 @@ COLUMNS = ["mix", "config", "mode", "n_jobs", "predicted_gain", "gain_low", "gai
 DEFAULT_COPIES = (2, 3, 4, 7)
 PARTITIONS = ("1g", "2g", "3g", "4g", "7g")  # MPS partitions' shapes; MIG's: the target GPU's own profiles
 MIX_TERM = re.compile(r"^\s*(?:(\d+)\s*[x*]\s*)?(.+?)\s*$")
+MORE_WORKERS = re.compile(r" \d+ workers?$")  # a lone job's label with more loader workers than its recipe's
 
 
 def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
@@ -69,7 +70,11 @@ def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
 
 def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
     """The workload label `name` is, or names as whole words of it ('resnet152', never 'resnet15': no prefix
-    matches); else refused with the closest name the lone runs have ("did you mean") and those they have.
+    matches), the one as configured where the others it names are that one with more loader workers; else refused
+    with the closest name the lone runs have ("did you mean") and those they have.
+
+    >>> _resolve("resnet26", {"timm.resnet26 bs128": None, "timm.resnet26 bs128 8 workers": None})
+    'timm.resnet26 bs128'
 
     >>> _resolve("resnet15", {"timm.resnet152 bs32": None, "timm.resnet26 bs128": None})
     Traceback (most recent call last):
@@ -86,6 +91,9 @@ def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
         raise BadInput(f"no lone run of a workload called {name!r}"
                        + (f"; did you mean {close[0]!r}?" if close else ".") + f" Name one with a lone run: {known} "
                        "(a workload not listed needs a lone run of its own first: mode exclusive, copies 1)")
+    configured = [w for w in found if not MORE_WORKERS.search(w)]
+    if len(found) > 1 and len(configured) == 1 and {MORE_WORKERS.sub("", w) for w in found} == set(configured):
+        return configured[0]  # the others are its host-matched lone runs (`analysis.workload_label`): baselines
     if len(found) > 1:
         raise BadInput(f"{name!r} names {len(found)} workloads with lone runs ({'; '.join(sorted(found))}): give "
                        "more of the label, or pick one experiment with --experiment")
