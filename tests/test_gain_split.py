@@ -46,10 +46,13 @@ def test_a_ci_that_reaches_below_zero_ends_at_the_log_axis_and_every_point_lies_
 
 def test_a_seed_sets_cells_are_named_by_workload_and_precision_and_only_picks_cells_in_order():
     """Before: the H200 set's cells (one experiment, three workloads in fp32 and bf16) were all 'seed-33 mps x3',
-    six bars on one row of the figure. Each is named by its workload now, and `only` draws the cells named."""
+    six bars on one row of the figure. Each is named by its workload now, and `only` draws the cells named; a mix
+    by its jobs, each counted (before: ResNet-26 + ResNet-50 as 1+1 and as 2+1 read the same)."""
     h200 = analysis.summarize(colloc_kit.reference.load("h200-141gb"))
     cells = plots.split_cells(h200)
-    assert not cells["cell"].duplicated().any() and len(cells) == 51
+    assert not cells["cell"].duplicated().any() and len(cells) == 51 + 39  # experiment 33's, then 37's mixes
+    assert {"resnet26 on cifar10 + resnet50 on imagenet64 naive",
+            "2 x resnet26 on cifar10 + resnet50 on imagenet64 naive"} <= set(cells["cell"])
     named = ["resnet26 bf16 on cifar10 mps x7", "resnet50 on imagenet64 naive x3"]
     fig = plots.gain_split(h200, only=named)
     assert list(fig.data[0].y) == named

@@ -93,3 +93,17 @@ def test_every_page_that_draws_gains_greys_them_by_this_rule_and_page_10_flags_i
         assert "notebook.noise_warning(frame, summary)" in sources[name], name
     assert "greying.impossible(results.jobs)" in sources["10_training_beside_inference.ipynb"]
     assert notebook.noise_warning is greying.greyed
+
+
+def test_a_lone_baselines_spread_and_jobs_with_other_workers_are_not_repeats_of_one_cell():
+    """The H200 set's findings: 'repeats of one cell differ 1.49x', the twelve loader-bound lone runs of ResNet-152
+    bf16 (a baseline, which scales every way of sharing alike); a cell's repeats are those of its jobs' workers."""
+    twelve = [649.0, 751.0, 576.0, 733.0, 770.0, 641.0, 631.0, 851.0, 859.0, 853.0, 773.0, 684.0]  # the H200's
+    lone = runs(twelve, "naive", [[360.0] * 2, [365.0] * 2])
+    assert analysis.noise(lone) is None
+    other = pd.DataFrame([{**row, "workers": 8, "run_id": "w8"} for row in job_rows("w8", "naive", 2, [90.0] * 2)])
+    pooled = pd.concat([runs([100.0] * 3, "naive", [[60.0] * 2, [61.0] * 2]).assign(workers=4), other])
+    assert analysis.noise(pooled) is None
+    spread = pd.concat([pooled, other.assign(run_id="w8b", images_per_s=60.0, images_per_s_overlap=60.0)])
+    assert analysis.noise(spread).startswith("repeats of one cell differ 1.50x in images/s "
+                                             "(t naive x2: 2 x smallcnn bs8 8 workers, 2 repeats)")

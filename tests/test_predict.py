@@ -250,32 +250,49 @@ def test_confirm_runs_the_top_configuration_through_colloc_kit_run(tmp_path, cap
 
 @pytest.mark.slow
 def test_docs_predict_states_the_models_errors_on_the_h200_set_as_computed_from_it():
-    """docs/predict.md's "On the H200 set", each figure computed here from the shipped set: the cells' errors per mode
-    and precision and the worst cells, the host-matched errors per workload, and advise's top choice for ResNet-26
-    against the measured best cell."""
+    """docs/predict.md's "On the H200 set", each figure computed here from the shipped set: the cells' errors per
+    experiment, mode and precision and the worst cells (experiment 37's mixes among them), the host-matched errors per
+    workload, and advise's top choice for ResNet-26, by its full label and its short name, against the measured best
+    cell."""
     doc = (ROOT / "docs" / "predict.md").read_text(encoding="utf-8")
     section = doc.split("## On the H200 set\n", 1)[1].split("\n## ", 1)[0]
     h200 = colloc_kit.reference.load("h200-141gb")
     target = predict_check.target_of(h200)
     lone = predict_check.profiles(h200, "seed-33")
     frame = predict_check.validate_set("h200-141gb")
-    assert target.gpu == "H200-141GB" and len(frame) == 102 and frame["fits"].all() and frame["held_out"].all()
-    for amp, precision in (("off", "fp32"), ("bf16", "bf16")):
-        cells = frame[frame["amp"] == amp]
+    assert target.gpu == "H200-141GB" and len(frame) == 102 + 78 and frame["fits"].all() and frame["held_out"].all()
+    for (experiment, amp), cells in frame.groupby(["experiment", "amp"], sort=False):
+        precision = {"off": "fp32", "bf16": "bf16"}[amp]
         for row in predict_check.held_out_errors(cells).itertuples():
-            assert f"| {row.mode} | {precision} | {row.cells} | {row.median:.1%} | {row.p90:.1%} |" in section
+            assert (f"| {experiment.removeprefix('seed-')} | {row.mode} | {precision} | {row.cells} | {row.median:.1%} "
+                    f"| {row.p90:.1%} |") in section
+    worst_of = {"fp32": frame[frame["experiment"].eq("seed-33") & frame["amp"].eq("off")],
+                "bf16": frame[frame["amp"].eq("bf16")], "the mixes": frame[frame["experiment"].eq("seed-37")]}
+    for said, cells in worst_of.items():
         worst = cells.loc[cells["abs_error"].idxmax()]
-        assert (f"{precision}: {worst['n_jobs']} x ResNet-" in section and f"{worst['predicted']:.2f} predicted, "
-                f"{worst['measured']:.2f} ± {worst['measured_ci']:.2f} measured ({worst['error']:+.1%})") in section
+        figures = (f"{worst['predicted']:.2f} predicted, {worst['measured']:.2f} ± {worst['measured_ci']:.2f} "
+                   f"measured{chr(10) + '  ' if said == 'the mixes' else ' '}({worst['error']:+.1%})")
+        assert f"- {said}: " in section and figures in section
+    mixes = worst_of["the mixes"]
+    assert mixes.loc[mixes["abs_error"].idxmax(), "config"] == "partitions 4g+2g+1g"
+    assert "ResNet-152 + ResNet-50 + ResNet-26 on partitions 4g+2g+1g" in section
+    parted = mixes[mixes["mode"] == "partitions"]
+    assert (f"{int((parted['error'] > 0).sum())} of {len(parted)} over-predicted, "
+            f"{int((parted['error'] < 0).sum())} under") in section
+    for amp, precision in (("off", "fp32"), ("bf16", "bf16")):
+        cells = frame[frame["amp"].eq(amp) & frame["experiment"].eq("seed-33")]
         r26 = cells[cells["mix"].str.endswith("on cifar10")]  # ResNet-26 on its real data
         best = r26.loc[r26["measured"].idxmax()]
-        top = adv.advise((best["mix"].split(" x ", 1)[1],), lone, target, copies=[2, 3, 7], bands={}).iloc[0]
+        label = best["mix"].split(" x ", 1)[1]
+        top = adv.advise((label,), lone, target, copies=[2, 3, 7], bands={}).iloc[0]
         one_g = "partitions " + "+".join(["1g"] * 7)
         assert (top["config"], top["n_jobs"]) == (best["config"], best["n_jobs"]) == (one_g, 7)
+        short = adv.advise(adv.parse_mix(label.removeprefix("timm."), lone), lone, target, copies=[2, 3, 7], bands={})
+        short = short.iloc[0]
+        assert (short["config"], short["predicted_gain"]) == (top["config"], top["predicted_gain"])
         assert (f"- {precision}: {best['predicted']:.2f} predicted, {best['measured']:.2f} ± {best['measured_ci']:.2f} "
                 "measured") in section
-        shared = adv.advise((best["mix"].split(" x ", 1)[1],), lone, target, copies=[3, 7], modes=["naive", "mps"],
-                            bands={})
+        shared = adv.advise((label,), lone, target, copies=[3, 7], modes=["naive", "mps"], bands={})
         assert (shared.iloc[0]["config"], shared.iloc[0]["n_jobs"]) == ("mps", 7)
         mps = r26[r26["mode"].eq("mps") & r26["n_jobs"].isin([3, 7])].set_index("n_jobs")
         higher = mps["measured"].idxmax()
@@ -284,10 +301,16 @@ def test_docs_predict_states_the_models_errors_on_the_h200_set_as_computed_from_
     under = (frame[(frame["amp"] == "bf16") & (frame["mode"] == "mps")]["error"] < 0).agg(["sum", "size"])
     assert f"{under['sum']} of {under['size']} cells come out below the measured gain" in section
     matched = host.held_out(h200, target)
-    table = matched.pivot(index="workload", columns="host_matched_workers", values="error")
-    assert list(table.columns) == [8, 12, 28] and (matched["error"] > 0).all()
-    for workload, row in table.iterrows():
-        assert f"| {workload} | {' | '.join('not run' if e != e else f'{e:+.1%}' for e in row)} |" in section
+    table = matched.pivot_table(index=["experiment", "workload"], columns="host_matched_workers", values="error")
+    assert list(table.columns) == [8, 12, 16, 20, 28] and (matched["error"] > 0).all()
+    for (experiment, workload), row in table.iterrows():
+        assert (f"| {experiment.removeprefix('seed-')} | {workload} | "
+                f"{' | '.join('not run' if e != e else f'{e:+.1%}' for e in row)} |") in section
     beyond = int((matched["error"] > host.ERROR_BAND).sum())
     assert (f"All {len(matched)} predictions are above the measured rate, with\na median of "
             f"{matched['error'].median():+.1%}. {beyond} of {len(matched)} fall outside") in section
+    r152 = matched[matched["workload"].eq("timm.resnet152 bs32 seed on imagenet")].set_index("host_matched_workers")
+    said = (f"with 4 workers it trained at {r152['configured'].iloc[0]:.0f} images/s, with 8 at "
+            f"{r152.loc[8, 'measured']:.0f}, and with 16 and 20 at\n{r152.loc[16, 'measured']:.0f} and "
+            f"{r152.loc[20, 'measured']:.0f}, while the cap says {r152['predicted'].iloc[0]:.0f} at any count")
+    assert said in section

@@ -28,6 +28,7 @@ from colloc_kit.analysis.lone import (
     complete,
     data_name,
     in_figures,
+    keyed,
     measured_rate,
     with_baselines,
     workload_label,
@@ -244,19 +245,27 @@ def impossible_gain(summary: pd.DataFrame, limit: float) -> str | None:
 
 def _repeat_spread(jobs: pd.DataFrame) -> tuple[float, str, int]:
     """The largest spread (largest / smallest images/s summed over a run's jobs) between repeats of one cell: the
-    spread, the cell in words and its repeats; (1.0, "", 0) where no cell has repeats."""
-    counted = jobs[in_figures(jobs)]
-    totals, labels = [], workloads_by_run(counted)
-    cells = counted[["run_id", "experiment", "mode_label", "copies"]].assign(rate=measured_rate(counted))
+    spread, the cell in words and its repeats; (1.0, "", 0) where no cell has repeats. A cell is its experiment, way
+    of sharing, copies and its jobs' every `WORKLOAD` key (a job with other loader workers or data is another cell,
+    not a repeat). A lone baseline's repeats are left to its CI (`noise`): its spread scales every way of sharing
+    alike, so it cannot blur one against another."""
+    alone = jobs["alone"].astype(bool) if "alone" in jobs else pd.Series(False, jobs.index)
+    counted = jobs[in_figures(jobs) & ~(alone & jobs["mode"].eq("exclusive"))]
+    labels = workloads_by_run(counted)
+    keys = keyed(counted).reindex(columns=WORKLOAD).astype(str).apply(tuple, axis=1)
+    cells = counted[["run_id", "experiment", "mode_label", "copies"]].assign(rate=measured_rate(counted), key=keys)
+    totals = []
     for run_id, run in cells.groupby("run_id", sort=False):
         first = run.iloc[0]
-        totals.append({"cell": f"{first['experiment']} {first['mode_label']} x{first['copies']}: "
-                               f"{mix_of(labels[run_id])}", "images_per_s": float(run["rate"].sum())})
-    per_cell = pd.DataFrame(totals, columns=["cell", "images_per_s"]).groupby("cell")["images_per_s"]
+        words = f"{first['experiment']} {first['mode_label']} x{first['copies']}: {mix_of(labels[run_id])}"
+        totals.append({"cell": (words, *sorted(run["key"])), "images_per_s": float(run["rate"].sum())})
+    frame = pd.DataFrame(totals, columns=["cell", "images_per_s"])
+    per_cell = frame.groupby("cell", sort=False)["images_per_s"]
     spread = (per_cell.max() / per_cell.min())[per_cell.count() > 1]
     if spread.empty:
         return 1.0, "", 0
-    return float(spread.max()), str(spread.idxmax()), int(per_cell.count()[spread.idxmax()])
+    worst = spread.idxmax()
+    return float(spread.max()), worst[0], int(per_cell.count()[worst])
 
 
 def memory_fit(jobs: pd.DataFrame, capacities_mb: dict[str, float]) -> pd.DataFrame:

@@ -27,8 +27,8 @@ path, `from .read import ...`).
 """
 
 from colloc_kit.findings.appendix import (
-    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty, shares_by_layout,
-    unplaceable,
+    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_shares, mix_table, not_run_table, pretty,
+    shares_by_layout, unplaceable,
 )
 from colloc_kit.findings.charts import TITLES, claim_figures, for_plots, save_png, versus_figure
 from colloc_kit.findings.fairness import (
@@ -78,8 +78,8 @@ from colloc_kit.findings.read import (
 from colloc_kit.findings.missing import OUT_OF_MEMORY, PREDICTED, missing_cells, with_margin
 from colloc_kit.findings.sharing import MIG_CLAIM, MPS_CLAIM, NOT_MIG, comparable, judge_mig, judge_mps
 from colloc_kit.findings.verdict import (
-    AGREES, CANNOT_TELL, DISAGREES, NOT_MEASURED, PARTLY, VERDICTS, Cell, Decision, ahead, grouped, listed, settle,
-    verdict,
+    AGREES, CANNOT_TELL, DISAGREES, NOT_MEASURED, PARTLY, VERDICTS, Cell, Decision, ahead, grouped, listed,
+    noise_by_claim, settle, verdict,
 )
 from colloc_kit.findings.render import (
     LIKE_33,
@@ -90,7 +90,6 @@ from colloc_kit.findings.render import (
     as_markdown,
     markdown,
     because,
-    noise_by_claim,
     report,
     verdicts,
 )
@@ -109,7 +108,7 @@ __all__ = ["ALONE", "NAIVE", "MPS", "PARTITION", "MIG", "KINDS", "MIX_MODELS", "
            "FAIRNESS_TEXT", "SHARES_TEXT", "shared_jobs", "least_fair", "naive_vs_mps", "shares_table",
            "fairness_findings", "TITLES", "for_plots", "claim_figures", "versus_figure", "save_png", "pretty",
            "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
-           "shares_by_layout", "grouped_fairness",
+           "shares_by_layout", "mix_shares", "grouped_fairness",
            "LIKE_33", "Report", "report", "report_of", "verdicts", "because", "noise_by_claim", "all_gains",
            "all_missing", "markdown",
            "as_markdown",

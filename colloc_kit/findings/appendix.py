@@ -21,7 +21,7 @@ from colloc_kit.findings.read import KINDS
 from colloc_kit.views.style import counted
 
 __all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
-           "shares_by_layout", "grouped_fairness"]
+           "shares_by_layout", "mix_shares", "grouped_fairness"]
 
 GROUPED = (  # evidence lines that a table of the appendix holds: (what the lines say, how many, which table)
     (PREDICTED, "{n} cell(s) " + PREDICTED + " (the kit's check before running)", "not-run"),
@@ -43,7 +43,7 @@ def gain_table(cells: pd.DataFrame, copies: tuple[int, ...] = (2, 3, 7)) -> pd.D
     for (workload, n), group in shared.groupby(["workloads", "copies"], sort=True):
         row = {"workload": workload, "copies": int(n)}
         row.update({cell["kind"]: _gain(cell) for _, cell in group.iterrows()})
-        row["bound by"] = ", ".join(sorted({_bound(cell) for _, cell in group.iterrows()}))
+        row["bound by"] = _bound_by(group)
         rows.append(row)
     return pd.DataFrame(rows, columns=["workload", "copies", *KINDS, "bound by"]).dropna(axis=1, how="all")
 
@@ -57,9 +57,25 @@ def mix_table(cells37: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for mix, group in mixes.groupby("mix", sort=False):
         row = {"mix": mix, **{cell["kind"]: _gain(cell) for _, cell in group.iterrows()}}
-        row["bound by"] = ", ".join(sorted({_bound(cell) for _, cell in group.iterrows()}))
+        row["bound by"] = _bound_by(group)
         rows.append(row)
     return pd.DataFrame(rows, columns=["mix", *KINDS, "bound by"]).dropna(axis=1, how="all")
+
+
+def _bound_by(cells: pd.DataFrame) -> str:
+    """What bound the jobs of one row's cells: one word where every way of sharing agrees, else each's.
+
+    >>> _bound_by(pd.DataFrame({"kind": ["naive", "MPS"], "bound_by": ["input", "mixed: gpu, input"]}))
+    'naive: input; MPS: gpu and input (by job)'
+    """
+    said = {}
+    for _, cell in cells.iterrows():
+        bound = _bound(cell)
+        said[cell["kind"]] = bound.removeprefix("mixed: ").replace(", ", " and ") + " (by job)" \
+            if bound.startswith("mixed: ") else bound
+    if len(set(said.values())) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"{kind}: {bound}" for kind, bound in said.items())
 
 
 def not_run_table(missing: pd.DataFrame, not_run: pd.DataFrame | None) -> pd.DataFrame:
@@ -151,25 +167,47 @@ def _gain(cell: pd.Series) -> str:
 
 
 def shares_by_layout(shares: pd.DataFrame) -> pd.DataFrame:
-    """`fairness.shares_table` with one row per workload (its copies' cells side by side, a column per layout) and
-    one per mix: '2 x R152 42 % -> 76-79 %' in a row 'R152', column '3g+3g', reads '42 % -> 76-79 %'.
+    """`fairness.shares_table`'s cells of copies, one row per workload (its copies' cells side by side, a column per
+    layout): '2 x R152 42 % -> 76-79 %' in a row 'R152', column '3g+3g', reads '42 % -> 76-79 %'. The mixes, each in
+    a layout of its own: `mix_shares`.
 
     >>> shares = pd.DataFrame({"experiment": ["e", "e"], "cell": ["R26 x1", "R26 x2"],
     ...                        "sharing": ["MPS partition (not MIG) 4g", "MPS partition (not MIG) 3g+3g"],
     ...                        "asked -> had (share of the card)": ["R26 57 % -> 97 %", "2 x R26 42 % -> 84-87 %"]})
     >>> shares_by_layout(shares).to_dict("records")
-    [{'experiment': 'e', 'workload or mix': 'R26', '4g': '57 % -> 97 %', '2 x 3g': '42 % -> 84-87 %'}]
+    [{'experiment': 'e', 'workload': 'R26', '4g': '57 % -> 97 %', '2 x 3g': '42 % -> 84-87 %'}]
     """
-    if shares.empty:
-        return shares
     rows: dict[tuple, dict] = {}
     for r in shares.itertuples(index=False):
         copies = re.fullmatch(r"(.+) x\d+", r.cell)
-        name = copies.group(1) if copies else r.cell
-        text = r[3] if not copies else re.sub(r"^(\d+ x )?\S+( \S+)? (?=\d)", "", r[3])  # the share alone
-        layout = counted(r.sharing.rsplit(" ", 1)[-1])
-        rows.setdefault((r.experiment, name), {"experiment": r.experiment, "workload or mix": name})[layout] = text
+        if copies:
+            text = re.sub(r"^(\d+ x )?\S+( \S+)? (?=\d)", "", r[3])  # the share alone
+            row = rows.setdefault((r.experiment, copies.group(1)), {"experiment": r.experiment,
+                                                                    "workload": copies.group(1)})
+            row[_layout(r.sharing)] = text
     return pd.DataFrame(list(rows.values()))
+
+
+def mix_shares(shares: pd.DataFrame) -> pd.DataFrame:
+    """`fairness.shares_table`'s mixes, one row each: its layout and each job's share asked -> had.
+
+    >>> shares = pd.DataFrame({"experiment": ["e"], "cell": ["R152 + R26 as 1+2"],
+    ...                        "sharing": ["MPS partition (not MIG) 4g+1g+1g"],
+    ...                        "asked -> had (share of the card)": ["R152 57 % -> 70 %, 2 x R26 14 % -> 34 %"]})
+    >>> mix_shares(shares).to_dict("records")[0]["layout"]
+    '4g+2 x 1g'
+    """
+    if shares.empty:
+        return pd.DataFrame(columns=["experiment", "mix", "layout", "asked -> had (share of the card)"])
+    mixes = shares[~shares["cell"].str.fullmatch(r".+ x\d+")]
+    return pd.DataFrame({"experiment": mixes["experiment"], "mix": mixes["cell"],
+                         "layout": [_layout(sharing) for sharing in mixes["sharing"]],
+                         "asked -> had (share of the card)": mixes["asked -> had (share of the card)"]})
+
+
+def _layout(sharing: str) -> str:
+    """A partitioned way of sharing's layout, identical slices counted: '... 2g+1g+1g' -> '2g+2 x 1g'."""
+    return counted(sharing.rsplit(" ", 1)[-1])
 
 
 FAIRNESS_LINE = re.compile(r"(?P<where>\S+ .+?) as (?P<counts>[\d+]+): naive (?P<naive>[\d.]+) \((?P<naive_lost>\S+) "

@@ -18,20 +18,20 @@ from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.attribution import study_cells
 from colloc_kit.analysis.results import Results
 from colloc_kit.findings.appendix import (
-    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_table, not_run_table, pretty, shares_by_layout,
-    unplaceable,
+    fit_table, gain_table, grouped_evidence, grouped_fairness, mix_shares, mix_table, not_run_table, pretty,
+    shares_by_layout, unplaceable,
 )
 from colloc_kit.findings.charts import TITLES
 from colloc_kit.findings.fairness import FAIRNESS_TEXT, SHARES_TEXT, fairness_findings
 from colloc_kit.findings.judge import STUDY_GPU, capacities, claims, gain_text, mig_placements, prediction_errors
 from colloc_kit.findings.missing import missing_cells
 from colloc_kit.findings.read import KINDS, STUDY_33, as_run, configurations, summarized
-from colloc_kit.findings.verdict import grouped, listed
+from colloc_kit.findings.verdict import grouped, listed, noise_by_claim
 from colloc_kit.gpu.mig_catalogue import gpu_model
 from colloc_kit.predict import check as predict_check
 from colloc_kit.views.tables import table
 
-__all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "noise_by_claim", "all_gains",
+__all__ = ["LIKE_33", "Report", "report", "verdicts", "because", "all_gains",
            "all_missing", "markdown", "as_markdown", "a100_note"]
 
 LIKE_33 = {"seed-34": "experiment 33 at batch 32", "seed-35": "CaiT-XXS24 on the three datasets",
@@ -105,21 +105,6 @@ def because(found: Report, number: int) -> str:
                                 f"Set aside: {_period(aside)}" if aside else "",
                                 f"The rule: {_period(claim['rule'])}" if claim.get("rule") else "",
                                 f"Noise: {_period(noise)}" if noise else "") if s)
-
-
-def noise_by_claim(noise: str | None) -> dict[int, str]:
-    """The noise warning split to the claims it bears on: an imprecise lone run or an impossible gain on claim 1
-    (gains against alone), repeats that differ on claims 3 and 4 (ways of sharing against each other).
-
-    >>> noise_by_claim("repeats of one cell differ 1.69x in images/s (x): noise; run more repeats; the lone run of r26 "
-    ...                "is known only to +-63 %: noise")[1]
-    'the lone run of r26 is known only to +-63 %: noise'
-    """
-    out: dict[int, list[str]] = {}
-    for part in re.split(r"; (?=repeats of one cell|the lone run of)", noise or ""):
-        for number in ((3, 4) if part.startswith("repeats of one cell") else (1,)) if part else ():
-            out.setdefault(number, []).append(part)
-    return {number: "; ".join(parts) for number, parts in out.items()}
 
 
 def _sentence(text: str) -> str:
@@ -245,7 +230,16 @@ def _appendix(found: Report) -> list[str]:
     fair = found.fairness or {"least_fair": pd.DataFrame(), "shares": pd.DataFrame()}
     return lines + [f"### {APPENDIX['fair']}", "", _markdown(fair["least_fair"], None, "No cell shared."), "",
                     f"### {APPENDIX['shares']}", "", SHARES_TEXT, "",
-                    _markdown(shares_by_layout(fair["shares"]), None, "No job was given a share."), ""]
+                    *_shares(fair["shares"])]
+
+
+def _shares(shares: pd.DataFrame) -> list[str]:
+    """Table H's lines: the copies' shares by layout, then the mixes', one per mix."""
+    copies, mixes = shares_by_layout(shares), mix_shares(shares)
+    if copies.empty and mixes.empty:
+        return ["No job was given a share.", ""]
+    return ([_markdown(copies, None, ""), ""] if len(copies) else []) + \
+        (["The mixes of experiment 37, each in its layout:", "", _markdown(mixes, None, ""), ""] if len(mixes) else [])
 
 
 def _gain_sets(found: Report) -> list[tuple[str, pd.DataFrame]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,7 +22,7 @@ from typing import Any, Callable
 import pandas as pd
 
 __all__ = ["AGREES", "PARTLY", "DISAGREES", "CANNOT_TELL", "NOT_MEASURED", "VERDICTS", "Cell", "Decision", "ahead",
-           "settle", "verdict", "listed", "grouped"]
+           "settle", "verdict", "listed", "grouped", "noise_by_claim"]
 
 AGREES, PARTLY, DISAGREES, CANNOT_TELL = "agrees", "partly", "disagrees", "cannot tell"
 NOT_MEASURED = "not measured here"  # the data holds no cell of the kind the claim is about (e.g. no MIG run)
@@ -139,3 +140,18 @@ def grouped(claim: dict[str, Any]) -> list[str]:
                                                                 for d in ds) if any(d.cells for d in ds)
                   else f"{what}: {outcome}" for outcome, ds in groups.items()]
     return lines
+
+
+def noise_by_claim(noise: str | None) -> dict[int, str]:
+    """The noise warning split to the claims it bears on: an imprecise lone run or an impossible gain on claim 1
+    (gains against alone), repeats that differ on claims 3 and 4 (ways of sharing against each other).
+
+    >>> noise_by_claim("repeats of one cell differ 1.69x in images/s (x): noise; run more repeats; the lone run of r26 "
+    ...                "is known only to +-63 %: noise")[1]
+    'the lone run of r26 is known only to +-63 %: noise'
+    """
+    out: dict[int, list[str]] = {}
+    for part in re.split(r"; (?=repeats of one cell|the lone run of)", noise or ""):
+        for number in ((3, 4) if part.startswith("repeats of one cell") else (1,)) if part else ():
+            out.setdefault(number, []).append(part)
+    return {number: "; ".join(parts) for number, parts in out.items()}

@@ -25,12 +25,14 @@ from colloc_kit.views.style import PALETTE, empty
 __all__ = ["gain_split", "split_cells", "split_reading"]
 
 HOST, GPU, MARK = PALETTE[1], PALETTE[0], "#222222"
-NOT_NAMING = re.compile(r"^\d+ x |timm\.| bs\d+| seed")  # the parts of a jobs label a cell's name leaves out
+NOT_NAMING = re.compile(r"timm\.| bs\d+| seed")  # the parts of a jobs label a cell's name leaves out
+COPIES = re.compile(r"^\d+ x ")  # a cell of copies: its copies name it once, after its way of sharing
 
 
 def split_cells(summary: pd.DataFrame, only: Sequence[str] = ()) -> pd.DataFrame:
     """The collocated cells of `summarize`'s frame that have the split (a GPU's part), each with a `cell` label
-    ('r26-fp32 mps x3'; by workload where one experiment holds several, 'resnet26 bf16 on cifar10 mps x3') and
+    ('r26-fp32 mps x3'; by workload where one experiment holds several, 'resnet26 bf16 on cifar10 mps x3', a mix by
+    its jobs, 'resnet152 on imagenet + 2 x resnet26 on cifar10 naive') and
     `host_share` (log host's part / log study's gain; NaN where the gain is not above 1); with `only`, those cells in
     that order.
 
@@ -44,7 +46,8 @@ def split_cells(summary: pd.DataFrame, only: Sequence[str] = ()) -> pd.DataFrame
     cells = summary[summary["gpu_part_mean"].notna()].copy()
     cells["cell"] = [f"{e} {m} x{int(c)}" for e, m, c in zip(cells["experiment"], cells["mode"], cells["copies"])]
     if cells["cell"].duplicated().any():  # e.g. a seed set: experiment 33's workloads, precisions and partitions
-        cells["cell"] = [f"{NOT_NAMING.sub('', j)} {m} x{int(c)}"
+        cells["cell"] = [f"{NOT_NAMING.sub('', j)} {m}" if " + " in j else
+                         f"{NOT_NAMING.sub('', COPIES.sub('', j))} {m} x{int(c)}"
                          for j, m, c in zip(cells["jobs_label"], cells["mode_label"], cells["copies"])]
     cells["host_share"] = [math.log(h) / math.log(g) if g > 1 else math.nan
                            for h, g in zip(cells["host_part_mean"], cells["study_gain_mean"])]
