@@ -8,7 +8,8 @@
 # machine given back), the last runs.tgz, carried as RESUME, resumes the experiment with the same command.
 #   bash benchmarks/seed/lent/through_calls.sh WATCH_S          (run from the checkout, in every call)
 # Carry .whl: the wheels of setproctitle (the zygote's), lazy_loader and cloudpickle. MIN_S: a window's least seconds
-# (default 3); AMP: off (default) or bf16; EXPERIMENT: seed-33 (default) or seed-37; RESUME: a runs.tgz packed by an
+# (default 3); AMP: off (default) or bf16; EXPERIMENT: seed-33 (default), seed-37 or a seed spec's file, with FOLDER
+# its experiment's folder (default EXPERIMENT; a file's: seed-NN); RESUME: a runs.tgz packed by an
 # earlier call (on a machine given back since; or its .tar.xz), unpacked before the first call starts the kit, which
 # resumes it; STOP=1: once WATCH_S has passed, the kit stopped (SIGTERM, as Ctrl-C would), for a session's last call.
 set -uo pipefail
@@ -17,6 +18,7 @@ t0=$(date +%s)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
 D=/tmp/seed-data; R=/tmp/runs; K=/tmp/through  # the data, the run folder, the kit's log and exit code
 experiment=${EXPERIMENT:-seed-33}
+folder=${FOLDER:-$experiment}
 flags=($experiment --amp ${AMP:-off} --gpus all --warm-repeats --feed-swaps --until-ci 0.01 --min-seconds ${MIN_S:-3}
        --data-root $D --out $R)
 # the carried wheels (.whl) of the packages this machine lacks, each named by its wheel's name up to its first '-'
@@ -37,7 +39,7 @@ if [ ! -d $K ]; then  # the first call: data, plan, and the kit started in a ses
     python3 -m colloc_kit.cli data make "${d%%:*}" --root $D --images "${d##*:}" --quiet > /dev/null
   done
   echo "data: $(( $(date +%s) - t0 )) s"
-  if [ -n "${RESUME:-}" ]; then tar xf "$RESUME" -C /tmp && echo "resuming $(ls $R/$experiment | wc -l) entries"; fi
+  if [ -n "${RESUME:-}" ]; then tar xf "$RESUME" -C /tmp && echo "resuming $(ls $R/$folder | wc -l) entries"; fi
   python3 -m colloc_kit.cli run "${flags[@]}" --plan --budget-min 20 > $OUT/plan.txt 2>&1
   tail -3 $OUT/plan.txt
   mkdir -p $K
@@ -55,14 +57,14 @@ fi
 tar czf $OUT/runs.tgz -C /tmp runs 2> /dev/null  # a folder still written to: a file may change while packed
 cp $K/run.log $OUT/run.log
 if [ -f $K/rc ]; then
-  echo "kit ended: rc $(cat $K/rc)"; grep "^colloc-kit: $experiment" $K/run.log
-  cp $R/$experiment/commands.json $OUT/commands.json; cat $OUT/commands.json
+  echo "kit ended: rc $(cat $K/rc)"; grep "^colloc-kit: $folder" $K/run.log
+  cp $R/$folder/commands.json $OUT/commands.json; cat $OUT/commands.json
   python3 benchmarks/quit_left_mps.py
   python3 -m colloc_kit.cli run "${flags[@]}" --plan --budget-min 20 2>&1 | tail -3 > $OUT/plan-after.txt
   cat $OUT/plan-after.txt
-  python3 benchmarks/scaling/cell_phases.py $R/$experiment > $OUT/phases.md 2>&1
+  python3 benchmarks/scaling/cell_phases.py $R/$folder > $OUT/phases.md 2>&1
   cat $OUT/phases.md
 else
-  echo "kit running: $(ls $R/$experiment | wc -l) entries in its folder"
+  echo "kit running: $(ls $R/$folder | wc -l) entries in its folder"
 fi
 echo "call: $(( $(date +%s) - t0 )) s"
