@@ -96,8 +96,7 @@ def test_docs_h200_headline_is_the_split_of_every_collocated_cell_of_the_h200_se
 def test_the_readme_bf16_table_and_its_sentences_are_the_h200_sets(cells):
     """Each row of the README's bf16 table is its cell's split; the sentences above and under it hold on the set's
     cells: MPS x3 gains more in bf16 than in fp32, the host's part is the larger but in one row, the best cell's CI
-    spans 3x, naive's and MPS x3's ranges of the GPU's part, the cells within every target and the ResNet-26 pairs
-    that are not."""
+    spans 3x, naive's and MPS x3's ranges of the GPU's part, and every cell within every target."""
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     bf16 = cells[cells["precision"] == "bf16"]
     host_smaller = []
@@ -126,13 +125,8 @@ def test_the_readme_bf16_table_and_its_sentences_are_the_h200_sets(cells):
     assert f"Under naive time-slicing the GPU's part is {naive.min():.2f} to {naive.max():.2f} x" in text
     mps3 = bf16[(bf16["sharing"] == "MPS") & (bf16["copies"] == 3)]["gpu_part_mean"]
     assert f"under MPS x3 the GPU gives {mps3.min():.2f} to {mps3.max():.2f} x" in text
-    short = [row for row in bf16.itertuples() if short_of(row)]
-    assert f"{len(bf16) - len(short)} of the {len(bf16)} collocated bf16 cells are" in text
-    assert {(row.model, row.copies) for row in short} == {("resnet26", 2)} and all(
-        short_of(row) == ["gpu_part"] for row in short)
-    parts = [100 * row.gpu_part_ci / row.gpu_part_mean for row in short]
-    assert f"known to ±{min(parts):.1f} to ±{max(parts):.1f} %" in text
-
+    assert not [row for row in bf16.itertuples() if short_of(row)]  # session 37 measured ResNet-26's pairs further
+    assert f"Every row above is within the targets, and so are all {len(bf16)} of the collocated bf16 cells" in text
 
 if __name__ == "__main__":
     print(page(collocated(study_cells(analysis.summarize(reference.load("h200-141gb"))))), end="")

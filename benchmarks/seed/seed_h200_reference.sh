@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Export experiment 33 in fp32 (issue 50, session 32) and in bf16 (issue 52, session 35), each with its three
+# Export experiment 33 in fp32 (issue 50, session 32) and in bf16 (issue 52, sessions 35 and 37), each with its three
 # baselines, run on two H200s, and experiment 37 in fp32 with its mixes' baselines (issue 52, sessions 36 and 37, on
 # one H200), as the shipped reference set h200-141gb; and draw docs/findings.md (its figures in docs/img/findings/:
 # Playwright and Debian's Chromium) from it.
@@ -7,7 +7,7 @@
 set -euo pipefail
 work=$1
 results=benchmarks/results/h200/issue50
-bf16=benchmarks/results/h200/issue52/s35-seed33-bf16-runs.tar.xz
+bf16=benchmarks/results/h200/issue52/s37-seed33-bf16-runs.tar.xz
 mixes=benchmarks/results/h200/issue52/s37-seed37-fp32-runs.tar.xz
 mkdir -p "$work/fp32" "$work/bf16" "$work/mixes"
 tar xzf $results/s32-seed33-fp32-runs.tgz -C "$work/fp32"
@@ -24,6 +24,10 @@ benchmarks/seed/lent/swap_call.sh 420 runs.tgz), with the collocated cells' prec
   --fact "Commands=bf16: AMP=bf16 bash benchmarks/seed/lent/through_calls.sh 560 (session 35, three calls on one \
 nvidia-h200-x2 machine) = colloc-kit run seed-33 --amp bf16 --gpus all and the same flags, one command through the \
 three calls, precision repeats included: 300 runs, 1,295 s by the kit's clock (commands.json)" \
+  --fact "Commands=bf16, session 37: that folder resumed on another such machine with a tighter spec for its three \
+ResNet-26 pairs short of their GPU's part's target (RESUME=... AMP=bf16 FOLDER=seed-33 \
+EXPERIMENT=benchmarks/seed/lent/seed33-bf16-tighter.yaml STOP=1 bash benchmarks/seed/lent/through_calls.sh 430): \
+28 runs, 219 s by the kit's clock" \
   --fact "Commands=experiment 37: EXPERIMENT=seed-37 bash benchmarks/seed/lent/through_calls.sh 555 (session 36, \
 three calls on one nvidia-h200 machine: one NVIDIA H200, 16 cores, the last with STOP=1), resumed in session 37 \
 (RESUME=its folder, two calls and a third to its end on another such machine) = colloc-kit run seed-37 --amp off \
@@ -36,7 +40,8 @@ $results/s32-seed33-fp32-runs.tgz, $bf16 and $mixes into WORK)" \
 each with its three lone baselines (as configured, host-matched, GPU-only); 3 repeats of every cell that fits, a \
 lone baseline repeated up to 16 times and a \
 collocated cell up to 8 while short of its precision target (configured +-9 %, host-matched and GPU-only +-5 %, a \
-cell +-4 %); windows end once the rate is known to +-1 % (at least 3 s, at most 10 s)" \
+cell +-4 %; in bf16, since session 37, host-matched +-3 % with up to 24 runs and a cell up to 20 repeats); windows \
+end once the rate is known to +-1 % (at least 3 s, at most 10 s)" \
   --fact "Notes=warm repeats: a cell's repeats on one launch of its jobs; feed swaps: a GPU-only twin measured on its \
 cell's launch, its loader swapped for the synthetic feed (each run's manifest says which)" \
   --fact "Notes=experiment 37: the study's mixes of ResNet-26, ResNet-50 and ResNet-152 (naive, MPS, MPS \
