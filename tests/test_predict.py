@@ -6,9 +6,11 @@ import shutil
 import types
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import colloc_kit
+from colloc_kit.batch import runner as batch
 from colloc_kit.cli.main import main
 from colloc_kit.errors import BadInput
 from colloc_kit.gpu import nvml
@@ -314,3 +316,23 @@ def test_docs_predict_states_the_models_errors_on_the_h200_set_as_computed_from_
             f"{r152.loc[8, 'measured']:.0f}, and with 16 and 20 at\n{r152.loc[16, 'measured']:.0f} and "
             f"{r152.loc[20, 'measured']:.0f}, while the cap says {r152['predicted'].iloc[0]:.0f} at any count")
     assert said in section
+
+
+@pytest.mark.slow
+def test_notebook_09_reveals_what_the_set_it_names_measured_on_that_sets_gpu(tmp_path):
+    """Before: with REFERENCE = "h200-141gb" notebook 09 predicted for an H100, held its guess against the H100's
+    cells ("was not measured") and refused "timm.resnet152", which names the H200 set's configured job, its GPU-only
+    twin and its host-matched runs. The reveal now reads the set it names, for the GPU the set's runs name."""
+    parameters = {"REFERENCE": "h200-141gb", "MIX": "timm.resnet152 + timm.resnet26", "MODE": "mps", "GUESS": 1.5,
+                  "PLOTLY_RENDERER": "plotly_mimetype"}
+    notebook = Path(batch.default_notebooks_dir()) / "09_guess_before_you_run.ipynb"
+    outcome = batch.execute(notebook, parameters, tmp_path)
+    assert outcome.status == "ok", outcome.error
+    text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / outcome.ipynb, as_version=4).cells
+                   if c.cell_type == "code" for o in c.outputs)
+    frame = predict_check.validate_set("h200-141gb")
+    (cell,) = frame[frame["experiment"].eq("seed-37") & frame["config"].eq("mps")
+                    & frame["mix"].eq("timm.resnet152 bs32 seed on imagenet + timm.resnet26 bs128 seed on cifar10")
+                    ].itertuples()
+    assert f"Measured on the H200-141GB: {cell.measured:.2f}x ± {cell.measured_ci:.2f} (95 % CI)" in text
+    assert f"the model's prediction, {cell.predicted:.2f}x" in text

@@ -70,11 +70,15 @@ def parse_mix(text: str, lone: Mapping[str, LoneProfile]) -> tuple[str, ...]:
 
 def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
     """The workload label `name` is, or names as whole words of it ('resnet152', never 'resnet15': no prefix
-    matches), the one as configured where the others it names are that one with more loader workers; else refused
+    matches), the one as configured where the others it names are its lone baselines: that one with more loader
+    workers (host-matched) or on synthetic data (its GPU-only twin, whose label lacks the dataset); else refused
     with the closest name the lone runs have ("did you mean") and those they have.
 
     >>> _resolve("resnet26", {"timm.resnet26 bs128": None, "timm.resnet26 bs128 8 workers": None})
     'timm.resnet26 bs128'
+    >>> _resolve("resnet152", {"timm.resnet152 bs32 seed on imagenet": None, "timm.resnet152 bs32 seed": None,
+    ...                        "timm.resnet152 bs32 seed on imagenet 8 workers": None})
+    'timm.resnet152 bs32 seed on imagenet'
 
     >>> _resolve("resnet15", {"timm.resnet152 bs32": None, "timm.resnet26 bs128": None})
     Traceback (most recent call last):
@@ -91,9 +95,10 @@ def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
         raise BadInput(f"no lone run of a workload called {name!r}"
                        + (f"; did you mean {close[0]!r}?" if close else ".") + f" Name one with a lone run: {known} "
                        "(a workload not listed needs a lone run of its own first: mode exclusive, copies 1)")
-    configured = [w for w in found if not MORE_WORKERS.search(w)]
-    if len(found) > 1 and len(configured) == 1 and {MORE_WORKERS.sub("", w) for w in found} == set(configured):
-        return configured[0]  # the others are its host-matched lone runs (`analysis.workload_label`): baselines
+    bases = {MORE_WORKERS.sub("", w) for w in found}  # `analysis.workload_label`: ' 8 workers', ' on cifar10'
+    fed = [b for b in bases if not any(other.startswith(f"{b} on ") for other in bases)]  # not another's twin
+    if len(found) > 1 and len(fed) == 1 and fed[0] in found:
+        return fed[0]  # the others are its baselines: host-matched lone runs, its GPU-only twin
     if len(found) > 1:
         raise BadInput(f"{name!r} names {len(found)} workloads with lone runs ({'; '.join(sorted(found))}): give "
                        "more of the label, or pick one experiment with --experiment")

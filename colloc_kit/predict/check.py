@@ -34,8 +34,8 @@ from colloc_kit.predict.model import (
     with_calibration,
 )
 
-__all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "validate_set", "target_of", "error_bands",
-           "held_out_errors", "fit", "HOLD_OUT", "JOB_FIELDS"]
+__all__ = ["Cell", "profiles", "cells", "reference_cells", "validate", "validate_set", "validated", "target_of",
+           "error_bands", "held_out_errors", "fit", "HOLD_OUT", "JOB_FIELDS"]
 
 JOB_FIELDS = ("model", "dataset", "data_root", "batch_size", "amp", "recipe", "image_size", "device", "workers")
 HOLD_OUT = "seed-33"  # the experiment the constants are fitted on; every other one is held out
@@ -199,6 +199,16 @@ def validate_set(name: str, calibration: Calibration = CALIBRATION) -> pd.DataFr
         frame["amp"] = ["+".join(sorted({str(c.profiles[w].job.get("amp")) for w in c.config.jobs})) for c in cell_list]
         frame["held_out"] = frame["held_out"] | (name != FITTED_SET)
     return frame
+
+
+def validated(name: str) -> pd.DataFrame:
+    """Predicted beside measured for the cells of the shipped set `name`, for its GPU: the H100 sets the constants
+    are fitted beside (REFERENCE_SETS) together, as `validate` holds them; any other set alone (`validate_set`).
+
+    >>> sorted(set(validated("h200-141gb")["experiment"]))
+    ['seed-33', 'seed-37']
+    """
+    return validate(reference_cells()) if name in REFERENCE_SETS else validate_set(name)
 
 
 def _set_cells(name: str) -> tuple[Target, tuple[Cell, ...]]:
