@@ -23,6 +23,7 @@ from colloc_kit.views.style import counted
 __all__ = ["pretty", "gain_table", "mix_table", "not_run_table", "fit_table", "unplaceable", "grouped_evidence",
            "shares_by_layout", "mix_shares", "grouped_fairness"]
 
+COPIES_CELL = re.compile(r"(.+) x\d+")  # a fairness cell of copies of one workload ('R26 x2'); else a mix
 GROUPED = (  # evidence lines that a table of the appendix holds: (what the lines say, how many, which table)
     (PREDICTED, "{n} cell(s) " + PREDICTED + " (the kit's check before running)", "not-run"),
     (OUT_OF_MEMORY, "{n} cell(s) whose jobs " + OUT_OF_MEMORY + " (observed)", "not-run"),
@@ -179,7 +180,7 @@ def shares_by_layout(shares: pd.DataFrame) -> pd.DataFrame:
     """
     rows: dict[tuple, dict] = {}
     for r in shares.itertuples(index=False):
-        copies = re.fullmatch(r"(.+) x\d+", r.cell)
+        copies = COPIES_CELL.fullmatch(r.cell)
         if copies:
             text = re.sub(r"^(\d+ x )?\S+( \S+)? (?=\d)", "", r[3])  # the share alone
             row = rows.setdefault((r.experiment, copies.group(1)), {"experiment": r.experiment,
@@ -199,7 +200,7 @@ def mix_shares(shares: pd.DataFrame) -> pd.DataFrame:
     """
     if shares.empty:
         return pd.DataFrame(columns=["experiment", "mix", "layout", "asked -> had (share of the card)"])
-    mixes = shares[~shares["cell"].str.fullmatch(r".+ x\d+")]
+    mixes = shares[~shares["cell"].str.fullmatch(COPIES_CELL.pattern)]
     return pd.DataFrame({"experiment": mixes["experiment"], "mix": mixes["cell"],
                          "layout": [_layout(sharing) for sharing in mixes["sharing"]],
                          "asked -> had (share of the card)": mixes["asked -> had (share of the card)"]})

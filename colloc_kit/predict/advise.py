@@ -97,8 +97,8 @@ def _resolve(name: str, lone: Mapping[str, LoneProfile]) -> str:
                        "(a workload not listed needs a lone run of its own first: mode exclusive, copies 1)")
     bases = {MORE_WORKERS.sub("", w) for w in found}  # `analysis.workload_label`: ' 8 workers', ' on cifar10'
     fed = [b for b in bases if not any(other.startswith(f"{b} on ") for other in bases)]  # not another's twin
-    if len(found) > 1 and len(fed) == 1 and fed[0] in found:
-        return fed[0]  # the others are its baselines: host-matched lone runs, its GPU-only twin
+    if len(fed) == 1 and fed[0] in found:
+        return fed[0]  # any others are its baselines: host-matched lone runs, its GPU-only twin
     if len(found) > 1:
         raise BadInput(f"{name!r} names {len(found)} workloads with lone runs ({'; '.join(sorted(found))}): give "
                        "more of the label, or pick one experiment with --experiment")
