@@ -4,8 +4,9 @@ the planned cells and queued right behind their series, so that with warm repeat
 launch its planned repeats kept (issue 50: a loader-bound job's windows of one launch spread as far as separate
 launches do, so each is as good a sample, at no new launch). When its turn comes, a precision repeat runs only while
 its series is known less precisely than its target (`still_short`: the 95 % CI half-width over the mean,
-`stats.relative_ci95` over its complete runs' images/s; one run: not known); a lane passes over it otherwise
-(`pipeline.lane`). Cells queued in Slurm decide alike, when their task reaches them.
+`stats.relative_ci95` over its complete runs' images/s, a mix's least precise workload's, `series_precision`; one run:
+not known); a lane passes over it otherwise (`pipeline.lane`). Cells queued in Slurm decide alike, when their task
+reaches them.
 
     >>> from colloc_kit.spec import ExperimentSpec, JobSpec
     >>> import tempfile
@@ -18,14 +19,19 @@ its series is known less precisely than its target (`still_short`: the 95 % CI h
 
 from __future__ import annotations
 
-from colloc_kit.analysis.results import read_run
+import math
+from collections import defaultdict
+
+from colloc_kit.analysis.lone import WORKLOAD
+from colloc_kit.analysis.results import RunReading, read_run
 from colloc_kit.pipeline.cells import EXCLUSIVE, Cell, Plan, cells, collocated, lone_mode, series_most
 from colloc_kit.spec import ExperimentSpec
 from colloc_kit.stats import relative_ci95
 from colloc_kit.statuses import COMPLETE
 from colloc_kit.store.folder import ExperimentFolder
 
-__all__ = ["baseline_of", "most_repeats", "precision_repeat", "precision_repeats", "still_short", "target"]
+__all__ = ["baseline_of", "most_repeats", "precision_repeat", "precision_repeats", "series_precision", "still_short",
+           "target"]
 
 
 def baseline_of(spec: ExperimentSpec, cell: Cell) -> str | None:
@@ -71,9 +77,41 @@ def precision_repeats(spec: ExperimentSpec, plan: Plan) -> list[Cell]:
 
 def still_short(spec: ExperimentSpec, folder: ExperimentFolder, cell: Cell) -> bool:
     """Whether the precision repeat `cell` is to run: its series' complete runs so far (the planned repeats and those
-    past them) give its images/s less precisely than its `target`."""
+    past them) give its images/s less precisely than its `target` (`series_precision`)."""
     states = folder.cell_states()
     runs = [states[c.cell_id].run for c in cells(spec)
             if c.series == cell.series and c.cell_id in states and states[c.cell_id].status == COMPLETE]
-    precision = relative_ci95([read_run(run).summary["aggregate_images_per_s"] for run in runs])
+    precision = series_precision([read_run(run) for run in runs])
     return not precision <= (target(spec, cell) or 0.0)  # NaN (one run) is not known either
+
+
+def series_precision(readings: list[RunReading]) -> float:
+    """How precisely a series' runs give its images/s: the 95 % CI half-width over the mean of the runs' aggregate,
+    or where their jobs are a mix of workloads, of each workload's images/s (its jobs' summed), the widest. A mix's
+    figures weigh each workload by its own lone rate (a ResNet-152's 450 images/s beside a ResNet-26's 700 count
+    alike), so its aggregate can be steady while one workload's rate swings; NaN below two runs.
+
+    >>> run = lambda rates: RunReading([{"model": m, "images_per_s": r} for m, r in rates], [],
+    ...                                {"aggregate_images_per_s": sum(r for _, r in rates)}, None)
+    >>> mix = [run([("r152", r152), ("r26", r26)]) for r152, r26 in ((413, 704), (459, 697), (442, 699))]
+    >>> round(series_precision(mix), 3)  # ResNet-152's rate, not the aggregate's (+-2.1 %)
+    0.132
+    """
+    rates: defaultdict[tuple, list[float]] = defaultdict(list)
+    for reading in readings:
+        for workload, rate in _workload_rates(reading).items():
+            rates[workload].append(rate)
+    if len(rates) < 2:
+        return relative_ci95([reading.summary["aggregate_images_per_s"] for reading in readings])
+    return max(relative_ci95(series) for series in rates.values())
+
+
+def _workload_rates(reading: RunReading) -> dict[tuple, float]:
+    """A run's images/s by workload (`analysis.lone.WORKLOAD`): its jobs' rates in the common window (their own
+    where it had none), summed over copies of one workload."""
+    rates: defaultdict[tuple, float] = defaultdict(float)
+    for job in reading.jobs:
+        known = [float(job[key]) for key in ("images_per_s_overlap", "images_per_s")
+                 if job.get(key) is not None and not math.isnan(job[key])]
+        rates[tuple(job.get(key) for key in WORKLOAD)] += known[0] if known else math.nan
+    return dict(rates)

@@ -78,6 +78,7 @@ class ExperimentSpec(BaselineKeys):
     warm_repeats: bool = False  # a cell's repeats as consecutive windows of one launch of its jobs (pipeline/warm.py)
     feed_swaps: bool = False  # with warm_repeats: a GPU-only twin measured on its cell's launch, its feed swapped
     cell_precision: float | None = None  # a collocated cell repeats while its images/s CI half-width / mean is wider
+    # (a mix: any one workload's images/s, pipeline/precision.py)
     cell_max_repeats: int | None = None  # the most runs of one collocated cell with cell_precision (None: repeats)
 
     def __post_init__(self) -> None:
