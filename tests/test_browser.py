@@ -191,9 +191,11 @@ def test_a_self_contained_report_draws_alone_and_a_light_one_moved_alone_says_wh
 
 
 @pytest.mark.timeout(1200)  # the session's cpu-smoke batch runs in the first test that asks for it
-def test_notebooks_07_and_08_on_the_h100_data_read_well_and_their_figures_are_shot(smoke, page, tmp_path):
-    """The two pages with the most series: 07 on the shipped H100 data (its folder holds no runs), and 08's findings.
-    Their main figures and the findings page are what docs/img shows (figure-*.png, findings-page.png)."""
+def test_notebooks_07_on_the_h100_split_and_08_on_the_h200_set_read_well_and_their_figures_are_shot(smoke, page,
+                                                                                                 tmp_path):
+    """The two pages with the most series: 07 on the shipped H100 split (its folder holds no runs), and 08's findings
+    on the shipped H200 set (its default `DATA`). Their main figures and the findings page are what docs/img shows
+    (figure-*.png, findings-page.png)."""
     (analysis,) = [nb for nb in sorted(batch.default_notebooks_dir().glob(batch.NOTEBOOK_GLOB)) if nb.stem[:2] == "07"]
     shutil.copy(batch.plotly_js(), tmp_path / batch.PLOTLY_JS)
     outcome = batch.execute(analysis, {**batch.BATCH_PARAMETERS, "RESULTS_DIR": str(tmp_path / "none")}, tmp_path)
