@@ -10,7 +10,7 @@ results=benchmarks/results/h200/issue50
 bf16=benchmarks/results/h200/issue52/s37-seed33-bf16-runs.tar.xz
 mixes=benchmarks/results/h200/issue52/s38-seed37-fp32-runs.tar.xz
 mkdir -p "$work/fp32" "$work/bf16" "$work/mixes"
-tar xzf $results/s32-seed33-fp32-runs.tgz -C "$work/fp32"
+tar xJf $results/s32-seed33-fp32-runs.tar.xz -C "$work/fp32"
 tar xJf $bf16 -C "$work/bf16"
 tar xJf $mixes -C "$work/mixes"
 colloc-kit reference export "$work"/fp32/runs/seed-33 "$work"/bf16/runs/seed-33 "$work"/mixes/runs/seed-37 \
@@ -40,7 +40,7 @@ another such machine once a mix's precision rule held each workload to it (one c
   --fact "Commands=stand-in data: colloc-kit data make cifar10 --images 50000, imagenet64 --images 100000, imagenet \
 --images 20000 (random pixels in the real formats; every job's dataset_label says so)" \
   --fact "Commands=this set: bash benchmarks/seed/seed_h200_reference.sh WORK (it unpacks \
-$results/s32-seed33-fp32-runs.tgz, $bf16 and $mixes into WORK)" \
+$results/s32-seed33-fp32-runs.tar.xz, $bf16 and $mixes into WORK)" \
   --fact "Notes=experiment 33 in fp32, as the study ran its jobs (unpinned), and in bf16 (the same jobs, --amp bf16), \
 each with its three lone baselines (as configured, host-matched, GPU-only); 3 repeats of every cell that fits, a \
 lone baseline repeated up to 16 times and a \

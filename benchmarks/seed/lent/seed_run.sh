@@ -17,7 +17,7 @@ for d in cifar10:50000 imagenet64:100000 imagenet:20000; do
   python3 -m colloc_kit.cli data make "${d%%:*}" --root $D --images "${d##*:}" --quiet > /dev/null
 done
 echo "data: $(( $(date +%s) - t0 )) s"
-[ -n "$carried" ] && mkdir -p /tmp && tar xzf "$carried" -C /tmp && echo "resuming $(ls $R/seed-33 | wc -l) entries"
+[ -n "$carried" ] && mkdir -p /tmp && tar xf "$carried" -C /tmp && echo "resuming $(ls $R/seed-33 | wc -l) entries"
 python3 -m colloc_kit.cli run "${flags[@]}" --plan --budget-min 20 > $OUT/plan.txt 2>&1
 tail -3 $OUT/plan.txt
 t1=$(date +%s)

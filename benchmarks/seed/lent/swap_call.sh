@@ -3,7 +3,7 @@
 #   bash benchmarks/seed/lent/swap_call.sh RUN_S [runs.tgz]
 # `colloc-kit run seed-33 --amp off --gpus all --warm-repeats --feed-swaps` with windows that end on precision
 # (seed_run.sh), resuming /tmp/runs on a warm machine, else the folder packed in runs.tgz (a tracked archive such as
-# benchmarks/results/h200/issue50/s32-seed33-fp32-runs.tgz, or a carried .carry/runs.tgz), until RUN_S seconds after
+# benchmarks/results/h200/issue50/s32-seed33-fp32-runs.tar.xz, or a carried .carry/runs.tgz), until RUN_S seconds after
 # this call's start. Once the experiment is complete (its plan: 0 cells left), the swap A/B's other arm for what is
 # left of RUN_S: the same command without --feed-swaps on a copy of the folder (/tmp/fresh, or a carried
 # .carry/fresh-runs.tgz), where only the GPU-only twins launched afresh are left to run (the study cells and lone
