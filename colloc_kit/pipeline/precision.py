@@ -103,7 +103,8 @@ def series_precision(readings: list[RunReading]) -> float:
             rates[workload].append(rate)
     if len(rates) < 2:
         return relative_ci95([reading.summary["aggregate_images_per_s"] for reading in readings])
-    return max(relative_ci95(series) for series in rates.values())
+    spreads = [relative_ci95(series) for series in rates.values()]
+    return math.nan if any(math.isnan(spread) for spread in spreads) else max(spreads)  # one not known: none is
 
 
 def _workload_rates(reading: RunReading) -> dict[tuple, float]:
