@@ -1,5 +1,6 @@
 """What a worker knows of its own process: when it started, its peak memory, the host cores it and its loader
-workers were seen running on (the placement it actually had, whatever it was allowed), and which start it takes.
+workers were seen running on (the placement it actually had, whatever it was allowed), which start it takes, and the
+GPU work it waits for before it ends.
 
     >>> seen = cores_seen()
     >>> bool(seen) and seen <= set(range(os.cpu_count() or 1))
@@ -17,7 +18,7 @@ import psutil
 
 from colloc_kit import events
 
-__all__ = ["QUICK_START", "cores_seen", "peak_rss_mb", "quick_start", "started_at"]
+__all__ = ["QUICK_START", "cores_seen", "peak_rss_mb", "quick_start", "settle_gpu", "started_at"]
 
 QUICK_START = "COLLOC_KIT_QUICK_START"  # 0: a cell starts the old way (benchmarks/scaling/scaling.py's A/B), else quick
 
@@ -64,3 +65,20 @@ def cores_seen() -> set[int]:
             except (OSError, IndexError, ValueError):
                 continue
     return seen
+
+
+def settle_gpu() -> None:
+    """Wait until the GPU has run what this process queued, before it ends. A training step returns once its kernels
+    are queued, so a job leaving its hold (stdin closed: a warm launch's close) had 0.2-0.44 s of work in flight on
+    the H200 (ResNet-26/50 on synthetic data, which never waits for a batch). Under MPS such an exit was followed,
+    0.14-0.33 s later, by a fatal GPU error in a client still training, which the server answers by tearing down every
+    client (benchmarks/results/h200/mps-teardown). A CUDA error already raised (a sticky one) leaves nothing to wait
+    for; without CUDA, or with torch never loaded, this does nothing."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception:  # the device already failed (its error reported where it arose): leave all the same
+        pass

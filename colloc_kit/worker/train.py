@@ -45,7 +45,7 @@ from colloc_kit.spec import FEED_FIELDS, JobSpec
 from colloc_kit.worker import check_job
 from colloc_kit.worker.meter import Meter
 from colloc_kit.worker.models import build_model
-from colloc_kit.worker.process import peak_rss_mb, quick_start, started_at
+from colloc_kit.worker.process import peak_rss_mb, quick_start, settle_gpu, started_at
 from colloc_kit.worker.reasons import out_of_host_memory, reason
 from colloc_kit.worker.recipes import RECIPES
 from colloc_kit.worker.serve import serve_requests
@@ -100,12 +100,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def leave(code: int) -> NoReturn:
-    """End this worker process with `code` at once, its events being out (each is flushed as written): stop its
-    data-loader processes and skip the interpreter's teardown, about 1 s with torch loaded that every run would wait
-    for (issue 10).
+    """End this worker process with `code` at once, its events being out (each is flushed as written): wait for the
+    GPU work it queued (`settle_gpu`), stop its data-loader processes and skip the interpreter's teardown, about 1 s
+    with torch loaded that every run would wait for (issue 10).
 
         leave(main())
     """
+    settle_gpu()
     for loader_process in multiprocessing.active_children():
         loader_process.kill()
         loader_process.join()  # reaped: its CPU time counts in this process's children's, as the kit reads it
