@@ -366,7 +366,7 @@ def test_the_readme_headline_table_and_its_sentences_are_the_h200_sets():
     the sentences under it hold on those rows: naive's GPU's part at 1 within its CI or below, MPS x3's between the
     smallest and largest said, every row's study's gain and host's part within +-10 % and its GPU's part within
     +-5 %."""
-    summary = study_cells(analysis.summarize(reference.load("h200-141gb")))
+    summary = study_cells(reference.summary("h200-141gb"))
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     mps_parts, precise = [], {}
     for model in ("ResNet-26", "ResNet-50", "ResNet-152"):

@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from colloc_kit import reference
-from colloc_kit.analysis import summaries as analysis
 from colloc_kit.analysis.attribution import study_cells
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +20,7 @@ REGENERATE = "python tests/test_h200_headline.py > docs/h200-headline.md"
 
 @pytest.fixture(scope="module")
 def cells() -> pd.DataFrame:
-    return collocated(study_cells(analysis.summarize(reference.load("h200-141gb"))))
+    return collocated(study_cells(reference.summary("h200-141gb")))
 
 
 def collocated(summary: pd.DataFrame) -> pd.DataFrame:
@@ -129,4 +128,4 @@ def test_the_readme_bf16_table_and_its_sentences_are_the_h200_sets(cells):
     assert f"Every row above is within the targets, and so are all {len(bf16)} of the collocated bf16 cells" in text
 
 if __name__ == "__main__":
-    print(page(collocated(study_cells(analysis.summarize(reference.load("h200-141gb"))))), end="")
+    print(page(collocated(study_cells(reference.summary("h200-141gb")))), end="")

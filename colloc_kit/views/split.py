@@ -36,8 +36,8 @@ def split_cells(summary: pd.DataFrame, only: Sequence[str] = ()) -> pd.DataFrame
     `host_share` (log host's part / log study's gain; NaN where the gain is not above 1); with `only`, those cells in
     that order.
 
-    >>> from colloc_kit import analysis, reference
-    >>> h200 = analysis.summarize(reference.load("h200-141gb"))
+    >>> from colloc_kit import reference
+    >>> h200 = reference.summary("h200-141gb")                  # analysis.summarize of its runs, kept
     >>> split_cells(h200, ["resnet50 on imagenet64 naive x3"])["gpu_part_mean"].round(2).tolist()
     [0.96]
     """
