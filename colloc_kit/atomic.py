@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["replacing", "write_json", "write_text"]
+__all__ = ["replacing", "write_json", "write_new_json", "write_text"]
 
 
 @contextlib.contextmanager
@@ -70,6 +70,32 @@ def write_json(path: str | Path, data: Any, indent: int | None = 2) -> Path:
                 Path(path), json.dumps(data, default=str).encode()):
             return Path(path)
         raise
+
+
+def write_new_json(folder: str | Path, stem: str, data: Any) -> Path:
+    """Write `data` as JSON to a file of its own in `folder`: `stem.json`, else `stem-1.json`, ... where taken (never
+    replacing one), whole or not at all; returns it.
+
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> [write_new_json(folder, "host-20261201-034959", {"n": n}).name for n in range(2)]
+    ['host-20261201-034959.json', 'host-20261201-034959-1.json']
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{stem}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+        for n in range(1000):
+            path = folder / f"{stem}{f'-{n}' if n else ''}.json"
+            try:
+                os.link(tmp, path)  # fails where the name is taken: a file of its own, written whole
+                return path
+            except FileExistsError:
+                continue
+        raise FileExistsError(errno.EEXIST, "no free name for a new file", str(folder / f"{stem}.json"))
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _overwrite_within(path: Path, data: bytes) -> bool:

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from colloc_kit import atomic
 from colloc_kit.errors import BadInput
 from colloc_kit.pipeline import executors
 from colloc_kit.spec import ExperimentSpec, JobSpec
+from colloc_kit.store.folder import ExperimentFolder
 from colloc_kit.store.rundir import find_runs
 
 PACKAGE = Path(colloc_kit.__file__).parent
@@ -103,6 +105,17 @@ def test_an_atomic_write_on_a_full_disk_names_the_file_keeps_the_old_one_and_lea
     with pytest.raises(OSError, match="No space left on device"):
         atomic.write_json(new, {"a": 1})
     assert not new.exists() and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_two_commands_in_one_second_keep_a_machine_description_each(tmp_path, monkeypatch):
+    """A fast machine ran two commands on one folder within a second (test_cells' rerun, CI of session 40): the
+    second's description replaced the first's, whose runs then named the second's file."""
+    monkeypatch.setattr(time, "strftime", lambda fmt, *when: "20261201-034959")
+    folder = ExperimentFolder.of(tmp_path, "exp")
+    first, second = (folder.write_machine({"host": {"hostname": "vm"}, "command": n}) for n in (1, 2))
+    assert [json.loads(path.read_text())["command"] for path in (first, second)] == [1, 2]
+    assert sorted(p.name for p in first.parent.iterdir()) == ["vm-20261201-034959-1.json", "vm-20261201-034959.json"]
+    assert folder.write_machine({"host": {"hostname": "vm"}, "command": 3}, tag="123").name == "vm-123.json"
 
 
 def test_every_json_file_of_the_kit_is_written_through_the_atomic_write():

@@ -142,9 +142,12 @@ class ExperimentFolder:
         return sorted((self.path / SPECS).glob("*.json"), key=modified)
 
     def write_machine(self, info: dict[str, Any], tag: str | None = None) -> Path:
-        """Store a machine description, named by host and `tag` (default: the time); returns the file."""
-        name = f"{safe_name(info['host']['hostname'])}-{safe_name(tag or time.strftime('%Y%m%d-%H%M%S'))}.json"
-        return atomic.write_json(self.path / MACHINES / name, info)
+        """Store a machine description, named by host and `tag`, else by the time: a command in the same second as an
+        earlier one takes a name of its own (`-1`, ...), never the earlier's file; returns the file."""
+        host = safe_name(info["host"]["hostname"])
+        if tag:
+            return atomic.write_json(self.path / MACHINES / f"{host}-{safe_name(tag)}.json", info)
+        return atomic.write_new_json(self.path / MACHINES, f"{host}-{time.strftime('%Y%m%d-%H%M%S')}", info)
 
     @property
     def slurm_dir(self) -> Path:
