@@ -1,5 +1,6 @@
-"""The reference cells and a set's findings kept on disk between processes (`colloc_kit.predict.kept`): read back as
-computed, never stale (a changed input or line of the kit is a new key), computed where nothing can be kept."""
+"""The reference cells, a set's summary and its findings kept on disk between processes
+(`colloc_kit.predict.kept`): read back as computed, never stale (a changed input or line of the kit is a new key),
+computed where nothing can be kept."""
 
 import shutil
 
@@ -7,6 +8,7 @@ import pandas as pd
 import pytest
 
 from colloc_kit import findings, reference
+from colloc_kit.analysis import summaries
 from colloc_kit.findings import kept as kept_findings
 from colloc_kit.predict import check, kept
 
@@ -71,3 +73,21 @@ def test_a_sets_findings_are_kept_per_set_and_gpu_and_made_anew_when_its_bytes_c
     (tmp_path / "set" / "README.md").write_text("another note")
     assert findings.report_of(data) == first and len(made) == 4  # the same figures, computed again
     assert findings.report_of(str(tmp_path / "nothing-here"))[0] == 0 and len(made) == 5  # nothing to keep: read says
+
+
+def test_a_sets_summary_is_kept_per_set_and_made_anew_when_its_bytes_change(tmp_path, monkeypatch):
+    """`reference.summary`, as notebooks 07, 08 and course sheet 4 call it: a set's cells summarized once and read
+    back by the next process; another set keeps a file of its own, a changed file of the set is a new key."""
+    monkeypatch.setenv("COLLOC_KIT_CACHE", str(tmp_path / "cache"))
+    data = shutil.copytree(reference.folder("h100-attribution"), tmp_path / "set")
+    (data / "README.md").write_text("a copy")  # its bytes differ from the shipped folder's
+    made, summarize = [], summaries.summarize
+    monkeypatch.setattr(summaries, "summarize", lambda results: made.append(len(results.runs)) or summarize(results))
+    first = reference.summary(data)
+    pd.testing.assert_frame_equal(first, summarize(reference.load(data)))
+    assert reference.summary(data).equals(first) and len(made) == 1  # read back
+    assert reference.summary("h100-attribution").equals(first) and len(made) == 2  # another set: its own file
+    assert reference.summary(data).equals(first) and len(made) == 2  # neither replaced the other's file
+    (data / "README.md").write_text("another note")
+    assert reference.summary(data).equals(first) and len(made) == 3  # the same cells, summarized again
+    assert len(list((tmp_path / "cache").glob("summary-*.pickle"))) == 2  # the set's earlier key's file replaced
