@@ -73,7 +73,10 @@ def settle_gpu() -> None:
     the H200 (ResNet-26/50 on synthetic data, which never waits for a batch). Under MPS such an exit was followed,
     0.14-0.33 s later, by a fatal GPU error in a client still training, which the server answers by tearing down every
     client (benchmarks/results/h200/mps-teardown). A CUDA error already raised (a sticky one) leaves nothing to wait
-    for; without CUDA, or with torch never loaded, this does nothing."""
+    for; without CUDA, or with torch never loaded, this does nothing.
+
+        >>> settle_gpu()  # no GPU work queued here: returns at once
+    """
     torch = sys.modules.get("torch")
     if torch is None:
         return
