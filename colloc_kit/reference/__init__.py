@@ -41,9 +41,9 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from colloc_kit import __version__
+from colloc_kit.analysis import summaries
 from colloc_kit.analysis.results import Results, derive
 from colloc_kit.analysis.results import load as load_runs
-from colloc_kit.analysis import summaries
 from colloc_kit.analysis.summaries import job_mix_label
 from colloc_kit.errors import BadInput, BrokenRun
 from colloc_kit.machine import git_commit
